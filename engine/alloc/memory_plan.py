@@ -1,0 +1,182 @@
+"""MemoryPlan: how a device budget is spent (dense weights | expert slots | KV pool | workspace). Torch-free.
+
+The budget is a hard limit: every byte the engine puts on the device is in the plan, and a budget below
+the minimum is refused with the minimum named."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from engine.errors import BudgetError
+
+GiB = 1024**3
+MiB = 1024**2
+KV_FLOOR_BYTES = GiB // 2  # kappa_min's lower bound (shared/WISP.md)
+DEFAULT_PAGED_SLOTS = 24  # the release's default cap, when neither a budget nor --expert-slots is given
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """What the planner needs to know about a model, in bytes."""
+
+    dense_bytes: int
+    expert_bytes: int  # one expert
+    num_moe_layers: int
+    num_experts: int
+    top_k: int
+    kv_bytes_per_token: int
+    hidden_size: int
+    vocab_size: int
+    dtype_bytes: int
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    mode: str
+    budget_bytes: int | None
+    dense_bytes: int
+    expert_bytes: int
+    slots_per_layer: int  # paged: capacity of each MoE layer; resident: all experts
+    num_moe_layers: int
+    offloaded_layers: int  # static: MoE layers whose experts stream from the host every forward
+    static_resident_bytes: int
+    kv_blocks: int
+    kv_block_bytes: int
+    workspace_bytes: int
+
+    @property
+    def expert_device_bytes(self) -> int:
+        if self.mode == "static":
+            return self.static_resident_bytes
+        return self.slots_per_layer * self.num_moe_layers * self.expert_bytes
+
+    @property
+    def kv_bytes(self) -> int:
+        return self.kv_blocks * self.kv_block_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self.dense_bytes + self.expert_device_bytes + self.kv_bytes + self.workspace_bytes
+
+    @property
+    def free_bytes(self) -> int | None:
+        return None if self.budget_bytes is None else self.budget_bytes - self.total_bytes
+
+
+def workspace_bytes(sizes: ModelSizes, max_batched_tokens: int, max_num_seqs: int) -> int:
+    """Activations of the largest step: hidden states, attention/MLP temporaries, the [T, K, D] expert buffer,
+    and fp32 logits with the sampler's copies. Generous on purpose: it is measured against the budget."""
+    per_token = (sizes.top_k + 24) * sizes.hidden_size * sizes.dtype_bytes
+    logits = 4 * max_num_seqs * sizes.vocab_size * 4
+    return 64 * MiB + max_batched_tokens * per_token + logits
+
+
+def kv_floor_bytes(sizes: ModelSizes, concurrency: int, max_model_len: int) -> int:
+    """kappa_min = max(0.5 GiB, concurrency x max context x KV bytes per token)."""
+    return max(KV_FLOOR_BYTES, concurrency * max_model_len * sizes.kv_bytes_per_token)
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    mode: str  # "resident" | "paged" | "static"
+    budget_bytes: int | None
+    block_size: int
+    max_model_len: int
+    max_num_seqs: int
+    max_batched_tokens: int
+    expert_slots: int | None = None
+    kv_blocks: int | None = None
+
+
+def gib(num_bytes: int) -> str:
+    return f"{num_bytes / GiB:.2f} GiB"
+
+
+def plan_memory(sizes: ModelSizes, request: PlanRequest) -> MemoryPlan:
+    """Split the budget; raises BudgetError naming the minimum when it cannot fit."""
+    block_bytes = request.block_size * sizes.kv_bytes_per_token
+    workspace = workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
+    kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
+    layer_bytes = sizes.num_experts * sizes.expert_bytes
+    base = dict(mode=request.mode, budget_bytes=request.budget_bytes, dense_bytes=sizes.dense_bytes,
+                expert_bytes=sizes.expert_bytes, num_moe_layers=sizes.num_moe_layers, kv_block_bytes=block_bytes,
+                workspace_bytes=workspace, offloaded_layers=0, static_resident_bytes=0)
+    fixed = sizes.dense_bytes + workspace
+    if request.mode == "resident":
+        experts = sizes.num_moe_layers * layer_bytes
+        kv = kv_bytes_within(request, fixed + experts, kv_floor, "all experts resident", paged_hint=True)
+        return with_kv(MemoryPlan(**base, slots_per_layer=sizes.num_experts, kv_blocks=kv // block_bytes), request)
+    if request.mode == "static":
+        return plan_static(sizes, request, base, fixed, kv_floor, layer_bytes)
+    slots = paged_slots(sizes, request, fixed, kv_floor)
+    kv = kv_bytes_within(request, fixed + slots * sizes.num_moe_layers * sizes.expert_bytes, kv_floor,
+                         f"{slots} expert slots per layer")
+    return with_kv(MemoryPlan(**base, slots_per_layer=slots, kv_blocks=kv // block_bytes), request)
+
+
+def minimum_budget(sizes: ModelSizes, request: PlanRequest) -> int:
+    """Dense weights + top_k slots in every MoE layer + kappa_min + workspace."""
+    slots = sizes.top_k * sizes.num_moe_layers * sizes.expert_bytes
+    kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
+    return sizes.dense_bytes + slots + kv_floor + workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
+
+
+def paged_slots(sizes: ModelSizes, request: PlanRequest, fixed: int, kv_floor: int) -> int:
+    if request.expert_slots is not None:
+        return min(request.expert_slots, sizes.num_experts)
+    if request.budget_bytes is None:
+        return min(DEFAULT_PAGED_SLOTS, sizes.num_experts)
+    per_slot_row = sizes.num_moe_layers * sizes.expert_bytes
+    slots = min(sizes.num_experts, (request.budget_bytes - fixed - kv_floor) // per_slot_row)
+    if slots < sizes.top_k:
+        raise BudgetError(
+            f"a budget of {gib(request.budget_bytes)} is too small for this model: the minimum is "
+            f"{gib(minimum_budget(sizes, request))} (dense weights {gib(sizes.dense_bytes)} + {sizes.top_k} expert "
+            f"slots per layer + {gib(kv_floor)} KV + workspace)"
+        )
+    return int(slots)
+
+
+def kv_bytes_within(request: PlanRequest, used: int, kv_floor: int, what: str, paged_hint: bool = False) -> int:
+    """KV bytes: an explicit block count, else kappa_min without a budget, else all the budget leaves."""
+    if request.budget_bytes is None:
+        return kv_floor
+    left = request.budget_bytes - used
+    if left < kv_floor:
+        hint = "; try --experts paged" if paged_hint else ""
+        raise BudgetError(
+            f"a budget of {gib(request.budget_bytes)} cannot hold {what} plus the KV cache floor of "
+            f"{gib(kv_floor)}: it needs at least {gib(used + kv_floor)}{hint}"
+        )
+    return left
+
+
+def plan_static(sizes: ModelSizes, request: PlanRequest, base: dict, fixed: int, kv_floor: int, layer_bytes: int):
+    """Keep as many leading MoE layers' experts on the host as needed to fit; one staging layer streams them."""
+    num_layers = sizes.num_moe_layers
+    if request.budget_bytes is None:
+        resident = 0
+    else:
+        room = request.budget_bytes - fixed - kv_floor
+        resident = num_layers if room >= num_layers * layer_bytes else max(0, (room - layer_bytes) // layer_bytes)
+        if room < layer_bytes:
+            raise BudgetError(
+                f"a budget of {gib(request.budget_bytes)} is too small for static offload: it needs at least "
+                f"{gib(fixed + kv_floor + layer_bytes)} (dense weights + one streamed layer + KV floor + workspace)"
+            )
+    offloaded = num_layers - int(resident)
+    device_experts = int(resident) * layer_bytes + (layer_bytes if offloaded else 0)
+    kv = kv_bytes_within(request, fixed + device_experts, kv_floor, f"{offloaded} offloaded layers")
+    plan = MemoryPlan(**{**base, "offloaded_layers": offloaded, "static_resident_bytes": device_experts},
+                      slots_per_layer=0, kv_blocks=kv // base["kv_block_bytes"])
+    return with_kv(plan, request)
+
+
+def with_kv(plan: MemoryPlan, request: PlanRequest) -> MemoryPlan:
+    """Apply an explicit KV block count (tests, experiments) and check it still fits the budget."""
+    if request.kv_blocks is None:
+        return plan
+    plan = replace(plan, kv_blocks=request.kv_blocks)
+    if plan.free_bytes is not None and plan.free_bytes < 0:
+        raise BudgetError(f"{request.kv_blocks} KV blocks do not fit a budget of {gib(request.budget_bytes)}")
+    return plan

@@ -1,0 +1,60 @@
+"""LRU miss-ratio curves of one layer's expert accesses, from stack (reuse) distances in one pass.
+
+The access stream is per step: the unique experts a step needs at that layer, in order of first
+appearance (token order, then router order). This is what the pager does: at a step, the
+needed experts that are resident hit, the others miss, and the least recently used experts
+not needed this step are evicted. Recency ties inside a step are broken by that order (later
+= more recent).
+
+With that rule the cache with C slots always holds the C most recently used experts, so an
+access hits iff its depth in the LRU stack *at the start of its step* is below C (Mattson's
+inclusion property, at step granularity). One pass computes every access's depth; the hit
+rate for every C follows from their histogram. First uses (depth -1) miss at every size.
+Torch-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+COLD = -1
+
+
+def step_unique(step_ids: np.ndarray) -> np.ndarray:
+    """Unique expert ids of one step [T, K] (or [T*K]) in order of first appearance."""
+    flat = np.asarray(step_ids).reshape(-1)
+    _, first = np.unique(flat, return_index=True)
+    return flat[np.sort(first)]
+
+
+def stack_depths(steps: Iterable[np.ndarray], num_experts: int) -> np.ndarray:
+    """Depth of every access in the LRU stack at the start of its step; COLD for a first use.
+
+    ``steps`` yields each step's unique experts (``step_unique``). O(accesses x num_experts)."""
+    last_use = np.full(num_experts, -1, dtype=np.int64)  # larger = more recent; -1 = never used
+    clock = 0
+    depths = []
+    for experts in steps:
+        experts = np.asarray(experts, dtype=np.int64)
+        previous = last_use[experts]  # [U]
+        depth = (last_use[None, :] > previous[:, None]).sum(axis=1)  # experts more recent than it
+        depths.append(np.where(previous < 0, COLD, depth))
+        last_use[experts] = clock + np.arange(experts.size)
+        clock += experts.size
+    return np.concatenate(depths) if depths else np.zeros(0, dtype=np.int64)
+
+
+def hit_rate_curve(depths: np.ndarray, max_slots: int) -> np.ndarray:
+    """Hit rate for 0..max_slots slots: share of accesses whose depth is below the slot count."""
+    if depths.size == 0:
+        return np.zeros(max_slots + 1)
+    warm = depths[depths != COLD]
+    histogram = np.bincount(warm, minlength=max_slots + 1)[: max_slots + 1]
+    return np.concatenate(([0], np.cumsum(histogram)[:max_slots])) / depths.size
+
+
+def miss_ratio_curve(steps: Iterable[np.ndarray], num_experts: int) -> np.ndarray:
+    """Miss ratio for 0..num_experts slots of one layer's per-step unique-expert stream."""
+    return 1.0 - hit_rate_curve(stack_depths(steps, num_experts), num_experts)

@@ -1,0 +1,86 @@
+"""`wisp` command line. User errors exit with status 2 and one readable line on stderr."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from engine.errors import WispError
+
+EXIT_USER_ERROR = 2
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", nargs="?", default=None,
+                        help="model folder, .gguf file or Hugging Face cache id org/name (default: bundled demo)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
+    parser.add_argument("--experts", default="resident", choices=["resident", "paged", "static"],
+                        help="where expert weights live: all on the device, paged WiSP slots, or static offload")
+    parser.add_argument("--expert-slots", type=int, default=None, help="paged mode: expert slots per MoE layer")
+    parser.add_argument("--budget", default=None, help="most device memory to use, e.g. 12GiB")
+    parser.add_argument("--max-model-len", type=int, default=None, help="context length (default: min(model, 4096))")
+
+
+def add_sampling_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--top-k", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from engine.cli_commands import chat_command, doctor_command, run_command
+
+    parser = argparse.ArgumentParser(prog="wisp", description="Run Mixture-of-Experts LLMs on the GPU you have.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="generate from one prompt")
+    add_engine_options(run)
+    add_sampling_options(run)
+    run.add_argument("--prompt", required=True)
+    run.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn with the chat template")
+    run.add_argument("--system", default=None, help="system prompt (with --chat)")
+    run.add_argument("--json", action="store_true", help="print one JSON object with text, token_ids, logprobs, stats")
+    run.set_defaults(handler=run_command)
+    chat = commands.add_parser("chat", help="interactive chat in the terminal")
+    add_engine_options(chat)
+    add_sampling_options(chat)
+    chat.add_argument("--system", default=None)
+    chat.set_defaults(handler=chat_command)
+    doctor = commands.add_parser("doctor", help="show torch, CUDA, GPU memory and host RAM")
+    doctor.add_argument("--json", action="store_true")
+    doctor.set_defaults(handler=doctor_command)
+    register_optional(commands)
+    return parser
+
+
+def register_optional(commands) -> None:
+    """Commands contributed by other engine packages (traces, ...)."""
+    try:
+        from engine.traces.commands import register
+    except ImportError:
+        return
+    register(commands)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args) or 0
+    except WispError as err:
+        print(f"wisp: error: {err}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return 130
+
+
+def print_json(obj) -> None:
+    print(json.dumps(obj, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Engine options chosen by the user (frozen). What is derived from them at load time lives in MemoryPlan."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.errors import RequestError
+
+EXPERT_MODES = ("resident", "paged", "static")
+DEVICES = ("auto", "cpu", "cuda")
+DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """model: folder, .gguf, HF cache id or None for the bundled demo. budget_bytes: most device memory to use."""
+
+    model: str | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    experts: str = "resident"
+    expert_slots: int | None = None
+    budget_bytes: int | None = None
+    prefetch: bool = False
+    max_model_len: int | None = None
+    max_num_seqs: int = 8
+    block_size: int = 16
+    kv_blocks: int | None = None  # override the KV pool size (tests, experiments)
+
+    def __post_init__(self):
+        if self.device not in DEVICES:
+            raise RequestError(f"device must be one of {', '.join(DEVICES)}, got '{self.device}'")
+        if self.dtype not in DTYPE_CHOICES:
+            raise RequestError(f"dtype must be one of {', '.join(DTYPE_CHOICES)}, got '{self.dtype}'")
+        if self.experts not in EXPERT_MODES:
+            raise RequestError(f"experts must be one of {', '.join(EXPERT_MODES)}, got '{self.experts}'")
+        if self.expert_slots is not None and self.expert_slots < 1:
+            raise RequestError(f"expert slots must be positive, got {self.expert_slots}")
+        if self.max_num_seqs < 1 or self.block_size < 1:
+            raise RequestError("max_num_seqs and block_size must be positive")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise RequestError(f"max_model_len must be at least 2, got {self.max_model_len}")

@@ -1,0 +1,42 @@
+"""Events the engine emits (plain, picklable dataclasses). They cross from the engine thread to callers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RequestStats:
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    generated_tokens: int
+    ttft_s: float
+    decode_tok_s: float
+    total_s: float
+    num_preemptions: int
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One generated token; `text` is the newly completed text (may be empty while a character is incomplete)."""
+
+    request_id: str
+    token_id: int
+    text: str
+    logprob: float
+
+
+@dataclass(frozen=True)
+class FinishEvent:
+    """The request ended: reason is "stop", "length", "cancelled" or "error" (then `error` says why)."""
+
+    request_id: str
+    reason: str
+    text: str
+    token_ids: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    stats: RequestStats
+    error: str | None = None
+
+
+Event = TokenEvent | FinishEvent

@@ -1,0 +1,69 @@
+"""Host->device expert copies: a side CUDA stream (so misses copy while hits compute), copy-time accounting
+from CUDA events, and the events that make a layer wait for experts prefetched into it."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from engine.experts.provider import ExpertCounters
+
+
+class CopyEngine:
+    def __init__(self, device: torch.device, counters: ExpertCounters):
+        self.counters = counters
+        self.stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+        self.last_event = None
+        self.timings: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
+        self.prefetch_events: dict[int, object] = {}
+        self.prefetched: dict[int, set[int]] = {}
+
+    def copy(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Start copying each (device slot, host block) pair; wait() before using the slots."""
+        self.counters.h2d_bytes += sum(src.numel() * src.element_size() for _, src in pairs)
+        if self.stream is None:
+            start = time.perf_counter()
+            for dst, src in pairs:
+                dst.copy_(src)
+            self.counters.copy_s += time.perf_counter() - start
+            return
+        self.settle()
+        self.stream.wait_stream(torch.cuda.current_stream())  # slots being overwritten may still be read
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(self.stream):
+            start.record()
+            for dst, src in pairs:
+                dst.copy_(src, non_blocking=True)
+            end.record()
+        self.last_event = end
+        self.timings.append((start, end))
+
+    def wait(self) -> None:
+        """Make the compute stream wait for every copy started so far."""
+        if self.stream is not None and self.last_event is not None:
+            torch.cuda.current_stream().wait_event(self.last_event)
+
+    def mark_prefetch(self, layer: int, experts: list[int]) -> None:
+        self.prefetch_events[layer] = self.last_event
+        self.prefetched[layer] = set(experts)
+
+    def wait_prefetch(self, layer: int) -> None:
+        event = self.prefetch_events.pop(layer, None)
+        if event is not None:
+            torch.cuda.current_stream().wait_event(event)
+
+    def take_prefetched(self, layer: int, hits: list[int]) -> int:
+        """How many of the layer's prefetched experts this step used."""
+        return len(self.prefetched.pop(layer, set()) & set(hits))
+
+    def settle(self) -> None:
+        """Add the copy time of finished copies to the counters (never blocks)."""
+        while self.timings and self.timings[0][1].query():
+            start, end = self.timings.pop(0)
+            self.counters.copy_s += start.elapsed_time(end) / 1000.0
+
+    def synchronize(self) -> None:
+        if self.stream is not None:
+            self.stream.synchronize()
+            self.settle()

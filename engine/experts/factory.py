@@ -1,0 +1,22 @@
+"""Pick the expert provider a MemoryPlan asks for."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.alloc.memory_plan import MemoryPlan
+from engine.alloc.prefetch_predictor import CoOccurrencePredictor
+from engine.experts.pager import PagedExperts
+from engine.experts.provider import ResidentExperts
+from engine.experts.static import StaticOffloadExperts
+from engine.experts.store import ExpertStore
+
+
+def make_provider(plan: MemoryPlan, store: ExpertStore, device: torch.device, top_k: int, prefetch: bool):
+    if plan.mode == "resident":
+        return ResidentExperts(store)
+    if plan.mode == "static":
+        return StaticOffloadExperts(store, device, plan.offloaded_layers)
+    layers = list(store.blocks)
+    predictor = CoOccurrencePredictor(layers, store.num_experts, count=max(top_k, plan.slots_per_layer // 2)) if prefetch else None
+    return PagedExperts(store, device, {layer: plan.slots_per_layer for layer in layers}, predictor)

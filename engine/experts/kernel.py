@@ -1,0 +1,73 @@
+"""The one expert compute path every provider uses (resident, static offload, paged).
+
+A token's MoE output depends only on its own row: each expert multiplies exactly the tokens routed to
+it, results land in a [T, top_k, D] buffer, and the buffer is summed per token in ascending expert-id
+order (transformers' order). Where an expert's bytes live, and in which group it ran, never changes a bit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def route(router_logits: torch.Tensor, top_k: int, normalize: bool, weights_fp32: bool):
+    """Softmax router -> (ids [T, K] long, weights [T, K]); weights in fp32 for Mixtral, else the logits dtype."""
+    probs = F.softmax(router_logits, dim=-1, dtype=torch.float32)  # [T, E]
+    weights, ids = torch.topk(probs, top_k, dim=-1)  # [T, K]
+    if normalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    if not weights_fp32:
+        weights = weights.to(router_logits.dtype)
+    return ids, weights
+
+
+def expert_mlp(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
+    """SwiGLU expert. x [n, D], gate_up [2I, D], down [D, I] -> [n, D]."""
+    gate, up = F.linear(x, gate_up).chunk(2, dim=-1)  # [n, I] x2
+    return F.linear(F.silu(gate) * up, down)
+
+
+@dataclass
+class Dispatch:
+    """Host-side plan of one layer-step: which tokens (and top-k positions) each needed expert serves."""
+
+    experts: np.ndarray  # [U] unique expert ids, ascending
+    bounds: np.ndarray  # [U + 1] expert u owns entries bounds[u]:bounds[u+1]
+    tokens: torch.Tensor  # [T*K] token row of each entry, grouped by expert
+    kpos: torch.Tensor  # [T*K] top-k position of each entry
+
+    def rows(self, u: int) -> tuple[torch.Tensor, torch.Tensor]:
+        lo, hi = int(self.bounds[u]), int(self.bounds[u + 1])
+        return self.tokens[lo:hi], self.kpos[lo:hi]
+
+
+def plan_dispatch(ids_host: np.ndarray, device: torch.device) -> Dispatch:
+    """ids_host [T, K] (already on the host: one sync per layer-step)."""
+    top_k = ids_host.shape[1]
+    flat = ids_host.reshape(-1)
+    order = np.argsort(flat, kind="stable")  # stable: tokens stay ascending within an expert
+    experts, starts = np.unique(flat[order], return_index=True)
+    bounds = np.append(starts, flat.size)
+    entries = torch.from_numpy(np.stack([order // top_k, order % top_k])).to(device)  # [2, T*K]
+    return Dispatch(experts=experts, bounds=bounds, tokens=entries[0], kpos=entries[1])
+
+
+def run_expert(x, gate_up, down, weights, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
+    """Compute expert u of the dispatch into out [T, K, D] at its (token, k) entries."""
+    tokens, kpos = dispatch.rows(u)
+    y = expert_mlp(x[tokens], gate_up, down) * weights[tokens, kpos, None]  # [n, D]
+    out[tokens, kpos] = y.to(out.dtype)
+
+
+def combine(out: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Sum out [T, K, D] over K in ascending expert-id order per token -> [T, D]."""
+    order = torch.argsort(ids, dim=-1)  # [T, K]
+    ranked = out.gather(1, order[:, :, None].expand_as(out))
+    total = torch.zeros_like(ranked[:, 0])
+    for k in range(ranked.shape[1]):
+        total = total + ranked[:, k]
+    return total

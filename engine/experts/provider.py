@@ -1,0 +1,74 @@
+"""Expert providers: where expert bytes live. All of them run experts through engine.experts.kernel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.experts.kernel import Dispatch, combine, plan_dispatch, run_expert
+from engine.experts.store import ExpertStore
+
+
+@dataclass
+class ExpertCounters:
+    """Cumulative expert traffic; hits + misses = routed (layer, unique expert) uses per step."""
+
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+    h2d_bytes: int = 0
+    copy_s: float = 0.0  # time the copy engine spent on expert copies
+    prefetched: int = 0
+    prefetch_used: int = 0
+    layer_hits: dict[int, int] = field(default_factory=dict)
+    layer_misses: dict[int, int] = field(default_factory=dict)
+
+    def count(self, layer: int, hits: int, misses: int) -> None:
+        self.hits += hits
+        self.misses += misses
+        self.layer_hits[layer] = self.layer_hits.get(layer, 0) + hits
+        self.layer_misses[layer] = self.layer_misses.get(layer, 0) + misses
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / (self.hits + self.misses) if self.hits + self.misses else 1.0
+
+    @property
+    def h2d_gb_per_s(self) -> float:
+        return self.h2d_bytes / self.copy_s / 1e9 if self.copy_s > 0 else 0.0
+
+    def snapshot(self) -> "ExpertCounters":
+        return ExpertCounters(self.hits, self.misses, self.evictions, self.h2d_bytes, self.copy_s, self.prefetched,
+                              self.prefetch_used, dict(self.layer_hits), dict(self.layer_misses))
+
+
+def start_layer(x: torch.Tensor, ids: torch.Tensor, ids_host) -> tuple[Dispatch, torch.Tensor]:
+    """Plan a layer-step from the routed ids already on the host, and allocate its [T, K, D] output buffer."""
+    dispatch = plan_dispatch(ids_host, x.device)
+    out = torch.empty(ids.shape[0], ids.shape[1], x.shape[1], dtype=x.dtype, device=x.device)
+    return dispatch, out
+
+
+class ResidentExperts:
+    """Every expert on the device: the ceiling, and the reference the other providers must match bit for bit."""
+
+    name = "resident"
+
+    def __init__(self, store: ExpertStore):
+        self.store = store
+        self.layout = store.layout
+        self.counters = ExpertCounters()
+
+    def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        dispatch, out = start_layer(x, ids, ids.cpu().numpy())
+        blocks = self.store.blocks[layer]
+        for u, expert in enumerate(dispatch.experts):
+            block = blocks[expert]
+            run_expert(x, self.layout.gate_up(block), self.layout.down(block), weights, dispatch, u, out)
+        self.counters.count(layer, len(dispatch.experts), 0)
+        return combine(out, ids)
+
+    @property
+    def device_bytes(self) -> int:
+        return self.store.total_bytes

@@ -1,0 +1,116 @@
+"""ModelArgs: one normalised view of a Hugging Face MoE config.json, whichever transformers wrote it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.errors import ModelFormatError, UnsupportedModelError
+
+
+@dataclass(frozen=True)
+class ModelArgs:
+    """Architecture numbers the engine needs; HF field names kept where they exist."""
+
+    model_type: str
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    num_experts: int
+    num_experts_per_tok: int
+    moe_intermediate_size: int
+    intermediate_size: int
+    norm_topk_prob: bool
+    moe_layers: tuple[bool, ...]
+    attention_bias: bool = False
+    o_proj_bias: bool = False
+    qk_norm: str = "none"  # "none" | "per_head" (qwen3) | "full" (olmoe)
+    clip_qkv: float | None = None
+    shared_expert_intermediate_size: int = 0
+    router_weights_fp32: bool = False  # mixtral keeps top-k weights in fp32 when scaling expert outputs
+    torch_dtype: str | None = None
+    extra: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def num_moe_layers(self) -> int:
+        return sum(self.moe_layers)
+
+    @property
+    def expert_numel(self) -> int:
+        """Elements of one expert: gate, up and down projections, stored contiguously."""
+        return 3 * self.hidden_size * self.moe_intermediate_size
+
+    def kv_bytes_per_token(self, dtype_bytes: int) -> int:
+        return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
+
+
+def require(config: dict, key: str, kind: type = int):
+    """Read a required config field, naming it when it is missing or has the wrong type."""
+    if key not in config or config[key] is None:
+        raise ModelFormatError(f"config.json: required field '{key}' is missing")
+    value = config[key]
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ModelFormatError(f"config.json: field '{key}' must be an integer, got {value!r}")
+    if kind is float and not isinstance(value, (int, float)):
+        raise ModelFormatError(f"config.json: field '{key}' must be a number, got {value!r}")
+    return value
+
+
+def first_present(config: dict, *keys: str, default=None):
+    for key in keys:
+        if config.get(key) is not None:
+            return config[key]
+    return default
+
+
+def rope_theta(config: dict, default: float) -> float:
+    """rope_theta from the published field or from recent transformers' rope_parameters."""
+    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    if not isinstance(params, dict):
+        raise ModelFormatError("config.json: 'rope_parameters' must be an object")
+    rope_type = params.get("rope_type", params.get("type", "default"))
+    if rope_type not in ("default", None):
+        raise UnsupportedModelError(
+            f"config.json: RoPE scaling type '{rope_type}' is not supported yet (only the default RoPE)"
+        )
+    return float(first_present(params, "rope_theta", default=config.get("rope_theta", default)))
+
+
+def moe_layer_flags(config: dict, num_layers: int, num_experts: int) -> tuple[bool, ...]:
+    """Which layers hold experts (Qwen's decoder_sparse_step and mlp_only_layers)."""
+    step = config.get("decoder_sparse_step") or 1
+    dense_layers = set(config.get("mlp_only_layers") or [])
+    return tuple(
+        num_experts > 0 and i not in dense_layers and (i + 1) % step == 0 for i in range(num_layers)
+    )
+
+
+def common_args(config: dict, num_experts: int, default_theta: float) -> dict:
+    """Fields every supported architecture shares."""
+    hidden = require(config, "hidden_size")
+    heads = require(config, "num_attention_heads")
+    layers = require(config, "num_hidden_layers")
+    if hidden <= 0 or heads <= 0 or layers <= 0:
+        raise ModelFormatError("config.json: hidden_size, num_attention_heads and num_hidden_layers must be positive")
+    return dict(
+        vocab_size=require(config, "vocab_size"),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=config.get("num_key_value_heads") or heads,
+        head_dim=config.get("head_dim") or hidden // heads,
+        rms_norm_eps=float(first_present(config, "rms_norm_eps", default=1e-6)),
+        rope_theta=rope_theta(config, default_theta),
+        max_position_embeddings=config.get("max_position_embeddings") or 4096,
+        tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+        num_experts=num_experts,
+        num_experts_per_tok=require(config, "num_experts_per_tok"),
+        moe_layers=moe_layer_flags(config, layers, num_experts),
+        torch_dtype=first_present(config, "torch_dtype", "dtype"),
+    )

@@ -1,0 +1,103 @@
+"""Attention over the paged KV cache. One code path for prefill (with or without a cached prefix) and decode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.model.args import ModelArgs
+from engine.model.layers import RMSNorm, apply_rope
+
+
+@dataclass
+class SeqSpan:
+    """One sequence's rows in a step: q rows [q_start, q_start+q_len) attend to kv_slots (its whole context)."""
+
+    q_start: int
+    q_len: int
+    kv_slots: torch.Tensor  # [kv_len] flat cache slots, oldest first
+
+
+@dataclass
+class AttentionMetadata:
+    slot_mapping: torch.Tensor  # [T] flat cache slot of each new token's k/v
+    spans: list[SeqSpan]
+
+
+class KVCache:
+    """Per-layer K and V pools, flat over slots: [num_blocks * block_size, kv_heads, head_dim]."""
+
+    def __init__(self, num_layers: int, num_slots: int, kv_heads: int, head_dim: int, dtype, device):
+        shape = (num_slots, kv_heads, head_dim)
+        # Uninitialised on purpose: attention only ever reads slots that a step has written.
+        self.k = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+        self.v = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
+
+    @property
+    def num_slots(self) -> int:
+        return self.k[0].shape[0]
+
+    def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        self.k[layer].index_copy_(0, slots, k)
+        self.v[layer].index_copy_(0, slots, v)
+
+
+class Attention(nn.Module):
+    def __init__(self, args: ModelArgs, layer: int):
+        super().__init__()
+        self.layer = layer
+        self.num_heads, self.num_kv_heads, self.head_dim = args.num_attention_heads, args.num_key_value_heads, args.head_dim
+        q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        self.q_proj = nn.Linear(args.hidden_size, q_size, bias=args.attention_bias)
+        self.k_proj = nn.Linear(args.hidden_size, kv_size, bias=args.attention_bias)
+        self.v_proj = nn.Linear(args.hidden_size, kv_size, bias=args.attention_bias)
+        self.o_proj = nn.Linear(q_size, args.hidden_size, bias=args.o_proj_bias)
+        self.qk_norm, self.clip_qkv = args.qk_norm, args.clip_qkv
+        if args.qk_norm == "per_head":
+            self.q_norm = RMSNorm(self.head_dim, args.rms_norm_eps)
+            self.k_norm = RMSNorm(self.head_dim, args.rms_norm_eps)
+        elif args.qk_norm == "full":
+            self.q_norm = RMSNorm(q_size, args.rms_norm_eps)
+            self.k_norm = RMSNorm(kv_size, args.rms_norm_eps)
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # [T, H*hd], [T, KVH*hd] x2
+        if self.qk_norm == "full":
+            q, k = self.q_norm(q), self.k_norm(k)
+        if self.clip_qkv is not None:
+            q, k, v = (t.clamp(-self.clip_qkv, self.clip_qkv) for t in (q, k, v))
+        T = x.shape[0]
+        q = q.view(T, self.num_heads, self.head_dim)
+        k = k.view(T, self.num_kv_heads, self.head_dim)
+        v = v.view(T, self.num_kv_heads, self.head_dim)
+        if self.qk_norm == "per_head":
+            q, k = self.q_norm(q), self.k_norm(k)
+        return q, k, v
+
+    def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata, cache: KVCache):
+        q, k, v = self.project(x)
+        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        cache.store(self.layer, meta.slot_mapping, k, v)
+        out = torch.empty_like(q)  # [T, H, hd]
+        for span in meta.spans:
+            rows = slice(span.q_start, span.q_start + span.q_len)
+            out[rows] = self.attend(q[rows], cache.k[self.layer][span.kv_slots], cache.v[self.layer][span.kv_slots])
+        return self.o_proj(out.view(x.shape[0], -1))
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q [q, H, hd] are the last q positions of a context whose keys/values are k, v [L, KVH, hd]."""
+        q_len, kv_len = q.shape[0], k.shape[0]
+        mask, is_causal = None, False
+        if q_len > 1 and q_len == kv_len:
+            is_causal = True
+        elif q_len > 1:
+            offset = kv_len - q_len
+            mask = torch.ones(q_len, kv_len, dtype=torch.bool, device=q.device).tril(diagonal=offset)
+        o = F.scaled_dot_product_attention(
+            q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+            attn_mask=mask, is_causal=is_causal, scale=self.head_dim**-0.5, enable_gqa=True,
+        )  # [1, H, q, hd]
+        return o[0].transpose(0, 1)

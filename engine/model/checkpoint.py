@@ -1,0 +1,67 @@
+"""Lazy, memory-mapped access to a folder of safetensors files (single file or sharded with an index)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from engine.errors import ModelFormatError
+
+INDEX_FILE = "model.safetensors.index.json"
+
+
+class Checkpoint:
+    """Maps tensor names to shards; opens each shard once, memory-mapped; reads one tensor at a time."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self._handles: dict[str, object] = {}
+        self.weight_map = self._weight_map()
+
+    def _weight_map(self) -> dict[str, str]:
+        index = self.folder / INDEX_FILE
+        if index.exists():
+            return self._read_index(index)
+        shards = sorted(p.name for p in self.folder.glob("*.safetensors"))
+        if not shards:
+            raise ModelFormatError(f"{self.folder}: no *.safetensors weights found (PyTorch .bin checkpoints are not supported)")
+        return {name: shard for shard in shards for name in self._open(shard).keys()}
+
+    def _read_index(self, index: Path) -> dict[str, str]:
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ModelFormatError(f"{index}: not a valid safetensors index ({err})") from None
+        for shard in sorted(set(weight_map.values())):
+            if not (self.folder / shard).exists():
+                raise ModelFormatError(f"{self.folder / shard}: shard listed in {INDEX_FILE} is missing")
+        return weight_map
+
+    def _open(self, shard: str):
+        if shard not in self._handles:
+            path = self.folder / shard
+            try:
+                self._handles[shard] = safe_open(str(path), framework="pt")
+            except Exception as err:  # safetensors raises its own error types for truncation and bad headers
+                raise ModelFormatError(f"{path}: truncated or corrupt safetensors file ({err})") from None
+        return self._handles[shard]
+
+    def has(self, name: str) -> bool:
+        return name in self.weight_map
+
+    def get(self, name: str, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+        if name not in self.weight_map:
+            raise ModelFormatError(f"{self.folder}: tensor '{name}' is missing from the checkpoint")
+        shard = self.weight_map[name]
+        try:
+            tensor = self._open(shard).get_tensor(name)
+        except Exception as err:
+            raise ModelFormatError(f"{self.folder / shard}: cannot read tensor '{name}' ({err})") from None
+        if shape is not None and tuple(tensor.shape) != tuple(shape):
+            raise ModelFormatError(
+                f"{self.folder / shard}: tensor '{name}' has shape {list(tensor.shape)}, config.json implies {list(shape)}"
+            )
+        return tensor

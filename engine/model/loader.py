@@ -1,0 +1,120 @@
+"""Build a runnable model from a Hugging Face folder: config -> ModelArgs, dense weights -> module, experts -> store."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from engine.errors import ModelFormatError
+from engine.experts.store import ExpertLayout, ExpertStore
+from engine.model.args import ModelArgs
+from engine.model.checkpoint import Checkpoint
+from engine.model.registry import architecture, parse_config
+from engine.model.transformer import MoeTransformer
+from engine.model.weight_names import MoeWeightNames
+
+Progress = Callable[[float, str], None]
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def read_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not folder.is_dir():
+        raise ModelFormatError(f"{folder}: not a folder")
+    if not path.exists():
+        raise ModelFormatError(f"{path}: missing (a Hugging Face model folder needs config.json)")
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ModelFormatError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(config, dict):
+        raise ModelFormatError(f"{path}: must hold a JSON object")
+    return config
+
+
+def read_args(folder: Path) -> ModelArgs:
+    return parse_config(read_config(folder))
+
+
+def resolve_dtype(requested: str, args: ModelArgs, device: torch.device) -> torch.dtype:
+    """'auto' honours the checkpoint's torch_dtype; fp16 falls back to fp32 on the CPU (no fast fp16 kernels)."""
+    if requested != "auto":
+        return DTYPES[requested]
+    dtype = DTYPES.get(str(args.torch_dtype).replace("torch.", ""), torch.float32)
+    if device.type == "cpu" and dtype == torch.float16:
+        return torch.float32
+    return dtype
+
+
+def hf_name(name: str, names: MoeWeightNames) -> str:
+    """Our module's parameter name -> the checkpoint's tensor name."""
+    if name.startswith("lm_head"):
+        return name
+    name = name.replace(".mlp.shared.", ".mlp.").replace(".mlp.gate.", f".{names.block}.gate.")
+    return "model." + name
+
+
+def load_dense(model: MoeTransformer, ckpt: Checkpoint, names: MoeWeightNames, dtype, device) -> None:
+    state = {}
+    for name, param in model.named_parameters():
+        if name == "lm_head.weight" and model.args.tie_word_embeddings and not ckpt.has("lm_head.weight"):
+            continue
+        tensor = ckpt.get(hf_name(name, names), tuple(param.shape))
+        state[name] = torch.nn.Parameter(tensor.to(device=device, dtype=dtype), requires_grad=False)
+    if "lm_head.weight" not in state:
+        state["lm_head.weight"] = state["embed_tokens.weight"]
+    model.load_state_dict(state, strict=True, assign=True)
+
+
+def load_experts(store: ExpertStore, args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, progress: Progress | None):
+    """Pack each expert straight from the mmapped checkpoint into its block: no second full copy in RAM."""
+    D, I = args.hidden_size, args.moe_intermediate_size
+    layout = store.layout
+    for done, (layer, blocks) in enumerate(store.blocks.items()):
+        fused = ckpt.has(names.fused_weight(layer, "gate_up_proj"))
+        if fused:
+            gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj"), (args.num_experts, 2 * I, D))
+            down = ckpt.get(names.fused_weight(layer, "down_proj"), (args.num_experts, D, I))
+        for e in range(args.num_experts):
+            if fused:
+                layout.pack(blocks[e], gate_up[e, :I], gate_up[e, I:], down[e])
+            else:
+                layout.pack(
+                    blocks[e],
+                    ckpt.get(names.expert_weight(layer, e, names.gate), (I, D)),
+                    ckpt.get(names.expert_weight(layer, e, names.up), (I, D)),
+                    ckpt.get(names.expert_weight(layer, e, names.down), (D, I)),
+                )
+        if progress:
+            progress((done + 1) / len(store.blocks), f"experts of layer {layer}")
+
+
+@dataclass
+class LoadedWeights:
+    args: ModelArgs
+    model: MoeTransformer
+    store: ExpertStore
+    dtype: torch.dtype
+
+
+def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: torch.device | None = None,
+                 pin_experts: bool = False, progress: Progress | None = None) -> LoadedWeights:
+    """Dense weights go to `device`; experts to `expert_device` (default: the same)."""
+    args = read_args(folder)
+    names = architecture(args.model_type).WEIGHT_NAMES
+    torch_dtype = resolve_dtype(dtype, args, device)
+    ckpt = Checkpoint(folder)
+    with torch.device("meta"):
+        model = MoeTransformer(args)
+    load_dense(model, ckpt, names, torch_dtype, device)
+    model.attach_rotary(device)
+    model.eval()
+    moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
+    layout = ExpertLayout(args.hidden_size, args.moe_intermediate_size)
+    store = ExpertStore(layout, moe_layers, args.num_experts, torch_dtype, expert_device or device, pin=pin_experts)
+    load_experts(store, args, ckpt, names, progress)
+    return LoadedWeights(args=args, model=model, store=store, dtype=torch_dtype)

@@ -1,0 +1,49 @@
+"""Byte sizes of a model from its config alone, so a memory plan can be shown before anything loads."""
+
+from __future__ import annotations
+
+from engine.alloc.memory_plan import ModelSizes
+from engine.model.args import ModelArgs
+
+
+def attention_params(args: ModelArgs) -> int:
+    D, q, kv = args.hidden_size, args.num_attention_heads * args.head_dim, args.num_key_value_heads * args.head_dim
+    params = D * q + 2 * D * kv + q * D
+    if args.attention_bias:
+        params += q + 2 * kv
+    if args.o_proj_bias:
+        params += D
+    if args.qk_norm == "per_head":
+        params += 2 * args.head_dim
+    elif args.qk_norm == "full":
+        params += q + kv
+    return params
+
+
+def dense_params(args: ModelArgs) -> int:
+    """Everything but the routed experts: embeddings, attention, norms, routers, shared experts, dense MLPs."""
+    D = args.hidden_size
+    params = args.vocab_size * D * (1 if args.tie_word_embeddings else 2) + D
+    for is_moe in args.moe_layers:
+        params += attention_params(args) + 2 * D
+        if is_moe:
+            params += args.num_experts * D
+            if args.shared_expert_intermediate_size:
+                params += 3 * D * args.shared_expert_intermediate_size + D
+        else:
+            params += 3 * D * args.intermediate_size
+    return params
+
+
+def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
+    return ModelSizes(
+        dense_bytes=dense_params(args) * dtype_bytes,
+        expert_bytes=args.expert_numel * dtype_bytes,
+        num_moe_layers=args.num_moe_layers,
+        num_experts=args.num_experts,
+        top_k=args.num_experts_per_tok,
+        kv_bytes_per_token=args.kv_bytes_per_token(dtype_bytes),
+        hidden_size=args.hidden_size,
+        vocab_size=args.vocab_size,
+        dtype_bytes=dtype_bytes,
+    )

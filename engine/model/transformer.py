@@ -1,0 +1,79 @@
+"""The decoder stack shared by every supported MoE architecture. Expert weights live in a provider, not here."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.experts.kernel import route
+from engine.model.args import ModelArgs
+from engine.model.attention import Attention, AttentionMetadata, KVCache
+from engine.model.layers import DenseMLP, RMSNorm, RotaryEmbedding, SharedExpert
+
+RoutingObserver = Callable[[int, torch.Tensor], None]  # (layer, top-k ids [T, K])
+
+
+class MoeBlock(nn.Module):
+    """Router + routed experts (through the provider) + the optional shared expert."""
+
+    def __init__(self, args: ModelArgs, layer: int):
+        super().__init__()
+        self.layer, self.args = layer, args
+        self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
+        self.shared = SharedExpert(args) if args.shared_expert_intermediate_size else None
+
+    def forward(self, x: torch.Tensor, model: "MoeTransformer") -> torch.Tensor:
+        args = self.args
+        ids, weights = route(self.gate(x), args.num_experts_per_tok, args.norm_topk_prob, args.router_weights_fp32)
+        if model.routing_observer is not None:
+            model.routing_observer(self.layer, ids)
+        out = model.experts.forward(self.layer, x, ids, weights)
+        if self.shared is not None:
+            out = out + self.shared(x)
+        return out
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, args: ModelArgs, layer: int):
+        super().__init__()
+        self.self_attn = Attention(args, layer)
+        self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.is_moe = args.moe_layers[layer]
+        self.mlp = MoeBlock(args, layer) if self.is_moe else DenseMLP(args.hidden_size, args.intermediate_size)
+
+    def forward(self, x, rope, meta: AttentionMetadata, cache: KVCache, model: "MoeTransformer"):
+        x = x + self.self_attn(self.input_layernorm(x), rope, meta, cache)
+        h = self.post_attention_layernorm(x)
+        return x + (self.mlp(h, model) if self.is_moe else self.mlp(h))
+
+
+class MoeTransformer(nn.Module):
+    """input ids of all scheduled tokens, flattened [T] -> final hidden states [T, D]."""
+
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.args = args
+        self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(args, i) for i in range(args.num_hidden_layers))
+        self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
+        self.experts = None  # an expert provider, attached by the loader
+        self.routing_observer: RoutingObserver | None = None
+
+    def attach_rotary(self, device) -> None:
+        self.rotary = RotaryEmbedding(self.args.head_dim, self.args.rope_theta).to(device)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache):
+        x = self.embed_tokens(input_ids)  # [T, D]
+        rope = self.rotary(positions, x.dtype)
+        for layer in self.layers:
+            x = layer(x, rope, meta, cache, self)
+        return self.norm(x)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """hidden [B, D] -> fp32 logits [B, V] (computed in the weights' dtype, as transformers does)."""
+        return F.linear(hidden, self.lm_head.weight).float()

@@ -1,0 +1,29 @@
+"""What a caller asks the engine for (plain, picklable dataclasses)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from engine.errors import RequestError
+from engine.sampling import SamplingParams
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """Exactly one of prompt (raw text completion), messages (rendered with the chat template) or prompt_token_ids."""
+
+    prompt: str | None = None
+    messages: tuple[dict, ...] | None = None
+    prompt_token_ids: tuple[int, ...] | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+    def __post_init__(self):
+        given = [x is not None for x in (self.prompt, self.messages, self.prompt_token_ids)]
+        if sum(given) != 1:
+            raise RequestError("give exactly one of prompt, messages or prompt_token_ids")
+        if self.messages is not None and not self.messages:
+            raise RequestError("messages must not be empty")
+        if self.prompt_token_ids is not None and not self.prompt_token_ids:
+            raise RequestError("prompt_token_ids must not be empty")

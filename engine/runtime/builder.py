@@ -1,0 +1,86 @@
+"""Assemble a ready LLMEngine from EngineOptions: resolve the model, plan device memory, load tokenizer
+and weights, pick the expert provider, size the KV cache."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from engine.alloc.memory_plan import MemoryPlan, PlanRequest, plan_memory
+from engine.config import EngineOptions
+from engine.errors import UnsupportedModelError
+from engine.experts.factory import make_provider
+from engine.hardware import pick_device
+from engine.kv.block_manager import BlockManager
+from engine.model.attention import KVCache
+from engine.model.loader import Progress, load_weights, read_args, resolve_dtype
+from engine.model.sizes import model_sizes
+from engine.model_path import DEMO_MODEL, resolve_model
+from engine.runtime.llm_engine import LLMEngine
+from engine.runtime.model_runner import ModelRunner
+from engine.runtime.scheduler import Scheduler
+from engine.tokenizer import Tokenizer
+
+DEFAULT_MAX_MODEL_LEN = 4096
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the app and CLI show about a loaded model."""
+
+    path: str
+    name: str
+    model_type: str
+    num_layers: int
+    num_experts: int
+    top_k: int
+    max_model_len: int
+    device: str
+    dtype: str
+    has_chat_template: bool
+    plan: MemoryPlan
+    warnings: tuple[str, ...] = ()
+
+
+def display_name(folder: Path) -> str:
+    if folder == DEMO_MODEL:
+        return "Wisp demo (qwen3_moe)"
+    for parent in folder.parents:
+        if parent.name.startswith("models--"):
+            return parent.name[len("models--"):].replace("--", "/")
+    return folder.name
+
+
+def build_engine(options: EngineOptions, progress: Progress | None = None) -> tuple[LLMEngine, ModelInfo]:
+    folder = resolve_model(options.model)
+    if folder.suffix == ".gguf":
+        raise UnsupportedModelError(f"{folder}: GGUF files need the llama.cpp backend, which is not available yet")
+    device = pick_device(options.device)
+    args = read_args(folder)  # refuse an unsupported or malformed config before reading anything large
+    tokenizer = Tokenizer.from_folder(folder)
+    dtype = resolve_dtype(options.dtype, args, device)
+    max_model_len = min(options.max_model_len or DEFAULT_MAX_MODEL_LEN, args.max_position_embeddings)
+    plan = plan_memory(model_sizes(args, dtype.itemsize), PlanRequest(
+        mode=options.experts, budget_bytes=options.budget_bytes, block_size=options.block_size,
+        max_model_len=max_model_len, max_num_seqs=options.max_num_seqs, max_batched_tokens=max_model_len,
+        expert_slots=options.expert_slots, kv_blocks=options.kv_blocks))
+    on_host = options.experts != "resident"
+    weights = load_weights(folder, device, str(dtype).replace("torch.", ""),
+                           expert_device=torch.device("cpu") if on_host else device,
+                           pin_experts=on_host and device.type == "cuda", progress=progress)
+    weights.model.experts = make_provider(plan, weights.store, device, args.num_experts_per_tok, options.prefetch)
+    block_manager = BlockManager(plan.kv_blocks, options.block_size)
+    cache = KVCache(args.num_hidden_layers, plan.kv_blocks * options.block_size,
+                    args.num_key_value_heads, args.head_dim, weights.dtype, device)
+    scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len)
+    engine = LLMEngine(ModelRunner(weights.model, cache, block_manager, device), scheduler, tokenizer, max_model_len)
+    info = ModelInfo(
+        path=str(folder), name=display_name(folder), model_type=args.model_type, num_layers=args.num_hidden_layers,
+        num_experts=args.num_experts, top_k=args.num_experts_per_tok, max_model_len=max_model_len,
+        device=str(device), dtype=str(weights.dtype).replace("torch.", ""),
+        has_chat_template=tokenizer.has_chat_template, plan=plan,
+        warnings=tuple(w for w in [weights.store.warning] if w),
+    )
+    return engine, info

@@ -1,0 +1,130 @@
+"""The synchronous engine loop: admit requests, step the scheduler, run the model, sample, stream events.
+Runs on whichever single thread owns torch (api.Engine's engine thread)."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import torch
+
+from engine.errors import PromptTooLongError
+from engine.events import Event, FinishEvent, RequestStats, TokenEvent
+from engine.requests import GenerateRequest
+from engine.runtime.model_runner import ModelRunner
+from engine.runtime.sampler import sample
+from engine.runtime.scheduler import Scheduler
+from engine.runtime.sequence import Sequence
+from engine.runtime.text_stream import TextStream
+from engine.tokenizer import Tokenizer
+
+
+@dataclass
+class Active:
+    seq: Sequence
+    stream: TextStream
+
+
+class LLMEngine:
+    def __init__(self, runner: ModelRunner, scheduler: Scheduler, tokenizer: Tokenizer, max_model_len: int):
+        self.runner, self.scheduler, self.tokenizer = runner, scheduler, tokenizer
+        self.max_model_len = max_model_len
+        self.active: dict[str, Active] = {}
+        self.device = runner.device
+
+    def prompt_ids(self, request: GenerateRequest) -> list[int]:
+        if request.prompt_token_ids is not None:
+            ids = list(request.prompt_token_ids)
+        elif request.messages is not None:
+            ids = self.tokenizer.encode_chat(list(request.messages), add_generation_prompt=True)
+        else:
+            ids = self.tokenizer.encode(request.prompt, add_special_tokens=True)
+        if not ids:
+            raise PromptTooLongError("the prompt is empty after tokenisation")
+        if len(ids) >= self.max_model_len:
+            raise PromptTooLongError(
+                f"the prompt has {len(ids)} tokens but the context holds {self.max_model_len}; shorten it"
+            )
+        return ids
+
+    def add(self, request: GenerateRequest) -> None:
+        """Validate, tokenise and queue a request; raises a WispError (nothing is queued) if it is unusable."""
+        seq = Sequence(request_id=request.request_id, token_ids=self.prompt_ids(request), sampling=request.sampling)
+        if not self.scheduler.fits_at_all(seq):
+            raise PromptTooLongError(
+                f"the prompt has {len(seq.token_ids)} tokens, more than the whole KV cache holds; shorten it"
+            )
+        seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
+        seq.generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.active[request.request_id] = Active(seq, TextStream(self.tokenizer, request.sampling.stop))
+        self.scheduler.add(seq)
+
+    def cancel(self, request_id: str) -> list[Event]:
+        active = self.active.get(request_id)
+        return [self._finish(active, "cancelled")] if active else []
+
+    def fail_all(self, message: str) -> list[Event]:
+        """End every request with an error (the step itself failed); the engine stays usable."""
+        events = []
+        for active in list(self.active.values()):
+            finish = self._finish(active, "error")
+            events.append(FinishEvent(**{**finish.__dict__, "error": message}))
+        return events
+
+    @property
+    def has_work(self) -> bool:
+        return self.scheduler.has_work
+
+    def step(self) -> list[Event]:
+        seqs, is_prefill = self.scheduler.schedule()
+        if not seqs:
+            return []
+        logits = self.runner.run(seqs, is_prefill)
+        tokens, logprobs = sample(logits, seqs)
+        now = time.perf_counter()
+        events: list[Event] = []
+        for seq, token, logprob in zip(seqs, tokens, logprobs):
+            events.extend(self._accept(self.active[seq.request_id], token, logprob, now))
+        return events
+
+    def _accept(self, active: Active, token: int, logprob: float, now: float) -> list[Event]:
+        seq = active.seq
+        if seq.first_token_time is None:
+            seq.first_token_time = now
+            seq.prompt_cache_hits = seq.num_cached_tokens
+        seq.token_ids.append(token)
+        seq.logprobs.append(logprob)
+        text, stopped = active.stream.push(token)
+        events: list[Event] = [TokenEvent(seq.request_id, token, text, logprob)]
+        reason = self._finish_reason(seq, token, stopped)
+        if reason:
+            events.append(self._finish(active, reason))
+        return events
+
+    def _finish_reason(self, seq: Sequence, token: int, stopped: bool) -> str | None:
+        if stopped or (token in self.tokenizer.eos_token_ids and not seq.sampling.ignore_eos):
+            return "stop"
+        if seq.num_output_tokens >= seq.sampling.max_tokens or len(seq.token_ids) >= self.max_model_len:
+            return "length"
+        return None
+
+    def _finish(self, active: Active, reason: str) -> FinishEvent:
+        seq = active.seq
+        self.scheduler.finish(seq)
+        del self.active[seq.request_id]
+        return FinishEvent(
+            request_id=seq.request_id, reason=reason, text=active.stream.final_text(),
+            token_ids=tuple(seq.output_ids), logprobs=tuple(seq.logprobs), stats=self._stats(seq),
+        )
+
+    def _stats(self, seq: Sequence) -> RequestStats:
+        end = time.perf_counter()
+        first = seq.first_token_time or end
+        decode_tokens = max(seq.num_output_tokens - 1, 0)
+        return RequestStats(
+            prompt_tokens=seq.num_prompt_tokens, cached_prompt_tokens=seq.prompt_cache_hits,
+            generated_tokens=seq.num_output_tokens, ttft_s=first - seq.arrival_time,
+            decode_tok_s=decode_tokens / (end - first) if decode_tokens and end > first else 0.0,
+            total_s=end - seq.arrival_time, num_preemptions=seq.num_preemptions,
+        )

@@ -1,0 +1,56 @@
+"""Turns a scheduled batch into model inputs (flattened tokens, positions, KV slots) and runs the model."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from engine.kv.block_manager import BlockManager
+from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
+from engine.model.transformer import MoeTransformer
+from engine.runtime.sequence import Sequence
+
+
+def kv_slots(block_table: list[int], num_tokens: int, block_size: int) -> np.ndarray:
+    """Flat cache slots of positions 0..num_tokens-1."""
+    blocks = np.asarray(block_table, dtype=np.int64)[:, None] * block_size + np.arange(block_size)  # [nb, bs]
+    return blocks.reshape(-1)[:num_tokens]
+
+
+class ModelRunner:
+    def __init__(self, model: MoeTransformer, cache: KVCache, block_manager: BlockManager, device: torch.device):
+        self.model, self.cache, self.block_manager, self.device = model, cache, block_manager, device
+
+    def prepare(self, seqs: list[Sequence], is_prefill: bool):
+        """-> (input ids [T], positions [T], metadata, row of each sequence's last token)."""
+        ids, positions, slot_lists, spans_host, last_rows = [], [], [], [], []
+        q_start = 0
+        for seq in seqs:
+            start = seq.num_cached_tokens if is_prefill else len(seq.token_ids) - 1
+            num_tokens = len(seq.token_ids)
+            slots = kv_slots(seq.block_table, num_tokens, self.block_manager.block_size)
+            ids.extend(seq.token_ids[start:])
+            positions.append(np.arange(start, num_tokens))
+            slot_lists.append(slots)
+            spans_host.append((q_start, num_tokens - start, num_tokens))
+            q_start += num_tokens - start
+            last_rows.append(q_start - 1)
+        host = np.concatenate([np.asarray(ids, dtype=np.int64), *positions, *slot_lists])
+        packed = torch.from_numpy(host).to(self.device, non_blocking=False)  # one host->device copy per step
+        T = len(ids)
+        input_ids, pos = packed[:T], packed[T : 2 * T]
+        spans, slot_mapping, offset = [], [], 2 * T
+        for (start_row, q_len, num_tokens) in spans_host:
+            seq_slots = packed[offset : offset + num_tokens]
+            spans.append(SeqSpan(start_row, q_len, seq_slots))
+            slot_mapping.append(seq_slots[num_tokens - q_len :])
+            offset += num_tokens
+        meta = AttentionMetadata(slot_mapping=torch.cat(slot_mapping), spans=spans)
+        return input_ids, pos, meta, last_rows
+
+    @torch.inference_mode()
+    def run(self, seqs: list[Sequence], is_prefill: bool) -> torch.Tensor:
+        """-> fp32 logits of each sequence's last position [B, V]."""
+        input_ids, positions, meta, last_rows = self.prepare(seqs, is_prefill)
+        hidden = self.model(input_ids, positions, meta, self.cache)  # [T, D]
+        return self.model.logits(hidden[last_rows])

@@ -1,0 +1,44 @@
+"""Next-token choice from fp32 logits, built from small composable filters. Each row samples with its own
+generator, so a sequence's tokens do not depend on which other sequences share the batch."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.runtime.sequence import Sequence
+from engine.sampling import SamplingParams
+
+
+def apply_top_k(logits: torch.Tensor, top_k: int) -> torch.Tensor:
+    if top_k <= 0 or top_k >= logits.shape[-1]:
+        return logits
+    threshold = torch.topk(logits, top_k).values[-1]
+    return logits.masked_fill(logits < threshold, float("-inf"))
+
+
+def apply_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Keep the smallest set of tokens whose probability mass reaches top_p (the top token always stays)."""
+    if top_p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, descending=True)
+    cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+    drop_sorted = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p
+    drop = torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def sample_row(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> torch.Tensor:
+    """logits [V] -> token id tensor [1]."""
+    scaled = apply_top_p(apply_top_k(logits / params.temperature, params.top_k), params.top_p)
+    probs = torch.softmax(scaled, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+def sample(logits: torch.Tensor, seqs: list[Sequence]) -> tuple[list[int], list[float]]:
+    """logits [B, V] fp32 -> (token ids, their log-probabilities under the unmodified model distribution)."""
+    tokens = torch.argmax(logits, dim=-1)  # [B]
+    for row, seq in enumerate(seqs):
+        if not seq.sampling.is_greedy:
+            tokens[row] = sample_row(logits[row], seq.sampling, seq.generator)[0]
+    logprobs = torch.log_softmax(logits, dim=-1).gather(1, tokens[:, None])[:, 0]  # [B]
+    return tokens.tolist(), logprobs.tolist()

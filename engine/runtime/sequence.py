@@ -1,0 +1,49 @@
+"""One generation in flight: its tokens, KV block table, sampling state and streaming state."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import Enum, auto
+
+import torch
+
+from engine.sampling import SamplingParams
+
+
+class SeqStatus(Enum):
+    WAITING = auto()
+    RUNNING = auto()
+    FINISHED = auto()
+
+
+@dataclass
+class Sequence:
+    request_id: str
+    token_ids: list[int]
+    sampling: SamplingParams
+    num_prompt_tokens: int = 0
+    block_table: list[int] = field(default_factory=list)
+    num_cached_tokens: int = 0
+    status: SeqStatus = SeqStatus.WAITING
+    logprobs: list[float] = field(default_factory=list)
+    generator: torch.Generator | None = None
+    arrival_time: float = field(default_factory=time.perf_counter)
+    first_token_time: float | None = None
+    prompt_cache_hits: int = 0
+    num_preemptions: int = 0
+
+    def __post_init__(self):
+        self.num_prompt_tokens = len(self.token_ids)
+
+    @property
+    def output_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens :]
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SeqStatus.FINISHED

@@ -1,0 +1,26 @@
+"""Human sizes: parse '12GiB' / '12G' / '1500MB' / bytes, and format bytes back."""
+
+from __future__ import annotations
+
+import re
+
+from engine.errors import RequestError
+
+UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1000, "kib": 1024, "m": 1024**2, "mb": 1000**2, "mib": 1024**2,
+         "g": 1024**3, "gb": 1000**3, "gib": 1024**3, "t": 1024**4, "tb": 1000**4, "tib": 1024**4}
+
+
+def parse_size(text: str) -> int:
+    """'12GiB', '12G' (binary), '12GB' (decimal), '0.5GiB' or a plain byte count -> bytes."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+    if not match or match.group(2).lower() not in UNITS:
+        raise RequestError(f"cannot read size '{text}': use e.g. 12GiB, 12G, 1500MB or a byte count")
+    return int(float(match.group(1)) * UNITS[match.group(2).lower()])
+
+
+def format_bytes(num_bytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(num_bytes) < 1024 or unit == "GiB":
+            return f"{num_bytes:.1f} {unit}" if unit != "B" else f"{int(num_bytes)} B"
+        num_bytes /= 1024
+    return f"{num_bytes:.1f} GiB"

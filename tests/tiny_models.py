@@ -1,0 +1,70 @@
+"""Tiny random checkpoints of every supported model_type, written by transformers (the reference), with a
+trained byte-level BPE tokenizer and a ChatML template saved beside them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+CORPUS = [
+    "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n",
+    "The quick brown fox jumps over the lazy dog. héllo wörld 你好 🙂\n",
+    "class Stack:\n    def push(self, item):\n        self.items.append(item)\n",
+] * 40
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+VOCAB = 384
+MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"]
+
+
+def save_tokenizer(folder: Path) -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIALS,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(folder)
+
+
+def hf_model(model_type: str, num_layers: int = 2):
+    from transformers import (MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig,
+                              Qwen2MoeForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
+
+    common = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=num_layers, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=512, eos_token_id=2, bos_token_id=None,
+                  pad_token_id=0, tie_word_embeddings=False)
+    if model_type == "qwen3_moe":
+        config = Qwen3MoeConfig(**common, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                                intermediate_size=96, head_dim=16, norm_topk_prob=True)
+        return Qwen3MoeForCausalLM(config)
+    if model_type == "qwen2_moe":
+        config = Qwen2MoeConfig(**common, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                                intermediate_size=96, shared_expert_intermediate_size=48)
+        return Qwen2MoeForCausalLM(config)
+    if model_type == "mixtral":
+        return MixtralForCausalLM(MixtralConfig(**common, num_local_experts=6, num_experts_per_tok=2, intermediate_size=48))
+    if model_type == "olmoe":
+        return OlmoeForCausalLM(OlmoeConfig(**common, num_experts=8, num_experts_per_tok=2, intermediate_size=32))
+    raise ValueError(model_type)
+
+
+def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.float32) -> Path:
+    torch.manual_seed(seed)
+    model = hf_model(model_type).to(dtype)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" not in name:
+                param.normal_(0.0, 0.15)  # larger than the init default so the tiny model has decisive logits
+    model.save_pretrained(folder)
+    save_tokenizer(folder)
+    return folder
