@@ -51,6 +51,12 @@ class PagedExperts:
         elif surplus < 0:
             self.pool.grow(-surplus)
 
+    def warm(self, experts: dict[int, list[int]]) -> None:
+        """Page in the given experts of each layer (up to its capacity) before serving, e.g. from a trace."""
+        for layer, wanted in experts.items():
+            self._load(layer, [e for e in wanted if e not in self.lru[layer]][: self.lru[layer].capacity], keep=set())
+        self.copies.synchronize()
+
     @property
     def device_bytes(self) -> int:
         return self.pool.num_slots * self.pool.slot_bytes

@@ -15,7 +15,7 @@ from engine.experts.factory import make_provider
 from engine.hardware import pick_device
 from engine.kv.block_manager import BlockManager
 from engine.model.attention import KVCache
-from engine.model.loader import Progress, load_weights, read_args, resolve_dtype
+from engine.model.loader import LoadedWeights, Progress, load_weights, read_args, resolve_dtype
 from engine.model.sizes import model_sizes
 from engine.model_path import DEMO_MODEL, resolve_model
 from engine.runtime.llm_engine import LLMEngine
@@ -70,12 +70,7 @@ def build_engine(options: EngineOptions, progress: Progress | None = None) -> tu
     weights = load_weights(folder, device, str(dtype).replace("torch.", ""),
                            expert_device=torch.device("cpu") if on_host else device,
                            pin_experts=on_host and device.type == "cuda", progress=progress)
-    weights.model.experts = make_provider(plan, weights.store, device, args.num_experts_per_tok, options.prefetch)
-    block_manager = BlockManager(plan.kv_blocks, options.block_size)
-    cache = KVCache(args.num_hidden_layers, plan.kv_blocks * options.block_size,
-                    args.num_key_value_heads, args.head_dim, weights.dtype, device)
-    scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len)
-    engine = LLMEngine(ModelRunner(weights.model, cache, block_manager, device), scheduler, tokenizer, max_model_len)
+    engine = assemble_engine(weights, tokenizer, options, plan, device, max_model_len)
     info = ModelInfo(
         path=str(folder), name=display_name(folder), model_type=args.model_type, num_layers=args.num_hidden_layers,
         num_experts=args.num_experts, top_k=args.num_experts_per_tok, max_model_len=max_model_len,
@@ -84,3 +79,15 @@ def build_engine(options: EngineOptions, progress: Progress | None = None) -> tu
         warnings=tuple(w for w in [weights.store.warning] if w),
     )
     return engine, info
+
+
+def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineOptions, plan: MemoryPlan,
+                    device: torch.device, max_model_len: int) -> LLMEngine:
+    """Attach the planned expert provider and KV cache to loaded weights (also used by benchmarks)."""
+    args = weights.args
+    weights.model.experts = make_provider(plan, weights.store, device, args.num_experts_per_tok, options.prefetch)
+    block_manager = BlockManager(plan.kv_blocks, options.block_size)
+    cache = KVCache(args.num_hidden_layers, plan.kv_blocks * options.block_size,
+                    args.num_key_value_heads, args.head_dim, weights.dtype, device)
+    scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len)
+    return LLMEngine(ModelRunner(weights.model, cache, block_manager, device), scheduler, tokenizer, max_model_len)
