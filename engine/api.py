@@ -10,20 +10,29 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from engine.alloc.memory_plan import MemoryPlan
+from engine.catalog import ModelEntry, estimate_plan, fit_summary, scan_models
 from engine.config import EngineOptions
-from engine.errors import WispError
-from engine.events import Event, FinishEvent, RequestStats, TokenEvent
+from engine.errors import BudgetError, WispError
+from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
+from engine.hardware import HardwareInfo, detect as detect_hardware
 from engine.model.loader import Progress
 from engine.requests import GenerateRequest
 from engine.runtime.builder import ModelInfo, build_engine
+from engine.runtime.replan import PlanEvent
+from engine.runtime.stats import collect_stats
 from engine.sampling import SamplingParams
+from engine.units import format_bytes, parse_size
 
 __all__ = [
-    "Engine", "EngineOptions", "GenerateRequest", "SamplingParams", "TokenEvent", "FinishEvent",
-    "RequestStats", "ModelInfo", "RequestHandle", "WispError",
+    "Engine", "EngineOptions", "GenerateRequest", "SamplingParams", "TokenEvent", "FinishEvent", "RequestStats",
+    "ModelInfo", "RequestHandle", "EngineStats", "PlanEvent", "MemoryPlan", "WispError", "BudgetError",
+    "ModelEntry", "scan_models", "estimate_plan", "fit_summary", "HardwareInfo", "detect_hardware",
+    "parse_size", "format_bytes",
 ]
 
 EventCallback = Callable[[Event], None]
+PlanListener = Callable[[PlanEvent], None]
 
 
 class RequestHandle:
@@ -63,23 +72,23 @@ class Engine:
         self._core, self.info = build_engine(options, progress)
         self._inbox: queue.Queue = queue.Queue()
         self._handles: dict[str, tuple[RequestHandle, EventCallback | None]] = {}
+        self._plan_listeners: list[PlanListener] = []
+        self._stats = collect_stats(self._core)
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="wisp-engine", daemon=True)
         self._thread.start()
 
+    # --- any thread ---
     def submit(self, request: GenerateRequest, callback: EventCallback | None = None) -> RequestHandle:
-        """Queue a request. Errors in it arrive as a FinishEvent with reason "error" and a message."""
-        if self._closed:
-            raise WispError("the engine is closed")
-        handle = RequestHandle(request.request_id)
-        self._inbox.put(_Submission(request, handle, callback))
-        return handle
+        """Queue a request. Errors in it arrive as a FinishEvent with reason "error" and a message.
+        `callback`, if given, is called on the engine thread for each event (keep it quick)."""
+        return self.submit_batch([request], callback)[0]
 
-    def submit_batch(self, requests: list[GenerateRequest]) -> list[RequestHandle]:
+    def submit_batch(self, requests: list[GenerateRequest], callback: EventCallback | None = None) -> list[RequestHandle]:
         """Queue several requests so that they are admitted together (same first step)."""
         if self._closed:
             raise WispError("the engine is closed")
-        submissions = [_Submission(r, RequestHandle(r.request_id), None) for r in requests]
+        submissions = [_Submission(r, RequestHandle(r.request_id), callback) for r in requests]
         self._inbox.put(submissions)
         return [s.handle for s in submissions]
 
@@ -90,6 +99,23 @@ class Engine:
     def cancel(self, request_id: str) -> None:
         """Stop a request after the current step; it finishes with reason "cancelled"."""
         self._inbox.put(("cancel", request_id))
+
+    def set_budget(self, budget_bytes: int | None) -> None:
+        """Re-plan device memory for a new budget at the next drained barrier (nothing running).
+        The outcome arrives as a PlanEvent at the plan listeners (error set if the budget was refused)."""
+        self._inbox.put(("budget", budget_bytes))
+
+    def add_plan_listener(self, listener: PlanListener) -> None:
+        """`listener(PlanEvent)` is called on the engine thread whenever the memory split changes."""
+        self._plan_listeners.append(listener)
+
+    def stats(self) -> EngineStats:
+        """The latest snapshot (updated by the engine thread after every step); cheap, any thread."""
+        return self._stats
+
+    @property
+    def plan(self) -> MemoryPlan:
+        return self._stats.plan
 
     def close(self) -> None:
         if not self._closed:
@@ -106,9 +132,8 @@ class Engine:
     # --- engine thread ---
     def _loop(self) -> None:
         while True:
-            block = not self._core.has_work
             try:
-                item = self._inbox.get(block=block)
+                item = self._inbox.get(block=not self._core.has_work)
             except queue.Empty:
                 item = ...
             if item is None:
@@ -117,6 +142,10 @@ class Engine:
                 self._take(item)
                 continue  # drain the inbox before the next step
             self._emit(self._step())
+            if not self._core.has_work:
+                self._core.throughput.idle()
+                self._announce(self._core.at_barrier())
+            self._stats = collect_stats(self._core)
 
     def _step(self) -> list[Event]:
         try:
@@ -127,15 +156,18 @@ class Engine:
     def _take(self, item) -> None:
         if isinstance(item, list):
             for submission in item:
-                self._take(submission)
-            return
-        if isinstance(item, tuple):
+                self._admit(submission)
+        elif item[0] == "cancel":
             self._emit(self._core.cancel(item[1]))
-            return
-        request_id = item.request.request_id
-        self._handles[request_id] = (item.handle, item.callback)
+        elif item[0] == "budget":
+            self._announce(self._core.request_budget(item[1]))
+        self._stats = collect_stats(self._core)
+
+    def _admit(self, submission: _Submission) -> None:
+        request_id = submission.request.request_id
+        self._handles[request_id] = (submission.handle, submission.callback)
         try:
-            self._core.add(item.request)
+            self._core.add(submission.request)
         except WispError as err:
             self._emit([_error_event(request_id, str(err))])
 
@@ -147,6 +179,11 @@ class Engine:
             handle.events.put(event)
             if callback is not None:
                 callback(event)
+
+    def _announce(self, events: list[PlanEvent]) -> None:
+        for event in events:
+            for listener in self._plan_listeners:
+                listener(event)
 
 
 def _error_event(request_id: str, message: str) -> FinishEvent:
@@ -163,6 +200,5 @@ def device_peak_bytes(engine: Engine) -> int | None:
     """Peak device memory allocated by this process on CUDA, None on the CPU."""
     import torch
 
-    if engine._core.device.type != "cuda":
-        return None
-    return torch.cuda.max_memory_allocated(engine._core.device)
+    device = engine._core.device
+    return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None

@@ -40,3 +40,22 @@ class FinishEvent:
 
 
 Event = TokenEvent | FinishEvent
+
+
+@dataclass(frozen=True)
+class EngineStats:
+    """A snapshot of the engine for live displays; published by the engine thread after every step."""
+
+    plan: object  # engine.alloc.memory_plan.MemoryPlan
+    expert_hits: int
+    expert_misses: int
+    expert_hit_rate: float
+    h2d_bytes: int
+    h2d_gb_per_s: float
+    decode_tok_s: float
+    kv_blocks_used: int
+    kv_blocks_total: int
+    running: int
+    waiting: int
+    pending_budget: int | None
+    device_peak_bytes: int | None

@@ -128,5 +128,28 @@ class BlockManager:
         block.hash, block.token_ids, block.ref_count = None, (), 1
         return block_id
 
+    @property
+    def num_used_blocks(self) -> int:
+        return self.num_blocks - self.num_free_blocks
+
+    def resize(self, num_blocks: int) -> dict[int, int]:
+        """Change the pool size while no block is in use, keeping the most recently freed cached blocks
+        that fit. Returns old block id -> new block id of the kept blocks (their KV must move with them)."""
+        if self.num_used_blocks:
+            raise RuntimeError("the KV pool can only be resized when no sequence holds blocks")
+        recent_cached = [b for b in reversed(self.free) if self.blocks[b].hash is not None][:num_blocks]
+        moves = {old: new for new, old in enumerate(reversed(recent_cached))}
+        kept = [self.blocks[old] for old in moves]
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        self.hash_to_block = {}
+        for old, new in moves.items():
+            block = self.blocks[new]
+            block.hash, block.token_ids = kept[new].hash, kept[new].token_ids
+            self.hash_to_block[block.hash] = new
+        fresh = range(len(moves), num_blocks)
+        self.free = deque([*fresh, *moves.values()])  # cached blocks are reused last
+        self.free_set = set(self.free)
+        return moves
+
     def slot(self, seq: PagedSequence, position: int) -> int:
         return seq.block_table[position // self.block_size] * self.block_size + position % self.block_size

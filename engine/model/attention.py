@@ -40,6 +40,20 @@ class KVCache:
     def num_slots(self) -> int:
         return self.k[0].shape[0]
 
+    def resize(self, num_slots: int, block_moves: dict[int, int], block_size: int) -> None:
+        """New pool size; blocks in block_moves (old id -> new id) keep their contents. One layer at a time,
+        so the pool never exists twice."""
+        old_ids = torch.tensor(list(block_moves), dtype=torch.long, device=self.k[0].device)
+        new_ids = torch.tensor(list(block_moves.values()), dtype=torch.long, device=self.k[0].device)
+        for pool in (self.k, self.v):
+            for layer, tensor in enumerate(pool):
+                shape = (num_slots // block_size, block_size, *tensor.shape[1:])
+                resized = torch.empty(shape, dtype=tensor.dtype, device=tensor.device)
+                if block_moves:
+                    resized[new_ids] = tensor.view(-1, block_size, *tensor.shape[1:])[old_ids]
+                pool[layer] = resized.view(num_slots, *tensor.shape[1:])
+                del tensor
+
     def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         self.k[layer].index_copy_(0, slots, k)
         self.v[layer].index_copy_(0, slots, v)

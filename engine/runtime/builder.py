@@ -20,6 +20,7 @@ from engine.model.sizes import model_sizes
 from engine.model_path import DEMO_MODEL, resolve_model
 from engine.runtime.llm_engine import LLMEngine
 from engine.runtime.model_runner import ModelRunner
+from engine.runtime.replan import Replanner
 from engine.runtime.scheduler import Scheduler
 from engine.tokenizer import Tokenizer
 
@@ -62,15 +63,17 @@ def build_engine(options: EngineOptions, progress: Progress | None = None) -> tu
     tokenizer = Tokenizer.from_folder(folder)
     dtype = resolve_dtype(options.dtype, args, device)
     max_model_len = min(options.max_model_len or DEFAULT_MAX_MODEL_LEN, args.max_position_embeddings)
-    plan = plan_memory(model_sizes(args, dtype.itemsize), PlanRequest(
+    sizes = model_sizes(args, dtype.itemsize)
+    plan_request = PlanRequest(
         mode=options.experts, budget_bytes=options.budget_bytes, block_size=options.block_size,
         max_model_len=max_model_len, max_num_seqs=options.max_num_seqs, max_batched_tokens=max_model_len,
-        expert_slots=options.expert_slots, kv_blocks=options.kv_blocks))
+        expert_slots=options.expert_slots, kv_blocks=options.kv_blocks)
+    plan = plan_memory(sizes, plan_request)
     on_host = options.experts != "resident"
     weights = load_weights(folder, device, str(dtype).replace("torch.", ""),
                            expert_device=torch.device("cpu") if on_host else device,
                            pin_experts=on_host and device.type == "cuda", progress=progress)
-    engine = assemble_engine(weights, tokenizer, options, plan, device, max_model_len)
+    engine = assemble_engine(weights, tokenizer, options, plan, device, max_model_len, Replanner(sizes, plan_request))
     info = ModelInfo(
         path=str(folder), name=display_name(folder), model_type=args.model_type, num_layers=args.num_hidden_layers,
         num_experts=args.num_experts, top_k=args.num_experts_per_tok, max_model_len=max_model_len,
@@ -82,7 +85,7 @@ def build_engine(options: EngineOptions, progress: Progress | None = None) -> tu
 
 
 def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineOptions, plan: MemoryPlan,
-                    device: torch.device, max_model_len: int) -> LLMEngine:
+                    device: torch.device, max_model_len: int, replanner: Replanner | None = None) -> LLMEngine:
     """Attach the planned expert provider and KV cache to loaded weights (also used by benchmarks)."""
     args = weights.args
     weights.model.experts = make_provider(plan, weights.store, device, args.num_experts_per_tok, options.prefetch)
@@ -90,4 +93,5 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     cache = KVCache(args.num_hidden_layers, plan.kv_blocks * options.block_size,
                     args.num_key_value_heads, args.head_dim, weights.dtype, device)
     scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len)
-    return LLMEngine(ModelRunner(weights.model, cache, block_manager, device), scheduler, tokenizer, max_model_len)
+    runner = ModelRunner(weights.model, cache, block_manager, device)
+    return LLMEngine(runner, scheduler, tokenizer, max_model_len, plan, replanner)

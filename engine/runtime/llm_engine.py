@@ -12,7 +12,10 @@ import torch
 from engine.errors import PromptTooLongError
 from engine.events import Event, FinishEvent, RequestStats, TokenEvent
 from engine.requests import GenerateRequest
+from engine.alloc.memory_plan import MemoryPlan
 from engine.runtime.model_runner import ModelRunner
+from engine.runtime.replan import PlanEvent, Replanner, budget_change
+from engine.runtime.throughput import Throughput
 from engine.runtime.sampler import sample
 from engine.runtime.scheduler import Scheduler
 from engine.runtime.sequence import Sequence
@@ -27,11 +30,28 @@ class Active:
 
 
 class LLMEngine:
-    def __init__(self, runner: ModelRunner, scheduler: Scheduler, tokenizer: Tokenizer, max_model_len: int):
+    def __init__(self, runner: ModelRunner, scheduler: Scheduler, tokenizer: Tokenizer, max_model_len: int,
+                 plan: MemoryPlan, replanner: Replanner):
         self.runner, self.scheduler, self.tokenizer = runner, scheduler, tokenizer
         self.max_model_len = max_model_len
         self.active: dict[str, Active] = {}
         self.device = runner.device
+        self.plan, self.replanner = plan, replanner
+        self.pending_budget: tuple[int | None, str] | None = None
+        self.throughput = Throughput()
+
+    def request_budget(self, budget_bytes: int | None, reason: str = "budget changed") -> list[PlanEvent]:
+        """Re-plan for a new budget at the next drained barrier (now, if nothing is running)."""
+        self.pending_budget = (budget_bytes, reason)
+        return self.at_barrier()
+
+    def at_barrier(self) -> list[PlanEvent]:
+        """Apply a pending re-plan if no sequence is running or waiting."""
+        if self.pending_budget is None or self.scheduler.has_work:
+            return []
+        budget, reason = self.pending_budget
+        self.pending_budget = None
+        return [budget_change(self, budget, reason)]
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
         if request.prompt_token_ids is not None:
@@ -83,6 +103,7 @@ class LLMEngine:
         logits = self.runner.run(seqs, is_prefill)
         tokens, logprobs = sample(logits, seqs)
         now = time.perf_counter()
+        self.throughput.record(now, len(seqs), is_prefill)
         events: list[Event] = []
         for seq, token, logprob in zip(seqs, tokens, logprobs):
             events.extend(self._accept(self.active[seq.request_id], token, logprob, now))

@@ -1,0 +1,66 @@
+"""Synthetic weights with real geometry, generated on the GPU (randn on the CPU is far too slow for 57 GiB)
+and packed into the same ExpertStore the real loader fills, so the copy and compute path is the real one."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.experts.store import ExpertLayout, ExpertStore
+from engine.model.args import ModelArgs
+from engine.model.loader import LoadedWeights
+from engine.model.transformer import MoeTransformer
+
+WEIGHT_STD = 0.02
+
+
+def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, seed: int = 0) -> MoeTransformer:
+    generator = torch.Generator(device=device).manual_seed(seed)
+    with torch.device("meta"):
+        model = MoeTransformer(args)
+    state = {}
+    for name, param in model.named_parameters():
+        if name.endswith("norm.weight"):
+            tensor = torch.ones(param.shape, dtype=dtype, device=device)
+        else:
+            tensor = torch.randn(param.shape, generator=generator, dtype=dtype, device=device) * WEIGHT_STD
+        state[name] = torch.nn.Parameter(tensor, requires_grad=False)
+    model.load_state_dict(state, strict=True, assign=True)
+    model.attach_rotary(device)
+    return model.eval()
+
+
+def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, host: bool, seed: int = 1) -> ExpertStore:
+    """Experts generated layer by layer on `gpu`, kept there (host=False) or copied into pinned host memory."""
+    layout = ExpertLayout(args.hidden_size, args.moe_intermediate_size)
+    moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
+    store = ExpertStore(layout, moe_layers, args.num_experts, dtype, "cpu" if host else gpu, pin=host)
+    generator = torch.Generator(device=gpu).manual_seed(seed)
+    for layer in moe_layers:
+        block = torch.randn(args.num_experts, layout.numel, generator=generator, dtype=dtype, device=gpu)
+        store.blocks[layer].copy_(block.mul_(WEIGHT_STD))
+    torch.cuda.synchronize(gpu)
+    return store
+
+
+def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
+                      dtype: torch.dtype = torch.bfloat16) -> LoadedWeights:
+    model = synthetic_dense(args, dtype, gpu)
+    store = synthetic_experts(args, dtype, gpu, host=experts_on_host)
+    return LoadedWeights(args=args, model=model, store=store, dtype=dtype)
+
+
+class IdOnlyTokenizer:
+    """Benchmarks feed token ids and never read text: a tokenizer that emits no text and has no EOS."""
+
+    eos_token_ids = frozenset()
+    has_chat_template = False
+
+    class _Silent:
+        def push(self, token_id: int) -> str:
+            return ""
+
+        def flush(self) -> str:
+            return ""
+
+    def detokenizer(self):
+        return self._Silent()

@@ -1,0 +1,106 @@
+"""Find models a user already has (bundled demo, Hugging Face cache, added folders, GGUF files) and describe
+each without loading it: architecture, experts, size on disk, or the reason it cannot be used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.alloc.memory_plan import MemoryPlan, PlanRequest, plan_memory
+from engine.errors import WispError
+from engine.model.args import ModelArgs
+from engine.model.loader import read_args
+from engine.model.sizes import model_sizes
+from engine.model_path import DEMO_MODEL, cached_snapshot, hf_hub_cache
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model the picker can show; `error` says why it cannot be loaded (then the numbers are 0)."""
+
+    path: str
+    name: str
+    source: str  # "demo" | "hf-cache" | "folder" | "gguf"
+    model_type: str = ""
+    num_layers: int = 0
+    num_experts: int = 0
+    top_k: int = 0
+    size_bytes: int = 0
+    error: str | None = None
+
+    @property
+    def is_usable(self) -> bool:
+        return self.error is None
+
+
+def weights_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+
+
+def describe(path: Path, name: str | None = None, source: str = "folder") -> ModelEntry:
+    name = name or path.name
+    if path.suffix == ".gguf":
+        return ModelEntry(str(path), name, "gguf", size_bytes=path.stat().st_size if path.exists() else 0,
+                          error="GGUF files need the llama.cpp backend, which is not available yet")
+    try:
+        args = read_args(path)
+    except WispError as err:
+        return ModelEntry(str(path), name, source, error=str(err))
+    if not (path / "tokenizer.json").exists():
+        return ModelEntry(str(path), name, source, args.model_type, error=f"{path / 'tokenizer.json'}: missing")
+    return ModelEntry(str(path), name, source, args.model_type, args.num_hidden_layers, args.num_experts,
+                      args.num_experts_per_tok, weights_size(path))
+
+
+def hf_cache_entries(cache: Path | None = None) -> list[ModelEntry]:
+    cache = cache or hf_hub_cache()
+    entries = []
+    for repo in sorted(cache.glob("models--*")) if cache.is_dir() else []:
+        repo_id = repo.name[len("models--"):].replace("--", "/")
+        snapshot = cached_snapshot(repo_id, cache)
+        if snapshot is not None and (snapshot / "config.json").exists():
+            entries.append(describe(snapshot, repo_id, "hf-cache"))
+    return entries
+
+
+def folder_entries(folder: Path) -> list[ModelEntry]:
+    """A model folder itself, or a folder holding model folders and .gguf files."""
+    if (folder / "config.json").exists() or folder.suffix == ".gguf":
+        return [describe(folder)]
+    if not folder.is_dir():
+        return [ModelEntry(str(folder), folder.name, "folder", error=f"{folder}: no such folder")]
+    found = [describe(p) for p in sorted(folder.iterdir()) if (p / "config.json").exists() or p.suffix == ".gguf"]
+    return found or [ModelEntry(str(folder), folder.name, "folder", error=f"{folder}: no model (config.json) found")]
+
+
+def scan_models(extra_paths: list[str] | tuple[str, ...] = (), cache: Path | None = None) -> list[ModelEntry]:
+    """The bundled demo first, then the Hugging Face cache, then user-added folders and files."""
+    entries = [describe(DEMO_MODEL, "Wisp demo (qwen3_moe)", "demo")]
+    entries += hf_cache_entries(cache)
+    for extra in extra_paths:
+        entries += folder_entries(Path(extra).expanduser())
+    return entries
+
+
+def estimate_plan(path: str, budget_bytes: int | None, mode: str = "paged", max_model_len: int = 4096,
+                  max_num_seqs: int = 1, dtype_bytes: int = 2) -> MemoryPlan:
+    """The memory plan a model would get at this budget, before loading; raises BudgetError if too small."""
+    args: ModelArgs = read_args(Path(path))
+    max_model_len = min(max_model_len, args.max_position_embeddings)
+    request = PlanRequest(mode=mode, budget_bytes=budget_bytes, block_size=16, max_model_len=max_model_len,
+                          max_num_seqs=max_num_seqs, max_batched_tokens=max_model_len)
+    return plan_memory(model_sizes(args, dtype_bytes), request)
+
+
+def fit_summary(path: str, budget_bytes: int) -> str:
+    """"fits" (everything resident), "pages experts" (WiSP), or "too small: ..." at this budget."""
+    try:
+        estimate_plan(path, budget_bytes, mode="resident")
+        return "fits"
+    except WispError:
+        pass
+    try:
+        plan = estimate_plan(path, budget_bytes, mode="paged")
+        return f"pages experts ({plan.slots_per_layer} slots per layer)"
+    except WispError as err:
+        return f"too small: {err}"

@@ -1,0 +1,72 @@
+"""Re-split the device budget at a drained barrier (no sequence running): the budget slider now, the online
+controller later. The side that gives bytes shrinks first, so the budget holds at every moment; cached
+chat prefixes that still fit survive a KV resize."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import torch
+
+from engine.alloc.memory_plan import MemoryPlan, ModelSizes, PlanRequest, plan_memory
+from engine.errors import BudgetError
+
+
+@dataclass(frozen=True)
+class PlanEvent:
+    """The memory split changed (or a requested change was refused: then `error` says why)."""
+
+    time: float
+    old: MemoryPlan
+    new: MemoryPlan | None
+    reason: str
+    error: str | None = None
+
+
+class Replanner:
+    def __init__(self, sizes: ModelSizes, request: PlanRequest):
+        self.sizes, self.request = sizes, request
+
+    def plan_for_budget(self, budget_bytes: int | None) -> MemoryPlan:
+        return plan_memory(self.sizes, replace(self.request, budget_bytes=budget_bytes, expert_slots=None,
+                                               kv_blocks=None))
+
+
+def check_live_change(old: MemoryPlan, new: MemoryPlan) -> None:
+    same_experts = old.slots_per_layer == new.slots_per_layer and old.offloaded_layers == new.offloaded_layers
+    if old.mode != "paged" and not same_experts:
+        raise BudgetError(f"this budget needs a different expert layout; live changes need --experts paged "
+                          f"(the model runs with --experts {old.mode})")
+
+
+def apply_plan(engine, new: MemoryPlan) -> None:
+    """Move bytes between the expert slots and the KV pool. Call only when no sequence holds KV blocks."""
+    old = engine.plan
+    check_live_change(old, new)
+    if new.kv_blocks < old.kv_blocks:
+        resize_kv(engine, new.kv_blocks)
+    provider = engine.runner.model.experts
+    if hasattr(provider, "set_capacity"):
+        provider.set_capacity({layer: new.slots_per_layer for layer in provider.capacity})
+    if new.kv_blocks > old.kv_blocks:
+        resize_kv(engine, new.kv_blocks)
+    if engine.device.type == "cuda":
+        torch.cuda.empty_cache()
+    engine.plan = new
+
+
+def resize_kv(engine, num_blocks: int) -> None:
+    manager = engine.scheduler.block_manager
+    moves = manager.resize(num_blocks)
+    engine.runner.cache.resize(num_blocks * manager.block_size, moves, manager.block_size)
+
+
+def budget_change(engine, budget_bytes: int | None, reason: str) -> PlanEvent:
+    old = engine.plan
+    try:
+        new = engine.replanner.plan_for_budget(budget_bytes)
+        apply_plan(engine, new)
+    except BudgetError as err:
+        return PlanEvent(time.time(), old, None, reason, error=str(err))
+    return PlanEvent(time.time(), old, new, reason)

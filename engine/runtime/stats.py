@@ -1,0 +1,21 @@
+"""Build an EngineStats snapshot from the engine's live state (engine thread only)."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.events import EngineStats
+
+
+def collect_stats(core) -> EngineStats:
+    counters = core.runner.model.experts.counters
+    manager = core.scheduler.block_manager
+    pending = core.pending_budget[0] if core.pending_budget else None
+    peak = torch.cuda.max_memory_allocated(core.device) if core.device.type == "cuda" else None
+    return EngineStats(
+        plan=core.plan, expert_hits=counters.hits, expert_misses=counters.misses, expert_hit_rate=counters.hit_rate,
+        h2d_bytes=counters.h2d_bytes, h2d_gb_per_s=counters.h2d_gb_per_s, decode_tok_s=core.throughput.decode_tok_s,
+        kv_blocks_used=manager.num_used_blocks, kv_blocks_total=manager.num_blocks,
+        running=len(core.scheduler.running), waiting=len(core.scheduler.waiting), pending_budget=pending,
+        device_peak_bytes=peak,
+    )

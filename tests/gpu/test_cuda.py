@@ -1,0 +1,80 @@
+"""CUDA checks, run on the H200: `pytest -m gpu tests/gpu`. They fail (not skip) without a GPU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.alloc.memory_plan import GiB
+from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+from engine.model.loader import read_args
+from tests.engine.test_expert_modes import GREEDY, PROMPTS, SEEDED, mode_options
+from tests.tiny_models import write_tiny_model
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def bf16_model_dir(tmp_path_factory):
+    assert torch.cuda.is_available(), "GPU tests need CUDA"
+    cache = {}
+
+    def get(model_type):
+        if model_type not in cache:
+            cache[model_type] = write_tiny_model(tmp_path_factory.mktemp(model_type), model_type, dtype=torch.bfloat16)
+        return cache[model_type]
+
+    return get
+
+
+def cuda_outputs(folder, **options):
+    with Engine(EngineOptions(model=str(folder), device="cuda", **options)) as engine:
+        results = [engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=s)) for s in (GREEDY, SEEDED)]
+        results += [h.result() for h in engine.submit_batch(
+            [GenerateRequest(prompt=p, sampling=(GREEDY, SEEDED)[i % 2]) for i, p in enumerate(PROMPTS)])]
+    assert all(r.reason == "length" for r in results), [r.error for r in results]
+    return [(r.token_ids, r.logprobs) for r in results]
+
+
+def test_bf16_greedy_matches_transformers_on_cuda(bf16_model_dir, model_type):
+    from transformers import AutoModelForCausalLM
+
+    folder = bf16_model_dir(model_type)
+    with Engine(EngineOptions(model=str(folder), device="cuda")) as engine:
+        assert engine.info.dtype == "bfloat16"
+        ids = engine._core.tokenizer.encode(PROMPTS[0])
+        ours = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SamplingParams(max_tokens=32, ignore_eos=True)))
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).cuda().eval()
+    with torch.inference_mode():
+        out = model.generate(torch.tensor([ids], device="cuda"), max_new_tokens=32, min_new_tokens=32,
+                             do_sample=False, eos_token_id=None, pad_token_id=0)
+    reference = out[0, len(ids):].tolist()
+    matching = next((i for i, (a, b) in enumerate(zip(ours.token_ids, reference)) if a != b), 32)
+    print(f"{model_type}: {matching}/32 greedy tokens equal to transformers (bf16, CUDA)")
+    assert matching >= 16
+
+
+def test_expert_modes_bitwise_on_cuda(bf16_model_dir, model_type):
+    folder = bf16_model_dir(model_type)
+    args = read_args(folder)
+    reference = cuda_outputs(folder, experts="resident")
+    for name, options in mode_options(args.num_experts_per_tok, args.num_experts).items():
+        assert cuda_outputs(folder, **options) == reference, name
+
+
+def test_paged_qwen3_shape_stays_within_budget():
+    from engine.bench.pager_probe import decode, plan_for
+    from engine.bench.shapes import shape
+    from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
+    from engine.runtime.builder import assemble_engine
+
+    device = torch.device("cuda")
+    weights = synthetic_weights(shape("qwen3-30b-a3b", num_layers=4), device, experts_on_host=True)
+    budget = 3 * GiB
+    torch.cuda.reset_peak_memory_stats(device)
+    plan = plan_for(weights, "paged", budget, None)
+    engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device="cuda", experts="paged", max_num_seqs=1),
+                             plan, device, 4096)
+    decode(engine, prompt_len=1024, tokens=16, seed=0)
+    assert 8 <= plan.slots_per_layer < 128
+    assert torch.cuda.max_memory_allocated(device) <= budget
