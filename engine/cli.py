@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="show torch, CUDA, GPU memory and host RAM")
     doctor.add_argument("--json", action="store_true")
     doctor.set_defaults(handler=doctor_command)
+    from engine.configure_command import add_parser as add_configure
+
+    add_configure(commands)
     register_optional(commands)
     return parser
 

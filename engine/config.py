@@ -26,6 +26,7 @@ class EngineOptions:
     max_num_seqs: int = 8
     block_size: int = 16
     kv_blocks: int | None = None  # override the KV pool size (tests, experiments)
+    online: bool = True  # paged mode with a budget: re-split experts/KV at drained barriers (MV-WSA controller)
 
     def __post_init__(self):
         if self.device not in DEVICES:

@@ -43,12 +43,17 @@ class MemoryPlan:
     kv_blocks: int
     kv_block_bytes: int
     workspace_bytes: int
+    layer_slots: tuple[int, ...] | None = None  # paged, per MoE layer (MV-WSA); None = slots_per_layer everywhere
+
+    @property
+    def slots_by_layer(self) -> tuple[int, ...]:
+        return self.layer_slots or (self.slots_per_layer,) * self.num_moe_layers
 
     @property
     def expert_device_bytes(self) -> int:
         if self.mode == "static":
             return self.static_resident_bytes
-        return self.slots_per_layer * self.num_moe_layers * self.expert_bytes
+        return sum(self.slots_by_layer) * self.expert_bytes
 
     @property
     def kv_bytes(self) -> int:

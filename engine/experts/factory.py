@@ -19,4 +19,4 @@ def make_provider(plan: MemoryPlan, store: ExpertStore, device: torch.device, to
         return StaticOffloadExperts(store, device, plan.offloaded_layers)
     layers = list(store.blocks)
     predictor = CoOccurrencePredictor(layers, store.num_experts, count=max(top_k, plan.slots_per_layer // 2)) if prefetch else None
-    return PagedExperts(store, device, {layer: plan.slots_per_layer for layer in layers}, predictor)
+    return PagedExperts(store, device, dict(zip(layers, plan.slots_by_layer)), predictor)

@@ -29,6 +29,8 @@ class PagedExperts:
         self.lru = {layer: ExpertLRU(0) for layer in host.blocks}
         self.copies = CopyEngine(device, self.counters)
         self.predictor = predictor
+        self.routing_listener = None  # (layer, needed experts, is_decode) -> None; the online controller
+        self.step_is_prefill = False  # set by the model runner before each forward
         self.moe_layers = list(host.blocks)
         self.set_capacity(capacity)
 
@@ -65,6 +67,8 @@ class PagedExperts:
         ids_host = ids.cpu().numpy()  # the one host sync of this layer-step
         dispatch, out = start_layer(x, ids, ids_host)
         needed = [int(e) for e in step_unique(ids_host)]
+        if self.routing_listener is not None:
+            self.routing_listener(layer, needed, not self.step_is_prefill)
         lru = self.lru[layer]
         hits, misses = lru.split(needed)
         self.counters.count(layer, len(hits), len(misses))

@@ -74,6 +74,8 @@ def build_engine(options: EngineOptions, progress: Progress | None = None) -> tu
                            expert_device=torch.device("cpu") if on_host else device,
                            pin_experts=on_host and device.type == "cuda", progress=progress)
     engine = assemble_engine(weights, tokenizer, options, plan, device, max_model_len, Replanner(sizes, plan_request))
+    if plan.mode == "paged" and options.budget_bytes and options.online and options.expert_slots is None:
+        attach_controller(engine, sizes, plan_request, device, args.num_hidden_layers)
     info = ModelInfo(
         path=str(folder), name=display_name(folder), model_type=args.model_type, num_layers=args.num_hidden_layers,
         num_experts=args.num_experts, top_k=args.num_experts_per_tok, max_model_len=max_model_len,
@@ -95,3 +97,17 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len)
     runner = ModelRunner(weights.model, cache, block_manager, device)
     return LLMEngine(runner, scheduler, tokenizer, max_model_len, plan, replanner)
+
+
+def attach_controller(engine: LLMEngine, sizes, request: PlanRequest, device: torch.device, num_layers: int) -> None:
+    """The online MV-WSA controller: fed by the pager's routing, consulted at drained barriers."""
+    from engine.alloc.memory_plan import kv_floor_bytes
+    from engine.alloc.online_controller import OnlineController
+    from engine.experts.calibrate import estimated_compute, link_cost
+
+    active = sizes.num_moe_layers * sizes.top_k * sizes.expert_bytes
+    link = link_cost(device, *estimated_compute(sizes.dense_bytes, active, num_layers, device))
+    controller = OnlineController(sizes.num_experts, sizes.top_k,
+                                  kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len), link)
+    engine.controller = controller
+    engine.runner.model.experts.routing_listener = controller.observe_routing

@@ -14,7 +14,7 @@ from engine.events import Event, FinishEvent, RequestStats, TokenEvent
 from engine.requests import GenerateRequest
 from engine.alloc.memory_plan import MemoryPlan
 from engine.runtime.model_runner import ModelRunner
-from engine.runtime.replan import PlanEvent, Replanner, budget_change
+from engine.runtime.replan import PlanEvent, Replanner, budget_change, plan_change
 from engine.runtime.throughput import Throughput
 from engine.runtime.sampler import sample
 from engine.runtime.scheduler import Scheduler
@@ -39,6 +39,7 @@ class LLMEngine:
         self.plan, self.replanner = plan, replanner
         self.pending_budget: tuple[int | None, str] | None = None
         self.throughput = Throughput()
+        self.controller = None  # OnlineController, attached for paged mode with a budget
 
     def request_budget(self, budget_bytes: int | None, reason: str = "budget changed") -> list[PlanEvent]:
         """Re-plan for a new budget at the next drained barrier (now, if nothing is running)."""
@@ -46,12 +47,18 @@ class LLMEngine:
         return self.at_barrier()
 
     def at_barrier(self) -> list[PlanEvent]:
-        """Apply a pending re-plan if no sequence is running or waiting."""
-        if self.pending_budget is None or self.scheduler.has_work:
+        """At a drained barrier (nothing running or waiting): apply a pending budget, else let the online
+        controller re-split the pool."""
+        if self.scheduler.has_work:
             return []
-        budget, reason = self.pending_budget
-        self.pending_budget = None
-        return [budget_change(self, budget, reason)]
+        if self.pending_budget is not None:
+            budget, reason = self.pending_budget
+            self.pending_budget = None
+            return [budget_change(self, budget, reason)]
+        if self.controller is None:
+            return []
+        decision = self.controller.decide(self.plan)
+        return [plan_change(self, decision.plan, decision.reason)] if decision else []
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
         if request.prompt_token_ids is not None:
@@ -102,6 +109,8 @@ class LLMEngine:
             return []
         logits = self.runner.run(seqs, is_prefill)
         tokens, logprobs = sample(logits, seqs)
+        if self.controller is not None:
+            self.controller.observe_kv(self.scheduler.block_manager.num_used_blocks)
         now = time.perf_counter()
         self.throughput.record(now, len(seqs), is_prefill)
         events: list[Event] = []

@@ -52,5 +52,6 @@ class ModelRunner:
     def run(self, seqs: list[Sequence], is_prefill: bool) -> torch.Tensor:
         """-> fp32 logits of each sequence's last position [B, V]."""
         input_ids, positions, meta, last_rows = self.prepare(seqs, is_prefill)
+        self.model.experts.step_is_prefill = is_prefill
         hidden = self.model(input_ids, positions, meta, self.cache)  # [T, D]
         return self.model.logits(hidden[last_rows])

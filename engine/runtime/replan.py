@@ -34,7 +34,7 @@ class Replanner:
 
 
 def check_live_change(old: MemoryPlan, new: MemoryPlan) -> None:
-    same_experts = old.slots_per_layer == new.slots_per_layer and old.offloaded_layers == new.offloaded_layers
+    same_experts = old.slots_by_layer == new.slots_by_layer and old.offloaded_layers == new.offloaded_layers
     if old.mode != "paged" and not same_experts:
         raise BudgetError(f"this budget needs a different expert layout; live changes need --experts paged "
                           f"(the model runs with --experts {old.mode})")
@@ -48,7 +48,7 @@ def apply_plan(engine, new: MemoryPlan) -> None:
         resize_kv(engine, new.kv_blocks)
     provider = engine.runner.model.experts
     if hasattr(provider, "set_capacity"):
-        provider.set_capacity({layer: new.slots_per_layer for layer in provider.capacity})
+        provider.set_capacity(dict(zip(provider.capacity, new.slots_by_layer)))
     if new.kv_blocks > old.kv_blocks:
         resize_kv(engine, new.kv_blocks)
     if engine.device.type == "cuda":
@@ -63,9 +63,16 @@ def resize_kv(engine, num_blocks: int) -> None:
 
 
 def budget_change(engine, budget_bytes: int | None, reason: str) -> PlanEvent:
-    old = engine.plan
     try:
         new = engine.replanner.plan_for_budget(budget_bytes)
+    except BudgetError as err:
+        return PlanEvent(time.time(), engine.plan, None, reason, error=str(err))
+    return plan_change(engine, new, reason)
+
+
+def plan_change(engine, new: MemoryPlan, reason: str) -> PlanEvent:
+    old = engine.plan
+    try:
         apply_plan(engine, new)
     except BudgetError as err:
         return PlanEvent(time.time(), old, None, reason, error=str(err))

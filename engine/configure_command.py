@@ -1,0 +1,103 @@
+"""`wisp configure`: the offline MV-WSA configurator. Prints the split of a budget between dense weights,
+each layer's expert slots and KV blocks, with predicted decode tok/s and TTFT, beside a fixed 50/50 split,
+an expert-heavy split with no KV floor, and the exhaustive oracle of the same cost model."""
+
+from __future__ import annotations
+
+import json
+from argparse import Namespace
+from pathlib import Path
+
+from engine.alloc.cost_model import routing_profile
+from engine.alloc.memory_plan import GiB, kv_floor_bytes, workspace_bytes
+from engine.alloc.mvwsa import PoolSpec, Split, configure
+from engine.errors import BudgetError, RequestError
+from engine.model.args import ModelArgs
+from engine.model.sizes import model_sizes
+from engine.traces.format import load as load_trace
+from engine.units import parse_size
+
+
+def model_args_for(name: str) -> ModelArgs:
+    """A model folder / HF cache id, or a benchmark shape name (qwen3-30b-a3b, olmoe-1b-7b, mixtral-8x7b)."""
+    from engine.bench.shapes import SHAPES
+    from engine.model.loader import read_args
+    from engine.model_path import resolve_model
+
+    if name in SHAPES:
+        return SHAPES[name]
+    return read_args(resolve_model(name))
+
+
+def check_topology(args: ModelArgs, header) -> None:
+    if (args.num_moe_layers, args.num_experts, args.num_experts_per_tok) != (header.num_layers, header.num_experts, header.top_k):
+        raise RequestError(
+            f"the trace has {header.num_layers} layers x {header.num_experts} experts top-{header.top_k}, "
+            f"the model {args.num_moe_layers} x {args.num_experts} top-{args.num_experts_per_tok}; record a trace "
+            "of this model (wisp trace record) or pick a matching one")
+
+
+def configure_model(args: ModelArgs, budget: int, trace_path: Path, concurrency: int, max_context: int, device):
+    from engine.experts.calibrate import estimated_compute, link_cost
+
+    trace = load_trace(trace_path)
+    check_topology(args, trace.header)
+    sizes = model_sizes(args, 2)
+    workspace = workspace_bytes(sizes, max_context, concurrency)
+    pool = budget - sizes.dense_bytes - workspace
+    floor = kv_floor_bytes(sizes, concurrency, max_context)
+    if pool < floor + args.num_moe_layers * args.num_experts_per_tok * sizes.expert_bytes:
+        raise BudgetError(f"a budget of {budget / GiB:.2f} GiB leaves {pool / GiB:.2f} GiB after dense weights and "
+                          f"workspace, less than the KV floor {floor / GiB:.2f} GiB plus top-k slots per layer")
+    active = args.num_moe_layers * args.num_experts_per_tok * sizes.expert_bytes
+    dense_s, token_s = estimated_compute(sizes.dense_bytes, active, args.num_hidden_layers, device)
+    link = link_cost(device, dense_s, token_s)
+    spec = PoolSpec(pool_bytes=pool, expert_bytes=sizes.expert_bytes, kv_floor_bytes=floor)
+    return configure(routing_profile(trace), link, spec), sizes, link, spec
+
+
+def split_row(split: Split, block_bytes: int) -> dict:
+    slots = split.layer_slots
+    return {"name": split.name, "expert_gib": split.expert_bytes / GiB, "kv_gib": split.kv_bytes / GiB,
+            "kv_blocks": max(0, split.kv_bytes // block_bytes), "slots_min": min(slots), "slots_max": max(slots),
+            "slots_total": sum(slots), "layer_slots": list(slots), "predicted_decode_tok_s": split.decode_tok_s,
+            "predicted_ttft_s": split.ttft_s, "feasible": split.is_feasible}
+
+
+def configure_command(cli: Namespace) -> int:
+    import torch
+
+    from engine.hardware import pick_device
+
+    device = pick_device(cli.device)
+    args = model_args_for(cli.model)
+    splits, sizes, link, spec = configure_model(args, parse_size(cli.budget), Path(cli.trace), cli.concurrency,
+                                                cli.max_context, device)
+    block_bytes = 16 * sizes.kv_bytes_per_token
+    rows = {key: split_row(split, block_bytes) for key, split in splits.items()}
+    if cli.json:
+        print(json.dumps({"dense_gib": sizes.dense_bytes / GiB, "pool_gib": spec.pool_bytes / GiB,
+                          "kv_floor_gib": spec.kv_floor_bytes / GiB, "link": link.__dict__, "splits": rows}))
+        return 0
+    print(f"dense weights {sizes.dense_bytes / GiB:.2f} GiB | pool {spec.pool_bytes / GiB:.2f} GiB | "
+          f"KV floor {spec.kv_floor_bytes / GiB:.2f} GiB | link {link.h2d_bytes_per_s / 1e9:.1f} GB/s "
+          f"({'measured' if device.type == 'cuda' else 'CPU copy rate'}) on {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}")
+    print(f"{'split':28} {'experts GiB':>11} {'KV GiB':>7} {'slots/layer':>12} {'tok/s':>7} {'TTFT s':>7} feasible")
+    for row in rows.values():
+        print(f"{row['name']:28} {row['expert_gib']:>11.2f} {row['kv_gib']:>7.2f} "
+              f"{row['slots_min']:>5}-{row['slots_max']:<6} {row['predicted_decode_tok_s']:>7.1f} "
+              f"{row['predicted_ttft_s']:>7.2f} {'yes' if row['feasible'] else 'NO'}")
+    print("configured slots per layer:", " ".join(map(str, rows["configured"]["layer_slots"])))
+    return 0
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("configure", help="MV-WSA: split a budget between expert slots and KV from a trace")
+    parser.add_argument("model", help="model folder, HF cache id, or a shape: qwen3-30b-a3b, olmoe-1b-7b, mixtral-8x7b")
+    parser.add_argument("--budget", required=True, help="device memory budget, e.g. 12GiB")
+    parser.add_argument("--trace", required=True, help="routing trace (.npz, see wisp trace)")
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--max-context", type=int, default=4096)
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--json", action="store_true")
+    parser.set_defaults(handler=configure_command)

@@ -1,0 +1,72 @@
+"""A quick probe of this machine's expert-miss cost (host->device copy rate and per-copy overhead), cached
+per device so the configurator and the online controller predict with measured numbers."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+from engine.alloc.cost_model import LinkCost
+
+PROBE_BYTES = 9 * 1024 * 1024  # one Qwen3-30B-A3B expert
+
+
+def cache_file(device: torch.device) -> Path:
+    import platformdirs
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return Path(platformdirs.user_cache_dir("wisp")) / f"link-{name.replace(' ', '_')}.json"
+
+
+def time_copies(sources: list[torch.Tensor], targets: list[torch.Tensor], device: torch.device) -> float:
+    """Seconds for one round of copies (after a warm-up round)."""
+    for _ in range(2):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        for src, dst in zip(sources, targets):
+            dst.copy_(src, non_blocking=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
+def measure(device: torch.device, count: int = 32) -> tuple[float, float]:
+    """-> (bytes per second at one-expert copies, fixed seconds per copy)."""
+    pin = device.type == "cuda"
+    numel = PROBE_BYTES // 2
+    big = [torch.full((numel,), 0.5, dtype=torch.bfloat16, pin_memory=pin) for _ in range(count)]
+    small = [t[:2048] for t in big]
+    targets = [torch.empty(numel, dtype=torch.bfloat16, device=device) for _ in range(count)]
+    big_s = time_copies(big, targets, device)
+    small_s = time_copies(small, [t[:2048] for t in targets], device)
+    per_copy = small_s / count
+    rate = count * PROBE_BYTES / max(big_s - count * per_copy, 1e-9)
+    return rate, per_copy
+
+
+def link_cost(device: torch.device, dense_step_s: float, prefill_token_s: float, refresh: bool = False) -> LinkCost:
+    path = cache_file(device)
+    if path.exists() and not refresh:
+        cached = json.loads(path.read_text())
+        rate, per_copy = cached["h2d_bytes_per_s"], cached["per_miss_s"]
+    else:
+        rate, per_copy = measure(device)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"h2d_bytes_per_s": rate, "per_miss_s": per_copy}))
+    return LinkCost(h2d_bytes_per_s=rate, per_miss_s=per_copy, dense_step_s=dense_step_s, prefill_token_s=prefill_token_s)
+
+
+def estimated_compute(dense_bytes: int, active_expert_bytes: int, num_layers: int, device: torch.device):
+    """Rough resident compute per decode step and per prompt token: bytes read at memory speed plus launches."""
+    if device.type == "cuda":
+        return (dense_bytes + active_expert_bytes) / 3.0e12 + num_layers * 250e-6, 2 * active_expert_bytes / 400e12 + 20e-6
+    return (dense_bytes + active_expert_bytes) / 15e9 + num_layers * 1e-3, 2 * active_expert_bytes / 100e9
+
+
+def describe(link: LinkCost) -> dict:
+    return asdict(link)

@@ -1,0 +1,68 @@
+"""The online controller: re-shares slots by recent per-layer miss curves, sizes KV from use, has a deadzone."""
+
+import threading
+from dataclasses import replace
+
+from engine.alloc.cost_model import LinkCost
+from engine.alloc.memory_plan import GiB, MemoryPlan, MiB
+from engine.alloc.online_controller import OnlineController
+from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+from engine.runtime.replan import apply_plan
+
+LINK = LinkCost(h2d_bytes_per_s=50e9, per_miss_s=0.0, dense_step_s=0.01, prefill_token_s=0.0)
+
+
+def plan(layer_slots=(8, 8), kv_blocks=100) -> MemoryPlan:
+    return MemoryPlan(mode="paged", budget_bytes=4 * GiB, dense_bytes=GiB, expert_bytes=10 * MiB,
+                      slots_per_layer=min(layer_slots), num_moe_layers=2, offloaded_layers=0,
+                      static_resident_bytes=0, kv_blocks=kv_blocks, kv_block_bytes=10 * MiB,
+                      workspace_bytes=0, layer_slots=layer_slots)
+
+
+def feed(controller, cycles=(2, 12), steps=200):
+    for step in range(steps):
+        for layer, cycle in enumerate(cycles):
+            controller.observe_routing(layer, [step % cycle], is_decode=True)
+
+
+def test_slots_move_to_the_layer_whose_working_set_needs_them():
+    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK)
+    feed(controller)
+    controller.observe_kv(used_blocks=20)
+    decision = controller.decide(plan())
+    assert decision is not None
+    new = decision.plan
+    assert new.layer_slots[1] >= 12 and new.layer_slots[0] >= 2
+    assert new.expert_device_bytes + new.kv_bytes == plan().expert_device_bytes + plan().kv_bytes  # same pool
+    assert new.kv_bytes >= 50 * 10 * MiB  # never below the floor
+    assert "tok/s" in decision.reason
+
+
+def test_deadzone_and_too_little_evidence_change_nothing():
+    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK)
+    assert controller.decide(plan()) is None  # nothing observed yet
+    feed(controller)
+    first = controller.decide(plan()).plan
+    feed(controller)
+    assert controller.decide(first) is None
+
+
+def test_engine_controller_acts_at_drained_barriers_with_identical_outputs(tiny_model_dir):
+    folder = str(tiny_model_dir("qwen3_moe"))
+    sampling = SamplingParams(max_tokens=48, ignore_eos=True)
+    prompts = ["def fib(n):", "The quick brown fox", "class Stack:\n    def"]
+    with Engine(EngineOptions(model=folder, device="cpu")) as resident:
+        expected = [resident.generate(GenerateRequest(prompt=p, sampling=sampling)).token_ids for p in prompts]
+    events, arrived = [], threading.Event()
+    options = EngineOptions(model=folder, device="cpu", experts="paged", budget_bytes=GiB, block_size=4)
+    with Engine(options) as engine:
+        core = engine._core  # idle engine thread: start from a deliberately starved split
+        apply_plan(core, replace(core.plan, layer_slots=(2, 2), slots_per_layer=2))
+        core.controller.min_steps = 4
+        engine.add_plan_listener(lambda e: (events.append(e), arrived.set()))
+        results = [engine.generate(GenerateRequest(prompt=p, sampling=sampling)) for p in prompts]
+        assert arrived.wait(10)
+    assert [r.token_ids for r in results] == expected
+    assert events and all(e.error is None and "recent routing" in e.reason for e in events)
+    assert events[0].old.layer_slots == (2, 2) and min(events[0].new.layer_slots) > 2
+    assert all(e.new.total_bytes <= GiB for e in events)
