@@ -72,8 +72,9 @@ def register_optional(commands) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None) or args.func
     try:
-        return args.handler(args) or 0
+        return handler(args) or 0
     except WispError as err:
         print(f"wisp: error: {err}", file=sys.stderr)
         return EXIT_USER_ERROR

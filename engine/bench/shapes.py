@@ -27,6 +27,11 @@ SHAPES: dict[str, ModelArgs] = {
                           num_attention_heads=32, num_key_value_heads=8, head_dim=128, rope_theta=1e6,
                           num_experts=8, num_experts_per_tok=2, moe_intermediate_size=14336,
                           norm_topk_prob=True, router_weights_fp32=True, rms_norm_eps=1e-5),
+    # The Qwen3-30B-A3B expert topology at toy width: CPU tests of the benchmark harness with its traces.
+    "qwen3-topology-tiny": _args(model_type="qwen3_moe", vocab_size=512, hidden_size=64, num_hidden_layers=48,
+                                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, rope_theta=1e6,
+                                 num_experts=128, num_experts_per_tok=8, moe_intermediate_size=32,
+                                 norm_topk_prob=True, qk_norm="per_head", torch_dtype="float32"),
 }
 
 

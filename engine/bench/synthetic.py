@@ -38,14 +38,15 @@ def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, ho
     for layer in moe_layers:
         block = torch.randn(args.num_experts, layout.numel, generator=generator, dtype=dtype, device=gpu)
         store.blocks[layer].copy_(block.mul_(WEIGHT_STD))
-    torch.cuda.synchronize(gpu)
+    if gpu.type == "cuda":
+        torch.cuda.synchronize(gpu)
     return store
 
 
 def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
                       dtype: torch.dtype = torch.bfloat16) -> LoadedWeights:
     model = synthetic_dense(args, dtype, gpu)
-    store = synthetic_experts(args, dtype, gpu, host=experts_on_host)
+    store = synthetic_experts(args, dtype, gpu, host=experts_on_host and gpu.type == "cuda")
     return LoadedWeights(args=args, model=model, store=store, dtype=dtype)
 
 

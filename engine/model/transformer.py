@@ -16,6 +16,14 @@ from engine.model.layers import DenseMLP, RMSNorm, RotaryEmbedding, SharedExpert
 RoutingObserver = Callable[[int, torch.Tensor], None]  # (layer, top-k ids [T, K])
 
 
+def routed_weights(logits: torch.Tensor, ids: torch.Tensor, args: ModelArgs) -> torch.Tensor:
+    """Router weights of given top-k ids, computed as route() computes them for its own choice."""
+    weights = F.softmax(logits, dim=-1, dtype=torch.float32).gather(1, ids)  # [T, K]
+    if args.norm_topk_prob:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights if args.router_weights_fp32 else weights.to(logits.dtype)
+
+
 class MoeBlock(nn.Module):
     """Router + routed experts (through the provider) + the optional shared expert."""
 
@@ -27,7 +35,12 @@ class MoeBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, model: "MoeTransformer") -> torch.Tensor:
         args = self.args
-        ids, weights = route(self.gate(x), args.num_experts_per_tok, args.norm_topk_prob, args.router_weights_fp32)
+        logits = self.gate(x)  # [T, E]
+        if model.routing_override is not None:
+            ids = model.routing_override(self.layer)  # [T, K] trace-driven benchmarks: only the ids change
+            weights = routed_weights(logits, ids, args)
+        else:
+            ids, weights = route(logits, args.num_experts_per_tok, args.norm_topk_prob, args.router_weights_fp32)
         if model.routing_observer is not None:
             model.routing_observer(self.layer, ids)
         out = model.experts.forward(self.layer, x, ids, weights)
@@ -63,6 +76,7 @@ class MoeTransformer(nn.Module):
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
         self.experts = None  # an expert provider, attached by the loader
         self.routing_observer: RoutingObserver | None = None
+        self.routing_override: Callable[[int], torch.Tensor] | None = None  # layer -> ids [T, K] (benchmarks)
 
     def attach_rotary(self, device) -> None:
         self.rotary = RotaryEmbedding(self.args.head_dim, self.args.rope_theta).to(device)

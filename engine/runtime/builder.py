@@ -87,10 +87,12 @@ def build_engine(options: EngineOptions, progress: Progress | None = None) -> tu
 
 
 def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineOptions, plan: MemoryPlan,
-                    device: torch.device, max_model_len: int, replanner: Replanner | None = None) -> LLMEngine:
-    """Attach the planned expert provider and KV cache to loaded weights (also used by benchmarks)."""
+                    device: torch.device, max_model_len: int, replanner: Replanner | None = None,
+                    provider=None) -> LLMEngine:
+    """Attach the planned expert provider (or the given one) and KV cache to loaded weights (also benchmarks)."""
     args = weights.args
-    weights.model.experts = make_provider(plan, weights.store, device, args.num_experts_per_tok, options.prefetch)
+    weights.model.experts = provider or make_provider(plan, weights.store, device, args.num_experts_per_tok,
+                                                      options.prefetch)
     block_manager = BlockManager(plan.kv_blocks, options.block_size)
     cache = KVCache(args.num_hidden_layers, plan.kv_blocks * options.block_size,
                     args.num_key_value_heads, args.head_dim, weights.dtype, device)

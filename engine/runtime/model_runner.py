@@ -20,6 +20,7 @@ def kv_slots(block_table: list[int], num_tokens: int, block_size: int) -> np.nda
 class ModelRunner:
     def __init__(self, model: MoeTransformer, cache: KVCache, block_manager: BlockManager, device: torch.device):
         self.model, self.cache, self.block_manager, self.device = model, cache, block_manager, device
+        self.step_hook = None  # (seqs, is_prefill) -> None before each forward; trace-driven benchmarks
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool):
         """-> (input ids [T], positions [T], metadata, row of each sequence's last token)."""
@@ -53,5 +54,7 @@ class ModelRunner:
         """-> fp32 logits of each sequence's last position [B, V]."""
         input_ids, positions, meta, last_rows = self.prepare(seqs, is_prefill)
         self.model.experts.step_is_prefill = is_prefill
+        if self.step_hook is not None:
+            self.step_hook(seqs, is_prefill)
         hidden = self.model(input_ids, positions, meta, self.cache)  # [T, D]
         return self.model.logits(hidden[last_rows])

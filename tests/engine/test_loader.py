@@ -8,7 +8,7 @@ import shutil
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine.model.loader import load_weights, read_args
+from engine.model.loader import load_weights, read_args, resolve_dtype
 from tests.engine.test_models import prompt_logits
 from tests.tiny_models import save_tokenizer
 
@@ -42,17 +42,18 @@ def test_published_style_config_fields(tiny_model_dir, tmp_path):
     assert torch.equal(prompt_logits(folder, IDS), prompt_logits(tiny_model_dir("qwen3_moe"), IDS))
 
 
-def test_auto_dtype_honours_torch_dtype(tiny_model_dir, tmp_path):
+def test_auto_dtype_honours_torch_dtype_on_gpu_and_computes_fp32_on_cpu(tiny_model_dir, tmp_path):
     folder = tmp_path / "bf16"
     shutil.copytree(tiny_model_dir("olmoe"), folder)
     config = json.loads((folder / "config.json").read_text())
     config["dtype"] = "bfloat16"
     (folder / "config.json").write_text(json.dumps(config))
-    weights = load_weights(folder, torch.device("cpu"), "auto")
+    assert resolve_dtype("auto", read_args(folder), torch.device("cuda")) == torch.bfloat16
+    assert resolve_dtype("auto", read_args(folder), torch.device("cpu")) == torch.float32
+    weights = load_weights(folder, torch.device("cpu"), "bfloat16")
     assert weights.dtype == torch.bfloat16
     assert weights.model.embed_tokens.weight.dtype == torch.bfloat16
     assert next(iter(weights.store.blocks.values())).dtype == torch.bfloat16
-    assert load_weights(folder, torch.device("cpu"), "float32").dtype == torch.float32
 
 
 def test_stacked_expert_tensors_load_like_per_expert(tiny_model_dir, tmp_path):

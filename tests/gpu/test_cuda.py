@@ -63,8 +63,8 @@ def test_expert_modes_bitwise_on_cuda(bf16_model_dir, model_type):
 
 
 def test_paged_qwen3_shape_stays_within_budget():
-    from engine.bench.pager_probe import decode, plan_for
     from engine.bench.shapes import shape
+    from engine.bench.suite import decode_once, plan_for
     from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
     from engine.runtime.builder import assemble_engine
 
@@ -72,9 +72,9 @@ def test_paged_qwen3_shape_stays_within_budget():
     weights = synthetic_weights(shape("qwen3-30b-a3b", num_layers=4), device, experts_on_host=True)
     budget = 3 * GiB
     torch.cuda.reset_peak_memory_stats(device)
-    plan = plan_for(weights, "paged", budget, None)
+    plan = plan_for(weights, "paged", budget, None, batch=1, max_len=4096)
     engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device="cuda", experts="paged", max_num_seqs=1),
                              plan, device, 4096)
-    decode(engine, prompt_len=1024, tokens=16, seed=0)
+    decode_once(engine, prompt=1024, tokens=16, batch=1, seed=0)
     assert 8 <= plan.slots_per_layer < 128
     assert torch.cuda.max_memory_allocated(device) <= budget

@@ -1,0 +1,205 @@
+"""`wisp bench`: trace-driven decode/TTFT of every expert arm at each budget on a synthetic model of a real
+shape (shared/BENCH.md). One process builds the weights once (dense on the GPU, experts in pinned host
+memory) and runs every arm on them; each arm gets exactly its planned device memory.
+
+    python -m engine.bench.suite --shape qwen3-30b-a3b --trace TRACE --budgets 12,24,32 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from engine.alloc.cost_model import LinkCost, routing_profile
+from engine.alloc.memory_plan import GiB, MemoryPlan, PlanRequest, kv_floor_bytes, plan_memory
+from engine.alloc.mvwsa import PoolSpec, configure
+from engine.bench.shapes import shape
+from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
+from engine.bench.trace_router import TraceRouter
+from engine.config import EngineOptions
+from engine.experts.store import ExpertStore
+from engine.experts.touched_copy import TouchedCopyExperts
+from engine.model.loader import DTYPES, LoadedWeights
+from engine.model.sizes import model_sizes
+from engine.requests import GenerateRequest
+from engine.runtime.builder import assemble_engine
+from engine.sampling import SamplingParams
+from engine.traces.format import load as load_trace
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def reset_peak(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_gib(device: torch.device) -> float | None:
+    return torch.cuda.max_memory_allocated(device) / GiB if device.type == "cuda" else None
+
+
+def plan_for(weights: LoadedWeights, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int):
+    request = PlanRequest(mode=mode, budget_bytes=budget, block_size=16, max_model_len=max_len, max_num_seqs=batch,
+                          max_batched_tokens=max_len * batch, expert_slots=slots)
+    return plan_memory(model_sizes(weights.args, 2), request)
+
+
+def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len) -> MemoryPlan:
+    """The offline configurator's split for this budget and trace (per-layer slots, KV at its floor)."""
+    base = plan_for(weights, "paged", budget, None, batch, max_len)
+    sizes = model_sizes(weights.args, 2)
+    pool = budget - base.dense_bytes - base.workspace_bytes
+    spec = PoolSpec(pool, sizes.expert_bytes, kv_floor_bytes(sizes, batch, max_len))
+    chosen = configure(routing_profile(trace), link, spec)["configured"]
+    return replace(base, layer_slots=chosen.layer_slots, slots_per_layer=min(chosen.layer_slots),
+                   kv_blocks=chosen.kv_bytes // base.kv_block_bytes)
+
+
+def decode_once(engine, prompt: int, tokens: int, batch: int, seed: int) -> list:
+    generator = torch.Generator().manual_seed(seed)
+    vocab = engine.runner.model.args.vocab_size
+    for i in range(batch):
+        ids = torch.randint(0, vocab, (prompt,), generator=generator).tolist()
+        engine.add(GenerateRequest(prompt_token_ids=tuple(ids), request_id=f"s{seed}-{i}",
+                                   sampling=SamplingParams(max_tokens=tokens, ignore_eos=True)))
+    finishes = []
+    while engine.has_work:
+        finishes += [e for e in engine.step() if hasattr(e, "stats")]
+    sync(engine.device)
+    return finishes
+
+
+def measure(engine, provider, args, tokens: int) -> dict:
+    decode_once(engine, args.prompt, 4, args.batch, seed=1000)  # warm-up
+    runs = []
+    for run in range(args.runs):
+        engine.scheduler.block_manager.hash_to_block.clear()  # no prefix reuse between runs
+        before = provider.counters.snapshot()
+        finishes = decode_once(engine, args.prompt, tokens, args.batch, seed=run)
+        if hasattr(provider, "copies"):
+            provider.copies.synchronize()
+        after = provider.counters
+        decode_s = max(f.stats.total_s - f.stats.ttft_s for f in finishes)
+        runs.append({"decode_tok_s": args.batch * (tokens - 1) / decode_s, "ttft_s": max(f.stats.ttft_s for f in finishes),
+                     "hits": after.hits - before.hits, "misses": after.misses - before.misses,
+                     "h2d_bytes": after.h2d_bytes - before.h2d_bytes, "copy_s": after.copy_s - before.copy_s,
+                     "tokens": [list(f.token_ids) for f in finishes]})
+    middle = sorted(runs, key=lambda r: r["decode_tok_s"])[len(runs) // 2]
+    return {**middle, "decode_tok_s_runs": [r["decode_tok_s"] for r in runs]}
+
+
+def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: int, prefetch=False, provider=None,
+            runs: int | None = None, warm_all: bool = False):
+    reset_peak(device)
+    provider = provider() if provider is not None else None  # built after the reset: its memory counts
+    options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, prefetch=prefetch)
+    engine = assemble_engine(weights, IdOnlyTokenizer(), options, plan, device, args.max_len, provider=provider)
+    if warm_all:
+        weights.model.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
+    engine.runner.model.routing_override = router
+    engine.runner.step_hook = router.begin_step
+    router.stream_of.clear()
+    result = measure(engine, weights.model.experts, argparse.Namespace(**{**vars(args), "runs": runs or args.runs}), tokens)
+    row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None, "batch": args.batch,
+           "prompt": args.prompt, "slots_per_layer_min": plan.slots_per_layer, "slots_total": sum(plan.slots_by_layer),
+           "offloaded_layers": plan.offloaded_layers, "kv_gib": plan.kv_bytes / GiB, "plan_gib": plan.total_bytes / GiB,
+           "peak_gib": peak_gib(device), **result}
+    weights.model.experts = None
+    del engine
+    print(json.dumps({k: v for k, v in row.items() if k != "tokens"}), flush=True)
+    return row
+
+
+def copy_loop_rate(store: ExpertStore, device, num_copies: int = 400) -> float:
+    """GB/s of a plain loop of one-expert pinned->device copies (the pager's copy size)."""
+    layer = next(iter(store.blocks.values()))
+    slots = [torch.empty(store.layout.numel, dtype=layer.dtype, device=device) for _ in range(16)]
+    experts = torch.randint(0, store.num_experts, (num_copies,)).tolist()
+    for i in range(32):
+        slots[i % 16].copy_(layer[experts[i]], non_blocking=True)
+    sync(device)
+    start = time.perf_counter()
+    for i, e in enumerate(experts):
+        slots[i % 16].copy_(layer[e], non_blocking=True)
+    sync(device)
+    return num_copies * store.expert_bytes / (time.perf_counter() - start) / 1e9
+
+
+def resident_weights(host: LoadedWeights, device) -> LoadedWeights:
+    store = ExpertStore(host.store.layout, list(host.store.blocks), host.args.num_experts, host.dtype, device)
+    for layer, block in host.store.blocks.items():
+        store.blocks[layer].copy_(block)
+    return LoadedWeights(host.args, host.model, store, host.dtype)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="wisp bench")
+    parser.add_argument("--shape", default="qwen3-30b-a3b")
+    parser.add_argument("--layers", type=int, default=None, help="cut the shape to its first N layers")
+    parser.add_argument("--trace", type=Path, required=True)
+    parser.add_argument("--budgets", default="12,24,32")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--prompt", type=int, default=512)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--max-len", type=int, default=4096)
+    parser.add_argument("--arms", default="resident,paged-all,wisp,wisp-prefetch,static-uva,static-copy")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    arms = args.arms.split(",")
+    model_args = shape(args.shape, args.layers)
+    trace = load_trace(args.trace)
+    started = time.perf_counter()
+    host = synthetic_weights(model_args, device, experts_on_host=True, dtype=DTYPES[model_args.torch_dtype])
+    facts = {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
+             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "torch": torch.__version__, "build_s": time.perf_counter() - started,
+             "expert_bytes": host.store.expert_bytes, "pinned": host.store.is_pinned,
+             "copy_loop_gb_s": copy_loop_rate(host.store, device)}
+    print(json.dumps(facts), flush=True)
+    link = LinkCost(facts["copy_loop_gb_s"] * 1e9, 20e-6, 0.012, 0.0004)
+    router = TraceRouter(trace, device)
+    rows = []
+    if "resident" in arms:
+        resident = resident_weights(host, device)
+        rows.append(run_arm(resident, "resident", plan_for(resident, "resident", None, None, args.batch, args.max_len),
+                            args, device, router, args.tokens))
+        del resident
+    if "paged-all" in arms:
+        plan = plan_for(host, "paged", None, model_args.num_experts, args.batch, args.max_len)
+        rows.append(run_arm(host, "paged-all-resident", plan, args, device, router, args.tokens, warm_all=True))
+    for budget in [int(float(b) * GiB) for b in args.budgets.split(",")]:
+        if "wisp" in arms:
+            rows.append(run_arm(host, "wisp", mvwsa_plan(host, budget, trace, link, args.batch, args.max_len),
+                                args, device, router, args.tokens))
+        if "wisp-prefetch" in arms:
+            rows.append(run_arm(host, "wisp+prefetch", mvwsa_plan(host, budget, trace, link, args.batch, args.max_len),
+                                args, device, router, args.tokens, prefetch=True))
+        if "wisp-uniform" in arms:
+            rows.append(run_arm(host, "wisp-uniform", plan_for(host, "paged", budget, None, args.batch, args.max_len),
+                                args, device, router, args.tokens))
+        static = plan_for(host, "static", budget, None, args.batch, args.max_len)
+        if "static-uva" in arms:
+            rows.append(run_arm(host, "static-uva", static, args, device, router, max(4, args.tokens // 8), runs=1,
+                                provider=lambda: TouchedCopyExperts(host.store, device, static.offloaded_layers)))
+        if "static-copy" in arms:
+            rows.append(run_arm(host, "static-copy", static, args, device, router, 3, runs=1))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.shape}-b{args.batch}-p{args.prompt}.json").write_text(json.dumps({"facts": facts, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()

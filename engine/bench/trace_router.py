@@ -1,0 +1,45 @@
+"""Trace-driven routing for benchmarks: each benchmark sequence replays one request of a recorded trace
+(its prefill rows for the prompt, then its decode rows token by token). The router still computes its
+logits; only the chosen expert ids come from the trace, so the copy and compute path is the real one."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from engine.traces.format import Trace
+
+
+class TraceRouter:
+    def __init__(self, trace: Trace, device: torch.device):
+        self.device = device
+        rows_prefill = trace.row_is_prefill()
+        self.streams = []
+        for seq in np.unique(trace.seq_ids):
+            mine = trace.seq_ids == seq
+            prefill, decode = trace.expert_ids[mine & rows_prefill], trace.expert_ids[mine & ~rows_prefill]
+            if len(decode):
+                self.streams.append((prefill if len(prefill) else decode, decode))
+        if not self.streams:
+            raise ValueError("the trace has no decode rows to replay")
+        self.step_ids: torch.Tensor | None = None  # [T, L, K] of the current step
+        self.stream_of: dict[str, int] = {}  # request id -> replayed trace request
+
+    def rows(self, stream: int, start: int, count: int, is_prefill: bool) -> np.ndarray:
+        prefill, decode = self.streams[stream % len(self.streams)]
+        source = prefill if is_prefill else decode
+        return source[np.arange(start, start + count) % len(source)]
+
+    def begin_step(self, seqs, is_prefill: bool) -> None:
+        """Called by the model runner before each forward with the step's sequences (in row order)."""
+        rows = []
+        for seq in seqs:
+            stream = self.stream_of.setdefault(seq.request_id, len(self.stream_of))
+            if is_prefill:
+                rows.append(self.rows(stream, seq.num_cached_tokens, len(seq.token_ids) - seq.num_cached_tokens, True))
+            else:
+                rows.append(self.rows(stream, len(seq.token_ids) - 1 - seq.num_prompt_tokens, 1, False))
+        self.step_ids = torch.from_numpy(np.concatenate(rows).astype(np.int64)).to(self.device)  # [T, L, K]
+
+    def __call__(self, layer: int) -> torch.Tensor:
+        return self.step_ids[:, layer]

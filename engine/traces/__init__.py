@@ -1,0 +1,1 @@
+"""Routing traces: format, recording, statistics. Torch-free (numpy only)."""
