@@ -20,7 +20,6 @@ from engine.model.loader import Progress
 from engine.requests import GenerateRequest
 from engine.runtime.builder import ModelInfo, build_engine
 from engine.runtime.replan import PlanEvent
-from engine.runtime.stats import collect_stats
 from engine.sampling import SamplingParams
 from engine.units import format_bytes, parse_size
 
@@ -73,7 +72,7 @@ class Engine:
         self._inbox: queue.Queue = queue.Queue()
         self._handles: dict[str, tuple[RequestHandle, EventCallback | None]] = {}
         self._plan_listeners: list[PlanListener] = []
-        self._stats = collect_stats(self._core)
+        self._stats = self._core.stats()
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="wisp-engine", daemon=True)
         self._thread.start()
@@ -137,6 +136,7 @@ class Engine:
             except queue.Empty:
                 item = ...
             if item is None:
+                self._core.close()
                 return
             if item is not ...:
                 self._take(item)
@@ -145,7 +145,7 @@ class Engine:
             if not self._core.has_work:
                 self._core.throughput.idle()
                 self._announce(self._core.at_barrier())
-            self._stats = collect_stats(self._core)
+            self._stats = self._core.stats()
 
     def _step(self) -> list[Event]:
         try:
@@ -161,7 +161,7 @@ class Engine:
             self._emit(self._core.cancel(item[1]))
         elif item[0] == "budget":
             self._announce(self._core.request_budget(item[1]))
-        self._stats = collect_stats(self._core)
+        self._stats = self._core.stats()
 
     def _admit(self, submission: _Submission) -> None:
         request_id = submission.request.request_id
@@ -192,13 +192,17 @@ def _error_event(request_id: str, message: str) -> FinishEvent:
 
 
 def expert_counters(engine: Engine):
-    """A snapshot of the engine's cumulative expert counters (hits, misses, H2D bytes, ...)."""
-    return engine._core.runner.model.experts.counters.snapshot()
+    """A snapshot of the engine's cumulative expert counters (hits, misses, H2D bytes, ...); zeros for
+    backends without an expert pager (llama.cpp, remote)."""
+    from engine.experts.provider import ExpertCounters
+
+    runner = getattr(engine._core, "runner", None)
+    return runner.model.experts.counters.snapshot() if runner is not None else ExpertCounters()
 
 
 def device_peak_bytes(engine: Engine) -> int | None:
     """Peak device memory allocated by this process on CUDA, None on the CPU."""
     import torch
 
-    device = engine._core.device
-    return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    device = getattr(engine._core, "device", None)
+    return torch.cuda.max_memory_allocated(device) if device is not None and device.type == "cuda" else None

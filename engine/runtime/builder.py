@@ -57,7 +57,7 @@ def display_name(folder: Path) -> str:
 def build_engine(options: EngineOptions, progress: Progress | None = None) -> tuple[LLMEngine, ModelInfo]:
     folder = resolve_model(options.model)
     if folder.suffix == ".gguf":
-        raise UnsupportedModelError(f"{folder}: GGUF files need the llama.cpp backend, which is not available yet")
+        return build_gguf(folder, options, progress)
     device = pick_device(options.device)
     args = read_args(folder)  # refuse an unsupported or malformed config before reading anything large
     tokenizer = Tokenizer.from_folder(folder)
@@ -113,3 +113,13 @@ def attach_controller(engine: LLMEngine, sizes, request: PlanRequest, device: to
                                   kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len), link)
     engine.controller = controller
     engine.runner.model.experts.routing_listener = controller.observe_routing
+
+
+def build_gguf(path: Path, options: EngineOptions, progress: Progress | None):
+    """GGUF files run on llama.cpp (the optional llama-cpp-python dependency)."""
+    try:
+        from engine.backends.llama_cpp import build
+    except ImportError:
+        raise UnsupportedModelError(
+            f"{path}: GGUF files need the llama.cpp backend: pip install 'wisp[gguf]'") from None
+    return build(path, options, progress)

@@ -99,6 +99,14 @@ class LLMEngine:
             events.append(FinishEvent(**{**finish.__dict__, "error": message}))
         return events
 
+    def stats(self):
+        from engine.runtime.stats import collect_stats
+
+        return collect_stats(self)
+
+    def close(self) -> None:
+        self.runner.model.experts = None
+
     @property
     def has_work(self) -> bool:
         return self.scheduler.has_work

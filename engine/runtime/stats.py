@@ -12,6 +12,7 @@ def collect_stats(core) -> EngineStats:
     manager = core.scheduler.block_manager
     pending = core.pending_budget[0] if core.pending_budget else None
     peak = torch.cuda.max_memory_allocated(core.device) if core.device.type == "cuda" else None
+    core.throughput.prune()
     return EngineStats(
         plan=core.plan, expert_hits=counters.hits, expert_misses=counters.misses, expert_hit_rate=counters.hit_rate,
         h2d_bytes=counters.h2d_bytes, h2d_gb_per_s=counters.h2d_gb_per_s, decode_tok_s=core.throughput.decode_tok_s,

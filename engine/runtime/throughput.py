@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import deque
 
 
@@ -17,6 +18,11 @@ class Throughput:
         self.last_step = now
         while len(self.steps) > 1 and sum(dt for dt, _ in self.steps) > self.window_s:
             self.steps.popleft()
+
+    def prune(self) -> None:
+        """Forget decode steps older than the window, so an idle engine reads 0 tok/s."""
+        if self.last_step is None or time.perf_counter() - self.last_step > self.window_s:
+            self.steps.clear()
 
     def idle(self) -> None:
         """Called when the engine drains: the next step's gap is not decode time."""
