@@ -159,6 +159,8 @@ class Engine:
                 self._admit(submission)
         elif item[0] == "cancel":
             self._emit(self._core.cancel(item[1]))
+            if not self._core.has_work:  # a cancel can drain the engine: that is a barrier too
+                self._announce(self._core.at_barrier())
         elif item[0] == "budget":
             self._announce(self._core.request_budget(item[1]))
         self._stats = self._core.stats()

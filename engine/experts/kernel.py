@@ -1,8 +1,11 @@
-"""The one expert compute path every provider uses (resident, static offload, paged).
+"""The expert compute paths every provider uses (resident, static offload, paged).
 
-A token's MoE output depends only on its own row: each expert multiplies exactly the tokens routed to
-it, results land in a [T, top_k, D] buffer, and the buffer is summed per token in ascending expert-id
-order (transformers' order). Where an expert's bytes live, and in which group it ran, never changes a bit.
+Small steps (decode): the routed experts' packed blocks are gathered into one [T*K, numel] buffer and
+run as two batched GEMVs: a handful of kernels per layer and no host sync when everything is resident.
+Large steps (prefill): each expert multiplies exactly the tokens routed to it. Which path runs depends
+only on the step's shape (tokens, top_k, expert size), never on where experts live, and either way the
+[T, top_k, D] results are summed per token in ascending expert-id order (transformers' order). So where
+an expert's bytes live, and in which group it was fetched, never changes a bit.
 """
 
 from __future__ import annotations
@@ -23,6 +26,25 @@ def route(router_logits: torch.Tensor, top_k: int, normalize: bool, weights_fp32
     if not weights_fp32:
         weights = weights.to(router_logits.dtype)
     return ids, weights
+
+
+GATHER_LIMIT_BYTES = 320 * 1024**2  # the gathered [T*K, numel] buffer of a small step; part of the workspace
+
+
+def is_small_step(num_tokens: int, top_k: int, expert_bytes: int) -> bool:
+    return num_tokens * top_k * expert_bytes <= GATHER_LIMIT_BYTES
+
+
+def gathered_experts(x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor, hidden: int,
+                     intermediate: int) -> torch.Tensor:
+    """blocks [T*K, numel]: the packed expert of every (token, k) entry. -> weighted outputs [T, K, D]."""
+    T, K = weights.shape
+    gate_up = blocks[:, : 2 * hidden * intermediate].view(T * K, 2 * intermediate, hidden)
+    down = blocks[:, 2 * hidden * intermediate :].view(T * K, hidden, intermediate)
+    rows = x.repeat_interleave(K, dim=0)[:, :, None]  # [T*K, D, 1]
+    gate, up = torch.bmm(gate_up, rows)[:, :, 0].chunk(2, dim=-1)  # [T*K, I] x2
+    y = torch.bmm(down, (F.silu(gate) * up)[:, :, None])[:, :, 0]  # [T*K, D]
+    return (y * weights.reshape(-1, 1)).to(x.dtype).view(T, K, hidden)
 
 
 def expert_mlp(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:

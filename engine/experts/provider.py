@@ -1,4 +1,4 @@
-"""Expert providers: where expert bytes live. All of them run experts through engine.experts.kernel."""
+"""Expert providers: where expert bytes live. All of them compute through engine.experts.kernel."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.experts.kernel import Dispatch, combine, plan_dispatch, run_expert
+from engine.experts.kernel import Dispatch, combine, gathered_experts, is_small_step, plan_dispatch, run_expert
 from engine.experts.store import ExpertStore
 
 
@@ -44,10 +44,22 @@ class ExpertCounters:
 
 
 def start_layer(x: torch.Tensor, ids: torch.Tensor, ids_host) -> tuple[Dispatch, torch.Tensor]:
-    """Plan a layer-step from the routed ids already on the host, and allocate its [T, K, D] output buffer."""
+    """Plan a large layer-step from the routed ids already on the host; allocate its [T, K, D] buffer."""
     dispatch = plan_dispatch(ids_host, x.device)
     out = torch.empty(ids.shape[0], ids.shape[1], x.shape[1], dtype=x.dtype, device=x.device)
     return dispatch, out
+
+
+def run_blocks(x, ids, weights, blocks: torch.Tensor, layout) -> torch.Tensor:
+    """Every routed expert's block is row `expert id` of `blocks` [E, numel] (resident and whole-layer copies)."""
+    if is_small_step(ids.shape[0], ids.shape[1], layout.numel * blocks.element_size()):
+        rows = blocks.index_select(0, ids.reshape(-1))  # [T*K, numel]
+        return combine(gathered_experts(x, rows, weights, layout.hidden, layout.intermediate), ids)
+    dispatch, out = start_layer(x, ids, ids.cpu().numpy())
+    for u, expert in enumerate(dispatch.experts):
+        block = blocks[expert]
+        run_expert(x, layout.gate_up(block), layout.down(block), weights, dispatch, u, out)
+    return combine(out, ids)
 
 
 class ResidentExperts:
@@ -56,18 +68,19 @@ class ResidentExperts:
     name = "resident"
 
     def __init__(self, store: ExpertStore):
+        from engine.experts.use_counter import LazyUseCounter
+
         self.store = store
         self.layout = store.layout
-        self.counters = ExpertCounters()
+        self.uses = LazyUseCounter(ExpertCounters())
+
+    @property
+    def counters(self) -> ExpertCounters:
+        return self.uses.settle()
 
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        dispatch, out = start_layer(x, ids, ids.cpu().numpy())
-        blocks = self.store.blocks[layer]
-        for u, expert in enumerate(dispatch.experts):
-            block = blocks[expert]
-            run_expert(x, self.layout.gate_up(block), self.layout.down(block), weights, dispatch, u, out)
-        self.counters.count(layer, len(dispatch.experts), 0)
-        return combine(out, ids)
+        self.uses.record(layer, ids, is_hit=True)
+        return run_blocks(x, ids, weights, self.store.blocks[layer], self.layout)
 
     @property
     def device_bytes(self) -> int:

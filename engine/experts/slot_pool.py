@@ -1,5 +1,6 @@
-"""Device expert slots. One allocation per slot, so the pool grows and shrinks without a second copy
-and without ever holding old and new pools at once (the budget is a hard limit)."""
+"""Device expert slots: one contiguous [num_slots, numel] tensor, so a step can gather any set of slots
+in one kernel. Resizing frees the old pool before allocating the new one (the budget is a hard limit);
+the experts kept across a resize are copied back from the pinned host master, not device to device."""
 
 from __future__ import annotations
 
@@ -9,32 +10,27 @@ import torch
 class SlotPool:
     def __init__(self, numel: int, dtype: torch.dtype, device: torch.device):
         self.numel, self.dtype, self.device = numel, dtype, device
-        self.slots: list[torch.Tensor | None] = []
+        self.tensor = torch.empty(0, numel, dtype=dtype, device=device)
         self.free: list[int] = []
 
     @property
     def num_slots(self) -> int:
-        return sum(slot is not None for slot in self.slots)
+        return self.tensor.shape[0]
 
     @property
     def slot_bytes(self) -> int:
-        return self.numel * torch.empty((), dtype=self.dtype).element_size()
+        return self.numel * self.tensor.element_size()
 
-    def grow(self, count: int) -> None:
-        for _ in range(count):
-            self.slots.append(torch.empty(self.numel, dtype=self.dtype, device=self.device))
-            self.free.append(len(self.slots) - 1)
+    def reallocate(self, num_slots: int) -> None:
+        """A new, empty pool of num_slots (the old contents are dropped first)."""
+        self.tensor = torch.empty(0, self.numel, dtype=self.dtype, device=self.device)
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        self.tensor = torch.empty(num_slots, self.numel, dtype=self.dtype, device=self.device)
+        self.free = list(range(num_slots - 1, -1, -1))
 
     def take(self) -> int | None:
         return self.free.pop() if self.free else None
 
     def give_back(self, slot: int) -> None:
         self.free.append(slot)
-
-    def drop_free(self, count: int) -> int:
-        """Release up to `count` unused slots' memory; returns how many were released."""
-        dropped = 0
-        while self.free and dropped < count:
-            self.slots[self.free.pop()] = None
-            dropped += 1
-        return dropped

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from engine.experts.kernel import combine, run_expert
-from engine.experts.provider import ExpertCounters, start_layer
+from engine.experts.provider import ExpertCounters, run_blocks
 from engine.experts.store import ExpertStore
+from engine.experts.use_counter import LazyUseCounter
 
 
 class StaticOffloadExperts:
@@ -20,22 +20,19 @@ class StaticOffloadExperts:
         self.device_blocks = {layer: host.blocks[layer].to(device) for layer in layers if layer not in self.offloaded}
         first = host.blocks[layers[0]]
         self.staging = torch.empty_like(first, device=device) if self.offloaded else None
-        self.counters = ExpertCounters()
+        self.uses = LazyUseCounter(ExpertCounters())
+
+    @property
+    def counters(self) -> ExpertCounters:
+        return self.uses.settle()
 
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        dispatch, out = start_layer(x, ids, ids.cpu().numpy())
-        if layer in self.offloaded:
+        offloaded = layer in self.offloaded
+        if offloaded:
             self.staging.copy_(self.host.blocks[layer], non_blocking=True)
-            blocks = self.staging
-            self.counters.count(layer, 0, len(dispatch.experts))
-            self.counters.h2d_bytes += self.staging.numel() * self.staging.element_size()
-        else:
-            blocks = self.device_blocks[layer]
-            self.counters.count(layer, len(dispatch.experts), 0)
-        for u, expert in enumerate(dispatch.experts):
-            block = blocks[expert]
-            run_expert(x, self.layout.gate_up(block), self.layout.down(block), weights, dispatch, u, out)
-        return combine(out, ids)
+            self.uses.counters.h2d_bytes += self.staging.numel() * self.staging.element_size()
+        self.uses.record(layer, ids, is_hit=not offloaded)
+        return run_blocks(x, ids, weights, self.staging if offloaded else self.device_blocks[layer], self.layout)
 
     @property
     def device_bytes(self) -> int:

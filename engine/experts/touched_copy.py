@@ -5,10 +5,10 @@ before use, which moves the same bytes (shared/WISP.md measured copy-then-GEMV a
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from engine.experts.kernel import combine, run_expert
-from engine.experts.provider import ExpertCounters, start_layer
+from engine.experts.provider import ExpertCounters, run_blocks
 from engine.experts.store import ExpertStore
 
 
@@ -24,15 +24,12 @@ class TouchedCopyExperts:
         self.counters = ExpertCounters()
 
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        dispatch, out = start_layer(x, ids, ids.cpu().numpy())
-        offloaded = layer in self.offloaded
-        blocks = self.scratch if offloaded else self.device_blocks[layer]
-        for u, expert in enumerate(dispatch.experts):
-            if offloaded:
-                blocks[expert].copy_(self.host.blocks[layer][expert], non_blocking=True)
-            block = blocks[expert]
-            run_expert(x, self.layout.gate_up(block), self.layout.down(block), weights, dispatch, u, out)
-        used = len(dispatch.experts)
-        self.counters.count(layer, 0 if offloaded else used, used if offloaded else 0)
-        self.counters.h2d_bytes += used * self.host.expert_bytes if offloaded else 0
-        return combine(out, ids)
+        used = np.unique(ids.cpu().numpy())
+        if layer not in self.offloaded:
+            self.counters.count(layer, used.size, 0)
+            return run_blocks(x, ids, weights, self.device_blocks[layer], self.layout)
+        for expert in used:
+            self.scratch[expert].copy_(self.host.blocks[layer][expert], non_blocking=True)
+        self.counters.count(layer, 0, used.size)
+        self.counters.h2d_bytes += used.size * self.host.expert_bytes
+        return run_blocks(x, ids, weights, self.scratch, self.layout)

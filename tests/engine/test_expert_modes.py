@@ -34,7 +34,17 @@ def mode_options(top_k: int, num_experts: int) -> dict[str, dict]:
     }
 
 
-def test_every_expert_mode_is_bitwise_resident(tiny_model_dir, model_type):
+@pytest.fixture(params=["default", "per-expert-prefill"])
+def gather_limit(request, monkeypatch, tiny_model_dir):
+    """Default: every step of the tiny models gathers. Small limit: prefill and batches take the per-expert path."""
+    if request.param != "default":
+        from engine.experts import kernel
+
+        monkeypatch.setattr(kernel, "GATHER_LIMIT_BYTES", 3 * read_args(tiny_model_dir("olmoe")).expert_numel * 4)
+    return request.param
+
+
+def test_every_expert_mode_is_bitwise_resident(tiny_model_dir, model_type, gather_limit):
     folder = tiny_model_dir(model_type)
     args = read_args(folder)
     reference = outputs(folder, experts="resident")

@@ -1,0 +1,1 @@
+"""Chat and coding-assistant conversations: storage, the open conversation, generation, and their widgets."""

@@ -1,0 +1,80 @@
+"""The open conversation: its messages in memory, mirrored to the ConversationStore as they change.
+Views observe its signals. GUI thread only."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+
+from app.chat.conversation_store import Conversation, ConversationStore, Message
+
+TITLE_LENGTH = 48
+
+
+def title_from(text: str) -> str:
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "New chat")
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1] + "…"
+
+
+class ConversationModel(QObject):
+    reset = Signal()  # another conversation (or none) is open
+    message_appended = Signal(int)
+    message_changed = Signal(int)
+    truncated = Signal(int)  # messages from this index on are gone
+    conversation_saved = Signal(object)  # Conversation: created, renamed or touched (the list re-sorts)
+
+    def __init__(self, store: ConversationStore, parent: QObject | None = None):
+        super().__init__(parent)
+        self.store = store
+        self._conversation: Conversation | None = None
+        self._messages: list[Message] = []
+
+    @property
+    def conversation(self) -> Conversation | None:
+        return self._conversation
+
+    @property
+    def messages(self) -> list[Message]:
+        return list(self._messages)
+
+    def open(self, conversation_id: int) -> bool:
+        conversation = self.store.get(conversation_id)
+        if conversation is None:
+            return False
+        self._conversation, self._messages = conversation, self.store.messages(conversation_id)
+        self.reset.emit()
+        return True
+
+    def start_new(self) -> None:
+        """Nothing open; the next message creates the conversation (so empty chats never pile up)."""
+        self._conversation, self._messages = None, []
+        self.reset.emit()
+
+    def ensure_conversation(self, mode: str, system_prompt: str, first_text: str) -> Conversation:
+        if self._conversation is None:
+            self._conversation = self.store.create(title_from(first_text), mode, system_prompt)
+            self.conversation_saved.emit(self._conversation)
+        elif system_prompt != self._conversation.system_prompt or mode != self._conversation.mode:
+            self.store.update(self._conversation.id, system_prompt=system_prompt, mode=mode)
+            self._conversation = self.store.get(self._conversation.id)
+        return self._conversation
+
+    def append(self, message: Message) -> int:
+        position = len(self._messages)
+        self._messages.append(self.store.add_message(self._conversation.id, position, message))
+        self.message_appended.emit(position)
+        self.conversation_saved.emit(self.store.get(self._conversation.id))
+        return position
+
+    def set_content(self, index: int, content: str, info: dict | None = None, persist: bool = True) -> None:
+        message = self._messages[index].with_changes(content=content)
+        if info is not None:
+            message = message.with_changes(info=info)
+        self._messages[index] = message
+        if persist:
+            self.store.save_message(self._conversation.id, message)
+        self.message_changed.emit(index)
+
+    def truncate(self, index: int) -> None:
+        self.store.delete_messages_from(self._conversation.id, index)
+        del self._messages[index:]
+        self.truncated.emit(index)

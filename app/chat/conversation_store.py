@@ -1,0 +1,117 @@
+"""Conversations in SQLite under the app's data folder. Every change is committed at once (WAL journal), so
+a crash loses at most the last second of a reply that was still streaming. Plain Python, GUI thread only."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id INTEGER PRIMARY KEY, title TEXT NOT NULL, mode TEXT NOT NULL, system_prompt TEXT NOT NULL,
+    created REAL NOT NULL, updated REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY, conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL,
+    info TEXT NOT NULL, created REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, position);
+"""
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    title: str
+    mode: str  # "chat" | "code"
+    system_prompt: str
+    created: float
+    updated: float
+
+
+@dataclass(frozen=True)
+class Message:
+    """role: "user" | "assistant"; kind: "chat" or "completion" (raw code continuation);
+    info: finish reason, tok/s, time to first token, token counts, error."""
+
+    role: str
+    content: str
+    kind: str = "chat"
+    info: dict = field(default_factory=dict)
+    id: int | None = None
+
+    def with_changes(self, **changes) -> "Message":
+        return replace(self, **changes)
+
+
+class ConversationStore:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def create(self, title: str, mode: str, system_prompt: str) -> Conversation:
+        now = time.time()
+        with self._db:
+            cursor = self._db.execute(
+                "INSERT INTO conversations (title, mode, system_prompt, created, updated) VALUES (?, ?, ?, ?, ?)",
+                (title, mode, system_prompt, now, now))
+        return Conversation(cursor.lastrowid, title, mode, system_prompt, now, now)
+
+    def conversations(self) -> list[Conversation]:
+        rows = self._db.execute("SELECT id, title, mode, system_prompt, created, updated FROM conversations "
+                                "ORDER BY updated DESC, id DESC")
+        return [Conversation(*row) for row in rows]
+
+    def get(self, conversation_id: int) -> Conversation | None:
+        row = self._db.execute("SELECT id, title, mode, system_prompt, created, updated FROM conversations "
+                               "WHERE id = ?", (conversation_id,)).fetchone()
+        return Conversation(*row) if row else None
+
+    def update(self, conversation_id: int, **columns) -> None:
+        allowed = {"title", "mode", "system_prompt"}
+        assignments = ", ".join(f"{name} = ?" for name in columns if name in allowed)
+        values = [columns[name] for name in columns if name in allowed]
+        with self._db:
+            self._db.execute(f"UPDATE conversations SET {assignments}, updated = ? WHERE id = ?",
+                             (*values, time.time(), conversation_id))
+
+    def delete(self, conversation_id: int) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def messages(self, conversation_id: int) -> list[Message]:
+        rows = self._db.execute("SELECT id, role, kind, content, info FROM messages WHERE conversation_id = ? "
+                                "ORDER BY position", (conversation_id,))
+        return [Message(role, content, kind, json.loads(info), id) for id, role, kind, content, info in rows]
+
+    def add_message(self, conversation_id: int, position: int, message: Message) -> Message:
+        with self._db:
+            cursor = self._db.execute(
+                "INSERT INTO messages (conversation_id, position, role, kind, content, info, created) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (conversation_id, position, message.role, message.kind, message.content, json.dumps(message.info),
+                 time.time()))
+            self._touch(conversation_id)
+        return message.with_changes(id=cursor.lastrowid)
+
+    def save_message(self, conversation_id: int, message: Message) -> None:
+        with self._db:
+            self._db.execute("UPDATE messages SET content = ?, info = ? WHERE id = ?",
+                             (message.content, json.dumps(message.info), message.id))
+            self._touch(conversation_id)
+
+    def delete_messages_from(self, conversation_id: int, position: int) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM messages WHERE conversation_id = ? AND position >= ?",
+                             (conversation_id, position))
+
+    def _touch(self, conversation_id: int) -> None:
+        self._db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (time.time(), conversation_id))

@@ -1,0 +1,29 @@
+"""Export a conversation as Markdown (for people) or JSON (for programs)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from app.chat.conversation_store import Conversation, Message
+
+
+def to_markdown(conversation: Conversation, messages: list[Message]) -> str:
+    parts = [f"# {conversation.title}", ""]
+    if conversation.system_prompt:
+        parts += ["> **System:** " + conversation.system_prompt.replace("\n", "\n> "), ""]
+    for message in messages:
+        parts += [f"## {message.role.capitalize()}", ""]
+        parts += [f"```\n{message.content}\n```" if message.kind == "completion" else message.content, ""]
+    return "\n".join(parts)
+
+
+def to_json(conversation: Conversation, messages: list[Message]) -> str:
+    document = {
+        "title": conversation.title,
+        "mode": conversation.mode,
+        "created": datetime.fromtimestamp(conversation.created, timezone.utc).isoformat(),
+        "system_prompt": conversation.system_prompt,
+        "messages": [{"role": m.role, "kind": m.kind, "content": m.content, "info": m.info} for m in messages],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False)

@@ -1,0 +1,104 @@
+"""System prompt (with presets) and sampling controls: temperature, top-p, max tokens."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPlainTextEdit, QSpinBox,
+                               QToolButton, QVBoxLayout, QWidget)
+
+from app.chat.generation_controller import GenerationSettings
+from app.chat.prompt_presets import load_presets, preset_for_mode
+
+CUSTOM = "Custom"
+
+
+class GenerationSettingsWidget(QWidget):
+    changed = Signal()  # a sampling value changed (for the settings file)
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._presets = load_presets()
+        self._mode = "chat"
+        self.prompt_toggle = QToolButton(self, text="System prompt", checkable=True)
+        self.prompt_toggle.setAccessibleName("Show the system prompt")
+        self.preset_combo = QComboBox(self)
+        self.preset_combo.setAccessibleName("System prompt preset")
+        self.preset_combo.addItems([preset.title for preset in self._presets.values()] + [CUSTOM])
+        self.prompt_edit = QPlainTextEdit(self)
+        self.prompt_edit.setAccessibleName("System prompt")
+        self.prompt_edit.setFixedHeight(90)
+        self.prompt_edit.hide()
+        self.temperature = self._spin(QDoubleSpinBox(self), 0.0, 2.0, 0.05, "Temperature")
+        self.top_p = self._spin(QDoubleSpinBox(self), 0.05, 1.0, 0.05, "Top-p")
+        self.max_tokens = self._spin(QSpinBox(self), 1, 32768, 64, "Maximum new tokens")
+        self._build_layout()
+        self.prompt_toggle.toggled.connect(self.prompt_edit.setVisible)
+        self.preset_combo.activated.connect(self._on_preset_combo_activated)
+        self.prompt_edit.textChanged.connect(self._on_prompt_edit_text_changed)
+        for box in (self.temperature, self.top_p, self.max_tokens):
+            box.valueChanged.connect(self.changed)
+        self.set_mode("chat")
+
+    @staticmethod
+    def _spin(box, minimum, maximum, step, name):
+        box.setRange(minimum, maximum)
+        box.setSingleStep(step)
+        box.setAccessibleName(name)
+        box.setToolTip(name)
+        return box
+
+    def _build_layout(self) -> None:
+        row = QHBoxLayout()
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(self.prompt_toggle)
+        row.addWidget(self.preset_combo)
+        row.addStretch(1)
+        for label, box in (("Temperature", self.temperature), ("Top-p", self.top_p), ("Max tokens", self.max_tokens)):
+            row.addWidget(QLabel(label, self, objectName="mutedLabel"))
+            row.addWidget(box)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(row)
+        layout.addWidget(self.prompt_edit)
+
+    def set_sampling(self, temperature: float, top_p: float, max_tokens: int) -> None:
+        self.temperature.setValue(temperature)
+        self.top_p.setValue(top_p)
+        self.max_tokens.setValue(max_tokens)
+
+    def set_mode(self, mode: str) -> None:
+        """Switch to the mode's preset, unless the user wrote their own prompt."""
+        self._mode = mode
+        if self.preset_combo.currentText() != CUSTOM or not self.prompt_edit.toPlainText().strip():
+            preset = preset_for_mode(mode, self._presets)
+            if preset is not None:
+                self._show_prompt(preset.prompt)
+
+    def set_system_prompt(self, text: str) -> None:
+        """Show a conversation's own system prompt."""
+        self._show_prompt(text)
+
+    def settings(self) -> GenerationSettings:
+        return GenerationSettings(self._mode, self.prompt_edit.toPlainText(), self.temperature.value(),
+                                  self.top_p.value(), self.max_tokens.value())
+
+    def _show_prompt(self, text: str) -> None:
+        self.prompt_edit.blockSignals(True)
+        self.prompt_edit.setPlainText(text)
+        self.prompt_edit.blockSignals(False)
+        self._select_matching_preset()
+
+    def _select_matching_preset(self) -> None:
+        text = self.prompt_edit.toPlainText().strip()
+        titles = [preset.title for preset in self._presets.values() if preset.prompt.strip() == text]
+        self.preset_combo.setCurrentText(titles[0] if titles else CUSTOM)
+
+    @Slot(int)
+    def _on_preset_combo_activated(self, index: int) -> None:
+        presets = list(self._presets.values())
+        if index < len(presets):
+            self._show_prompt(presets[index].prompt)
+
+    @Slot()
+    def _on_prompt_edit_text_changed(self) -> None:
+        self._select_matching_preset()

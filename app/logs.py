@@ -1,0 +1,34 @@
+"""A rotating log file for the app and the engine, plus Qt's own warnings routed into it."""
+
+from __future__ import annotations
+
+import logging
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+
+from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+_handler: RotatingFileHandler | None = None
+QT_LEVELS = {QtMsgType.QtDebugMsg: logging.DEBUG, QtMsgType.QtInfoMsg: logging.INFO,
+             QtMsgType.QtWarningMsg: logging.WARNING, QtMsgType.QtCriticalMsg: logging.ERROR,
+             QtMsgType.QtFatalMsg: logging.CRITICAL}
+
+
+def _log_qt_message(kind, context, message) -> None:
+    logging.getLogger("qt").log(QT_LEVELS.get(kind, logging.WARNING), message)
+
+
+def setup_logging(log_file: Path) -> None:
+    """Log INFO and above to `log_file` (1 MiB, 3 backups). Calling it again moves the log to the new file."""
+    global _handler
+    root = logging.getLogger()
+    if _handler is not None:
+        root.removeHandler(_handler)
+        _handler.close()
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    _handler = RotatingFileHandler(log_file, maxBytes=1024 * 1024, backupCount=3, encoding="utf-8")
+    _handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(_handler)
+    if root.getEffectiveLevel() > logging.INFO:
+        root.setLevel(logging.INFO)
+    qInstallMessageHandler(_log_qt_message)

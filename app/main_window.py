@@ -1,0 +1,249 @@
+"""The main window: builds the parts and connects them. Behaviour lives in the parts."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QUrl, Qt, Slot
+from PySide6.QtGui import QDesktopServices, QGuiApplication
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QScrollArea, QSplitter
+
+from app.app_paths import AppPaths
+from app.background import run_in_background, wait_for_background_tasks
+from app.chat.chat_widget import ChatWidget
+from app.chat.conversation_list_widget import ConversationListWidget
+from app.chat.conversation_model import ConversationModel
+from app.chat.conversation_store import ConversationStore
+from app.chat.generation_controller import GenerationController
+from app.chat.token_counter import TokenCounter
+from app.engine_api import api, format_bytes
+from app.engine_bridge import EngineBridge
+from app.error_dialog import show_error
+from app.icons import icon
+from app.launch_options import DEMO, LaunchOptions
+from app.logs import setup_logging
+from app.memory.budget_controller import BudgetController
+from app.memory.budget_range import budget_range
+from app.memory.memory_panel_widget import MemoryPanelWidget
+from app.memory.plan_text import plan_summary
+from app.model_loader import LoadRequest, ModelLoader
+from app.picker.model_picker_dialog import ModelPickerDialog
+from app.settings import SettingsStore
+from app.status_bar_widget import StatusBarWidget
+from app.theme import apply_theme, resolve_theme
+from app.window_actions import build_menus, build_tool_bar, create_actions
+
+
+class MainWindowWidget(QMainWindow):
+    def __init__(self, launch: LaunchOptions = LaunchOptions()):
+        super().__init__()
+        self.launch = launch
+        self.paths = AppPaths.resolve(launch.data_dir).create()
+        setup_logging(self.paths.log_file)
+        self._settings_store = SettingsStore(self.paths.settings_file)
+        self.settings = self._settings_store.load()
+        if launch.theme:
+            self.settings = self.settings.with_changes(theme=launch.theme)
+        self.theme = resolve_theme(self.settings.theme)
+        apply_theme(self.theme)
+        self.store = ConversationStore(self.paths.database)
+        self.bridge = EngineBridge(self)
+        self.loader = ModelLoader(self.bridge, self)
+        self.conversation = ConversationModel(self.store, self)
+        self.generation = GenerationController(self.conversation, self.bridge, lambda: self.loader.engine,
+                                               lambda: self.chat.settings_bar.settings(), self)
+        self._build_widgets()
+        self._connect()
+        self._restore()
+        self._picker: ModelPickerDialog | None = None
+        run_in_background(lambda report: api().detect_hardware(), on_success=self._on_hardware_task_succeeded,
+                          on_failure=self._on_hardware_task_failed)
+
+    def _build_widgets(self) -> None:
+        self.setWindowTitle("Wisp")
+        self.setWindowIcon(icon("wisp"))
+        self.resize(1400, 860)
+        self.window_actions = create_actions(self)
+        build_menus(self, self.window_actions)
+        build_tool_bar(self, self.window_actions)
+        self.conversations = ConversationListWidget(self.store, self)
+        self.chat = ChatWidget(self.conversation, self.generation, self.theme.render_style, self)
+        self.memory_panel = MemoryPanelWidget(self.theme, format_bytes, self)
+        self.memory_panel.set_engine_source(lambda: self.loader.engine)
+        self.budget = BudgetController(self.memory_panel.budget_slider, lambda: self.loader.engine, self)
+        panel_scroll = QScrollArea(self, widgetResizable=True)
+        panel_scroll.setWidget(self.memory_panel)
+        panel_scroll.setFrameShape(panel_scroll.frameShape().NoFrame)
+        panel_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        splitter = QSplitter(self)
+        for widget, width in ((self.conversations, 230), (self.chat, 760), (panel_scroll, 390)):
+            splitter.addWidget(widget)
+        splitter.setSizes([230, 760, 390])
+        splitter.setStretchFactor(1, 1)
+        self.setCentralWidget(splitter)
+        self.status = StatusBarWidget(self)
+        self.setStatusBar(self.status)
+
+    def _connect(self) -> None:
+        actions = self.window_actions
+        actions.new_chat.triggered.connect(self.new_chat)
+        actions.send.triggered.connect(self.chat.composer.submit)
+        actions.stop.triggered.connect(self.generation.stop)
+        actions.choose_model.triggered.connect(self.open_model_picker)
+        actions.open_model_folder.triggered.connect(self._on_open_model_folder_triggered)
+        actions.chat_mode.triggered.connect(lambda: self.chat.set_mode("chat"))
+        actions.code_mode.triggered.connect(lambda: self.chat.set_mode("code"))
+        for name, action in actions.themes.items():
+            action.triggered.connect(lambda _=False, name=name: self.set_theme(name))
+        actions.open_logs.triggered.connect(self._on_open_logs_triggered)
+        actions.quit.triggered.connect(self.close)
+        QGuiApplication.styleHints().colorSchemeChanged.connect(self._on_style_hints_color_scheme_changed)
+        self.loader.loading.connect(self._on_loader_loading)
+        self.loader.progressed.connect(self.status.show_progress)
+        self.loader.ready.connect(self._on_loader_ready)
+        self.loader.failed.connect(lambda message: show_error(self, "Could not load the model", message))
+        self.loader.unloaded.connect(self._on_loader_unloaded)
+        self.bridge.plan_changed.connect(self._on_bridge_plan_changed)
+        self.budget.applied.connect(lambda num_bytes: self._save_settings(budget_bytes=num_bytes))
+        self.budget.refused.connect(lambda message: show_error(self, "Budget refused", message))
+        self.generation.failed.connect(lambda message: show_error(self, "Generation failed", message))
+        self.generation.context_used.connect(self.status.show_context)
+        self.generation.busy_changed.connect(self._on_generation_busy_changed)
+        self.conversations.conversation_activated.connect(self.open_conversation)
+        self.conversations.conversation_deleted.connect(self._on_conversations_conversation_deleted)
+        self.conversation.conversation_saved.connect(self._on_conversation_saved)
+        self.chat.mode_changed.connect(self._on_chat_mode_changed)
+
+    def _restore(self) -> None:
+        settings = self.settings
+        self.chat.settings_bar.set_sampling(settings.temperature, settings.top_p, settings.max_tokens)
+        self.chat.set_mode(settings.mode)
+        self.window_actions.themes[settings.theme].setChecked(True)
+        if settings.last_conversation_id is not None:
+            self.open_conversation(settings.last_conversation_id)
+        self.status.show_no_model("Starting the engine…")
+
+    # --- things a user (or a test) does ---
+    def new_chat(self) -> None:
+        self.generation.abandon()
+        self.conversation.start_new()
+        self.conversations.select(None)
+        self.chat.composer.editor.setFocus()
+
+    def open_conversation(self, conversation_id: int) -> None:
+        self.generation.abandon()
+        if self.conversation.open(conversation_id):
+            self.conversations.select(conversation_id)
+            self._save_settings(last_conversation_id=conversation_id)
+
+    def load_model(self, model: str | None) -> bool:
+        """Load a model folder (None: the bundled demo) at the slider's budget."""
+        budget = self.memory_panel.budget_slider.budget_bytes if self.memory_panel.budget_slider.isEnabled() else None
+        return self.loader.load(LoadRequest(model, budget or self.settings.budget_bytes, self.launch.device))
+
+    def open_model_picker(self) -> ModelPickerDialog:
+        budget = self.memory_panel.budget_slider.budget_bytes
+        self._picker = ModelPickerDialog(self.settings.model_folders, budget, self.theme, self)
+        self._picker.model_chosen.connect(self.load_model)
+        self._picker.folders_changed.connect(lambda folders: self._save_settings(model_folders=folders))
+        self._picker.open()
+        return self._picker
+
+    def set_theme(self, name: str) -> None:
+        self.theme = resolve_theme(name)
+        apply_theme(self.theme)
+        self.chat.view.set_render_style(self.theme.render_style)
+        self.memory_panel.set_theme(self.theme)
+        self.window_actions.themes[name].setChecked(True)
+        self._save_settings(theme=name)
+
+    def _save_settings(self, **changes) -> None:
+        self.settings = self.settings.with_changes(**changes)
+        self._settings_store.save(self.settings)
+
+    # --- slots ---
+    def _on_hardware_task_succeeded(self, hardware) -> None:
+        limits = budget_range(hardware, format_bytes)
+        slider = self.memory_panel.budget_slider
+        slider.set_range(limits)
+        slider.set_budget(self.launch.budget_bytes or self.settings.budget_bytes or limits.default)
+        if self.launch.is_autoload:
+            model = self.settings.last_model if self.launch.model is None else self.launch.model
+            self.load_model(None if model == DEMO else model)
+
+    def _on_hardware_task_failed(self, error: BaseException) -> None:
+        show_error(self, "Could not start the engine", f"{type(error).__name__}: {error}")
+        self.status.show_no_model("The engine could not start (see Help → Open logs)")
+
+    @Slot(str)
+    def _on_loader_loading(self, text: str) -> None:
+        self.generation.abandon()
+        self.chat.set_ready(False)
+        self.status.show_loading(text)
+
+    @Slot(object)
+    def _on_loader_ready(self, info) -> None:
+        self.chat.set_ready(True)
+        self.status.show_model(info)
+        self.chat.code_context.set_token_counter(TokenCounter(info.path))
+        plan = self.loader.engine.stats().plan  # a model kept after a refused load may have re-planned since
+        self.budget.show_plan(plan)
+        self.memory_panel.refresh()
+        self.memory_panel.plan_log.add_text(f"serving {info.name}: {plan_summary(plan, format_bytes)}")
+        request = self.loader.request
+        self._save_settings(last_model=request.model if request else None)
+
+    @Slot()
+    def _on_loader_unloaded(self) -> None:
+        self.chat.set_ready(False)
+        self.status.show_no_model()
+
+    @Slot(object)
+    def _on_bridge_plan_changed(self, event) -> None:
+        self.memory_panel.add_plan_event(event)
+        self.budget.on_plan_event(event)
+
+    @Slot(bool)
+    def _on_generation_busy_changed(self, is_busy: bool) -> None:
+        if not is_busy:
+            self.budget.retry_if_stranded()
+
+    @Slot(int)
+    def _on_conversations_conversation_deleted(self, conversation_id: int) -> None:
+        current = self.conversation.conversation
+        if current is not None and current.id == conversation_id:
+            self.generation.abandon()
+            self.conversation.start_new()
+
+    @Slot(object)
+    def _on_conversation_saved(self, conversation) -> None:
+        self.conversations.refresh(conversation.id)
+        if conversation.id != self.settings.last_conversation_id:
+            self._save_settings(last_conversation_id=conversation.id)
+
+    @Slot(str)
+    def _on_chat_mode_changed(self, mode: str) -> None:
+        (self.window_actions.code_mode if mode == "code" else self.window_actions.chat_mode).setChecked(True)
+        self._save_settings(mode=mode)
+
+    @Slot()
+    def _on_open_model_folder_triggered(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open a model folder")
+        if folder:
+            self.load_model(folder)
+
+    @Slot()
+    def _on_open_logs_triggered(self) -> None:
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.log_dir)))
+
+    @Slot()
+    def _on_style_hints_color_scheme_changed(self, *_) -> None:
+        if self.settings.theme == "system":
+            self.set_theme("system")
+
+    def closeEvent(self, event) -> None:
+        self.generation.abandon()
+        sampling = self.chat.settings_bar.settings()
+        self._save_settings(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens)
+        self.loader.shutdown()
+        wait_for_background_tasks()
+        self.store.close()
+        super().closeEvent(event)

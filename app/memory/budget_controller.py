@@ -1,0 +1,69 @@
+"""Sends budget changes to the engine and follows their outcome: pending until the engine re-plans at its next
+drained barrier, then applied, or refused (the slider goes back and the reason, with the minimum, is shown)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from app.memory.budget_slider_widget import BudgetSliderWidget
+
+PENDING_TEXT = "Pending: applies when nothing is generating."
+
+
+class BudgetController(QObject):
+    applied = Signal(int)  # the budget now in force (or chosen while no model is loaded), in bytes
+    refused = Signal(str)  # why the engine refused it
+
+    def __init__(self, slider: BudgetSliderWidget, engine_source: Callable[[], object], parent: QObject | None = None):
+        super().__init__(parent)
+        self._slider, self._engine_source = slider, engine_source
+        self._is_pending = False
+        slider.budget_requested.connect(self._on_slider_budget_requested)
+
+    @property
+    def is_pending(self) -> bool:
+        return self._is_pending
+
+    @Slot(int)
+    def _on_slider_budget_requested(self, num_bytes: int) -> None:
+        engine = self._engine_source()
+        if engine is None:
+            self.applied.emit(num_bytes)
+            return
+        self._is_pending = True
+        self._slider.set_state(PENDING_TEXT)
+        engine.set_budget(num_bytes)
+
+    def retry_if_stranded(self) -> None:
+        """Call when generation has stopped. A request stopped with Stop drains the engine without passing its
+        barrier check, so a pending budget would wait for the next request; asked again while the engine is
+        idle, it applies at once."""
+        engine = self._engine_source()
+        if not self._is_pending or engine is None:
+            return
+        stats = engine.stats()
+        if stats.pending_budget is not None and not stats.running and not stats.waiting:
+            engine.set_budget(stats.pending_budget)
+
+    def on_plan_event(self, event) -> None:
+        """GUI thread (via EngineBridge.plan_changed)."""
+        self._is_pending = False
+        if event.error:
+            if event.old.budget_bytes is not None:
+                self._slider.set_budget(event.old.budget_bytes)
+            self._slider.set_state("Refused: " + event.error, is_error=True)
+            self.refused.emit(event.error)
+            return
+        self._slider.set_state("")
+        if event.new.budget_bytes is not None:
+            self._slider.set_budget(event.new.budget_bytes)
+            self.applied.emit(event.new.budget_bytes)
+
+    def show_plan(self, plan) -> None:
+        """A model was loaded with this plan."""
+        self._is_pending = False
+        self._slider.set_state("")
+        if plan.budget_bytes is not None:
+            self._slider.set_budget(plan.budget_bytes)

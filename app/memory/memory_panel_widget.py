@@ -1,0 +1,137 @@
+"""The live memory-split panel: budget slider, the budget as a bar with a legend, the plan in words, expert
+hit rate / decode tok/s / H2D GB/s as live charts, the MV-WSA curve, and the controller's decisions.
+It polls a stats source (engine.stats(), cheap) four times a second on the GUI thread."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from PySide6.QtCore import QTimer, Signal, Slot
+from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
+
+from app.memory.budget_slider_widget import BudgetSliderWidget
+from app.memory.memory_bar_widget import MemoryBarWidget
+from app.memory.memory_segments import SEGMENT_LABELS, expert_share, memory_segments
+from app.memory.plan_log_widget import PlanLogWidget
+from app.memory.plan_text import plan_summary
+from app.memory.sparkline_widget import SparklineWidget
+from app.memory.throughput_curve_widget import ThroughputCurveWidget
+from app.memory.wsa_curve import CurveProvider, no_curve
+
+POLL_INTERVAL_MS = 250
+CURVE_EVERY_N_POLLS = 8
+
+
+class MemoryPanelWidget(QFrame):
+    budget_requested = Signal(int)
+
+    def __init__(self, theme, format_bytes, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setObjectName("sidePanel")
+        self._format_bytes = format_bytes
+        self._engine_source: Callable[[], object] = lambda: None
+        self._curve_provider: CurveProvider = no_curve
+        self._num_polls = 0
+        self.budget_slider = BudgetSliderWidget(format_bytes, self)
+        self.bar = MemoryBarWidget(self)
+        self.legend_labels = {key: QLabel(self, objectName="legendLabel") for key in SEGMENT_LABELS}
+        self.plan_label = QLabel("No model loaded", self, wordWrap=True)
+        self.plan_label.setAccessibleName("Memory plan")
+        self.hit_rate_chart = SparklineWidget("Expert hit rate", lambda v: f"{v:.1%}", self, fixed_maximum=1.0)
+        self.decode_chart = SparklineWidget("Decode", lambda v: f"{v:.1f} tok/s", self)
+        self.h2d_chart = SparklineWidget("Host → device", lambda v: f"{v:.2f} GB/s", self)
+        self.curve = ThroughputCurveWidget(self)
+        self.plan_log = PlanLogWidget(format_bytes, self)
+        self._build_layout()
+        self.set_theme(theme)
+        self.budget_slider.budget_requested.connect(self.budget_requested)
+        self._timer = QTimer(self, interval=POLL_INTERVAL_MS)
+        self._timer.timeout.connect(self._on_poll_timer_timeout)
+        self._timer.start()
+
+    def _build_layout(self) -> None:
+        legend = QGridLayout()
+        legend.setHorizontalSpacing(12)
+        legend.setVerticalSpacing(0)
+        for position, label in enumerate(self.legend_labels.values()):
+            legend.addWidget(label, position // 2, position % 2)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 10, 12, 10)
+        layout.setSpacing(6)
+        layout.addWidget(QLabel("Device memory", self, objectName="panelTitle"))
+        layout.addWidget(self.budget_slider)
+        layout.addWidget(self.bar)
+        layout.addLayout(legend)
+        layout.addWidget(self.plan_label)
+        layout.addWidget(QLabel("Live", self, objectName="panelTitle"))
+        for chart in (self.hit_rate_chart, self.decode_chart, self.h2d_chart):
+            layout.addWidget(chart)
+        layout.addWidget(QLabel("MV-WSA: predicted tok/s vs expert share", self, objectName="panelTitle"))
+        layout.addWidget(self.curve)
+        layout.addWidget(QLabel("Controller decisions", self, objectName="panelTitle"))
+        layout.addWidget(self.plan_log)
+        layout.addStretch(1)
+
+    def set_theme(self, theme) -> None:
+        self._theme = theme
+        self.bar.set_colors({key: theme.color(f"segment_{key}") for key in SEGMENT_LABELS}, theme.color("border"))
+        for chart in (self.hit_rate_chart, self.decode_chart, self.h2d_chart):
+            chart.set_colors(theme.color("chart_line"), theme.color("chart_fill"), theme.color("text"),
+                             theme.color("muted"))
+        self.curve.set_colors(theme.color("chart_line"), theme.color("text"), theme.color("muted"),
+                              theme.color("danger"))
+        self.plan_log.set_error_color(theme.color("danger"))
+        self.refresh()
+
+    def set_engine_source(self, source: Callable[[], object]) -> None:
+        """`source()` returns the serving engine.api.Engine or None."""
+        self._engine_source = source
+        self.refresh()
+
+    def set_curve_provider(self, provider: CurveProvider) -> None:
+        self._curve_provider = provider
+        self._refresh_curve(self._engine_source())
+
+    def add_plan_event(self, event) -> None:
+        self.plan_log.add_event(event)
+        self.refresh()
+
+    @Slot()
+    def _on_poll_timer_timeout(self) -> None:
+        engine = self._engine_source()
+        if engine is None:
+            return
+        stats = engine.stats()
+        self.hit_rate_chart.add_value(stats.expert_hit_rate)
+        self.decode_chart.add_value(stats.decode_tok_s)
+        self.h2d_chart.add_value(stats.h2d_gb_per_s)
+        self._show_plan(stats.plan, stats)
+        self._num_polls += 1
+        if self._num_polls % CURVE_EVERY_N_POLLS == 0:
+            self._refresh_curve(engine)
+
+    def refresh(self) -> None:
+        """Show the serving engine's plan now (a model was loaded), without waiting for the next poll."""
+        engine = self._engine_source()
+        if engine is None:
+            self.plan_label.setText("No model loaded")
+            self.bar.set_segments([], "No model loaded")
+            return
+        stats = engine.stats()
+        self._show_plan(stats.plan, stats)
+        self._refresh_curve(engine)
+
+    def _show_plan(self, plan, stats) -> None:
+        segments = memory_segments(plan, stats)
+        describe = ", ".join(f"{s.label} {self._format_bytes(s.num_bytes)}" for s in segments)
+        self.bar.set_segments(segments, describe)
+        for segment in segments:
+            color = getattr(self._theme, f"segment_{segment.key}")
+            self.legend_labels[segment.key].setText(
+                f'<span style="color:{color}">■</span> {segment.label} {self._format_bytes(segment.num_bytes)}')
+        budget = "no budget" if plan.budget_bytes is None else f"budget {self._format_bytes(plan.budget_bytes)}"
+        self.plan_label.setText(f"{plan.mode} · {budget} · {plan_summary(plan, self._format_bytes)}")
+
+    def _refresh_curve(self, engine) -> None:
+        points = self._curve_provider(engine) if engine is not None else None
+        self.curve.set_curve(points, expert_share(engine.stats().plan) if points else None)

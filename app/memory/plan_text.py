@@ -1,0 +1,56 @@
+"""Sentences about memory plans and the controller's decisions (PlanEvents), for the panel and its log."""
+
+from __future__ import annotations
+
+import time
+
+
+def slot_counts(plan) -> tuple[int, ...]:
+    """Expert slots of each MoE layer (MV-WSA may give layers different counts)."""
+    return tuple(getattr(plan, "slots_by_layer", None) or (plan.slots_per_layer,) * plan.num_moe_layers)
+
+
+def per_layer(counts: tuple[int, ...]) -> str:
+    low, high = min(counts, default=0), max(counts, default=0)
+    return f"{low} per layer" if low == high else f"{low}–{high} per layer"
+
+
+def slots_text(plan) -> str:
+    counts = slot_counts(plan)
+    if len(set(counts)) <= 1:
+        return f"{counts[0] if counts else 0} expert slots × {plan.num_moe_layers} MoE layers"
+    return f"{sum(counts)} expert slots over {plan.num_moe_layers} MoE layers ({min(counts)}–{max(counts)} per layer)"
+
+
+def plan_summary(plan, format_bytes) -> str:
+    if plan.mode == "paged":
+        experts = slots_text(plan)
+    elif plan.mode == "static":
+        experts = f"{plan.offloaded_layers} of {plan.num_moe_layers} MoE layers streamed from the host"
+    else:
+        experts = "all experts resident"
+    return f"{experts} · KV {format_bytes(plan.kv_bytes)} ({plan.kv_blocks:,} blocks)"
+
+
+def _budget(plan, format_bytes) -> str:
+    return "no budget" if plan.budget_bytes is None else format_bytes(plan.budget_bytes)
+
+
+def plan_changes(old, new, format_bytes) -> list[str]:
+    changes = []
+    if old.budget_bytes != new.budget_bytes:
+        changes.append(f"budget {_budget(old, format_bytes)} → {_budget(new, format_bytes)}")
+    if slot_counts(old) != slot_counts(new):
+        counts = slot_counts(new)
+        changes.append(f"expert slots {sum(slot_counts(old))} → {sum(counts)} in all ({per_layer(counts)})")
+    if old.kv_bytes != new.kv_bytes:
+        changes.append(f"KV {format_bytes(old.kv_bytes)} → {format_bytes(new.kv_bytes)}")
+    return changes
+
+
+def describe_plan_event(event, format_bytes) -> str:
+    when = time.strftime("%H:%M:%S", time.localtime(event.time))
+    if event.error:
+        return f"{when} {event.reason}: refused. {event.error}"
+    changes = plan_changes(event.old, event.new, format_bytes) or ["no change"]
+    return f"{when} {event.reason} — " + "; ".join(changes)

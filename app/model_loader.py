@@ -1,0 +1,145 @@
+"""Owns the loaded Engine and replaces it on a background thread.
+
+A new model is checked first (catalog entry and memory plan, both cheap) so that a broken folder or a budget
+that is too small is refused while the current model keeps running. Only then is the current engine closed
+(its device memory must be free for the new one) and the new one loaded; if that load fails, the previous model
+is loaded again so that the app stays usable."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Signal
+
+from app.background import run_in_background
+from app.engine_api import api
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    model: str | None  # None: the bundled demo model
+    budget_bytes: int | None
+    device: str = "auto"
+
+    def options(self):
+        return api().EngineOptions(model=self.model, device=self.device, experts="paged",
+                                   budget_bytes=self.budget_bytes)
+
+    @property
+    def display_name(self) -> str:
+        return "the demo model" if self.model is None else Path(self.model).name
+
+
+class _RefusedBeforeUnload(Exception):
+    """The new model was refused by the checks; the current engine was not touched."""
+
+
+def user_message(error: BaseException) -> str:
+    if isinstance(error, _RefusedBeforeUnload):
+        error = error.__cause__ or error
+    if isinstance(error, api().WispError):
+        return str(error)
+    log.error("model load failed", exc_info=error)
+    return f"loading failed: {type(error).__name__}: {error} (details in the log file)"
+
+
+def check_before_unload(request: LoadRequest) -> None:
+    """Worker thread: raise _RefusedBeforeUnload if the model cannot be used at this budget."""
+    if request.model is None:
+        return
+    engine_api = api()
+    try:
+        path = Path(request.model).expanduser().resolve()
+        entries = [e for e in engine_api.scan_models([str(path)]) if Path(e.path) == path]
+        if entries and entries[0].error:
+            raise engine_api.WispError(entries[0].error)
+        if path.is_dir() and (path / "config.json").exists():
+            engine_api.estimate_plan(str(path), request.budget_bytes)
+    except engine_api.WispError as err:
+        raise _RefusedBeforeUnload() from err
+
+
+class ModelLoader(QObject):
+    loading = Signal(str)  # a description of what is loading
+    progressed = Signal(float, str)
+    ready = Signal(object)  # engine.api.ModelInfo of the model now serving
+    failed = Signal(str)  # a message a user can act on
+    unloaded = Signal()  # no model is loaded any more
+
+    def __init__(self, bridge, parent: QObject | None = None):
+        super().__init__(parent)
+        self._bridge = bridge
+        self._engine = None
+        self._request: LoadRequest | None = None
+        self._is_loading = False
+        self._is_shut_down = False
+
+    @property
+    def engine(self):
+        """The serving engine.api.Engine, or None while loading or when nothing is loaded."""
+        return None if self._is_loading else self._engine
+
+    @property
+    def request(self) -> LoadRequest | None:
+        return self._request
+
+    @property
+    def is_loading(self) -> bool:
+        return self._is_loading
+
+    def load(self, request: LoadRequest) -> bool:
+        """Start loading; False if a load is already running."""
+        if self._is_loading or self._is_shut_down:
+            return False
+        self._is_loading = True
+        self.loading.emit(f"Loading {request.display_name}…")
+        old_engine, previous = self._engine, self._request
+        bridge = self._bridge
+
+        def work(report):
+            check_before_unload(request)
+            if old_engine is not None:
+                old_engine.close()
+            engine = api().Engine(request.options(), progress=report)
+            engine.add_plan_listener(bridge.on_plan)
+            return engine
+
+        run_in_background(work, on_success=lambda engine: self._on_load_task_succeeded(engine, request),
+                          on_failure=lambda error: self._on_load_task_failed(error, previous, old_engine),
+                          on_progress=self.progressed.emit)
+        return True
+
+    def _on_load_task_succeeded(self, engine, request: LoadRequest) -> None:
+        self._is_loading = False
+        if self._is_shut_down:
+            engine.close()
+            return
+        self._engine, self._request = engine, request
+        log.info("loaded %s: %s", engine.info.name, engine.info.plan)
+        self.ready.emit(engine.info)
+
+    def _on_load_task_failed(self, error: BaseException, previous: LoadRequest | None, old_engine) -> None:
+        self._is_loading = False
+        kept_old = isinstance(error, _RefusedBeforeUnload)
+        self.failed.emit(user_message(error))
+        if self._is_shut_down:
+            return
+        if kept_old and old_engine is not None:
+            self.ready.emit(old_engine.info)
+        elif not kept_old and previous is not None:
+            self._engine = None
+            self.load(previous)
+        else:
+            self._engine = None
+            self.unloaded.emit()
+
+    def shutdown(self) -> None:
+        """Close the engine (blocks until its thread ends); later loads are ignored."""
+        self._is_shut_down = True
+        if self._engine is not None and not self._is_loading:
+            self._engine.close()
+        self._engine = None

@@ -1,0 +1,139 @@
+"""Pick a model: the bundled demo, the Hugging Face cache, and the user's folders and GGUF files, each with
+its architecture, experts, size and the memory plan it would get at the current budget; broken ones are listed
+with the reason. Scanning runs off the GUI thread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QHeaderView,
+                               QLabel, QPushButton, QTableView, QVBoxLayout, QWidget)
+
+from app.background import run_in_background
+from app.engine_api import api
+from app.picker.model_list_model import ModelListModel, ModelRow
+
+
+def scan_rows(folders: tuple[str, ...], budget_bytes: int) -> list[ModelRow]:
+    """Worker thread: every model found, with how it fits the budget."""
+    engine_api = api()
+    rows = []
+    for entry in engine_api.scan_models(list(folders)):
+        try:
+            fit = entry.error if entry.error else engine_api.fit_summary(entry.path, budget_bytes)
+        except Exception as err:  # an odd config must not hide the other models
+            fit = f"cannot estimate the memory plan: {err}"
+        rows.append(ModelRow(entry, fit))
+    return rows
+
+
+class ModelPickerDialog(QDialog):
+    model_chosen = Signal(object)  # a model path, or None for the bundled demo
+    folders_changed = Signal(tuple)
+    scanned = Signal()
+
+    def __init__(self, folders: tuple[str, ...], budget_bytes: int, theme, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setWindowTitle("Choose a model")
+        self.resize(900, 420)
+        self._folders, self._budget = tuple(folders), budget_bytes
+        self._num_scans = 0
+        self.model = ModelListModel(api().format_bytes, self)
+        self.model.set_error_color(theme.color("danger"))
+        self.table = QTableView(self)
+        self.table.setModel(self.model)
+        self.table.setAccessibleName("Models found")
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.status_label = QLabel("Scanning…", self, objectName="mutedLabel", wordWrap=True)
+        self.add_folder_button = QPushButton("Add folder…", self)
+        self.add_file_button = QPushButton("Add GGUF file…", self)
+        self.rescan_button = QPushButton("Rescan", self)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
+        self.load_button = QPushButton("Load", self, objectName="primaryButton")
+        self.load_button.setAccessibleName("Load the selected model")
+        self.buttons.addButton(self.load_button, QDialogButtonBox.ButtonRole.AcceptRole)
+        self.load_button.setEnabled(False)
+        self._build_layout()
+        self._connect()
+        self.rescan()
+
+    def _build_layout(self) -> None:
+        actions = QHBoxLayout()
+        for button in (self.add_folder_button, self.add_file_button, self.rescan_button):
+            actions.addWidget(button)
+        actions.addStretch(1)
+        actions.addWidget(self.buttons)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.status_label)
+        layout.addLayout(actions)
+
+    def _connect(self) -> None:
+        self.table.selectionModel().selectionChanged.connect(self._on_table_selection_changed)
+        self.table.doubleClicked.connect(self._on_buttons_accepted)
+        self.buttons.accepted.connect(self._on_buttons_accepted)
+        self.buttons.rejected.connect(self.reject)
+        self.add_folder_button.clicked.connect(self._on_add_folder_button_clicked)
+        self.add_file_button.clicked.connect(self._on_add_file_button_clicked)
+        self.rescan_button.clicked.connect(self.rescan)
+
+    def rescan(self) -> None:
+        """Scan again off the GUI thread; only the newest scan's result is shown."""
+        self.status_label.setText("Scanning…")
+        self._num_scans += 1
+        folders, budget, scan = self._folders, self._budget, self._num_scans
+        run_in_background(lambda report: scan_rows(folders, budget),
+                          on_success=lambda rows: scan == self._num_scans and self._on_scan_task_succeeded(rows),
+                          on_failure=lambda error: scan == self._num_scans and self._on_scan_task_failed(error))
+
+    def add_path(self, path: str) -> None:
+        if path not in self._folders:
+            self._folders += (path,)
+            self.folders_changed.emit(self._folders)
+        self.rescan()
+
+    def select_row(self, row: int) -> None:
+        self.table.selectRow(row)
+
+    def _on_scan_task_succeeded(self, rows: list[ModelRow]) -> None:
+        self.model.set_rows(rows)
+        num_broken = sum(not row.is_usable for row in rows)
+        budget = api().format_bytes(self._budget)
+        self.status_label.setText(f"{len(rows)} model(s) found, {num_broken} not usable (hover for the reason). "
+                                  f"Fit shown for a budget of {budget}.")
+        self.scanned.emit()
+
+    def _on_scan_task_failed(self, error: BaseException) -> None:
+        self.status_label.setText(f"Scanning failed: {error}")
+        self.scanned.emit()
+
+    @Slot()
+    def _on_table_selection_changed(self, *_) -> None:
+        rows = self.table.selectionModel().selectedRows()
+        self.load_button.setEnabled(bool(rows) and self.model.row(rows[0].row()).is_usable)
+
+    @Slot()
+    def _on_buttons_accepted(self, *_) -> None:
+        rows = self.table.selectionModel().selectedRows()
+        if not rows or not self.model.row(rows[0].row()).is_usable:
+            return
+        entry = self.model.row(rows[0].row()).entry
+        self.model_chosen.emit(None if entry.source == "demo" else entry.path)
+        self.accept()
+
+    @Slot()
+    def _on_add_folder_button_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a model folder (or a folder of models)", str(Path.home()))
+        if folder:
+            self.add_path(folder)
+
+    @Slot()
+    def _on_add_file_button_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Add a GGUF file", str(Path.home()), "GGUF (*.gguf)")
+        if path:
+            self.add_path(path)

@@ -1,0 +1,99 @@
+"""The main window's actions with their shortcuts (Ctrl+Enter send, Esc stop, Ctrl+N new chat, ...), and the
+menus and tool bar that show them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from PySide6.QtGui import QAction, QActionGroup, QKeySequence
+from PySide6.QtWidgets import QMainWindow, QToolBar
+
+from app.icons import icon
+
+
+@dataclass(frozen=True)
+class WindowActions:
+    new_chat: QAction
+    send: QAction
+    stop: QAction
+    choose_model: QAction
+    open_model_folder: QAction
+    chat_mode: QAction
+    code_mode: QAction
+    theme_system: QAction
+    theme_light: QAction
+    theme_dark: QAction
+    open_logs: QAction
+    quit: QAction
+
+    @property
+    def themes(self) -> dict[str, QAction]:
+        return {"system": self.theme_system, "light": self.theme_light, "dark": self.theme_dark}
+
+
+def _action(window: QMainWindow, text: str, shortcut=None, icon_name: str | None = None, tip: str = "") -> QAction:
+    action = QAction(text, window)
+    if icon_name:
+        action.setIcon(icon(icon_name))
+    if shortcut is not None:
+        shortcuts = shortcut if isinstance(shortcut, list) else [shortcut]
+        action.setShortcuts([QKeySequence(s) for s in shortcuts])
+    action.setToolTip(tip or text.replace("&", "").rstrip("…"))
+    window.addAction(action)  # shortcuts work even while the menu bar is hidden
+    return action
+
+
+def create_actions(window: QMainWindow) -> WindowActions:
+    actions = WindowActions(
+        new_chat=_action(window, "&New chat", QKeySequence.StandardKey.New, "new-chat", "New chat (Ctrl+N)"),
+        send=_action(window, "&Send", ["Ctrl+Return", "Ctrl+Enter"], "send", "Send (Ctrl+Enter)"),
+        stop=_action(window, "S&top", "Esc", "stop", "Stop generating (Esc)"),
+        choose_model=_action(window, "&Choose model…", "Ctrl+M", "model", "Choose a model (Ctrl+M)"),
+        open_model_folder=_action(window, "&Open model folder…", QKeySequence.StandardKey.Open),
+        chat_mode=_action(window, "&Chat", "Ctrl+1", "chat", "Chat mode (Ctrl+1)"),
+        code_mode=_action(window, "C&ode assistant", "Ctrl+2", "code", "Coding-assistant mode (Ctrl+2)"),
+        theme_system=_action(window, "Follow the &system"),
+        theme_light=_action(window, "&Light"),
+        theme_dark=_action(window, "&Dark"),
+        open_logs=_action(window, "Open &logs", None, "logs"),
+        quit=_action(window, "&Quit", QKeySequence.StandardKey.Quit),
+    )
+    for group_members in ((actions.chat_mode, actions.code_mode), tuple(actions.themes.values())):
+        group = QActionGroup(window)
+        for action in group_members:
+            action.setCheckable(True)
+            group.addAction(action)
+    return actions
+
+
+def build_menus(window: QMainWindow, actions: WindowActions) -> None:
+    bar = window.menuBar()
+    file_menu = bar.addMenu("&File")
+    for action in (actions.new_chat, actions.send, actions.stop):
+        file_menu.addAction(action)
+    file_menu.addSeparator()
+    file_menu.addAction(actions.quit)
+    model_menu = bar.addMenu("&Model")
+    model_menu.addAction(actions.choose_model)
+    model_menu.addAction(actions.open_model_folder)
+    view_menu = bar.addMenu("&View")
+    view_menu.addAction(actions.chat_mode)
+    view_menu.addAction(actions.code_mode)
+    theme_menu = view_menu.addMenu("&Theme")
+    for action in actions.themes.values():
+        theme_menu.addAction(action)
+    help_menu = bar.addMenu("&Help")
+    help_menu.addAction(actions.open_logs)
+
+
+def build_tool_bar(window: QMainWindow, actions: WindowActions) -> QToolBar:
+    bar = window.addToolBar("Main")
+    bar.setObjectName("mainToolBar")
+    bar.setMovable(False)
+    bar.setToolButtonStyle(bar.toolButtonStyle().ToolButtonTextBesideIcon)
+    for action in (actions.new_chat, actions.choose_model):
+        bar.addAction(action)
+    bar.addSeparator()
+    bar.addAction(actions.chat_mode)
+    bar.addAction(actions.code_mode)
+    return bar

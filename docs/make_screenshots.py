@@ -1,0 +1,90 @@
+"""Take the README's screenshots of the real app on the bundled demo model (run under Xvfb):
+
+    xvfb-run -s "-screen 0 1600x1000x24" python docs/make_screenshots.py
+
+Chat mode (light theme) and code mode (dark theme), each with the live memory panel, after moving the budget
+so that the demo model pages its experts (8 of 16 slots per layer)."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtWidgets import QApplication
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from app.launch_options import DEMO, LaunchOptions  # noqa: E402
+from app.main_window import MainWindowWidget  # noqa: E402
+
+MiB = 1024**2
+KV_FLOOR = 512 * MiB
+NUM_SLOTS = 8
+
+
+def wait_until(condition, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the app did not get there in time")
+        loop = QEventLoop()
+        QTimer.singleShot(20, loop.quit)
+        loop.exec()
+
+
+def pause(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    wait_until(lambda: time.monotonic() > end)
+
+
+def paging_budget(plan) -> int:
+    slots = NUM_SLOTS * plan.num_moe_layers * plan.expert_bytes
+    return plan.dense_bytes + plan.workspace_bytes + KV_FLOOR + slots + MiB
+
+
+def ask(window, text: str, continue_code: bool = False) -> None:
+    window.chat.composer.editor.setPlainText(text)
+    (window.chat.composer.continue_button if continue_code else window.chat.composer.send_button).click()
+    wait_until(lambda: window.generation.is_busy)
+    wait_until(lambda: not window.generation.is_busy)
+
+
+def main() -> None:
+    application = QApplication(sys.argv[:1])
+    data_dir = tempfile.mkdtemp(prefix="wisp-screens-")
+    window = MainWindowWidget(LaunchOptions(data_dir=data_dir, model=DEMO, device="cpu", theme="light"))
+    window.resize(1480, 940)
+    window.show()
+    wait_until(lambda: window.loader.engine is not None)
+    window.memory_panel.budget_slider.request(paging_budget(window.loader.engine.info.plan))
+    wait_until(lambda: not window.budget.is_pending)
+    settings = window.chat.settings_bar
+    settings.set_sampling(0.7, 0.95, 160)
+    ask(window, "Write a Python function that checks whether a number is prime.")
+    ask(window, "Now write a short docstring for it.")
+    pause(1.5)
+    window.grab().save(str(ROOT / "docs" / "screenshot-chat.png"))
+
+    window.set_theme("dark")
+    window.new_chat()
+    window.chat.set_mode("code")
+    window.chat.code_context.attach([ROOT / "app" / "chat" / "token_counter.py"])
+    wait_until(lambda: window.chat.code_context.token_count > 0)
+    settings.set_sampling(0.2, 0.95, 120)
+    ask(window, "import os\n\n\ndef list_python_files(folder):\n    \"\"\"Return the .py files under folder.\"\"\"\n",
+        continue_code=True)
+    window.chat.code_context.attach([ROOT / "app" / "chat" / "attachments.py"])
+    wait_until(lambda: window.chat.code_context.token_count > 0)
+    window.chat.composer.editor.setPlainText("How could read_text_file skip binary files faster?")
+    pause(1.5)
+    window.grab().save(str(ROOT / "docs" / "screenshot-code.png"))
+    window.close()
+    application.quit()
+
+
+if __name__ == "__main__":
+    main()

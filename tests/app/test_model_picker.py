@@ -1,0 +1,74 @@
+"""Broken model folders give a dialog and the app keeps working; the picker lists them with the reason."""
+
+import shutil
+
+from PySide6.QtCore import Qt
+
+from tests.app.driving import error_dialogs, type_and_send, use_greedy_sampling, wait_for_error_dialog, wait_until_idle
+
+
+def broken_config_folder(tmp_path):
+    folder = tmp_path / "broken-config"
+    folder.mkdir()
+    (folder / "config.json").write_text("{ this is not json")
+    return folder
+
+
+def truncated_weights_folder(tmp_path, model):
+    folder = tmp_path / "truncated-weights"
+    shutil.copytree(model, folder)
+    weights = next(folder.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return folder
+
+
+def test_a_broken_folder_is_refused_and_the_current_model_keeps_serving(qtbot, start_app, tmp_path):
+    window = start_app()
+    engine = window.loader.engine
+    window.load_model(str(broken_config_folder(tmp_path)))
+    dialog = wait_for_error_dialog(qtbot, window)
+    assert "config.json" in dialog.text()
+    qtbot.waitUntil(lambda: window.loader.engine is engine)
+    dialog.accept()
+    use_greedy_sampling(window, max_tokens=8)
+    type_and_send(qtbot, window, "still there?")
+    wait_until_idle(qtbot, window)
+    assert window.conversation.messages[-1].info["reason"] in ("stop", "length")
+
+
+def test_truncated_weights_fail_the_load_and_the_previous_model_comes_back(qtbot, start_app, tmp_path, tiny_model):
+    window = start_app()
+    use_greedy_sampling(window, max_tokens=8)
+    type_and_send(qtbot, window, "before")
+    wait_until_idle(qtbot, window)
+    window.load_model(str(truncated_weights_folder(tmp_path, tiny_model)))
+    dialog = wait_for_error_dialog(qtbot, window)
+    assert "safetensors" in dialog.text()
+    qtbot.waitUntil(lambda: window.loader.engine is not None, timeout=30_000)
+    assert window.loader.request.model == tiny_model
+    dialog.accept()
+    type_and_send(qtbot, window, "after")
+    wait_until_idle(qtbot, window)
+    assert [m.content for m in window.conversation.messages if m.role == "user"] == ["before", "after"]
+
+
+def test_the_picker_lists_models_with_their_fit_and_broken_ones_with_the_reason(qtbot, start_app, tmp_path,
+                                                                                tiny_model):
+    window = start_app()
+    broken = broken_config_folder(tmp_path)
+    picker = window.open_model_picker()
+    picker.add_path(str(broken))
+    with qtbot.waitSignal(picker.scanned, timeout=10_000):
+        picker.add_path(tiny_model)
+    rows = {row.entry.path: row for row in picker.model.rows}
+    assert rows[str(broken)].entry.error and not rows[str(broken)].is_usable
+    assert rows[tiny_model].fit == "fits" and rows[tiny_model].is_usable
+    assert any(row.entry.source == "demo" for row in picker.model.rows)
+    assert window.settings.model_folders == (str(broken), tiny_model)
+    picker.select_row(list(rows).index(str(broken)))
+    assert not picker.load_button.isEnabled()
+    picker.select_row(list(rows).index(tiny_model))
+    assert picker.load_button.isEnabled()
+    with qtbot.waitSignal(window.loader.ready, timeout=30_000):
+        qtbot.mouseClick(picker.load_button, Qt.MouseButton.LeftButton)
+    assert not error_dialogs(window)
