@@ -59,3 +59,4 @@ class EngineStats:
     waiting: int
     pending_budget: int | None
     device_peak_bytes: int | None
+    wsa_curve: tuple[tuple[float, float], ...] | None = None  # (expert share of the pool, predicted tok/s)

@@ -16,7 +16,7 @@ from app.memory.plan_log_widget import PlanLogWidget
 from app.memory.plan_text import plan_summary
 from app.memory.sparkline_widget import SparklineWidget
 from app.memory.throughput_curve_widget import ThroughputCurveWidget
-from app.memory.wsa_curve import CurveProvider, no_curve
+from app.memory.wsa_curve import CurveProvider, engine_curve
 
 POLL_INTERVAL_MS = 250
 CURVE_EVERY_N_POLLS = 8
@@ -30,7 +30,7 @@ class MemoryPanelWidget(QFrame):
         self.setObjectName("sidePanel")
         self._format_bytes = format_bytes
         self._engine_source: Callable[[], object] = lambda: None
-        self._curve_provider: CurveProvider = no_curve
+        self._curve_provider: CurveProvider = engine_curve
         self._num_polls = 0
         self.budget_slider = BudgetSliderWidget(format_bytes, self)
         self.bar = MemoryBarWidget(self)

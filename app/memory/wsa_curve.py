@@ -1,10 +1,9 @@
 """The plug-in point for MV-WSA's "predicted tok/s vs expert share" curve.
 
 A CurveProvider takes the serving engine.api.Engine and returns points (expert share of the expert+KV pool in
-[0, 1], predicted decode tok/s), or None when it has no curve. The engine's MV-WSA cost model (issue 5) is not
-part of engine.api yet, so the default provider returns None and the panel says so instead of drawing made-up
-data. When the engine API
-grows the curve, pass a provider that calls it to MemoryPanelWidget.set_curve_provider."""
+[0, 1], predicted decode tok/s), or None when it has no curve. The default reads EngineStats.wsa_curve, which
+the engine's online MV-WSA controller refreshes at every drained barrier from recent routing (paged mode with
+a budget); until it has seen routing, or in other modes, there is no curve and the panel says so."""
 
 from __future__ import annotations
 
@@ -13,11 +12,15 @@ from typing import Callable, Sequence
 CurvePoints = Sequence[tuple[float, float]]
 CurveProvider = Callable[[object], CurvePoints | None]
 UNAVAILABLE_TEXT = ("Predicted tok/s vs expert share: not available yet.\n"
-                    "engine.api does not expose MV-WSA's predicted curve.")
+                    "It appears after the first reply in paged mode with a budget.")
 
 
 def no_curve(engine) -> CurvePoints | None:
     return None
+
+
+def engine_curve(engine) -> CurvePoints | None:
+    return engine.stats().wsa_curve
 
 
 def value_at(points: CurvePoints, share: float) -> float:

@@ -15,7 +15,7 @@ import numpy as np
 from engine.alloc.cost_model import LinkCost, RoutingProfile, decode_step_s
 from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.miss_curve import hit_rate_curve, stack_depths
-from engine.alloc.mvwsa import greedy_layers
+from engine.alloc.mvwsa import greedy_layers, greedy_steps
 
 
 @dataclass(frozen=True)
@@ -78,3 +78,23 @@ class OnlineController:
 def in_deadzone(old: MemoryPlan, new: MemoryPlan) -> bool:
     moved = np.abs(np.asarray(old.slots_by_layer) - np.asarray(new.slots_by_layer)).max()
     return moved <= 1 and abs(old.kv_bytes - new.kv_bytes) < old.expert_bytes
+
+
+def predicted_curve(controller: OnlineController, plan: MemoryPlan, num_points: int = 24):
+    """(share of the expert+KV pool given to expert slots, predicted decode tok/s) along the feasible range,
+    from the controller's recent routing: the MV-WSA curve the app draws. None without enough routing."""
+    if not controller.windows:
+        return None
+    profile = controller.profile()
+    pool = plan.expert_device_bytes + plan.kv_bytes
+    most = min((pool - controller.kv_floor_bytes) // plan.expert_bytes, profile.num_layers * profile.num_experts)
+    wanted = set(np.linspace(profile.num_layers * profile.top_k, most, num_points).astype(int).tolist())
+    points = []
+    for slots in greedy_steps(profile, profile.top_k):
+        total = int(slots.sum())
+        if total in wanted:
+            tok_s = 1.0 / decode_step_s(profile, slots, controller.link, plan.expert_bytes)
+            points.append((total * plan.expert_bytes / pool, tok_s))
+        if total >= most:
+            break
+    return tuple(points) or None

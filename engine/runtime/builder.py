@@ -17,7 +17,7 @@ from engine.kv.block_manager import BlockManager
 from engine.model.attention import KVCache
 from engine.model.loader import LoadedWeights, Progress, load_weights, read_args, resolve_dtype
 from engine.model.sizes import model_sizes
-from engine.model_path import DEMO_MODEL, resolve_model
+from engine.model_path import DEMO_MODEL, is_remote_url, resolve_model
 from engine.runtime.llm_engine import LLMEngine
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner
@@ -55,6 +55,8 @@ def display_name(folder: Path) -> str:
 
 
 def build_engine(options: EngineOptions, progress: Progress | None = None) -> tuple[LLMEngine, ModelInfo]:
+    if is_remote_url(options.model):
+        return build_remote(options.model, options, progress)
     folder = resolve_model(options.model)
     if folder.suffix == ".gguf":
         return build_gguf(folder, options, progress)
@@ -123,3 +125,12 @@ def build_gguf(path: Path, options: EngineOptions, progress: Progress | None):
         raise UnsupportedModelError(
             f"{path}: GGUF files need the llama.cpp backend: pip install 'wisp[gguf]'") from None
     return build(path, options, progress)
+
+
+def build_remote(url: str, options: EngineOptions, progress: Progress | None):
+    """An OpenAI-compatible server (vLLM, llama.cpp's server, another `wisp serve`) as the engine."""
+    try:
+        from engine.backends.remote import build
+    except ImportError:
+        raise UnsupportedModelError(f"{url}: remote servers need httpx: pip install 'wisp[remote]'") from None
+    return build(url, options, progress)

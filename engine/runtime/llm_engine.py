@@ -13,6 +13,7 @@ from engine.errors import PromptTooLongError
 from engine.events import Event, FinishEvent, RequestStats, TokenEvent
 from engine.requests import GenerateRequest
 from engine.alloc.memory_plan import MemoryPlan
+from engine.alloc.online_controller import predicted_curve
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import PlanEvent, Replanner, budget_change, plan_change
 from engine.runtime.throughput import Throughput
@@ -40,6 +41,7 @@ class LLMEngine:
         self.pending_budget: tuple[int | None, str] | None = None
         self.throughput = Throughput()
         self.controller = None  # OnlineController, attached for paged mode with a budget
+        self.wsa_curve = None  # MV-WSA's predicted (expert share, tok/s) curve, refreshed at barriers
 
     def request_budget(self, budget_bytes: int | None, reason: str = "budget changed") -> list[PlanEvent]:
         """Re-plan for a new budget at the next drained barrier (now, if nothing is running)."""
@@ -58,7 +60,9 @@ class LLMEngine:
         if self.controller is None:
             return []
         decision = self.controller.decide(self.plan)
-        return [plan_change(self, decision.plan, decision.reason)] if decision else []
+        events = [plan_change(self, decision.plan, decision.reason)] if decision else []
+        self.wsa_curve = predicted_curve(self.controller, self.plan)
+        return events
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
         if request.prompt_token_ids is not None:

@@ -18,5 +18,5 @@ def collect_stats(core) -> EngineStats:
         h2d_bytes=counters.h2d_bytes, h2d_gb_per_s=counters.h2d_gb_per_s, decode_tok_s=core.throughput.decode_tok_s,
         kv_blocks_used=manager.num_used_blocks, kv_blocks_total=manager.num_blocks,
         running=len(core.scheduler.running), waiting=len(core.scheduler.waiting), pending_budget=pending,
-        device_peak_bytes=peak,
+        device_peak_bytes=peak, wsa_curve=core.wsa_curve,
     )

@@ -66,3 +66,28 @@ def test_engine_controller_acts_at_drained_barriers_with_identical_outputs(tiny_
     assert events and all(e.error is None and "recent routing" in e.reason for e in events)
     assert events[0].old.layer_slots == (2, 2) and min(events[0].new.layer_slots) > 2
     assert all(e.new.total_bytes <= GiB for e in events)
+
+
+def test_predicted_curve_rises_with_the_expert_share():
+    from engine.alloc.online_controller import predicted_curve
+
+    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK)
+    assert predicted_curve(controller, plan()) is None
+    feed(controller, cycles=(6, 12))
+    points = predicted_curve(controller, plan())
+    shares, speeds = zip(*points)
+    assert list(shares) == sorted(shares) and 0 < shares[0] < shares[-1] <= 1
+    assert all(b >= a - 1e-9 for a, b in zip(speeds, speeds[1:])) and speeds[-1] > speeds[0]
+
+
+def test_engine_publishes_the_curve_after_a_reply(tiny_model_dir):
+    options = EngineOptions(model=str(tiny_model_dir("qwen3_moe")), device="cpu", experts="paged", budget_bytes=GiB)
+    with Engine(options) as engine:
+        assert engine.stats().wsa_curve is None
+        engine.generate(GenerateRequest(prompt="def fib(n):", sampling=SamplingParams(max_tokens=8, ignore_eos=True)))
+        engine.set_budget(GiB)  # a round trip through the engine thread: the barrier after the reply has run
+        for _ in range(100):
+            if engine.stats().wsa_curve:
+                break
+            threading.Event().wait(0.05)
+        assert engine.stats().wsa_curve
