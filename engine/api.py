@@ -27,7 +27,7 @@ __all__ = [
     "Engine", "EngineOptions", "GenerateRequest", "SamplingParams", "TokenEvent", "FinishEvent", "RequestStats",
     "ModelInfo", "RequestHandle", "EngineStats", "PlanEvent", "MemoryPlan", "WispError", "BudgetError",
     "ModelEntry", "scan_models", "estimate_plan", "fit_summary", "HardwareInfo", "detect_hardware",
-    "parse_size", "format_bytes",
+    "parse_size", "format_bytes", "start_server",
 ]
 
 EventCallback = Callable[[Event], None]
@@ -191,6 +191,17 @@ class Engine:
 def _error_event(request_id: str, message: str) -> FinishEvent:
     stats = RequestStats(0, 0, 0, 0.0, 0.0, 0.0, 0)
     return FinishEvent(request_id, "error", "", (), (), stats, error=message)
+
+
+def start_server(engine: Engine, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None):
+    """Serve a loaded engine over an OpenAI-compatible HTTP API in a background thread; returns a handle with
+    `.url` and `.stop()` (call stop() off the GUI thread, before engine.close()). Raises WispError for a busy
+    port or a non-loopback host without an API key. Needs the `server` extra."""
+    try:
+        from engine.server import start_server as start
+    except ImportError:
+        raise WispError("serving needs the server extra: pip install 'wisp[server]'") from None
+    return start(engine, host, port, api_key)
 
 
 def expert_counters(engine: Engine):

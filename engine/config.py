@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.errors import RequestError
 
@@ -27,12 +27,18 @@ class EngineOptions:
     block_size: int = 16
     kv_blocks: int | None = None  # override the KV pool size (tests, experiments)
     online: bool = True  # paged mode with a budget: re-split experts/KV at drained barriers (MV-WSA controller)
+    decode: str = "auto"  # "graphs" (CUDA graphs), "static" (same shapes, eager), "dynamic"; auto = graphs on CUDA
+    n_gpu_layers: int | None = None  # GGUF (llama.cpp) only: layers offloaded to the GPU, None = all
+    n_cpu_moe: int = 0  # GGUF (llama.cpp) only: the first N layers keep their experts on the CPU (--n-cpu-moe)
+    api_key: str | None = field(default=None, repr=False)  # remote servers only (model = http(s)://host:port/v1)
 
     def __post_init__(self):
         if self.device not in DEVICES:
             raise RequestError(f"device must be one of {', '.join(DEVICES)}, got '{self.device}'")
         if self.dtype not in DTYPE_CHOICES:
             raise RequestError(f"dtype must be one of {', '.join(DTYPE_CHOICES)}, got '{self.dtype}'")
+        if self.decode not in ("auto", "graphs", "static", "dynamic"):
+            raise RequestError(f"decode must be auto, graphs, static or dynamic, got '{self.decode}'")
         if self.experts not in EXPERT_MODES:
             raise RequestError(f"experts must be one of {', '.join(EXPERT_MODES)}, got '{self.experts}'")
         if self.expert_slots is not None and self.expert_slots < 1:
@@ -41,3 +47,5 @@ class EngineOptions:
             raise RequestError("max_num_seqs and block_size must be positive")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise RequestError(f"max_model_len must be at least 2, got {self.max_model_len}")
+        if (self.n_gpu_layers is not None and self.n_gpu_layers < 0) or self.n_cpu_moe < 0:
+            raise RequestError("n_gpu_layers and n_cpu_moe must be 0 or more")

@@ -32,6 +32,11 @@ def cached_snapshot(repo_id: str, cache: Path | None = None) -> Path | None:
     return snapshots[-1] if snapshots else None
 
 
+def is_remote_url(model) -> bool:
+    """MODEL given as an OpenAI-compatible server's URL (http(s)://host:port/v1): the remote backend."""
+    return isinstance(model, str) and model.lower().startswith(("http://", "https://"))
+
+
 def resolve_model(model: str | os.PathLike | None) -> Path:
     """-> a local folder or .gguf file. Never downloads anything."""
     if model is None or str(model) == "":

@@ -9,6 +9,9 @@ from dataclasses import dataclass, replace
 
 from engine.errors import BudgetError
 
+GATHER_LIMIT_BYTES = 320 * 1024**2  # the gathered experts of a small step (engine.experts.kernel)
+GATHER_MAX_ENTRIES = 64  # (token, expert) pairs of a small step
+
 GiB = 1024**3
 MiB = 1024**2
 KV_FLOOR_BYTES = GiB // 2  # kappa_min's lower bound (shared/WISP.md)
@@ -28,6 +31,7 @@ class ModelSizes:
     hidden_size: int
     vocab_size: int
     dtype_bytes: int
+    num_layers: int = 1
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,10 @@ def workspace_bytes(sizes: ModelSizes, max_batched_tokens: int, max_num_seqs: in
     and fp32 logits with the sampler's copies. Generous on purpose: it is measured against the budget."""
     per_token = (sizes.top_k + 24) * sizes.hidden_size * sizes.dtype_bytes
     logits = 4 * max_num_seqs * sizes.vocab_size * 4
-    return 64 * MiB + max_batched_tokens * per_token + logits
+    context = max_batched_tokens // max_num_seqs
+    decode_gather = 4 * max_num_seqs * context * sizes.kv_bytes_per_token // sizes.num_layers  # padded K/V of a layer
+    gathered = min(GATHER_LIMIT_BYTES, GATHER_MAX_ENTRIES * sizes.expert_bytes)
+    return 64 * MiB + max_batched_tokens * per_token + logits + decode_gather + gathered
 
 
 def kv_floor_bytes(sizes: ModelSizes, concurrency: int, max_model_len: int) -> int:

@@ -101,10 +101,23 @@ def measure(engine, provider, args, tokens: int) -> dict:
 
 
 def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: int, prefetch=False, provider=None,
-            runs: int | None = None, warm_all: bool = False):
+            runs: int | None = None, warm_all: bool = False, decode: str = "auto"):
+    """One arm; a failure is recorded as a row with its error, and the suite goes on."""
+    try:
+        return measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all, decode)
+    except Exception as err:  # noqa: BLE001 - a benchmark row, not a user path
+        weights.model.experts = None
+        row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None,
+               "error": f"{type(err).__name__}: {err}"}
+        print(json.dumps(row), flush=True)
+        return row
+
+
+def measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all, decode):
     reset_peak(device)
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
-    options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, prefetch=prefetch)
+    options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, prefetch=prefetch,
+                            decode=decode)
     engine = assemble_engine(weights, IdOnlyTokenizer(), options, plan, device, args.max_len, provider=provider)
     if warm_all:
         weights.model.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
@@ -155,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-len", type=int, default=4096)
-    parser.add_argument("--arms", default="resident,paged-all,wisp,wisp-prefetch,static-uva,static-copy")
+    parser.add_argument("--arms", default="resident,resident-dynamic,paged-all,wisp,wisp-prefetch,static-uva,static-copy")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = parser.parse_args(argv)
@@ -175,8 +188,10 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     if "resident" in arms:
         resident = resident_weights(host, device)
-        rows.append(run_arm(resident, "resident", plan_for(resident, "resident", None, None, args.batch, args.max_len),
-                            args, device, router, args.tokens))
+        plan = plan_for(resident, "resident", None, None, args.batch, args.max_len)
+        rows.append(run_arm(resident, "resident", plan, args, device, router, args.tokens))
+        if "resident-dynamic" in arms:
+            rows.append(run_arm(resident, "resident-dynamic", plan, args, device, router, args.tokens, decode="dynamic"))
         del resident
     if "paged-all" in arms:
         plan = plan_for(host, "paged", None, model_args.num_experts, args.batch, args.max_len)

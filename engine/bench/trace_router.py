@@ -39,7 +39,10 @@ class TraceRouter:
                 rows.append(self.rows(stream, seq.num_cached_tokens, len(seq.token_ids) - seq.num_cached_tokens, True))
             else:
                 rows.append(self.rows(stream, len(seq.token_ids) - 1 - seq.num_prompt_tokens, 1, False))
-        self.step_ids = torch.from_numpy(np.concatenate(rows).astype(np.int64)).to(self.device)  # [T, L, K]
+        ids = torch.from_numpy(np.concatenate(rows).astype(np.int64))  # [T, L, K]
+        if self.step_ids is None or self.step_ids.shape != ids.shape:
+            self.step_ids = torch.empty_like(ids, device=self.device)
+        self.step_ids.copy_(ids)  # in place: a captured decode graph keeps reading this buffer
 
     def __call__(self, layer: int) -> torch.Tensor:
         return self.step_ids[:, layer]

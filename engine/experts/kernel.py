@@ -16,6 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from engine.alloc.memory_plan import GATHER_LIMIT_BYTES, GATHER_MAX_ENTRIES  # the gathered buffer is workspace
+
 
 def route(router_logits: torch.Tensor, top_k: int, normalize: bool, weights_fp32: bool):
     """Softmax router -> (ids [T, K] long, weights [T, K]); weights in fp32 for Mixtral, else the logits dtype."""
@@ -28,11 +30,9 @@ def route(router_logits: torch.Tensor, top_k: int, normalize: bool, weights_fp32
     return ids, weights
 
 
-GATHER_LIMIT_BYTES = 320 * 1024**2  # the gathered [T*K, numel] buffer of a small step; part of the workspace
-
-
 def is_small_step(num_tokens: int, top_k: int, expert_bytes: int) -> bool:
-    return num_tokens * top_k * expert_bytes <= GATHER_LIMIT_BYTES
+    entries = num_tokens * top_k
+    return entries <= GATHER_MAX_ENTRIES and entries * expert_bytes <= GATHER_LIMIT_BYTES
 
 
 def gathered_experts(x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor, hidden: int,

@@ -27,6 +27,15 @@ class AttentionMetadata:
     spans: list[SeqSpan]
 
 
+@dataclass
+class PaddedDecodeMetadata:
+    """Static-shape decode metadata (one new token per sequence), so the step can be a CUDA graph."""
+
+    slot_mapping: torch.Tensor  # [B]
+    kv_index: torch.Tensor  # [B, L] flat cache slots of each sequence's context, padded (masked) to L
+    lengths: torch.Tensor  # [B] context length including the new token
+
+
 class KVCache:
     """Per-layer K and V pools, flat over slots: [num_blocks * block_size, kv_heads, head_dim]."""
 
@@ -100,6 +109,19 @@ class Attention(nn.Module):
             rows = slice(span.q_start, span.q_start + span.q_len)
             out[rows] = self.attend(q[rows], cache.k[self.layer][span.kv_slots], cache.v[self.layer][span.kv_slots])
         return self.o_proj(out.view(x.shape[0], -1))
+
+    def forward_padded(self, x, rope, meta: PaddedDecodeMetadata, cache: KVCache) -> torch.Tensor:
+        """Decode for B sequences at once over contexts padded to a fixed length: no shape depends on data."""
+        q, k, v = self.project(x)  # [B, H, hd], [B, KVH, hd] x2
+        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        cache.store(self.layer, meta.slot_mapping, k, v)
+        keys = cache.k[self.layer][meta.kv_index].transpose(1, 2)  # [B, KVH, L, hd]
+        values = cache.v[self.layer][meta.kv_index].transpose(1, 2)
+        positions = torch.arange(meta.kv_index.shape[1], device=x.device)
+        mask = (positions[None, :] < meta.lengths[:, None])[:, None, None, :]  # [B, 1, 1, L]
+        o = F.scaled_dot_product_attention(q[:, :, None, :], keys, values, attn_mask=mask,
+                                           scale=self.head_dim**-0.5, enable_gqa=True)  # [B, H, 1, hd]
+        return self.o_proj(o.reshape(x.shape[0], -1))
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [q, H, hd] are the last q positions of a context whose keys/values are k, v [L, KVH, hd]."""

@@ -46,4 +46,5 @@ def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
         hidden_size=args.hidden_size,
         vocab_size=args.vocab_size,
         dtype_bytes=dtype_bytes,
+        num_layers=args.num_hidden_layers,
     )

@@ -33,7 +33,8 @@ class MoeBlock(nn.Module):
         self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
         self.shared = SharedExpert(args) if args.shared_expert_intermediate_size else None
 
-    def forward(self, x: torch.Tensor, model: "MoeTransformer") -> torch.Tensor:
+    def route(self, x: torch.Tensor, model: "MoeTransformer"):
+        """x [T, D] -> (ids [T, K], weights [T, K], shared expert output or None). No host sync: graphable."""
         args = self.args
         logits = self.gate(x)  # [T, E]
         if model.routing_override is not None:
@@ -41,12 +42,17 @@ class MoeBlock(nn.Module):
             weights = routed_weights(logits, ids, args)
         else:
             ids, weights = route(logits, args.num_experts_per_tok, args.norm_topk_prob, args.router_weights_fp32)
+        return ids, weights, self.shared(x) if self.shared is not None else None
+
+    def experts(self, x, ids, weights, shared, model: "MoeTransformer") -> torch.Tensor:
+        """The routed experts through the provider (where paging happens), plus the shared expert."""
         if model.routing_observer is not None:
             model.routing_observer(self.layer, ids)
         out = model.experts.forward(self.layer, x, ids, weights)
-        if self.shared is not None:
-            out = out + self.shared(x)
-        return out
+        return out if shared is None else out + shared
+
+    def forward(self, x: torch.Tensor, model: "MoeTransformer") -> torch.Tensor:
+        return self.experts(x, *self.route(x, model), model)
 
 
 class DecoderLayer(nn.Module):
@@ -62,6 +68,15 @@ class DecoderLayer(nn.Module):
         x = x + self.self_attn(self.input_layernorm(x), rope, meta, cache)
         h = self.post_attention_layernorm(x)
         return x + (self.mlp(h, model) if self.is_moe else self.mlp(h))
+
+    def dense_part(self, x, rope, meta, cache, model: "MoeTransformer"):
+        """Everything of a decode step's layer that needs no host: attention, norms, routing (or the whole
+        layer if it has no experts). -> (x after attention, normed h, ids, weights, shared) or the layer's output."""
+        x = x + self.self_attn.forward_padded(self.input_layernorm(x), rope, meta, cache)
+        h = self.post_attention_layernorm(x)
+        if not self.is_moe:
+            return x + self.mlp(h)
+        return (x, h, *self.mlp.route(h, model))
 
 
 class MoeTransformer(nn.Module):

@@ -19,6 +19,7 @@ from engine.model.loader import LoadedWeights, Progress, load_weights, read_args
 from engine.model.sizes import model_sizes
 from engine.model_path import DEMO_MODEL, is_remote_url, resolve_model
 from engine.runtime.llm_engine import LLMEngine
+from engine.runtime.decode_graphs import DecodeGraphs
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner
 from engine.runtime.scheduler import Scheduler
@@ -99,8 +100,19 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     cache = KVCache(args.num_hidden_layers, plan.kv_blocks * options.block_size,
                     args.num_key_value_heads, args.head_dim, weights.dtype, device)
     scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len)
-    runner = ModelRunner(weights.model, cache, block_manager, device)
+    runner = ModelRunner(weights.model, cache, block_manager, device, decode_path(options, weights.model, cache,
+                                                                                  device, max_model_len))
     return LLMEngine(runner, scheduler, tokenizer, max_model_len, plan, replanner)
+
+
+def decode_path(options: EngineOptions, model, cache: KVCache, device: torch.device, max_model_len: int):
+    """Static-shape decode (CUDA graphs) on CUDA; the dynamic per-sequence path on the CPU."""
+    mode = options.decode if options.decode != "auto" else ("graphs" if device.type == "cuda" else "dynamic")
+    if mode == "dynamic":
+        return None
+    if mode == "graphs" and device.type != "cuda":
+        raise UnsupportedModelError("CUDA graphs need a CUDA device; use --decode static or dynamic on the CPU")
+    return DecodeGraphs(model, cache, max_model_len, use_graphs=mode == "graphs")
 
 
 def attach_controller(engine: LLMEngine, sizes, request: PlanRequest, device: torch.device, num_layers: int) -> None:

@@ -60,6 +60,8 @@ def resize_kv(engine, num_blocks: int) -> None:
     manager = engine.scheduler.block_manager
     moves = manager.resize(num_blocks)
     engine.runner.cache.resize(num_blocks * manager.block_size, moves, manager.block_size)
+    if engine.runner.static_decode is not None:
+        engine.runner.static_decode.invalidate()  # its graphs read the old KV tensors
 
 
 def budget_change(engine, budget_bytes: int | None, reason: str) -> PlanEvent:

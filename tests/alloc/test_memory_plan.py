@@ -6,7 +6,7 @@ from engine.alloc.memory_plan import GiB, MiB, ModelSizes, PlanRequest, minimum_
 from engine.errors import BudgetError
 
 QWEN3_30B = ModelSizes(dense_bytes=3 * GiB, expert_bytes=9 * MiB, num_moe_layers=48, num_experts=128, top_k=8,
-                       kv_bytes_per_token=96 * 1024, hidden_size=2048, vocab_size=151936, dtype_bytes=2)
+                       kv_bytes_per_token=96 * 1024, hidden_size=2048, vocab_size=151936, dtype_bytes=2, num_layers=48)
 
 
 def request(mode="paged", budget=12 * GiB, **kw):

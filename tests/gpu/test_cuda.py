@@ -78,3 +78,10 @@ def test_paged_qwen3_shape_stays_within_budget():
     decode_once(engine, prompt=1024, tokens=16, batch=1, seed=0)
     assert 8 <= plan.slots_per_layer < 128
     assert torch.cuda.max_memory_allocated(device) <= budget
+
+
+def test_cuda_graph_replays_equal_the_eager_static_path(bf16_model_dir):
+    folder = bf16_model_dir("qwen3_moe")
+    assert cuda_outputs(folder, decode="graphs") == cuda_outputs(folder, decode="static")
+    graphs = cuda_outputs(folder, decode="graphs", experts="paged", expert_slots=3)
+    assert graphs == cuda_outputs(folder, decode="graphs")

@@ -1,0 +1,104 @@
+"""Decode steps with static shapes: the dense part of every layer (norms, attention over a context padded to
+max_model_len, routing) reads and writes fixed buffers, so on CUDA each layer's dense part is one CUDA
+graph replay instead of ~60 kernel launches. The routed experts stay eager between replays, because the
+pager must look at the routed ids on the host. Every expert mode uses this path for decode, so outputs
+stay bitwise equal across modes."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from engine.model.attention import KVCache, PaddedDecodeMetadata
+from engine.model.transformer import MoeTransformer
+
+
+class StaticDecode:
+    """Buffers and per-layer graphs of one batch size."""
+
+    def __init__(self, model: MoeTransformer, cache: KVCache, batch: int, max_len: int, use_graphs: bool):
+        args, device = model.args, model.embed_tokens.weight.device
+        dtype = model.embed_tokens.weight.dtype
+        self.model, self.cache, self.batch, self.use_graphs = model, cache, batch, use_graphs
+        self.host = torch.zeros(batch * (4 + max_len), dtype=torch.long, pin_memory=device.type == "cuda")
+        self.packed = torch.zeros_like(self.host, device=device)
+        self.input_ids, self.positions = self.packed[:batch], self.packed[batch : 2 * batch]
+        self.meta = PaddedDecodeMetadata(slot_mapping=self.packed[2 * batch : 3 * batch],
+                                         kv_index=self.packed[4 * batch :].view(batch, max_len),
+                                         lengths=self.packed[3 * batch : 4 * batch])
+        self.x = [torch.zeros(batch, args.hidden_size, dtype=dtype, device=device)
+                  for _ in range(args.num_hidden_layers + 1)]  # x[l]: input of layer l; x[L]: final
+        self.rope = tuple(torch.zeros(batch, args.head_dim, dtype=dtype, device=device) for _ in range(2))
+        self.graphs: list[torch.cuda.CUDAGraph] | None = None
+        self.outputs: list = []
+
+    def load(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray) -> None:
+        """This step's inputs, in one host->device copy. kv_index [B, max_len], padded with slot 0."""
+        B = self.batch
+        host = self.host.numpy()
+        host[:B], host[B : 2 * B] = input_ids, np.asarray(lengths) - 1
+        host[2 * B : 3 * B] = kv_index[np.arange(B), np.asarray(lengths) - 1]
+        host[3 * B : 4 * B], host[4 * B :] = lengths, kv_index.reshape(-1)
+        self.packed.copy_(self.host, non_blocking=True)
+
+    def dense_part(self, layer: int):
+        return self.model.layers[layer].dense_part(self.x[layer], self.rope, self.meta, self.cache, self.model)
+
+    def run(self) -> torch.Tensor:
+        """-> final hidden states [B, D] of this step."""
+        model = self.model
+        self.x[0].copy_(model.embed_tokens(self.input_ids))
+        for static, value in zip(self.rope, model.rotary(self.positions, self.x[0].dtype)):
+            static.copy_(value)
+        for index, layer in enumerate(model.layers):
+            out = self.graph_output(index) if self.graphs else self.dense_part(index)
+            if layer.is_moe:
+                x_attn, h, ids, weights, shared = out
+                torch.add(x_attn, layer.mlp.experts(h, ids, weights, shared, model), out=self.x[index + 1])
+            elif not self.graphs:
+                self.x[index + 1].copy_(out)
+        if self.use_graphs and self.graphs is None:
+            self.capture()  # after one eager pass: every buffer holds valid data, every kernel is warm
+        return model.norm(self.x[-1])
+
+    def graph_output(self, index: int):
+        self.graphs[index].replay()
+        return self.outputs[index]
+
+    def capture(self) -> None:
+        pool = torch.cuda.graph_pool_handle()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for index in range(len(self.model.layers)):
+                self.dense_part(index)
+        torch.cuda.current_stream().wait_stream(side)
+        graphs, outputs = [], []
+        for index, layer in enumerate(self.model.layers):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool):
+                out = self.dense_part(index)
+                if not layer.is_moe:
+                    self.x[index + 1].copy_(out)
+            graphs.append(graph)
+            outputs.append(out)
+        self.graphs, self.outputs = graphs, outputs
+
+
+class DecodeGraphs:
+    """StaticDecode per batch size, created on first use; dropped when the KV cache is reallocated."""
+
+    def __init__(self, model: MoeTransformer, cache: KVCache, max_len: int, use_graphs: bool):
+        self.model, self.cache, self.max_len, self.use_graphs = model, cache, max_len, use_graphs
+        self.by_batch: dict[int, StaticDecode] = {}
+
+    def invalidate(self) -> None:
+        self.by_batch.clear()
+
+    def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray) -> torch.Tensor:
+        batch = len(input_ids)
+        if batch not in self.by_batch:
+            self.by_batch[batch] = StaticDecode(self.model, self.cache, batch, self.max_len, self.use_graphs)
+        static = self.by_batch[batch]
+        static.load(input_ids, lengths, kv_index)
+        return static.run()

@@ -1,0 +1,50 @@
+"""Who may call the server: the API key on /v1 routes, and - on a loopback server without a key - only
+clients that address it by a loopback name (a web page cannot reach it through DNS rebinding)."""
+
+from __future__ import annotations
+
+import hmac
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+
+from engine.server.api_errors import error_body
+from engine.server.limits import is_loopback
+
+
+def host_name(host_header: str) -> str:
+    """'127.0.0.1:8000' -> '127.0.0.1', '[::1]:8000' -> '::1', 'localhost' -> 'localhost'."""
+    if host_header.startswith("["):
+        return host_header[1:].split("]", 1)[0]
+    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+
+
+class GuardMiddleware:
+    """Pure ASGI middleware (it never buffers a streamed response)."""
+
+    def __init__(self, app, api_key: str | None, is_checking_host: bool):
+        self.app, self.api_key, self.is_checking_host = app, api_key, is_checking_host
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            refusal = self.refusal(scope)
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def refusal(self, scope) -> JSONResponse | None:
+        headers = Headers(scope=scope)
+        host = headers.get("host", "")
+        if self.is_checking_host and not is_loopback(host_name(host)):
+            message = (f"the Host header '{host}' does not name this machine; this server has no API key and "
+                       "only answers clients that address it as localhost / 127.0.0.1")
+            return JSONResponse(error_body(400, message, code="invalid_host"), status_code=400)
+        if self.api_key and scope["path"].startswith("/v1") and not self.has_key(headers):
+            message = "missing or wrong API key: send the header 'Authorization: Bearer <key>'"
+            return JSONResponse(error_body(401, message, code="invalid_api_key"), status_code=401)
+        return None
+
+    def has_key(self, headers: Headers) -> bool:
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self.api_key.encode())

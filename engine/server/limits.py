@@ -1,0 +1,48 @@
+"""What the server accepts: request size, max_tokens, concurrency, and who may connect. Starlette-free."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+from engine.errors import WispError
+
+LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost")
+
+
+class ServerConfigError(WispError):
+    """`wisp serve` was asked for something unsafe or impossible (an open host without a key, a busy port)."""
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """Per-server safety limits. max_tokens caps what one request may generate (also bounded by the
+    model's context); beyond max_concurrent_requests in flight a request gets 429."""
+
+    max_body_bytes: int = 4 * 1024**2
+    max_tokens: int = 4096
+    max_concurrent_requests: int = 64
+    max_stop_strings: int = 16
+
+    def __post_init__(self):
+        if min(self.max_body_bytes, self.max_tokens, self.max_concurrent_requests, self.max_stop_strings) < 1:
+            raise ServerConfigError("server limits must be positive")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a bind address or a Host header's name) only reaches this machine."""
+    name = host.strip("[]").lower()
+    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, api_key: str | None) -> None:
+    """Refuse to serve beyond this machine without an API key."""
+    if not is_loopback(host) and not api_key:
+        raise ServerConfigError(
+            f"--host {host} makes the server reachable from other machines; give it an --api-key "
+            "(or WISP_API_KEY) so that only your clients can use it, or keep the default --host 127.0.0.1")

@@ -1,0 +1,103 @@
+"""OpenAI response objects (plain dicts) for chat and text completions, whole and as stream chunks."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+from engine.events import FinishEvent, RequestStats, TokenEvent
+from engine.server.served_model import ServedModel
+
+FINISH_REASONS = {"stop": "stop", "length": "length"}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one response looks like: its id, the endpoint's object names and whether logprobs are wanted."""
+
+    is_chat: bool
+    request_id: str
+    served: ServedModel
+    logprobs: bool = False
+    tokens_as_ids: bool = False
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    @property
+    def id(self) -> str:
+        return ("chatcmpl-" if self.is_chat else "cmpl-") + self.request_id
+
+    def envelope(self, obj: str, choices: list) -> dict:
+        return {"id": self.id, "object": obj, "created": self.created, "model": self.served.id, "choices": choices}
+
+
+def usage(stats: RequestStats) -> dict:
+    return {"prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.generated_tokens,
+            "total_tokens": stats.prompt_tokens + stats.generated_tokens}
+
+
+def finish_reason(finish: FinishEvent) -> str:
+    return FINISH_REASONS.get(finish.reason, "stop")
+
+
+def _number(logprob: float) -> float | None:
+    return None if math.isnan(logprob) else logprob
+
+
+def chat_logprobs(shape: Shape, tokens: list[TokenEvent]) -> dict | None:
+    if not shape.logprobs:
+        return None
+    entries = []
+    for token in tokens:
+        name = shape.served.token_string(token.token_id, token.text, shape.tokens_as_ids)
+        entries.append({"token": name, "logprob": _number(token.logprob), "bytes": list(name.encode()),
+                        "top_logprobs": []})
+    return {"content": entries}
+
+
+def completion_logprobs(shape: Shape, tokens: list[TokenEvent], offset: int = 0) -> dict | None:
+    if not shape.logprobs:
+        return None
+    names, offsets = [], []
+    for token in tokens:
+        names.append(shape.served.token_string(token.token_id, token.text, shape.tokens_as_ids))
+        offsets.append(offset)
+        offset += len(token.text)
+    return {"tokens": names, "token_logprobs": [_number(t.logprob) for t in tokens], "top_logprobs": None,
+            "text_offset": offsets}
+
+
+def chat_completion(shape: Shape, finish: FinishEvent, tokens: list[TokenEvent]) -> dict:
+    choice = {"index": 0, "message": {"role": "assistant", "content": finish.text},
+              "logprobs": chat_logprobs(shape, tokens), "finish_reason": finish_reason(finish)}
+    return {**shape.envelope("chat.completion", [choice]), "usage": usage(finish.stats)}
+
+
+def chat_chunk(shape: Shape, delta: dict, tokens: list[TokenEvent], reason: str | None = None) -> dict:
+    choice = {"index": 0, "delta": delta, "logprobs": chat_logprobs(shape, tokens), "finish_reason": reason}
+    return shape.envelope("chat.completion.chunk", [choice])
+
+
+def text_completion(shape: Shape, finish: FinishEvent, tokens: list[TokenEvent]) -> dict:
+    choice = {"index": 0, "text": finish.text, "logprobs": completion_logprobs(shape, tokens),
+              "finish_reason": finish_reason(finish)}
+    return {**shape.envelope("text_completion", [choice]), "usage": usage(finish.stats)}
+
+
+def completion_chunk(shape: Shape, text: str, tokens: list[TokenEvent], offset: int,
+                     reason: str | None = None) -> dict:
+    choice = {"index": 0, "text": text, "logprobs": completion_logprobs(shape, tokens, offset),
+              "finish_reason": reason}
+    return shape.envelope("text_completion", [choice])
+
+
+def usage_chunk(shape: Shape, finish: FinishEvent) -> dict:
+    obj = "chat.completion.chunk" if shape.is_chat else "text_completion"
+    return {**shape.envelope(obj, []), "usage": usage(finish.stats)}
+
+
+def model_card(served: ServedModel, created: int) -> dict:
+    card = {"id": served.id, "object": "model", "created": created, "owned_by": "wisp"}
+    if served.max_model_len:
+        card["max_model_len"] = served.max_model_len
+    return card

@@ -1,0 +1,108 @@
+"""The HTTP endpoints: /v1/models, /v1/chat/completions, /v1/completions and /health (event loop thread)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from engine.events import Event, FinishEvent, TokenEvent
+from engine.server.api_errors import ApiError, bad_request
+from engine.server.bridge import ClientGone, EngineBridge, Generation, unless_disconnected
+from engine.server.convert import Prepared, chat_request, completion_request
+from engine.server.limits import ServerLimits
+from engine.server.outcome import finish_error
+from engine.server.responses import Shape, chat_completion, model_card, text_completion
+from engine.server.schemas import ChatCompletionRequest, CompletionRequest, parse_body
+from engine.server.served_model import ServedModel
+from engine.server.streaming import EventStreamResponse, chat_stream, completion_stream
+
+CLIENT_CLOSED = 499  # nginx's status for "the client closed the request"; nobody reads it
+
+
+class Routes:
+    def __init__(self, bridge: EngineBridge, served: ServedModel, limits: ServerLimits):
+        self.bridge, self.served, self.limits = bridge, served, limits
+        self.created = int(time.time())
+
+    async def health(self, request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "model": self.served.id, "requests_in_flight": self.bridge.num_in_flight})
+
+    async def models(self, request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [model_card(self.served, self.created)]})
+
+    async def model(self, request: Request) -> JSONResponse:
+        name = request.path_params["model_id"]
+        if name != self.served.id:
+            raise ApiError(404, f"the model '{name}' does not exist here; this server serves '{self.served.id}'",
+                           param="model", code="model_not_found")
+        return JSONResponse(model_card(self.served, self.created))
+
+    async def chat_completions(self, request: Request) -> Response:
+        body = parse_body(ChatCompletionRequest, await read_json(request, self.limits.max_body_bytes))
+        return await self.answer(request, chat_request(body, self.served, self.limits), is_chat=True)
+
+    async def completions(self, request: Request) -> Response:
+        body = parse_body(CompletionRequest, await read_json(request, self.limits.max_body_bytes))
+        return await self.answer(request, completion_request(body, self.served, self.limits), is_chat=False)
+
+    async def answer(self, request: Request, prepared: Prepared, is_chat: bool) -> Response:
+        """Submit, wait for the first event (so that a refused request is a proper HTTP error even when
+        streaming), then stream or collect. A disconnect at any point cancels the engine request."""
+        shape = Shape(is_chat, prepared.request.request_id, self.served, prepared.logprobs, prepared.tokens_as_ids)
+        generation = self.bridge.submit(prepared.request)
+        try:
+            first = await unless_disconnected(request.receive, generation.next_event())
+            if isinstance(first, FinishEvent) and first.reason in ("error", "cancelled"):
+                raise finish_error(first)
+            if prepared.stream:
+                stream = chat_stream if is_chat else completion_stream
+                response = EventStreamResponse(stream(generation, first, shape, prepared.include_usage),
+                                               on_close=generation.close)
+                generation = None  # the response closes it
+                return response
+            finish, tokens = await unless_disconnected(request.receive, collect(generation, first))
+        except ClientGone:
+            return Response(status_code=CLIENT_CLOSED)
+        finally:
+            if generation is not None:
+                generation.close()
+        if finish.reason in ("error", "cancelled"):
+            raise finish_error(finish)
+        return JSONResponse((chat_completion if is_chat else text_completion)(shape, finish, tokens))
+
+
+async def collect(generation: Generation, first: Event) -> tuple[FinishEvent, list[TokenEvent]]:
+    tokens: list[TokenEvent] = []
+    event = first
+    while not isinstance(event, FinishEvent):
+        tokens.append(event)
+        event = await generation.next_event()
+    return event, tokens
+
+
+async def read_json(request: Request, max_body_bytes: int) -> dict:
+    """The JSON object in the body; 413 past the size limit (checked while reading, not only the header)."""
+    if "application/json" not in request.headers.get("content-type", ""):
+        raise bad_request("send the body as JSON with the header 'Content-Type: application/json'")
+    too_large = ApiError(413, f"the request body is larger than this server's limit of {max_body_bytes} bytes",
+                         code="request_too_large")
+    declared = request.headers.get("content-length") or "0"
+    if not declared.isdigit():
+        raise bad_request("the Content-Length header is not a number")
+    if int(declared) > max_body_bytes:
+        raise too_large
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > max_body_bytes:
+            raise too_large
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise bad_request(f"the body is not valid JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise bad_request("the body must be a JSON object")
+    return data

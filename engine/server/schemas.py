@@ -1,0 +1,86 @@
+"""Request bodies of /v1/chat/completions and /v1/completions (pydantic). Unknown fields are ignored, as
+OpenAI clients send many; fields Wisp knows but cannot honour are refused in engine.server.convert."""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from engine.server.api_errors import bad_request
+
+__all__ = ["ChatCompletionRequest", "CompletionRequest", "parse_body", "ValidationError"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class StreamOptions(_Body):
+    include_usage: bool = False
+
+
+class TextPart(_Body):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Body):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: Union[str, list[TextPart]]
+
+    def text(self) -> str:
+        return self.content if isinstance(self.content, str) else "".join(part.text for part in self.content)
+
+
+class SamplingFields(_Body):
+    """Fields shared by both endpoints. top_k, ignore_eos and return_tokens_as_token_ids are extensions
+    that vLLM also accepts."""
+
+    model: str | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
+    top_k: int = Field(default=0, ge=-1)
+    seed: int | None = None
+    stop: Union[str, list[str], None] = None
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = 1
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: dict | None = None
+    ignore_eos: bool = False
+    return_tokens_as_token_ids: bool = False
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class ChatCompletionRequest(SamplingFields):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: int | None = Field(default=None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int | None = None
+    tools: list | None = None
+    tool_choice: Union[str, dict, None] = None
+    response_format: dict | None = None
+
+
+class CompletionRequest(SamplingFields):
+    prompt: Union[str, list[str], list[int], list[list[int]]]
+    suffix: str | None = None
+    echo: bool = False
+    best_of: int | None = None
+    logprobs: int | None = None
+
+
+def parse_body(model: type[_Body], data: object) -> _Body:
+    """-> the validated body, or ApiError(400) naming the first bad field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or None
+        raise bad_request(f"{field}: {first['msg']}" if field else first["msg"], param=field) from None

@@ -1,0 +1,102 @@
+"""Server-sent events: the response class that stops (and cancels the request) when the client goes away,
+and the chunk sequences of chat and text completions."""
+
+from __future__ import annotations
+
+import json
+from typing import AsyncIterator, Callable
+
+import anyio
+from starlette.responses import StreamingResponse
+
+from engine.events import Event, FinishEvent, TokenEvent
+from engine.server.api_errors import error_body
+from engine.server.bridge import Generation, wait_for_disconnect
+from engine.server.outcome import finish_error
+from engine.server.responses import Shape, chat_chunk, completion_chunk, finish_reason, usage_chunk
+
+DONE = b"data: [DONE]\n\n"
+
+
+def sse(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+class EventStreamResponse(StreamingResponse):
+    """Streams SSE chunks while watching for the client's disconnect; `on_close` runs either way
+    (it cancels the engine request when it did not finish)."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], on_close: Callable[[], None]):
+        super().__init__(chunks, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+        self.on_close = on_close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._stream, send, group.cancel_scope)
+                group.start_soon(self._watch, receive, group.cancel_scope)
+        finally:
+            await self.body_iterator.aclose()
+            self.on_close()
+
+    async def _stream(self, send, scope: anyio.CancelScope) -> None:
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            async for chunk in self.body_iterator:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:  # the client went away mid-write
+            pass
+        scope.cancel()
+
+    async def _watch(self, receive, scope: anyio.CancelScope) -> None:
+        await wait_for_disconnect(receive)
+        scope.cancel()
+
+
+async def events_from(generation: Generation, first: Event) -> AsyncIterator[Event]:
+    event = first
+    yield event
+    while not isinstance(event, FinishEvent):
+        event = await generation.next_event()
+        yield event
+
+
+def ending(shape: Shape, finish: FinishEvent, include_usage: bool) -> list[dict]:
+    if finish.reason in ("error", "cancelled"):
+        error = finish_error(finish)
+        return [error_body(error.status, error.message, code=error.code)]
+    return [usage_chunk(shape, finish)] if include_usage else []
+
+
+async def chat_stream(generation: Generation, first: Event, shape: Shape, include_usage: bool) -> AsyncIterator[bytes]:
+    yield sse(chat_chunk(shape, {"role": "assistant", "content": ""}, []))
+    num_sent = 0
+    async for event in events_from(generation, first):
+        if isinstance(event, TokenEvent):
+            if event.text or shape.logprobs:
+                yield sse(chat_chunk(shape, {"content": event.text}, [event]))
+                num_sent += len(event.text)
+            continue
+        if event.reason not in ("error", "cancelled"):
+            tail = event.text[num_sent:]
+            yield sse(chat_chunk(shape, {"content": tail} if tail else {}, [], finish_reason(event)))
+        for obj in ending(shape, event, include_usage):
+            yield sse(obj)
+    yield DONE
+
+
+async def completion_stream(generation: Generation, first: Event, shape: Shape,
+                            include_usage: bool) -> AsyncIterator[bytes]:
+    num_sent = 0
+    async for event in events_from(generation, first):
+        if isinstance(event, TokenEvent):
+            if event.text or shape.logprobs:
+                yield sse(completion_chunk(shape, event.text, [event], num_sent))
+                num_sent += len(event.text)
+            continue
+        if event.reason not in ("error", "cancelled"):
+            yield sse(completion_chunk(shape, event.text[num_sent:], [], num_sent, finish_reason(event)))
+        for obj in ending(shape, event, include_usage):
+            yield sse(obj)
+    yield DONE

@@ -1,0 +1,49 @@
+"""One demo-model engine behind one real server on loopback, shared by the server tests."""
+
+import time
+
+import pytest
+
+openai = pytest.importorskip("openai")
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+
+from engine.api import Engine, EngineOptions  # noqa: E402
+from engine.server import ServerLimits, start_server  # noqa: E402
+
+API_KEY = "test-key"
+LIMITS = ServerLimits(max_body_bytes=64 * 1024, max_tokens=512, max_concurrent_requests=32)
+
+
+@pytest.fixture(scope="session")
+def demo_engine():
+    engine = Engine(EngineOptions(model=None, device="cpu"))
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="session")
+def server(demo_engine):
+    handle = start_server(demo_engine, "127.0.0.1", 0, api_key=API_KEY, limits=LIMITS)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def client(server):
+    return openai.OpenAI(base_url=server.url, api_key=API_KEY, max_retries=0, timeout=60)
+
+
+def wait_until(predicate, timeout_s: float = 10.0) -> bool:
+    """Poll a condition that another thread makes true (the engine publishes stats after every step)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def is_idle(engine) -> bool:
+    stats = engine.stats()
+    return stats.running == 0 and stats.waiting == 0
