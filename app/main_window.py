@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QUrl, Qt, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QScrollArea, QSplitter
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from app.app_paths import AppPaths
 from app.background import run_in_background, wait_for_background_tasks
@@ -26,6 +26,8 @@ from app.memory.memory_panel_widget import MemoryPanelWidget
 from app.memory.plan_text import plan_summary
 from app.model_loader import LoadRequest, ModelLoader
 from app.picker.model_picker_dialog import ModelPickerDialog
+from app.server_controller import ServerController
+from app.server_widget import ServerWidget
 from app.settings import SettingsStore
 from app.status_bar_widget import StatusBarWidget
 from app.theme import apply_theme, resolve_theme
@@ -47,6 +49,8 @@ class MainWindowWidget(QMainWindow):
         self.store = ConversationStore(self.paths.database)
         self.bridge = EngineBridge(self)
         self.loader = ModelLoader(self.bridge, self)
+        self.server = ServerController(lambda: self.loader.engine, self)
+        self.loader.add_release_hook(self.server.release)
         self.conversation = ConversationModel(self.store, self)
         self.generation = GenerationController(self.conversation, self.bridge, lambda: self.loader.engine,
                                                lambda: self.chat.settings_bar.settings(), self)
@@ -69,10 +73,17 @@ class MainWindowWidget(QMainWindow):
         self.memory_panel = MemoryPanelWidget(self.theme, format_bytes, self)
         self.memory_panel.set_engine_source(lambda: self.loader.engine)
         self.budget = BudgetController(self.memory_panel.budget_slider, lambda: self.loader.engine, self)
+        self.server_panel = ServerWidget(self.server, self.settings.server_port, self)
+        side = QWidget(self)
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(0, 0, 0, 0)
+        side_layout.addWidget(self.server_panel)
+        side_layout.addWidget(self.memory_panel, 1)
         panel_scroll = QScrollArea(self, widgetResizable=True)
-        panel_scroll.setWidget(self.memory_panel)
+        panel_scroll.setWidget(side)
         panel_scroll.setFrameShape(panel_scroll.frameShape().NoFrame)
         panel_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        panel_scroll.verticalScrollBar().setAccessibleName("Scroll the side panel")
         splitter = QSplitter(self)
         for widget, width in ((self.conversations, 230), (self.chat, 760), (panel_scroll, 390)):
             splitter.addWidget(widget)
@@ -105,6 +116,8 @@ class MainWindowWidget(QMainWindow):
         self.budget.applied.connect(lambda num_bytes: self._save_settings(budget_bytes=num_bytes))
         self.budget.refused.connect(lambda message: show_error(self, "Budget refused", message))
         self.generation.failed.connect(lambda message: show_error(self, "Generation failed", message))
+        self.server.failed.connect(lambda message: show_error(self, "Could not start the API server", message))
+        self.server.started.connect(lambda url: self._save_settings(server_port=self.server_panel.port))
         self.generation.context_used.connect(self.status.show_context)
         self.generation.busy_changed.connect(self._on_generation_busy_changed)
         self.conversations.conversation_activated.connect(self.open_conversation)
@@ -136,14 +149,17 @@ class MainWindowWidget(QMainWindow):
 
     def load_model(self, model: str | None) -> bool:
         """Load a model folder (None: the bundled demo) at the slider's budget."""
-        budget = self.memory_panel.budget_slider.budget_bytes if self.memory_panel.budget_slider.isEnabled() else None
-        return self.loader.load(LoadRequest(model, budget or self.settings.budget_bytes, self.launch.device))
+        budget = self.memory_panel.budget_slider.budget_bytes if self.memory_panel.budget_slider.has_range else None
+        return self.loader.load(LoadRequest(model, budget or self.settings.budget_bytes, self.launch.device,
+                                            api_key=self.settings.api_key_for(model)))
 
     def open_model_picker(self) -> ModelPickerDialog:
         budget = self.memory_panel.budget_slider.budget_bytes
-        self._picker = ModelPickerDialog(self.settings.model_folders, budget, self.theme, self)
+        self._picker = ModelPickerDialog(self.settings.model_folders, budget, self.theme, self,
+                                         remote_servers=self.settings.remote_servers)
         self._picker.model_chosen.connect(self.load_model)
         self._picker.folders_changed.connect(lambda folders: self._save_settings(model_folders=folders))
+        self._picker.remote_servers_changed.connect(lambda servers: self._save_settings(remote_servers=servers))
         self._picker.open()
         return self._picker
 
@@ -178,11 +194,13 @@ class MainWindowWidget(QMainWindow):
         self.generation.abandon()
         self.chat.set_ready(False)
         self.status.show_loading(text)
+        self.server_panel.set_model_loading()
 
     @Slot(object)
     def _on_loader_ready(self, info) -> None:
         self.chat.set_ready(True)
         self.status.show_model(info)
+        self.server_panel.set_model_ready()
         self.chat.code_context.set_token_counter(TokenCounter(info.path))
         plan = self.loader.engine.stats().plan  # a model kept after a refused load may have re-planned since
         self.budget.show_plan(plan)
@@ -195,6 +213,7 @@ class MainWindowWidget(QMainWindow):
     def _on_loader_unloaded(self) -> None:
         self.chat.set_ready(False)
         self.status.show_no_model()
+        self.server_panel.set_no_model()
 
     @Slot(object)
     def _on_bridge_plan_changed(self, event) -> None:

@@ -3,18 +3,23 @@
 A new model is checked first (catalog entry and memory plan, both cheap) so that a broken folder or a budget
 that is too small is refused while the current model keeps running. Only then is the current engine closed
 (its device memory must be free for the new one) and the new one loaded; if that load fails, the previous model
-is loaded again so that the app stays usable."""
+is loaded again so that the app stays usable. A remote server holds no local memory, so it is connected before
+the current model is closed: a dead URL leaves the current model serving.
+
+Release hooks (e.g. the app's API server) run just before an engine is closed, so that nothing uses it then."""
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 
 from app.background import run_in_background
 from app.engine_api import api
+from app.remote_server import is_remote_url
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +29,22 @@ class LoadRequest:
     model: str | None  # None: the bundled demo model
     budget_bytes: int | None
     device: str = "auto"
+    api_key: str | None = field(default=None, repr=False)  # remote servers only
+
+    @property
+    def is_remote(self) -> bool:
+        return is_remote_url(self.model)
 
     def options(self):
+        if self.is_remote:
+            return api().EngineOptions(model=self.model, api_key=self.api_key)
         return api().EngineOptions(model=self.model, device=self.device, experts="paged",
                                    budget_bytes=self.budget_bytes)
 
     @property
     def display_name(self) -> str:
+        if self.is_remote:
+            return self.model
         return "the demo model" if self.model is None else Path(self.model).name
 
 
@@ -49,7 +63,7 @@ def user_message(error: BaseException) -> str:
 
 def check_before_unload(request: LoadRequest) -> None:
     """Worker thread: raise _RefusedBeforeUnload if the model cannot be used at this budget."""
-    if request.model is None:
+    if request.model is None or request.is_remote:
         return
     engine_api = api()
     try:
@@ -60,6 +74,14 @@ def check_before_unload(request: LoadRequest) -> None:
         if path.is_dir() and (path / "config.json").exists():
             engine_api.estimate_plan(str(path), request.budget_bytes)
     except engine_api.WispError as err:
+        raise _RefusedBeforeUnload() from err
+
+
+def connect_before_unload(request: LoadRequest, report):
+    """Worker thread: the remote engine, or _RefusedBeforeUnload (the current engine was not touched)."""
+    try:
+        return api().Engine(request.options(), progress=report)
+    except Exception as err:
         raise _RefusedBeforeUnload() from err
 
 
@@ -77,6 +99,7 @@ class ModelLoader(QObject):
         self._request: LoadRequest | None = None
         self._is_loading = False
         self._is_shut_down = False
+        self._release_hooks: list[Callable[[object], None]] = []
 
     @property
     def engine(self):
@@ -91,6 +114,16 @@ class ModelLoader(QObject):
     def is_loading(self) -> bool:
         return self._is_loading
 
+    def add_release_hook(self, hook: Callable[[object], None]) -> None:
+        """`hook(engine)` runs on a worker thread just before `engine` is closed (replaced or at shutdown); it
+        may block, and must stop whatever still uses the engine."""
+        self._release_hooks.append(hook)
+
+    def _release_and_close(self, engine) -> None:  # worker thread
+        for hook in self._release_hooks:
+            hook(engine)
+        engine.close()
+
     def load(self, request: LoadRequest) -> bool:
         """Start loading; False if a load is already running."""
         if self._is_loading or self._is_shut_down:
@@ -101,10 +134,12 @@ class ModelLoader(QObject):
         bridge = self._bridge
 
         def work(report):
+            engine = connect_before_unload(request, report) if request.is_remote else None
             check_before_unload(request)
             if old_engine is not None:
-                old_engine.close()
-            engine = api().Engine(request.options(), progress=report)
+                self._release_and_close(old_engine)
+            if engine is None:
+                engine = api().Engine(request.options(), progress=report)
             engine.add_plan_listener(bridge.on_plan)
             return engine
 
@@ -138,8 +173,9 @@ class ModelLoader(QObject):
             self.unloaded.emit()
 
     def shutdown(self) -> None:
-        """Close the engine (blocks until its thread ends); later loads are ignored."""
+        """Release and close the engine on a worker thread, blocking until it is done; later loads are ignored."""
         self._is_shut_down = True
-        if self._engine is not None and not self._is_loading:
-            self._engine.close()
+        engine = self._engine
+        if engine is not None and not self._is_loading:
+            run_in_background(lambda report: self._release_and_close(engine)).wait()
         self._engine = None

@@ -1,5 +1,6 @@
-"""The user's settings (budget, model folders, theme, last model, generation defaults), kept as JSON in
-platformdirs' config folder. Unknown or malformed entries fall back to defaults instead of failing."""
+"""The user's settings (budget, model folders, remote servers, theme, last model, generation defaults), kept as
+JSON in platformdirs' config folder. Unknown or malformed entries fall back to defaults instead of failing.
+Remote servers' API keys are stored in this file as plain text (written owner-only, see atomic_write)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from app.atomic_write import write_text_atomic
+from app.remote_server import RemoteServer
 
 log = logging.getLogger(__name__)
 THEMES = ("system", "light", "dark")
@@ -26,9 +28,15 @@ class AppSettings:
     top_p: float = 0.95
     max_tokens: int = 512
     last_conversation_id: int | None = None
+    remote_servers: tuple[RemoteServer, ...] = ()
+    server_port: int = 8000  # the app's OpenAI-compatible server (0: any free port)
 
     def with_changes(self, **changes) -> "AppSettings":
         return replace(self, **changes)
+
+    def api_key_for(self, model: str | None) -> str | None:
+        """The stored API key of a remote server's URL (None for local models and keyless servers)."""
+        return next((server.api_key for server in self.remote_servers if server.url == model), None)
 
 
 def _clean(raw: dict) -> dict:
@@ -40,6 +48,12 @@ def _clean(raw: dict) -> dict:
         values.pop("theme", None)
     if values.get("mode") not in MODES:
         values.pop("mode", None)
+    if "remote_servers" in values:
+        values["remote_servers"] = tuple(RemoteServer(str(server["url"]), server.get("api_key") or None)
+                                         for server in values["remote_servers"]
+                                         if isinstance(server, dict) and server.get("url"))
+    if not isinstance(values.get("server_port"), int) or not 0 <= values["server_port"] <= 65535:
+        values.pop("server_port", None)
     return values
 
 

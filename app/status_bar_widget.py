@@ -34,6 +34,9 @@ class StatusBarWidget(QStatusBar):
     def show_model(self, info) -> None:
         self.progress.hide()
         warnings = f" · {'; '.join(info.warnings)}" if info.warnings else ""
+        if info.model_type == "remote":
+            self.model_label.setText(f"{info.name} · {info.device}{warnings}")
+            return
         self.model_label.setText(f"{info.name} · {info.model_type}, {info.num_experts} experts top-{info.top_k}, "
                                  f"{info.num_layers} layers · {info.device} {info.dtype}{warnings}")
 

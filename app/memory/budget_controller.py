@@ -8,6 +8,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.memory.budget_slider_widget import BudgetSliderWidget
+from app.memory.plan_text import is_remote
 
 PENDING_TEXT = "Pending: applies when nothing is generating."
 
@@ -64,6 +65,6 @@ class BudgetController(QObject):
     def show_plan(self, plan) -> None:
         """A model was loaded with this plan."""
         self._is_pending = False
-        self._slider.set_state("")
+        self._slider.set_remote(is_remote(plan))
         if plan.budget_bytes is not None:
             self._slider.set_budget(plan.budget_bytes)

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
 from app.memory.budget_range import MiB, BudgetRange
 
 DEBOUNCE_MS = 300
+REMOTE_TEXT = "The remote server manages its own memory; this budget applies to local models."
 
 
 class BudgetSliderWidget(QWidget):
@@ -17,6 +18,8 @@ class BudgetSliderWidget(QWidget):
     def __init__(self, format_bytes, parent: QWidget | None = None):
         super().__init__(parent)
         self._format_bytes = format_bytes
+        self._has_range = False
+        self._is_remote = False
         self.hardware_label = QLabel("Detecting hardware…", self, objectName="mutedLabel", wordWrap=True)
         self.slider = QSlider(Qt.Orientation.Horizontal, self)
         self.slider.setAccessibleName("Device memory budget")
@@ -46,6 +49,11 @@ class BudgetSliderWidget(QWidget):
     def budget_bytes(self) -> int:
         return self.slider.value() * MiB
 
+    @property
+    def has_range(self) -> bool:
+        """The hardware is known, so budget_bytes is a real choice."""
+        return self._has_range
+
     def set_range(self, budget_range: BudgetRange) -> None:
         self.hardware_label.setText(budget_range.description)
         self.slider.blockSignals(True)
@@ -53,7 +61,14 @@ class BudgetSliderWidget(QWidget):
         self.slider.setSingleStep(64)
         self.slider.setPageStep(1024)
         self.slider.blockSignals(False)
-        self.slider.setEnabled(True)
+        self._has_range = True
+        self.slider.setEnabled(not self._is_remote)
+
+    def set_remote(self, is_remote: bool) -> None:
+        """A remote engine serves: the slider has nothing to act on, and says so."""
+        self._is_remote = is_remote
+        self.slider.setEnabled(self._has_range and not is_remote)
+        self.set_state(REMOTE_TEXT if is_remote else "")
 
     def set_budget(self, num_bytes: int) -> None:
         """Show a budget without requesting it (the engine's current one, or a refused change undone)."""

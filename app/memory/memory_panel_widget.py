@@ -13,13 +13,14 @@ from app.memory.budget_slider_widget import BudgetSliderWidget
 from app.memory.memory_bar_widget import MemoryBarWidget
 from app.memory.memory_segments import SEGMENT_LABELS, expert_share, memory_segments
 from app.memory.plan_log_widget import PlanLogWidget
-from app.memory.plan_text import plan_summary
+from app.memory.plan_text import is_remote, plan_summary
 from app.memory.sparkline_widget import SparklineWidget
 from app.memory.throughput_curve_widget import ThroughputCurveWidget
 from app.memory.wsa_curve import CurveProvider, engine_curve
 
 POLL_INTERVAL_MS = 250
 CURVE_EVERY_N_POLLS = 8
+REMOTE_TEXT = "Memory is managed by the remote server: nothing of this model is on this computer's devices."
 
 
 class MemoryPanelWidget(QFrame):
@@ -102,9 +103,10 @@ class MemoryPanelWidget(QFrame):
         if engine is None:
             return
         stats = engine.stats()
-        self.hit_rate_chart.add_value(stats.expert_hit_rate)
+        if not is_remote(stats.plan):  # a remote engine has no expert pager here
+            self.hit_rate_chart.add_value(stats.expert_hit_rate)
+            self.h2d_chart.add_value(stats.h2d_gb_per_s)
         self.decode_chart.add_value(stats.decode_tok_s)
-        self.h2d_chart.add_value(stats.h2d_gb_per_s)
         self._show_plan(stats.plan, stats)
         self._num_polls += 1
         if self._num_polls % CURVE_EVERY_N_POLLS == 0:
@@ -114,6 +116,7 @@ class MemoryPanelWidget(QFrame):
         """Show the serving engine's plan now (a model was loaded), without waiting for the next poll."""
         engine = self._engine_source()
         if engine is None:
+            self._set_local_parts_visible(True)
             self.plan_label.setText("No model loaded")
             self.bar.set_segments([], "No model loaded")
             return
@@ -122,6 +125,11 @@ class MemoryPanelWidget(QFrame):
         self._refresh_curve(engine)
 
     def _show_plan(self, plan, stats) -> None:
+        self._set_local_parts_visible(not is_remote(plan))
+        if is_remote(plan):
+            self.bar.set_segments([], REMOTE_TEXT)
+            self.plan_label.setText(REMOTE_TEXT)
+            return
         segments = memory_segments(plan, stats)
         describe = ", ".join(f"{s.label} {self._format_bytes(s.num_bytes)}" for s in segments)
         self.bar.set_segments(segments, describe)
@@ -131,6 +139,11 @@ class MemoryPanelWidget(QFrame):
                 f'<span style="color:{color}">■</span> {segment.label} {self._format_bytes(segment.num_bytes)}')
         budget = "no budget" if plan.budget_bytes is None else f"budget {self._format_bytes(plan.budget_bytes)}"
         self.plan_label.setText(f"{plan.mode} · {budget} · {plan_summary(plan, self._format_bytes)}")
+
+    def _set_local_parts_visible(self, is_visible: bool) -> None:
+        """The bar, its legend and the pager's charts describe local device memory; a remote engine has none."""
+        for widget in (self.bar, *self.legend_labels.values(), self.hit_rate_chart, self.h2d_chart):
+            widget.setVisible(is_visible)
 
     def _refresh_curve(self, engine) -> None:
         points = self._curve_provider(engine) if engine is not None else None

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import time
 
+REMOTE_TEXT = "memory managed by the remote server"
+
+
+def is_remote(plan) -> bool:
+    """A remote engine's plan: no local budget, expert slots or KV cache (all its sizes are 0)."""
+    return plan.mode == "remote"
+
 
 def slot_counts(plan) -> tuple[int, ...]:
     """Expert slots of each MoE layer (MV-WSA may give layers different counts)."""
@@ -23,6 +30,8 @@ def slots_text(plan) -> str:
 
 
 def plan_summary(plan, format_bytes) -> str:
+    if is_remote(plan):
+        return REMOTE_TEXT
     if plan.mode == "paged":
         experts = slots_text(plan)
     elif plan.mode == "static":

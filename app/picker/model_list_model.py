@@ -9,7 +9,9 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 from PySide6.QtGui import QColor
 
 COLUMNS = ("Model", "Source", "Architecture", "Experts", "Size", "At this budget")
-SOURCES = {"demo": "bundled demo", "hf-cache": "Hugging Face cache", "folder": "folder", "gguf": "GGUF file"}
+SOURCES = {"demo": "bundled demo", "hf-cache": "Hugging Face cache", "folder": "folder", "gguf": "GGUF file",
+           "remote": "remote server"}
+REMOTE_FIT = "memory managed by the server"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Pick a model: the bundled demo, the Hugging Face cache, and the user's folders and GGUF files, each with
-its architecture, experts, size and the memory plan it would get at the current budget; broken ones are listed
-with the reason. Scanning runs off the GUI thread."""
+"""Pick a model: the bundled demo, the Hugging Face cache, the user's folders and GGUF files, each with
+its architecture, experts, size and the memory plan it would get at the current budget (broken ones are listed
+with the reason), and the user's remote servers. Scanning runs off the GUI thread."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QFi
 
 from app.background import run_in_background
 from app.engine_api import api
-from app.picker.model_list_model import ModelListModel, ModelRow
+from app.picker.model_list_model import REMOTE_FIT, ModelListModel, ModelRow
+from app.picker.remote_server_dialog import RemoteServerDialog
+from app.remote_server import RemoteServer
 
 
-def scan_rows(folders: tuple[str, ...], budget_bytes: int) -> list[ModelRow]:
-    """Worker thread: every model found, with how it fits the budget."""
+def scan_rows(folders: tuple[str, ...], budget_bytes: int, servers: tuple[RemoteServer, ...] = ()) -> list[ModelRow]:
+    """Worker thread: every model found, with how it fits the budget, then the remote servers (not contacted)."""
     engine_api = api()
     rows = []
     for entry in engine_api.scan_models(list(folders)):
@@ -25,19 +27,25 @@ def scan_rows(folders: tuple[str, ...], budget_bytes: int) -> list[ModelRow]:
         except Exception as err:  # an odd config must not hide the other models
             fit = f"cannot estimate the memory plan: {err}"
         rows.append(ModelRow(entry, fit))
+    for server in servers:
+        entry = engine_api.ModelEntry(path=server.url, name=server.url, source="remote", model_type="remote")
+        rows.append(ModelRow(entry, REMOTE_FIT))
     return rows
 
 
 class ModelPickerDialog(QDialog):
     model_chosen = Signal(object)  # a model path, or None for the bundled demo
     folders_changed = Signal(tuple)
+    remote_servers_changed = Signal(tuple)  # of RemoteServer
     scanned = Signal()
 
-    def __init__(self, folders: tuple[str, ...], budget_bytes: int, theme, parent: QWidget | None = None):
+    def __init__(self, folders: tuple[str, ...], budget_bytes: int, theme, parent: QWidget | None = None,
+                 remote_servers: tuple[RemoteServer, ...] = ()):
         super().__init__(parent)
         self.setWindowTitle("Choose a model")
         self.resize(900, 420)
         self._folders, self._budget = tuple(folders), budget_bytes
+        self._servers = tuple(remote_servers)
         self._num_scans = 0
         self.model = ModelListModel(api().format_bytes, self)
         self.model.set_error_color(theme.color("danger"))
@@ -52,6 +60,7 @@ class ModelPickerDialog(QDialog):
         self.status_label = QLabel("Scanning…", self, objectName="mutedLabel", wordWrap=True)
         self.add_folder_button = QPushButton("Add folder…", self)
         self.add_file_button = QPushButton("Add GGUF file…", self)
+        self.add_server_button = QPushButton("Add remote server…", self)
         self.rescan_button = QPushButton("Rescan", self)
         self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
         self.load_button = QPushButton("Load", self, objectName="primaryButton")
@@ -64,7 +73,7 @@ class ModelPickerDialog(QDialog):
 
     def _build_layout(self) -> None:
         actions = QHBoxLayout()
-        for button in (self.add_folder_button, self.add_file_button, self.rescan_button):
+        for button in (self.add_folder_button, self.add_file_button, self.add_server_button, self.rescan_button):
             actions.addWidget(button)
         actions.addStretch(1)
         actions.addWidget(self.buttons)
@@ -80,14 +89,15 @@ class ModelPickerDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
         self.add_folder_button.clicked.connect(self._on_add_folder_button_clicked)
         self.add_file_button.clicked.connect(self._on_add_file_button_clicked)
+        self.add_server_button.clicked.connect(self._on_add_server_button_clicked)
         self.rescan_button.clicked.connect(self.rescan)
 
     def rescan(self) -> None:
         """Scan again off the GUI thread; only the newest scan's result is shown."""
         self.status_label.setText("Scanning…")
         self._num_scans += 1
-        folders, budget, scan = self._folders, self._budget, self._num_scans
-        run_in_background(lambda report: scan_rows(folders, budget),
+        folders, budget, servers, scan = self._folders, self._budget, self._servers, self._num_scans
+        run_in_background(lambda report: scan_rows(folders, budget, servers),
                           on_success=lambda rows: scan == self._num_scans and self._on_scan_task_succeeded(rows),
                           on_failure=lambda error: scan == self._num_scans and self._on_scan_task_failed(error))
 
@@ -95,6 +105,12 @@ class ModelPickerDialog(QDialog):
         if path not in self._folders:
             self._folders += (path,)
             self.folders_changed.emit(self._folders)
+        self.rescan()
+
+    def add_remote_server(self, server: RemoteServer) -> None:
+        """List a remote server (replacing one with the same URL, so that a new key wins) and remember it."""
+        self._servers = tuple(s for s in self._servers if s.url != server.url) + (server,)
+        self.remote_servers_changed.emit(self._servers)
         self.rescan()
 
     def select_row(self, row: int) -> None:
@@ -137,3 +153,10 @@ class ModelPickerDialog(QDialog):
         path, _ = QFileDialog.getOpenFileName(self, "Add a GGUF file", str(Path.home()), "GGUF (*.gguf)")
         if path:
             self.add_path(path)
+
+    @Slot()
+    def _on_add_server_button_clicked(self) -> None:
+        dialog = RemoteServerDialog(self)
+        dialog.accepted.connect(lambda: self.add_remote_server(dialog.server()))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()

@@ -2,7 +2,8 @@
 shape (shared/BENCH.md). One process builds the weights once (dense on the GPU, experts in pinned host
 memory) and runs every arm on them; each arm gets exactly its planned device memory.
 
-    python -m engine.bench.suite --shape qwen3-30b-a3b --trace TRACE --budgets 12,24,32 --out DIR
+    wisp bench --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz --budgets 12,24,32 --out DIR
+    python -m engine.bench.report DIR/qwen3-30b-a3b-b1-p512.json   # results.md + tok_s_vs_budget.png
 """
 
 from __future__ import annotations
@@ -213,7 +214,9 @@ def main(argv: list[str] | None = None) -> None:
         if "static-copy" in arms:
             rows.append(run_arm(host, "static-copy", static, args, device, router, 3, runs=1))
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{args.shape}-b{args.batch}-p{args.prompt}.json").write_text(json.dumps({"facts": facts, "rows": rows}))
+    path = args.out / f"{args.shape}-b{args.batch}-p{args.prompt}.json"
+    path.write_text(json.dumps({"facts": facts, "rows": rows}))
+    print(f"results: {path}; tables and plots: python -m engine.bench.report {path}")
 
 
 if __name__ == "__main__":

@@ -132,8 +132,12 @@ class Attention(nn.Module):
         elif q_len > 1:
             offset = kv_len - q_len
             mask = torch.ones(q_len, kv_len, dtype=torch.bool, device=q.device).tril(diagonal=offset)
-        o = F.scaled_dot_product_attention(
-            q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
-            attn_mask=mask, is_causal=is_causal, scale=self.head_dim**-0.5, enable_gqa=True,
-        )  # [1, H, q, hd]
+        k, v = k.transpose(0, 1)[None], v.transpose(0, 1)[None]  # [1, KVH, L, hd]
+        if q_len > 1:
+            # Prefill: repeat K/V heads (as transformers does) so that the flash kernel, whose memory does not
+            # grow with q_len x kv_len, can run; GQA inside SDPA may fall back to the math kernel.
+            groups = self.num_heads // self.num_kv_heads
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        o = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k, v, attn_mask=mask, is_causal=is_causal,
+                                           scale=self.head_dim**-0.5, enable_gqa=q_len == 1)  # [1, H, q, hd]
         return o[0].transpose(0, 1)

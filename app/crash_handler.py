@@ -1,0 +1,94 @@
+"""Crashes leave a trace a user can send: faulthandler writes native crashes (segfaults, aborts) of every
+thread to crash.log in the log folder, and an uncaught Python exception (on any thread, or in a Qt slot) is
+written to the app log and to crash.log and shown in a dialog while the app keeps running."""
+
+from __future__ import annotations
+
+import faulthandler
+import logging
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QUrl, Signal, Slot
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+log = logging.getLogger("wisp.crash")
+OBJECT_NAME = "crashDialog"
+CRASH_LOG = "crash.log"
+
+
+class CrashHandler(QObject):
+    """Created on the GUI thread; `report` may be called from any thread (the dialog opens on the GUI thread)."""
+
+    crashed = Signal(str)  # the formatted traceback; queued to the GUI thread
+
+    def __init__(self, log_dir: Path, parent: QObject | None = None):
+        super().__init__(parent)
+        self.log_dir = log_dir
+        self.crash_log = log_dir / CRASH_LOG
+        self.dialog: QMessageBox | None = None
+        self._fault_file = None
+        self._previous_hooks = (sys.excepthook, threading.excepthook)
+        self.crashed.connect(self._on_crashed)
+
+    def install(self) -> "CrashHandler":
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._fault_file = open(self.crash_log, "a", encoding="utf-8")  # kept open: faulthandler writes raw fds
+        faulthandler.enable(self._fault_file, all_threads=True)
+        sys.excepthook = self.report
+        threading.excepthook = lambda hook_args: self.report(hook_args.exc_type, hook_args.exc_value,
+                                                             hook_args.exc_traceback)
+        return self
+
+    def uninstall(self) -> None:
+        sys.excepthook, threading.excepthook = self._previous_hooks
+        faulthandler.disable()
+        if self._fault_file is not None:
+            self._fault_file.close()
+            self._fault_file = None
+
+    def report(self, exc_type, exc_value, exc_traceback) -> None:
+        """sys.excepthook: log the exception and show it; never raises (a failing hook would hide the error)."""
+        if issubclass(exc_type, KeyboardInterrupt):
+            sys.__excepthook__(exc_type, exc_value, exc_traceback)
+            return
+        text = "".join(traceback.format_exception(exc_type, exc_value, exc_traceback))
+        try:
+            log.critical("uncaught exception\n%s", text)
+            with open(self.crash_log, "a", encoding="utf-8") as crash_file:
+                crash_file.write(f"--- uncaught exception\n{text}\n")
+            self.crashed.emit(text)
+        except Exception:
+            sys.__excepthook__(exc_type, exc_value, exc_traceback)
+
+    @Slot(str)
+    def _on_crashed(self, text: str) -> None:
+        if QApplication.instance() is None:
+            return
+        if self.dialog is not None:  # one dialog at a time: a burst of errors adds to it
+            self.dialog.setDetailedText(self.dialog.detailedText() + "\n" + text)
+            return
+        self.dialog = crash_dialog(text, self.log_dir)
+        self.dialog.finished.connect(self._on_dialog_finished)
+        self.dialog.open()
+
+    @Slot()
+    def _on_dialog_finished(self) -> None:
+        self.dialog.deleteLater()
+        self.dialog = None
+
+
+def crash_dialog(text: str, log_dir: Path) -> QMessageBox:
+    summary = text.strip().splitlines()[-1]
+    box = QMessageBox(QMessageBox.Icon.Critical, "Wisp hit an unexpected error",
+                      f"{summary}\n\nWisp keeps running, but save your work and restart it if something looks wrong. "
+                      f"The details are written to the log in {log_dir}.",
+                      QMessageBox.StandardButton.Close, QApplication.activeWindow())
+    box.setObjectName(OBJECT_NAME)
+    box.setDetailedText(text)
+    open_logs = box.addButton("Open log folder", QMessageBox.ButtonRole.ActionRole)
+    open_logs.clicked.connect(lambda: QDesktopServices.openUrl(QUrl.fromLocalFile(str(log_dir))))
+    return box

@@ -1,0 +1,80 @@
+"""What the welcome dialog tells a new user, gathered on a worker thread: the hardware, the models found, the
+budget the app starts with and the plan the recommended model gets at it. Only engine.api and app code."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.engine_api import api
+from app.memory.budget_range import BudgetRange, budget_range
+from app.memory.plan_text import plan_summary
+from app.picker.model_list_model import ModelRow
+from app.picker.model_picker_dialog import scan_rows
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    row: ModelRow
+    plan_text: str  # the memory plan in words, or why there is none
+
+    @property
+    def is_demo(self) -> bool:
+        return self.row.entry.source == "demo"
+
+
+@dataclass(frozen=True)
+class WelcomeFacts:
+    hardware: object  # engine.api.HardwareInfo
+    budget: BudgetRange
+    rows: tuple[ModelRow, ...]
+    recommendation: Recommendation | None
+
+
+def recommended_row(rows: tuple[ModelRow, ...]) -> ModelRow | None:
+    """The largest usable model the user brought, else the bundled demo."""
+    usable = [row for row in rows if row.is_usable]
+    own = [row for row in usable if row.entry.source != "demo"]
+    if own:
+        return max(own, key=lambda row: row.entry.size_bytes)
+    return usable[0] if usable else None
+
+
+def plan_text(row: ModelRow, budget_bytes: int, dtype_bytes: int) -> str:
+    engine_api = api()
+    if Path(row.entry.path).suffix == ".gguf":
+        return row.fit
+    try:
+        plan = engine_api.estimate_plan(row.entry.path, budget_bytes, dtype_bytes=dtype_bytes)
+    except engine_api.WispError as err:
+        return str(err)
+    return f"{row.fit}: {plan_summary(plan, engine_api.format_bytes)}"
+
+
+def gather_facts(model_folders: tuple[str, ...] = ()) -> WelcomeFacts:
+    """Worker thread (imports torch, reads model configs); never touches a widget."""
+    engine_api = api()
+    hardware = engine_api.detect_hardware()
+    budget = budget_range(hardware, engine_api.format_bytes)
+    rows = tuple(scan_rows(tuple(model_folders), budget.default))
+    row = recommended_row(rows)
+    dtype_bytes = 2 if hardware.has_cuda else 4  # the engine computes in bf16/fp16 on a GPU, fp32 on the CPU
+    recommendation = Recommendation(row, plan_text(row, budget.default, dtype_bytes)) if row is not None else None
+    return WelcomeFacts(hardware, budget, rows, recommendation)
+
+
+def hardware_lines(hardware, format_bytes) -> list[tuple[str, str]]:
+    """(label, text) rows for the hardware section."""
+    if hardware.gpus:
+        gpus = [f"{gpu.name}: {format_bytes(gpu.total_bytes)} VRAM, {format_bytes(gpu.free_bytes)} free"
+                for gpu in hardware.gpus]
+        gpu_text = "\n".join(gpus)
+    else:
+        gpu_text = "No CUDA GPU found: Wisp runs models on the CPU (slower, but everything works)."
+    cuda = f"CUDA {hardware.cuda_version}" if hardware.cuda_version else "no CUDA in this build"
+    return [
+        ("GPU", gpu_text),
+        ("Memory", f"{format_bytes(hardware.host_total_bytes)} RAM ({format_bytes(hardware.host_available_bytes)} "
+                   f"available), {hardware.cpu_count} CPU cores"),
+        ("Software", f"PyTorch {hardware.torch_version}, {cuda}"),
+    ]
