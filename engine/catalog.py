@@ -40,8 +40,7 @@ def weights_size(folder: Path) -> int:
 def describe(path: Path, name: str | None = None, source: str = "folder") -> ModelEntry:
     name = name or path.name
     if path.suffix == ".gguf":
-        return ModelEntry(str(path), name, "gguf", size_bytes=path.stat().st_size if path.exists() else 0,
-                          error="GGUF files need the llama.cpp backend, which is not available yet")
+        return describe_gguf(path, name)
     try:
         args = read_args(path)
     except WispError as err:
@@ -50,6 +49,18 @@ def describe(path: Path, name: str | None = None, source: str = "folder") -> Mod
         return ModelEntry(str(path), name, source, args.model_type, error=f"{path / 'tokenizer.json'}: missing")
     return ModelEntry(str(path), name, source, args.model_type, args.num_hidden_layers, args.num_experts,
                       args.num_experts_per_tok, weights_size(path))
+
+
+def describe_gguf(path: Path, name: str) -> ModelEntry:
+    """A GGUF file runs on llama.cpp; its metadata (read with the gguf package) says what it is."""
+    from engine.backends.gguf_info import read_info
+
+    size = path.stat().st_size if path.is_file() else 0
+    try:
+        info = read_info(path)
+    except WispError as err:
+        return ModelEntry(str(path), name, "gguf", size_bytes=size, error=str(err))
+    return ModelEntry(str(path), name, "gguf", info.architecture, info.num_layers, info.num_experts, info.top_k, size)
 
 
 def hf_cache_entries(cache: Path | None = None) -> list[ModelEntry]:
@@ -94,6 +105,8 @@ def estimate_plan(path: str, budget_bytes: int | None, mode: str = "paged", max_
 
 def fit_summary(path: str, budget_bytes: int) -> str:
     """"fits" (everything resident), "pages experts" (WiSP), or "too small: ..." at this budget."""
+    if Path(path).suffix == ".gguf":
+        return gguf_fit_summary(Path(path), budget_bytes)
     try:
         estimate_plan(path, budget_bytes, mode="resident")
         return "fits"
@@ -104,3 +117,10 @@ def fit_summary(path: str, budget_bytes: int) -> str:
         return f"pages experts ({plan.slots_per_layer} slots per layer)"
     except WispError as err:
         return f"too small: {err}"
+
+
+def gguf_fit_summary(path: Path, budget_bytes: int) -> str:
+    """llama.cpp places a GGUF model itself (no Wisp plan): compare the file with the budget."""
+    if path.stat().st_size <= budget_bytes:
+        return "fits (llama.cpp)"
+    return "larger than the budget: llama.cpp with experts on the CPU (--n-cpu-moe)"

@@ -89,6 +89,9 @@ def markdown(results: list[dict], meta: dict) -> str:
              f"{meta['versions']}", "",
              f"1-minute load average before/after (the machine is shared): {meta['load_average_1min']}", "",
              f"greedy, {meta['max_tokens']} new tokens (ignore_eos), median of {meta['runs']} runs after 1 warm-up", "",
+             f"`PYTHONPATH=. python bench/results/2026-11-29-cpu-llamacpp/compare.py --out "
+             f"bench/results/2026-11-29-cpu-llamacpp --runs {meta['runs']} --max-tokens {meta['max_tokens']}` "
+             "(per-run numbers in results.json)", "",
              "| arm | weights | prompt | prompt tokens | TTFT ms | decode tok/s | same tokens as Wisp |",
              "|---|---|---|---|---|---|---|"]
     reference = results[0]

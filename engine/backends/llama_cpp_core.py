@@ -1,0 +1,190 @@
+"""The EngineCore of a GGUF model on llama.cpp: the contract of engine/backends/base.py, emitting the same
+TokenEvents and FinishEvents as Wisp's own engine.
+
+Requests run one at a time, first come first served (the llama.cpp context holds one sequence); a chat's next
+turn reuses the KV cache of the prefix it shares with the previous request. A long prompt is evaluated one
+batch (n_batch tokens) per step, so a cancel waits at most one batch. Sampling is Wisp's own sampler on
+llama.cpp's fp32 logits: greedy is the argmax, and a seed draws what Wisp's engine draws on the CPU for equal
+logits. Engine thread only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.alloc.memory_plan import MemoryPlan
+from engine.backends.gguf_placement import KV_BLOCK_TOKENS
+from engine.backends.gguf_tokenizer import GgufTokenizer
+from engine.backends.llama_cpp_model import LlamaCppModel
+from engine.errors import PromptTooLongError
+from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
+from engine.requests import GenerateRequest
+from engine.runtime.replan import PlanEvent
+from engine.runtime.sampler import sample_row
+from engine.runtime.text_stream import TextStream
+from engine.runtime.throughput import Throughput
+from engine.sampling import SamplingParams
+
+BUDGET_REFUSAL = ("llama.cpp places a GGUF model when it loads it: reload it with other --n-gpu-layers / "
+                  "--n-cpu-moe to change its memory")
+
+
+@dataclass
+class GgufRequest:
+    request_id: str
+    sampling: SamplingParams
+    prompt: list[int]
+    stream: TextStream
+    generator: torch.Generator
+    arrival_time: float = field(default_factory=time.perf_counter)
+    pending: list[int] = field(default_factory=list)  # prompt tokens not yet in the KV cache
+    output: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    cached_prompt_tokens: int = 0
+    first_token_time: float | None = None
+
+
+class LlamaCppCore:
+    """The EngineCore of a GGUF model (engine thread only)."""
+
+    def __init__(self, model: LlamaCppModel, tokenizer: GgufTokenizer, plan: MemoryPlan, max_model_len: int):
+        self.model, self.tokenizer, self.plan = model, tokenizer, plan
+        self.max_model_len = max_model_len
+        self.waiting: deque[GgufRequest] = deque()
+        self.running: GgufRequest | None = None
+        self.throughput = Throughput()
+
+    # --- the EngineCore contract ---
+    def add(self, request: GenerateRequest) -> None:
+        prompt = self.prompt_ids(request)
+        seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
+        self.waiting.append(GgufRequest(request.request_id, request.sampling, prompt,
+                                        TextStream(self.tokenizer, request.sampling.stop),
+                                        torch.Generator().manual_seed(seed)))
+
+    def step(self) -> list[Event]:
+        if self.running is None and not self._start_next():
+            return []
+        active = self.running
+        if active.pending:
+            batch, active.pending = active.pending[:self.model.n_batch], active.pending[self.model.n_batch:]
+            logits = self.model.decode(batch)
+            if active.pending:
+                return []  # more of the prompt to evaluate next step
+        else:
+            logits = self.model.decode(active.output[-1:])
+        return self._accept(active, logits)
+
+    def cancel(self, request_id: str) -> list[Event]:
+        for queued in self.waiting:
+            if queued.request_id == request_id:
+                self.waiting.remove(queued)
+                return [self._finish(queued, "cancelled")]
+        if self.running is not None and self.running.request_id == request_id:
+            return [self._finish(self.running, "cancelled")]
+        return []
+
+    def fail_all(self, message: str) -> list[Event]:
+        everyone = ([self.running] if self.running else []) + list(self.waiting)
+        self.waiting.clear()
+        self.model.clear()  # the failed step may have left the KV cache half-written
+        return [FinishEvent(**{**self._finish(r, "error").__dict__, "error": message}) for r in everyone]
+
+    @property
+    def has_work(self) -> bool:
+        return self.running is not None or bool(self.waiting)
+
+    def request_budget(self, budget_bytes: int | None) -> list[PlanEvent]:
+        """Refused: llama.cpp fixes its placement (n_gpu_layers, n_cpu_moe) when it loads the model."""
+        return [PlanEvent(time.time(), self.plan, None, "budget changed", error=BUDGET_REFUSAL)]
+
+    def at_barrier(self) -> list:
+        return []
+
+    def stats(self) -> EngineStats:
+        self.throughput.prune()
+        kv_blocks_used = math.ceil(len(self.model.cached) / KV_BLOCK_TOKENS)
+        return EngineStats(
+            plan=self.plan, expert_hits=0, expert_misses=0, expert_hit_rate=0.0, h2d_bytes=0, h2d_gb_per_s=0.0,
+            decode_tok_s=self.throughput.decode_tok_s, kv_blocks_used=kv_blocks_used,
+            kv_blocks_total=self.plan.kv_blocks, running=int(self.running is not None), waiting=len(self.waiting),
+            pending_budget=None, device_peak_bytes=None,
+        )
+
+    def close(self) -> None:
+        self.model.close()
+
+    # --- internals ---
+    def prompt_ids(self, request: GenerateRequest) -> list[int]:
+        if request.prompt_token_ids is not None:
+            ids = list(request.prompt_token_ids)
+        elif request.messages is not None:
+            ids = self.tokenizer.encode_chat(list(request.messages), add_generation_prompt=True)
+        else:
+            ids = self.tokenizer.encode(request.prompt, add_special_tokens=True)
+        if not ids:
+            raise PromptTooLongError("the prompt is empty after tokenisation")
+        if len(ids) >= self.max_model_len:
+            raise PromptTooLongError(
+                f"the prompt has {len(ids)} tokens but the context holds {self.max_model_len}; shorten it")
+        return ids
+
+    def _start_next(self) -> bool:
+        if not self.waiting:
+            return False
+        active = self.running = self.waiting.popleft()
+        active.cached_prompt_tokens = self.model.reuse_prefix(active.prompt)
+        active.pending = active.prompt[active.cached_prompt_tokens:]
+        return True
+
+    def _accept(self, active: GgufRequest, logits) -> list[Event]:
+        token, logprob = sample(torch.from_numpy(logits), active.sampling, active.generator)
+        now = time.perf_counter()
+        self.throughput.record(now, 1, is_prefill=active.first_token_time is None)
+        if active.first_token_time is None:
+            active.first_token_time = now
+        active.output.append(token)
+        active.logprobs.append(logprob)
+        text, stopped = active.stream.push(token)
+        events: list[Event] = [TokenEvent(active.request_id, token, text, logprob)]
+        reason = self._finish_reason(active, token, stopped)
+        if reason:
+            events.append(self._finish(active, reason))
+        return events
+
+    def _finish_reason(self, active: GgufRequest, token: int, stopped: bool) -> str | None:
+        if stopped or (self.model.is_end_of_generation(token) and not active.sampling.ignore_eos):
+            return "stop"
+        if len(active.output) >= active.sampling.max_tokens or len(active.prompt) + len(active.output) >= self.max_model_len:
+            return "length"
+        return None
+
+    def _finish(self, active: GgufRequest, reason: str) -> FinishEvent:
+        if active is self.running:
+            self.running = None
+        return FinishEvent(request_id=active.request_id, reason=reason, text=active.stream.final_text(),
+                           token_ids=tuple(active.output), logprobs=tuple(active.logprobs), stats=request_stats(active))
+
+
+def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> tuple[int, float]:
+    """logits [V] fp32 -> (token, its log-probability under the unmodified distribution), as runtime.sampler."""
+    token = int(torch.argmax(logits)) if params.is_greedy else int(sample_row(logits, params, generator)[0])
+    return token, float(torch.log_softmax(logits, dim=-1)[token])
+
+
+def request_stats(active: GgufRequest) -> RequestStats:
+    end = time.perf_counter()
+    first = active.first_token_time or end
+    decode_tokens = max(len(active.output) - 1, 0)
+    return RequestStats(
+        prompt_tokens=len(active.prompt), cached_prompt_tokens=active.cached_prompt_tokens,
+        generated_tokens=len(active.output), ttft_s=first - active.arrival_time,
+        decode_tok_s=decode_tokens / (end - first) if decode_tokens and end > first else 0.0,
+        total_s=end - active.arrival_time, num_preemptions=0,
+    )

@@ -1,0 +1,183 @@
+"""`wisp convert-gguf MODEL_DIR OUT.gguf [--type f32|f16|bf16|q8_0]`: a Hugging Face MoE checkpoint as a GGUF
+file that llama.cpp runs, written tensor by tensor (one layer's experts in RAM at a time)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import ModelFormatError, UnsupportedModelError, WispError
+from engine.gguf.tensor_map import TensorSpec, gguf_architecture, tensor_specs
+from engine.gguf.vocab import Vocab, read_vocab
+from engine.model.args import ModelArgs
+from engine.model.checkpoint import Checkpoint
+from engine.model.loader import Progress, read_args
+from engine.model.registry import architecture
+
+OUT_TYPES = ("f32", "f16", "bf16", "q8_0")
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    path: Path
+    architecture: str
+    num_tensors: int
+    size_bytes: int
+
+
+def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: Progress | None = None) -> ConvertResult:
+    """Write `out_path` (through a temporary file, renamed at the end); raises WispError subclasses.
+    out_type "auto" keeps bf16 checkpoints bf16 and writes f16 otherwise (llama.cpp's converter does the same)."""
+    gguf = import_gguf()
+    model_dir, out_path = Path(model_dir), Path(out_path)
+    if out_type not in (*OUT_TYPES, "auto"):
+        raise UnsupportedModelError(f"GGUF type '{out_type}' is not one of {', '.join(OUT_TYPES)}")
+    args = read_args(model_dir)
+    if out_type == "auto":
+        out_type = "bf16" if str(args.torch_dtype).removeprefix("torch.") == "bfloat16" else "f16"
+    arch = gguf_architecture(args)
+    vocab = read_vocab(model_dir, args.vocab_size)
+    specs = tensor_specs(args, Checkpoint(model_dir), architecture(args.model_type).WEIGHT_NAMES)
+    partial = out_path.with_name(out_path.name + ".partial")
+    writer = gguf.GGUFWriter(partial, arch)
+    try:
+        write_metadata(writer, args, arch, vocab, model_dir.name, out_type)
+        qtypes = [tensor_type(spec, out_type) for spec in specs]
+        for spec, qtype in zip(specs, qtypes):
+            writer.add_tensor_info(spec.name, *stored_layout(spec.shape, qtype), raw_dtype=qtype)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_ti_data_to_file()
+        for done, (spec, qtype) in enumerate(zip(specs, qtypes)):
+            writer.write_tensor_data(encode(spec.load(), qtype))
+            if progress:
+                progress((done + 1) / len(specs), spec.name)
+        writer.close()
+        os.replace(partial, out_path)
+    except OSError as error:
+        raise ModelFormatError(f"{out_path}: cannot write it ({error.strerror or error})") from None
+    finally:
+        writer.close()
+        partial.unlink(missing_ok=True)
+    return ConvertResult(out_path, arch, len(specs), out_path.stat().st_size)
+
+
+def import_gguf():
+    try:
+        import gguf
+    except ImportError:
+        raise WispError("writing GGUF files needs the gguf package: pip install 'wisp[gguf]'") from None
+    return gguf
+
+
+def tensor_type(spec: TensorSpec, out_type: str):
+    """f32 for routers, norms and biases (as llama.cpp's converter); f16 where q8_0 blocks do not fit a row."""
+    from gguf import GGMLQuantizationType as Q
+
+    if spec.keep_f32 or out_type == "f32":
+        return Q.F32
+    if out_type == "q8_0" and spec.shape[-1] % 32 != 0:
+        return Q.F16
+    return {"f16": Q.F16, "bf16": Q.BF16, "q8_0": Q.Q8_0}[out_type]
+
+
+def stored_layout(shape: tuple[int, ...], qtype) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape as the writer takes it, numpy dtype, bytes): float types by element, others as byte rows."""
+    from gguf import GGMLQuantizationType as Q
+    from gguf.quants import quant_shape_to_byte_shape
+
+    if qtype in (Q.F32, Q.F16):
+        dtype = np.dtype(np.float32 if qtype == Q.F32 else np.float16)
+        return shape, dtype, int(np.prod(shape)) * dtype.itemsize
+    byte_shape = quant_shape_to_byte_shape(shape, qtype)
+    return byte_shape, np.dtype(np.uint8), int(np.prod(byte_shape))
+
+
+def encode(array: np.ndarray, qtype) -> np.ndarray:
+    from gguf.quants import quantize
+
+    return quantize(np.ascontiguousarray(array, dtype=np.float32), qtype)
+
+
+def file_type(out_type: str) -> int:
+    from gguf import LlamaFileType as F
+
+    return {"f32": F.ALL_F32, "f16": F.MOSTLY_F16, "bf16": F.MOSTLY_BF16, "q8_0": F.MOSTLY_Q8_0}[out_type]
+
+
+def write_metadata(writer, args: ModelArgs, arch: str, vocab: Vocab, name: str, out_type: str) -> None:
+    """Hyperparameters under `{arch}.*` as llama.cpp reads them, then the tokenizer."""
+    import gguf
+
+    writer.add_name(name)
+    writer.add_file_type(file_type(out_type))
+    writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    writer.add_context_length(args.max_position_embeddings)
+    writer.add_embedding_length(args.hidden_size)
+    writer.add_block_count(args.num_hidden_layers)
+    writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
+    writer.add_head_count(args.num_attention_heads)
+    writer.add_head_count_kv(args.num_key_value_heads)
+    writer.add_key_length(args.head_dim)
+    writer.add_value_length(args.head_dim)
+    writer.add_rope_dimension_count(args.head_dim)
+    writer.add_rope_freq_base(args.rope_theta)
+    writer.add_layer_norm_rms_eps(args.rms_norm_eps)
+    writer.add_vocab_size(args.vocab_size)
+    writer.add_expert_count(args.num_experts)
+    writer.add_expert_used_count(args.num_experts_per_tok)
+    writer.add_expert_feed_forward_length(args.moe_intermediate_size)
+    if args.shared_expert_intermediate_size:
+        writer.add_expert_shared_feed_forward_length(args.shared_expert_intermediate_size)
+    if args.clip_qkv:
+        writer.add_clamp_kqv(args.clip_qkv)
+    write_vocab(writer, vocab)
+
+
+def write_vocab(writer, vocab: Vocab) -> None:
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(vocab.pre)
+    writer.add_token_list(vocab.tokens)
+    writer.add_token_types(vocab.token_types)
+    writer.add_token_merges(vocab.merges)
+    for token_id, add in ((vocab.bos_token_id, writer.add_bos_token_id), (vocab.eos_token_id, writer.add_eos_token_id),
+                          (vocab.pad_token_id, writer.add_pad_token_id)):
+        if token_id is not None:
+            add(token_id)
+    writer.add_add_bos_token(vocab.add_bos)
+    templates = vocab.chat_templates
+    if set(templates) == {"default"}:
+        writer.add_chat_template(templates["default"])
+    elif templates:
+        writer.add_chat_template([{"name": name, "template": source} for name, source in templates.items()])
+
+
+def convert_command(cli_args) -> int:
+    """Handler of `wisp convert-gguf` (registered by engine.cli)."""
+    import sys
+
+    progress = print_progress if sys.stderr.isatty() else None
+    result = convert(Path(cli_args.model_dir).expanduser(), Path(cli_args.out).expanduser(), cli_args.type, progress)
+    print(f"wrote {result.path} ({result.architecture}, {result.num_tensors} tensors, "
+          f"{result.size_bytes / 2**20:.1f} MiB)", file=sys.stderr)
+    return 0
+
+
+def print_progress(fraction: float, tensor_name: str) -> None:
+    import sys
+
+    sys.stderr.write(f"\r{fraction:6.1%} {tensor_name:<40}" + ("\n" if fraction >= 1 else ""))
+    sys.stderr.flush()
+
+
+def add_parser(commands) -> None:
+    parser = commands.add_parser("convert-gguf", help="write a GGUF file (llama.cpp) of a safetensors MoE model")
+    parser.add_argument("model_dir", help="Hugging Face model folder (qwen3_moe, qwen2_moe, olmoe, mixtral)")
+    parser.add_argument("out", help="the .gguf file to write")
+    parser.add_argument("--type", default="auto", choices=(*OUT_TYPES, "auto"),
+                        help="weight type; routers, norms and biases stay f32 (default auto: bf16 for a bf16 "
+                             "checkpoint, else f16)")
+    parser.set_defaults(handler=convert_command)

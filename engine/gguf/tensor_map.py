@@ -1,0 +1,153 @@
+"""Which GGUF tensor each Hugging Face tensor becomes, per model_type, in llama.cpp's names and layouts.
+
+llama.cpp stores a layer's experts stacked: ffn_gate_exps / ffn_up_exps [E, I, D] and ffn_down_exps [E, D, I]
+(torch order; GGUF lists the dimensions reversed). Routers, norms and biases stay f32 whatever the file type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+
+from engine.errors import UnsupportedModelError
+from engine.model.args import ModelArgs
+from engine.model.checkpoint import Checkpoint
+from engine.model.weight_names import MoeWeightNames
+
+Load = Callable[[], np.ndarray]
+
+# model_type -> (llama.cpp architecture, whether its graph renormalises the top-k router weights)
+ARCHITECTURES = {
+    "qwen3_moe": ("qwen3moe", True),
+    "qwen2_moe": ("qwen2moe", False),
+    "olmoe": ("olmoe", False),
+    "mixtral": ("llama", True),
+}
+ATTENTION = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output"}
+QK_NORMS = {"q_norm": "attn_q_norm", "k_norm": "attn_k_norm"}
+SHARED_EXPERT = {"shared_expert.gate_proj": "ffn_gate_shexp", "shared_expert.up_proj": "ffn_up_shexp",
+                 "shared_expert.down_proj": "ffn_down_shexp", "shared_expert_gate": "ffn_gate_inp_shexp"}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One GGUF tensor: its name, torch-order shape, and how to read it as f32 from the checkpoint."""
+
+    name: str
+    shape: tuple[int, ...]
+    load: Load
+    keep_f32: bool = False  # routers, norms, biases
+
+
+def gguf_architecture(args: ModelArgs) -> str:
+    """llama.cpp's architecture name; refuses checkpoints whose GGUF would compute a different model."""
+    if args.model_type not in ARCHITECTURES:
+        raise UnsupportedModelError(f"convert-gguf does not know model_type '{args.model_type}' "
+                                    f"(it converts {', '.join(sorted(ARCHITECTURES))})")
+    arch, renormalises = ARCHITECTURES[args.model_type]
+    if args.norm_topk_prob != renormalises:
+        raise UnsupportedModelError(
+            f"{args.model_type} with norm_topk_prob={str(args.norm_topk_prob).lower()}: llama.cpp's {arch} graph "
+            f"{'always' if renormalises else 'never'} renormalises the top-k router weights, so its GGUF would "
+            "compute a different model")
+    if arch == "olmoe" and args.num_key_value_heads != args.num_attention_heads:
+        raise UnsupportedModelError("llama.cpp's olmoe normalises k over the full hidden size, so it cannot run an "
+                                    "OLMoE checkpoint with grouped-query attention (num_key_value_heads < heads)")
+    if not all(args.moe_layers):
+        raise UnsupportedModelError(f"llama.cpp's {arch} expects experts in every layer; this checkpoint has dense "
+                                    "layers (mlp_only_layers / decoder_sparse_step)")
+    return arch
+
+
+def as_f32(tensor: torch.Tensor) -> np.ndarray:
+    return tensor.to(torch.float32).numpy()
+
+
+def permute_rotary(weight: np.ndarray, num_heads: int) -> np.ndarray:
+    """HF's q/k rows use rotate-half RoPE pairs; llama.cpp's `llama` arch rotates adjacent pairs (as Meta's
+    original weights). The inverse of transformers' conversion permute, as llama.cpp's convert_hf_to_gguf does."""
+    rows = weight.shape[0]
+    return weight.reshape(num_heads, 2, rows // num_heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def tensor_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames) -> list[TensorSpec]:
+    """Every tensor of the GGUF file, in the order llama.cpp's converter writes them."""
+    specs = [_plain(ckpt, "model.embed_tokens.weight", "token_embd.weight")]
+    for layer in range(args.num_hidden_layers):
+        specs += _layer_specs(args, ckpt, names, layer)
+    specs.append(_plain(ckpt, "model.norm.weight", "output_norm.weight", keep_f32=True))
+    if ckpt.has("lm_head.weight"):  # llama.cpp reuses token_embd when output is absent (tied embeddings)
+        specs.append(_plain(ckpt, "lm_head.weight", "output.weight"))
+    return specs
+
+
+def _plain(ckpt: Checkpoint, hf: str, gguf: str, keep_f32: bool = False, transform=None) -> TensorSpec:
+    shape = _shape(ckpt, hf)
+    if gguf.endswith("ffn_gate_inp_shexp.weight"):
+        shape, transform = (int(np.prod(shape)),), _flatten  # [1, D] -> [D]: llama.cpp's shared-expert gate
+    load = (lambda: as_f32(ckpt.get(hf))) if transform is None else (lambda: transform(as_f32(ckpt.get(hf))))
+    return TensorSpec(gguf, shape, load, keep_f32 or len(shape) == 1)
+
+
+def _shape(ckpt: Checkpoint, name: str) -> tuple[int, ...]:
+    """The shape from the safetensors header, without reading the tensor."""
+    if not ckpt.has(name):
+        ckpt.get(name)  # raises ModelFormatError naming the missing tensor
+    return tuple(ckpt._open(ckpt.weight_map[name]).get_slice(name).get_shape())
+
+
+def _flatten(weight: np.ndarray) -> np.ndarray:
+    return weight.reshape(-1)
+
+
+def _layer_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer: int) -> list[TensorSpec]:
+    prefix, blk = f"model.layers.{layer}.", f"blk.{layer}."
+    specs = [_plain(ckpt, prefix + "input_layernorm.weight", blk + "attn_norm.weight", keep_f32=True)]
+    for hf, gguf in ATTENTION.items():
+        for kind in ("weight", "bias"):
+            name = f"{prefix}self_attn.{hf}.{kind}"
+            if ckpt.has(name):
+                specs.append(_plain(ckpt, name, f"{blk}{gguf}.{kind}", transform=_rotary_permute(args, hf)))
+    for hf, gguf in QK_NORMS.items():
+        if ckpt.has(f"{prefix}self_attn.{hf}.weight"):
+            specs.append(_plain(ckpt, f"{prefix}self_attn.{hf}.weight", f"{blk}{gguf}.weight", keep_f32=True))
+    specs.append(_plain(ckpt, prefix + "post_attention_layernorm.weight", blk + "ffn_norm.weight", keep_f32=True))
+    specs.append(_plain(ckpt, names.router_weight(layer), blk + "ffn_gate_inp.weight", keep_f32=True))
+    specs += _expert_specs(args, ckpt, names, layer)
+    for hf, gguf in SHARED_EXPERT.items():
+        if ckpt.has(f"{prefix}mlp.{hf}.weight"):
+            specs.append(_plain(ckpt, f"{prefix}mlp.{hf}.weight", f"{blk}{gguf}.weight"))
+    return specs
+
+
+def _rotary_permute(args: ModelArgs, hf: str):
+    if args.model_type != "mixtral" or hf not in ("q_proj", "k_proj"):
+        return None
+    heads = args.num_attention_heads if hf == "q_proj" else args.num_key_value_heads
+    return lambda weight: permute_rotary(weight, heads)
+
+
+def _expert_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer: int) -> list[TensorSpec]:
+    E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+    blk = f"blk.{layer}."
+    return [
+        TensorSpec(blk + "ffn_gate_exps.weight", (E, I, D), lambda: _stacked(args, ckpt, names, layer, "gate")),
+        TensorSpec(blk + "ffn_up_exps.weight", (E, I, D), lambda: _stacked(args, ckpt, names, layer, "up")),
+        TensorSpec(blk + "ffn_down_exps.weight", (E, D, I), lambda: _stacked(args, ckpt, names, layer, "down")),
+    ]
+
+
+def _stacked(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer: int, projection: str) -> np.ndarray:
+    """One projection of every expert of a layer: [E, I, D] (gate, up) or [E, D, I] (down)."""
+    E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+    if ckpt.has(names.fused_weight(layer, "gate_up_proj")):
+        if projection == "down":
+            return as_f32(ckpt.get(names.fused_weight(layer, "down_proj"), (E, D, I)))
+        gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj"), (E, 2 * I, D))
+        return as_f32(gate_up[:, :I] if projection == "gate" else gate_up[:, I:])
+    hf_projection = {"gate": names.gate, "up": names.up, "down": names.down}[projection]
+    shape = (D, I) if projection == "down" else (I, D)
+    return np.stack([as_f32(ckpt.get(names.expert_weight(layer, e, hf_projection), shape)) for e in range(E)])
