@@ -22,9 +22,9 @@ from engine.alloc.memory_plan import MemoryPlan
 from engine.backends.gguf_placement import KV_BLOCK_TOKENS
 from engine.backends.gguf_tokenizer import GgufTokenizer
 from engine.backends.llama_cpp_model import LlamaCppModel
-from engine.errors import PromptTooLongError
 from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
 from engine.requests import GenerateRequest
+from engine.runtime.prompt import prompt_token_ids
 from engine.runtime.replan import PlanEvent
 from engine.runtime.sampler import sample_row
 from engine.runtime.text_stream import TextStream
@@ -122,18 +122,7 @@ class LlamaCppCore:
 
     # --- internals ---
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
-        if request.prompt_token_ids is not None:
-            ids = list(request.prompt_token_ids)
-        elif request.messages is not None:
-            ids = self.tokenizer.encode_chat(list(request.messages), add_generation_prompt=True)
-        else:
-            ids = self.tokenizer.encode(request.prompt, add_special_tokens=True)
-        if not ids:
-            raise PromptTooLongError("the prompt is empty after tokenisation")
-        if len(ids) >= self.max_model_len:
-            raise PromptTooLongError(
-                f"the prompt has {len(ids)} tokens but the context holds {self.max_model_len}; shorten it")
-        return ids
+        return prompt_token_ids(request, self.tokenizer, self.max_model_len)
 
     def _start_next(self) -> bool:
         if not self.waiting:

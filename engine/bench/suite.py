@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import statistics
 import time
 from dataclasses import replace
 from pathlib import Path

@@ -12,6 +12,7 @@ import torch
 from engine.errors import PromptTooLongError
 from engine.events import Event, FinishEvent, RequestStats, TokenEvent
 from engine.requests import GenerateRequest
+from engine.runtime.prompt import prompt_token_ids
 from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.online_controller import predicted_curve
 from engine.runtime.model_runner import ModelRunner
@@ -65,19 +66,7 @@ class LLMEngine:
         return events
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
-        if request.prompt_token_ids is not None:
-            ids = list(request.prompt_token_ids)
-        elif request.messages is not None:
-            ids = self.tokenizer.encode_chat(list(request.messages), add_generation_prompt=True)
-        else:
-            ids = self.tokenizer.encode(request.prompt, add_special_tokens=True)
-        if not ids:
-            raise PromptTooLongError("the prompt is empty after tokenisation")
-        if len(ids) >= self.max_model_len:
-            raise PromptTooLongError(
-                f"the prompt has {len(ids)} tokens but the context holds {self.max_model_len}; shorten it"
-            )
-        return ids
+        return prompt_token_ids(request, self.tokenizer, self.max_model_len)
 
     def add(self, request: GenerateRequest) -> None:
         """Validate, tokenise and queue a request; raises a WispError (nothing is queued) if it is unusable."""

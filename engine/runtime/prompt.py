@@ -1,0 +1,21 @@
+"""A request's prompt as token ids: raw text, chat messages through the template, or ids as given."""
+
+from __future__ import annotations
+
+from engine.errors import PromptTooLongError
+from engine.requests import GenerateRequest
+
+
+def prompt_token_ids(request: GenerateRequest, tokenizer, max_model_len: int) -> list[int]:
+    """Raises PromptTooLongError when the prompt is empty or leaves no room to generate."""
+    if request.prompt_token_ids is not None:
+        ids = list(request.prompt_token_ids)
+    elif request.messages is not None:
+        ids = tokenizer.encode_chat(list(request.messages), add_generation_prompt=True)
+    else:
+        ids = tokenizer.encode(request.prompt, add_special_tokens=True)
+    if not ids:
+        raise PromptTooLongError("the prompt is empty after tokenisation")
+    if len(ids) >= max_model_len:
+        raise PromptTooLongError(f"the prompt has {len(ids)} tokens but the context holds {max_model_len}; shorten it")
+    return ids
