@@ -97,14 +97,16 @@ def measure(engine, provider, args, tokens: int) -> dict:
                      "h2d_bytes": after.h2d_bytes - before.h2d_bytes, "copy_s": after.copy_s - before.copy_s,
                      "tokens": [list(f.token_ids) for f in finishes]})
     middle = sorted(runs, key=lambda r: r["decode_tok_s"])[len(runs) // 2]
-    return {**middle, "decode_tok_s_runs": [r["decode_tok_s"] for r in runs]}
+    # Tokens of the first run (same prompts in every arm), so arms can be compared for identical outputs.
+    return {**middle, "tokens": runs[0]["tokens"], "decode_tok_s_runs": [r["decode_tok_s"] for r in runs]}
 
 
 def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: int, prefetch=False, provider=None,
-            runs: int | None = None, warm_all: bool = False, decode: str = "auto"):
+            runs: int | None = None, warm_all: bool = False, decode: str = "auto", online: bool = False):
     """One arm; a failure is recorded as a row with its error, and the suite goes on."""
     try:
-        return measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all, decode)
+        return measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all,
+                           decode, online)
     except Exception as err:  # noqa: BLE001 - a benchmark row, not a user path
         weights.model.experts = None
         row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None,
@@ -113,7 +115,8 @@ def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: i
         return row
 
 
-def measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all, decode):
+def measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all, decode,
+                online=False):
     reset_peak(device)
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
     options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, prefetch=prefetch,
@@ -121,10 +124,13 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, prov
     engine = assemble_engine(weights, IdOnlyTokenizer(), options, plan, device, args.max_len, provider=provider)
     if warm_all:
         weights.model.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
+    if online:  # the online MV-WSA controller re-splits at the drained barrier after every request
+        attach_online(engine, weights, args, device)
     engine.runner.model.routing_override = router
     engine.runner.step_hook = router.begin_step
     router.stream_of.clear()
     result = measure(engine, weights.model.experts, argparse.Namespace(**{**vars(args), "runs": runs or args.runs}), tokens)
+    result["plan_changes"] = engine.plan_changes if online else 0
     row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None, "batch": args.batch,
            "prompt": args.prompt, "slots_per_layer_min": plan.slots_per_layer, "slots_total": sum(plan.slots_by_layer),
            "offloaded_layers": plan.offloaded_layers, "kv_gib": plan.kv_bytes / GiB, "plan_gib": plan.total_bytes / GiB,
@@ -133,6 +139,26 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, prov
     del engine
     print(json.dumps({k: v for k, v in row.items() if k != "tokens"}), flush=True)
     return row
+
+
+def attach_online(engine, weights, args, device) -> None:
+    """Attach the controller as the engine builder does, and count the re-plans it makes."""
+    from engine.runtime.builder import attach_controller
+
+    request = PlanRequest(mode="paged", budget_bytes=engine.plan.budget_bytes, block_size=16, max_model_len=args.max_len,
+                          max_num_seqs=args.batch, max_batched_tokens=args.max_len * args.batch)
+    attach_controller(engine, model_sizes(weights.args, 2), request, device, weights.args.num_hidden_layers)
+    engine.controller.min_steps = 8
+    engine.plan_changes = 0
+    step = engine.step
+
+    def step_then_barrier():
+        events = step()
+        if not engine.has_work:
+            engine.plan_changes += len([e for e in engine.at_barrier() if e.error is None])
+        return events
+
+    engine.step = step_then_barrier
 
 
 def copy_loop_rate(store: ExpertStore, device, num_copies: int = 400) -> float:
@@ -168,7 +194,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-len", type=int, default=4096)
-    parser.add_argument("--arms", default="resident,resident-dynamic,paged-all,wisp,wisp-prefetch,static-uva,static-copy")
+    parser.add_argument("--arms", default="resident,resident-dynamic,paged-all,wisp,wisp-online,wisp-prefetch,"
+                                          "static-uva,static-copy", help="also: wisp-uniform (one cap per layer)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = parser.parse_args(argv)
@@ -203,6 +230,9 @@ def main(argv: list[str] | None = None) -> None:
         if "wisp-prefetch" in arms:
             rows.append(run_arm(host, "wisp+prefetch", mvwsa_plan(host, budget, trace, link, args.batch, args.max_len),
                                 args, device, router, args.tokens, prefetch=True))
+        if "wisp-online" in arms:
+            rows.append(run_arm(host, "wisp-online", mvwsa_plan(host, budget, trace, link, args.batch, args.max_len),
+                                args, device, router, args.tokens, online=True))
         if "wisp-uniform" in arms:
             rows.append(run_arm(host, "wisp-uniform", plan_for(host, "paged", budget, None, args.batch, args.max_len),
                                 args, device, router, args.tokens))

@@ -12,9 +12,9 @@ def test_bench_suite_runs_every_arm_and_reports(tmp_path):
                  "--device", "cpu", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / "qwen3-topology-tiny-b1-p16.json").read_text())
     arms = {row["arm"] for row in result["rows"]}
-    assert {"resident", "paged-all-resident", "wisp", "wisp+prefetch", "static-uva", "static-copy"} <= arms
+    assert {"resident", "paged-all-resident", "wisp", "wisp-online", "wisp+prefetch", "static-uva", "static-copy"} <= arms
     assert not [row for row in result["rows"] if "error" in row]
     tokens = {row["arm"]: row["tokens"][0] for row in result["rows"]}
-    assert tokens["wisp"] == tokens["resident"] == tokens["static-uva"]  # trace-driven: the same outputs
+    assert tokens["wisp"] == tokens["resident"] == tokens["static-uva"] == tokens["wisp-online"]  # identical outputs
     assert tokens["static-copy"] == tokens["resident"][: len(tokens["static-copy"])]  # it runs fewer tokens
     assert "| wisp | 0.75 |" in table(result)
