@@ -67,6 +67,16 @@ def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len) -> Memory
                    kv_blocks=chosen.kv_bytes // base.kv_block_bytes)
 
 
+def fifty_fifty_plan(weights, budget, batch, max_len) -> MemoryPlan:
+    """Half of the expert+KV pool to expert slots (one cap per layer), half to KV: the paper's fixed split."""
+    base = plan_for(weights, "paged", budget, None, batch, max_len)
+    pool = budget - base.dense_bytes - base.workspace_bytes
+    slots = max(weights.args.num_experts_per_tok, pool // 2 // (base.num_moe_layers * base.expert_bytes))
+    slots = min(slots, weights.args.num_experts)
+    kv = pool - slots * base.num_moe_layers * base.expert_bytes
+    return replace(base, slots_per_layer=int(slots), layer_slots=None, kv_blocks=kv // base.kv_block_bytes)
+
+
 def decode_once(engine, prompt: int, tokens: int, batch: int, seed: int) -> list:
     generator = torch.Generator().manual_seed(seed)
     vocab = engine.runner.model.args.vocab_size
@@ -195,7 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-len", type=int, default=4096)
     parser.add_argument("--arms", default="resident,resident-dynamic,paged-all,wisp,wisp-online,wisp-prefetch,"
-                                          "static-uva,static-copy", help="also: wisp-uniform (one cap per layer)")
+                                          "static-uva,static-copy",
+                        help="also: wisp-uniform (one cap per layer), wisp-50-50 (half the pool to experts)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = parser.parse_args(argv)
@@ -233,6 +244,9 @@ def main(argv: list[str] | None = None) -> None:
         if "wisp-online" in arms:
             rows.append(run_arm(host, "wisp-online", mvwsa_plan(host, budget, trace, link, args.batch, args.max_len),
                                 args, device, router, args.tokens, online=True))
+        if "wisp-50-50" in arms:
+            rows.append(run_arm(host, "wisp-50-50", fifty_fifty_plan(host, budget, args.batch, args.max_len),
+                                args, device, router, args.tokens))
         if "wisp-uniform" in arms:
             rows.append(run_arm(host, "wisp-uniform", plan_for(host, "paged", budget, None, args.batch, args.max_len),
                                 args, device, router, args.tokens))
