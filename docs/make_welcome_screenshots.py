@@ -15,7 +15,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,14 +26,7 @@ from app.launch_options import LaunchOptions  # noqa: E402
 from app.main import APP_ID, open_main_window  # noqa: E402
 
 
-def wait_until(condition, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the app did not get there in time")
-        loop = QEventLoop()
-        QTimer.singleShot(20, loop.quit)
-        loop.exec()
+from make_screenshots import wait_until  # noqa: E402  (this folder is on sys.path when run as a script)
 
 
 def first_run(theme: str):

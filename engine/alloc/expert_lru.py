@@ -52,11 +52,8 @@ class ExpertLRU:
             if expert in self.slots:
                 self.slots.move_to_end(expert)
 
-    def shrink_to(self, capacity: int) -> list[int]:
-        """Lower the capacity; returns the slots released (least recently used experts first)."""
+    def shrink_to(self, capacity: int) -> None:
+        """Lower the capacity, forgetting the least recently used experts that no longer fit."""
         self.capacity = capacity
-        released = []
         while len(self.slots) > capacity:
-            _, slot = self.slots.popitem(last=False)
-            released.append(slot)
-        return released
+            self.slots.popitem(last=False)

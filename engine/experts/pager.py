@@ -57,9 +57,6 @@ class PagedExperts:
             self._load(layer, [e for e in wanted if e not in self.lru[layer]][: self.lru[layer].capacity], keep=set())
         self.copies.synchronize()
 
-    @property
-    def device_bytes(self) -> int:
-        return self.pool.num_slots * self.pool.slot_bytes
 
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         ids_host = ids.cpu().numpy()  # the one host sync of this layer-step

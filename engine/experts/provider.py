@@ -82,6 +82,3 @@ class ResidentExperts:
         self.uses.record(layer, ids, is_hit=True)
         return run_blocks(x, ids, weights, self.store.blocks[layer], self.layout)
 
-    @property
-    def device_bytes(self) -> int:
-        return self.store.total_bytes

@@ -31,6 +31,3 @@ class SlotPool:
 
     def take(self) -> int | None:
         return self.free.pop() if self.free else None
-
-    def give_back(self, slot: int) -> None:
-        self.free.append(slot)

@@ -10,15 +10,21 @@ from engine.experts.store import ExpertStore
 from engine.experts.use_counter import LazyUseCounter
 
 
+def split_layers(host: ExpertStore, device: torch.device, num_offloaded_layers: int):
+    """The first MoE layers stay on the host; the others' experts are copied to the device once.
+    -> (offloaded layer ids, device blocks of the resident layers)."""
+    layers = list(host.blocks)
+    offloaded = set(layers[:num_offloaded_layers])
+    return offloaded, {layer: host.blocks[layer].to(device) for layer in layers if layer not in offloaded}
+
+
 class StaticOffloadExperts:
     name = "static"
 
     def __init__(self, host: ExpertStore, device: torch.device, num_offloaded_layers: int):
         self.host, self.layout = host, host.layout
-        layers = list(host.blocks)
-        self.offloaded = set(layers[:num_offloaded_layers])
-        self.device_blocks = {layer: host.blocks[layer].to(device) for layer in layers if layer not in self.offloaded}
-        first = host.blocks[layers[0]]
+        self.offloaded, self.device_blocks = split_layers(host, device, num_offloaded_layers)
+        first = next(iter(host.blocks.values()))
         self.staging = torch.empty_like(first, device=device) if self.offloaded else None
         self.uses = LazyUseCounter(ExpertCounters())
 
@@ -34,7 +40,3 @@ class StaticOffloadExperts:
         self.uses.record(layer, ids, is_hit=not offloaded)
         return run_blocks(x, ids, weights, self.staging if offloaded else self.device_blocks[layer], self.layout)
 
-    @property
-    def device_bytes(self) -> int:
-        resident = sum(t.numel() * t.element_size() for t in self.device_blocks.values())
-        return resident + (self.staging.numel() * self.staging.element_size() if self.staging is not None else 0)

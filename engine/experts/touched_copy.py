@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from engine.experts.provider import ExpertCounters, run_blocks
+from engine.experts.static import split_layers
 from engine.experts.store import ExpertStore
 
 
@@ -17,10 +18,8 @@ class TouchedCopyExperts:
 
     def __init__(self, host: ExpertStore, device: torch.device, num_offloaded_layers: int):
         self.host, self.layout = host, host.layout
-        layers = list(host.blocks)
-        self.offloaded = set(layers[:num_offloaded_layers])
-        self.device_blocks = {layer: host.blocks[layer].to(device) for layer in layers if layer not in self.offloaded}
-        self.scratch = torch.empty(host.num_experts, self.layout.numel, dtype=host.blocks[layers[0]].dtype, device=device)
+        self.offloaded, self.device_blocks = split_layers(host, device, num_offloaded_layers)
+        self.scratch = torch.empty_like(next(iter(host.blocks.values())), device=device)  # one layer of experts
         self.counters = ExpertCounters()
 
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

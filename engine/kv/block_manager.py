@@ -151,5 +151,3 @@ class BlockManager:
         self.free_set = set(self.free)
         return moves
 
-    def slot(self, seq: PagedSequence, position: int) -> int:
-        return seq.block_table[position // self.block_size] * self.block_size + position % self.block_size

@@ -45,10 +45,6 @@ class KVCache:
         self.k = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.v = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
 
-    @property
-    def num_slots(self) -> int:
-        return self.k[0].shape[0]
-
     def resize(self, num_slots: int, block_moves: dict[int, int], block_size: int) -> None:
         """New pool size; blocks in block_moves (old id -> new id) keep their contents. One layer at a time,
         so the pool never exists twice."""
