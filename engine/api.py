@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -116,6 +117,14 @@ class Engine:
     def plan(self) -> MemoryPlan:
         return self._stats.plan
 
+    def _on_engine_thread(self, fn):
+        """Run fn() between two steps on the engine thread (which owns torch and the device) and return its result."""
+        if self._closed or threading.current_thread() is self._thread or not self._thread.is_alive():
+            return fn()
+        done: Future = Future()
+        self._inbox.put(("call", fn, done))
+        return done.result()
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -138,14 +147,20 @@ class Engine:
             if item is None:
                 self._core.close()
                 return
-            if item is not ...:
-                self._take(item)
-                continue  # drain the inbox before the next step
-            self._emit(self._step())
-            if not self._core.has_work:
-                self._core.throughput.idle()
-                self._announce(self._core.at_barrier())
-            self._stats = self._core.stats()
+            try:
+                self._turn(item)
+            except Exception as err:  # a bug outside a step (stats, a barrier) must not hang every caller
+                self._emit(self._core.fail_all(f"engine error: {type(err).__name__}: {err}"))
+
+    def _turn(self, item) -> None:
+        if item is not ...:
+            self._take(item)
+            return  # drain the inbox before the next step
+        self._emit(self._step())
+        if not self._core.has_work:
+            self._core.throughput.idle()
+            self._announce(self._core.at_barrier())
+        self._stats = self._core.stats()
 
     def _step(self) -> list[Event]:
         try:
@@ -163,6 +178,13 @@ class Engine:
                 self._announce(self._core.at_barrier())
         elif item[0] == "budget":
             self._announce(self._core.request_budget(item[1]))
+        elif item[0] == "call":
+            _, fn, done = item
+            try:
+                done.set_result(fn())
+            except Exception as err:  # noqa: BLE001 - handed to the caller's thread
+                done.set_exception(err)
+            return
         self._stats = self._core.stats()
 
     def _admit(self, submission: _Submission) -> None:
@@ -210,7 +232,10 @@ def expert_counters(engine: Engine):
     from engine.experts.provider import ExpertCounters
 
     runner = getattr(engine._core, "runner", None)
-    return runner.model.experts.counters.snapshot() if runner is not None else ExpertCounters()
+    if runner is None:
+        return ExpertCounters()
+    # Read on the engine thread: counters of graphed decode steps are settled from device buffers.
+    return engine._on_engine_thread(lambda: runner.model.experts.counters.snapshot())
 
 
 def device_peak_bytes(engine: Engine) -> int | None:

@@ -1,4 +1,12 @@
+import os
+
 import pytest
+import torch
+
+if not torch.cuda.is_available():
+    # Triton kernels (the device pager's) run in Triton's interpreter on the CPU; it must be on before
+    # anything imports triton.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 try:
     from transformers.utils import logging as hf_logging

@@ -3,7 +3,10 @@ shape (shared/BENCH.md). One process builds the weights once (dense on the GPU, 
 memory) and runs every arm on them; each arm gets exactly its planned device memory.
 
     wisp bench --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz --budgets 12,24,32 --out DIR
-    python -m engine.bench.report DIR/qwen3-30b-a3b-b1-p512.json   # results.md + tok_s_vs_budget.png
+    python -m engine.bench.report DIR/qwen3-30b-a3b-b1-p512.json   # results.md + PNG plots
+
+Arm wisp-sweep measures uniform slot caps at several expert shares of the pool, so the configured split
+(arm wisp) can be checked against the best measured one. bench/h200_suite.sh runs the whole suite on the H200.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import shlex
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -20,12 +26,14 @@ import torch
 from engine.alloc.cost_model import LinkCost, routing_profile
 from engine.alloc.memory_plan import GiB, MemoryPlan, PlanRequest, kv_floor_bytes, plan_memory
 from engine.alloc.mvwsa import PoolSpec, configure
+from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate
 from engine.bench.shapes import shape
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
 from engine.experts.store import ExpertStore
 from engine.experts.touched_copy import TouchedCopyExperts
+from engine.model.args import ModelArgs
 from engine.model.loader import DTYPES, LoadedWeights
 from engine.model.sizes import model_sizes
 from engine.requests import GenerateRequest
@@ -50,10 +58,29 @@ def peak_gib(device: torch.device) -> float | None:
     return torch.cuda.max_memory_allocated(device) / GiB if device.type == "cuda" else None
 
 
+SWEEP_SHARES = (0.3, 0.5, 0.7, 0.85, 1.0)  # of the pool to expert slots; 1.0 = the most the KV floor leaves
+
+
 def plan_for(weights: LoadedWeights, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int):
+    return shape_plan(weights.args, mode, budget, slots, batch, max_len)
+
+
+def shape_plan(model_args: ModelArgs, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int):
     request = PlanRequest(mode=mode, budget_bytes=budget, block_size=16, max_model_len=max_len, max_num_seqs=batch,
                           max_batched_tokens=max_len * batch, expert_slots=slots)
-    return plan_memory(model_sizes(weights.args, 2), request)
+    return plan_memory(model_sizes(model_args, 2), request)
+
+
+def pool_bytes(plan: MemoryPlan) -> int:
+    """P = budget - dense - workspace: what a paged plan splits between expert slots and KV."""
+    return plan.budget_bytes - plan.dense_bytes - plan.workspace_bytes
+
+
+def expert_share(plan: MemoryPlan) -> float | None:
+    """The fraction of the pool a paged plan gives to expert slots (None without a budget or paging)."""
+    if plan.mode != "paged" or plan.budget_bytes is None:
+        return None
+    return plan.expert_device_bytes / pool_bytes(plan)
 
 
 def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len) -> MemoryPlan:
@@ -67,14 +94,29 @@ def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len) -> Memory
                    kv_blocks=chosen.kv_bytes // base.kv_block_bytes)
 
 
+def share_plan(model_args: ModelArgs, budget: int, share: float, batch: int, max_len: int) -> MemoryPlan:
+    """About `share` of the pool to expert slots with one cap per layer, the rest to KV. The cap is at least
+    top_k and at most what leaves the KV floor (the default paged plan's cap), so share=1.0 gives that most."""
+    base = shape_plan(model_args, "paged", budget, None, batch, max_len)
+    row_bytes = base.num_moe_layers * base.expert_bytes  # one slot in every MoE layer
+    wanted = int(share * pool_bytes(base)) // row_bytes
+    slots = min(base.slots_per_layer, max(model_args.num_experts_per_tok, wanted))
+    kv = pool_bytes(base) - slots * row_bytes
+    return replace(base, slots_per_layer=int(slots), layer_slots=None, kv_blocks=kv // base.kv_block_bytes)
+
+
 def fifty_fifty_plan(weights, budget, batch, max_len) -> MemoryPlan:
     """Half of the expert+KV pool to expert slots (one cap per layer), half to KV: the paper's fixed split."""
-    base = plan_for(weights, "paged", budget, None, batch, max_len)
-    pool = budget - base.dense_bytes - base.workspace_bytes
-    slots = max(weights.args.num_experts_per_tok, pool // 2 // (base.num_moe_layers * base.expert_bytes))
-    slots = min(slots, weights.args.num_experts)
-    kv = pool - slots * base.num_moe_layers * base.expert_bytes
-    return replace(base, slots_per_layer=int(slots), layer_slots=None, kv_blocks=kv // base.kv_block_bytes)
+    return share_plan(weights.args, budget, 0.5, batch, max_len)
+
+
+def sweep_plans(model_args: ModelArgs, budget: int, batch: int, max_len: int) -> list[MemoryPlan]:
+    """Uniform-cap plans at each of SWEEP_SHARES, fewest slots first; shares that give the same cap run once."""
+    by_slots: dict[int, MemoryPlan] = {}
+    for share in SWEEP_SHARES:
+        plan = share_plan(model_args, budget, share, batch, max_len)
+        by_slots.setdefault(plan.slots_per_layer, plan)
+    return [by_slots[slots] for slots in sorted(by_slots)]
 
 
 def decode_once(engine, prompt: int, tokens: int, batch: int, seed: int) -> list:
@@ -105,6 +147,7 @@ def measure(engine, provider, args, tokens: int) -> dict:
         runs.append({"decode_tok_s": args.batch * (tokens - 1) / decode_s, "ttft_s": max(f.stats.ttft_s for f in finishes),
                      "hits": after.hits - before.hits, "misses": after.misses - before.misses,
                      "h2d_bytes": after.h2d_bytes - before.h2d_bytes, "copy_s": after.copy_s - before.copy_s,
+                     "timed_bytes": after.timed_bytes - before.timed_bytes,
                      "tokens": [list(f.token_ids) for f in finishes]})
     middle = sorted(runs, key=lambda r: r["decode_tok_s"])[len(runs) // 2]
     # Tokens of the first run (same prompts in every arm), so arms can be compared for identical outputs.
@@ -112,26 +155,29 @@ def measure(engine, provider, args, tokens: int) -> dict:
 
 
 def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: int, prefetch=False, provider=None,
-            runs: int | None = None, warm_all: bool = False, decode: str = "auto", online: bool = False):
+            runs: int | None = None, warm_all: bool = False, decode: str = "auto", online: bool = False,
+            host_pager: bool = False):
     """One arm; a failure is recorded as a row with its error, and the suite goes on."""
     try:
         return measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all,
-                           decode, online)
+                           decode, online, host_pager)
     except Exception as err:  # noqa: BLE001 - a benchmark row, not a user path
         weights.model.experts = None
         row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None,
-               "error": f"{type(err).__name__}: {err}"}
+               "expert_share": expert_share(plan), "error": f"{type(err).__name__}: {err}"}
         print(json.dumps(row), flush=True)
         return row
 
 
 def measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all, decode,
-                online=False):
+                online=False, host_pager=False):
     reset_peak(device)
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
     options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, prefetch=prefetch,
                             decode=decode)
     engine = assemble_engine(weights, IdOnlyTokenizer(), options, plan, device, args.max_len, provider=provider)
+    if host_pager:  # the per-layer host pager (what prefetch runs on), not the device pager in one graph
+        weights.model.experts.graphed_decode = False
     if warm_all:
         weights.model.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
     if online:  # the online MV-WSA controller re-splits at the drained barrier after every request
@@ -141,8 +187,10 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, prov
     router.stream_of.clear()
     result = measure(engine, weights.model.experts, argparse.Namespace(**{**vars(args), "runs": runs or args.runs}), tokens)
     result["plan_changes"] = engine.plan_changes if online else 0
+    # expert_share is that of the plan the arm starts with (wisp-online may re-split it: plan_changes).
     row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None, "batch": args.batch,
-           "prompt": args.prompt, "slots_per_layer_min": plan.slots_per_layer, "slots_total": sum(plan.slots_by_layer),
+           "prompt": args.prompt, "num_tokens": tokens, "mode": plan.mode, "expert_share": expert_share(plan),
+           "slots_per_layer_min": plan.slots_per_layer, "slots_total": sum(plan.slots_by_layer),
            "offloaded_layers": plan.offloaded_layers, "kv_gib": plan.kv_bytes / GiB, "plan_gib": plan.total_bytes / GiB,
            "peak_gib": peak_gib(device), **result}
     weights.model.experts = None
@@ -171,21 +219,6 @@ def attach_online(engine, weights, args, device) -> None:
     engine.step = step_then_barrier
 
 
-def copy_loop_rate(store: ExpertStore, device, num_copies: int = 400) -> float:
-    """GB/s of a plain loop of one-expert pinned->device copies (the pager's copy size)."""
-    layer = next(iter(store.blocks.values()))
-    slots = [torch.empty(store.layout.numel, dtype=layer.dtype, device=device) for _ in range(16)]
-    experts = torch.randint(0, store.num_experts, (num_copies,)).tolist()
-    for i in range(32):
-        slots[i % 16].copy_(layer[experts[i]], non_blocking=True)
-    sync(device)
-    start = time.perf_counter()
-    for i, e in enumerate(experts):
-        slots[i % 16].copy_(layer[e], non_blocking=True)
-    sync(device)
-    return num_copies * store.expert_bytes / (time.perf_counter() - start) / 1e9
-
-
 def resident_weights(host: LoadedWeights, device) -> LoadedWeights:
     store = ExpertStore(host.store.layout, list(host.store.blocks), host.args.num_experts, host.dtype, device)
     for layer, block in host.store.blocks.items():
@@ -193,7 +226,19 @@ def resident_weights(host: LoadedWeights, device) -> LoadedWeights:
     return LoadedWeights(host.args, host.model, store, host.dtype)
 
 
-def main(argv: list[str] | None = None) -> None:
+def git_commit() -> str | None:
+    """The short commit of the checkout this code runs from; None outside a git checkout (the H200's copy)."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parent,
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="wisp bench")
     parser.add_argument("--shape", default="qwen3-30b-a3b")
     parser.add_argument("--layers", type=int, default=None, help="cut the shape to its first N layers")
@@ -203,26 +248,41 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--sweep-runs", type=int, default=1, help="runs per wisp-sweep point (median)")
     parser.add_argument("--max-len", type=int, default=4096)
     parser.add_argument("--arms", default="resident,resident-dynamic,paged-all,wisp,wisp-online,wisp-prefetch,"
                                           "static-uva,static-copy",
-                        help="also: wisp-uniform (one cap per layer), wisp-50-50 (half the pool to experts)")
+                        help="also: wisp-uniform (one cap per layer), wisp-50-50 (half the pool to experts), "
+                             f"wisp-sweep (one cap per layer at {', '.join(map(str, SWEEP_SHARES))} of the pool)")
+    parser.add_argument("--also", action="append", default=[],
+                        help="another session on the same built weights, e.g. --also '--batch 4 --budgets 24' "
+                             "(its flags override the others; repeatable)")
+    parser.add_argument("--label", default="", help="free text stored in the JSON facts (e.g. what changed)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
-    args = parser.parse_args(argv)
-    device = torch.device(args.device)
-    arms = args.arms.split(",")
-    model_args = shape(args.shape, args.layers)
-    trace = load_trace(args.trace)
-    started = time.perf_counter()
-    host = synthetic_weights(model_args, device, experts_on_host=True, dtype=DTYPES[model_args.torch_dtype])
-    facts = {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
-             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "torch": torch.__version__, "build_s": time.perf_counter() - started,
-             "expert_bytes": host.store.expert_bytes, "pinned": host.store.is_pinned,
-             "copy_loop_gb_s": copy_loop_rate(host.store, device)}
-    print(json.dumps(facts), flush=True)
-    link = LinkCost(facts["copy_loop_gb_s"] * 1e9, 20e-6, 0.012, 0.0004)
-    router = TraceRouter(trace, device)
+    return parser.parse_args(argv)
+
+
+def run_facts(args, model_args: ModelArgs, host: LoadedWeights, device, build_s: float) -> dict:
+    """What every row shares; num_moe_layers x num_experts x expert_bytes is what a cold prompt copies (TTFT floor)."""
+    return {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
+            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "torch": torch.__version__,
+            "git_commit": git_commit(), "label": args.label, "build_s": build_s,
+            "num_moe_layers": model_args.num_moe_layers, "num_experts": model_args.num_experts,
+            "expert_bytes": host.store.expert_bytes, "pinned": host.store.is_pinned,
+            "copy_loop_gb_s": copy_loop_rate(host.store, device),
+            "copy_kernel_gb_s": guarded(copy_kernel_rates, host.store, device)}
+
+
+def guarded(fn, *args):
+    """fn(*args), or the error as text: one failed measurement must not stop the suite."""
+    try:
+        return fn(*args)
+    except Exception as err:  # noqa: BLE001 - recorded in the results
+        return {"error": f"{type(err).__name__}: {err}"}
+
+
+def unbudgeted_rows(host, arms, args, device, router) -> list[dict]:
     rows = []
     if "resident" in arms:
         resident = resident_weights(host, device)
@@ -232,32 +292,77 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(run_arm(resident, "resident-dynamic", plan, args, device, router, args.tokens, decode="dynamic"))
         del resident
     if "paged-all" in arms:
-        plan = plan_for(host, "paged", None, model_args.num_experts, args.batch, args.max_len)
+        plan = plan_for(host, "paged", None, host.args.num_experts, args.batch, args.max_len)
         rows.append(run_arm(host, "paged-all-resident", plan, args, device, router, args.tokens, warm_all=True))
-    for budget in [int(float(b) * GiB) for b in args.budgets.split(",")]:
-        if "wisp" in arms:
-            rows.append(run_arm(host, "wisp", mvwsa_plan(host, budget, trace, link, args.batch, args.max_len),
-                                args, device, router, args.tokens))
-        if "wisp-prefetch" in arms:
-            rows.append(run_arm(host, "wisp+prefetch", mvwsa_plan(host, budget, trace, link, args.batch, args.max_len),
-                                args, device, router, args.tokens, prefetch=True))
-        if "wisp-online" in arms:
-            rows.append(run_arm(host, "wisp-online", mvwsa_plan(host, budget, trace, link, args.batch, args.max_len),
-                                args, device, router, args.tokens, online=True))
-        if "wisp-50-50" in arms:
-            rows.append(run_arm(host, "wisp-50-50", fifty_fifty_plan(host, budget, args.batch, args.max_len),
-                                args, device, router, args.tokens))
-        if "wisp-uniform" in arms:
-            rows.append(run_arm(host, "wisp-uniform", plan_for(host, "paged", budget, None, args.batch, args.max_len),
-                                args, device, router, args.tokens))
-        static = plan_for(host, "static", budget, None, args.batch, args.max_len)
-        if "static-uva" in arms:
-            rows.append(run_arm(host, "static-uva", static, args, device, router, max(4, args.tokens // 8), runs=1,
-                                provider=lambda: TouchedCopyExperts(host.store, device, static.offloaded_layers)))
-        if "static-copy" in arms:
-            rows.append(run_arm(host, "static-copy", static, args, device, router, 3, runs=1))
+    return rows
+
+
+def budget_rows(host, budget: int, arms, args, device, router, trace, link) -> list[dict]:
+    rows = []
+    tokens = args.tokens
+    if "wisp" in arms:
+        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len)
+        rows.append(run_arm(host, "wisp", plan, args, device, router, tokens))
+    if "wisp-host" in arms:
+        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len)
+        rows.append(run_arm(host, "wisp-host", plan, args, device, router, tokens, host_pager=True))
+    if "wisp-prefetch" in arms:
+        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len)
+        rows.append(run_arm(host, "wisp+prefetch", plan, args, device, router, tokens, prefetch=True))
+    if "wisp-online" in arms:
+        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len)
+        rows.append(run_arm(host, "wisp-online", plan, args, device, router, tokens, online=True))
+    if "wisp-50-50" in arms:
+        plan = fifty_fifty_plan(host, budget, args.batch, args.max_len)
+        rows.append(run_arm(host, "wisp-50-50", plan, args, device, router, tokens))
+    if "wisp-uniform" in arms:
+        plan = plan_for(host, "paged", budget, None, args.batch, args.max_len)
+        rows.append(run_arm(host, "wisp-uniform", plan, args, device, router, tokens))
+    if "wisp-sweep" in arms:
+        for plan in sweep_plans(host.args, budget, args.batch, args.max_len):
+            rows.append(run_arm(host, "wisp-sweep", plan, args, device, router, tokens, runs=args.sweep_runs))
+    return rows + static_rows(host, budget, arms, args, device, router)
+
+
+def static_rows(host, budget: int, arms, args, device, router) -> list[dict]:
+    """vLLM --cpu-offload-gb semantics: UVA reads of the touched experts, and whole-layer copies (fewer tokens)."""
+    if "static-uva" not in arms and "static-copy" not in arms:
+        return []
+    static = plan_for(host, "static", budget, None, args.batch, args.max_len)
+    rows = []
+    if "static-uva" in arms:
+        rows.append(run_arm(host, "static-uva", static, args, device, router, args.tokens,
+                            provider=lambda: TouchedCopyExperts(host.store, device, static.offloaded_layers)))
+    if "static-copy" in arms:
+        rows.append(run_arm(host, "static-copy", static, args, device, router, 3, runs=1))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    model_args = shape(args.shape, args.layers)
+    started = time.perf_counter()
+    host = synthetic_weights(model_args, device, experts_on_host=True, dtype=DTYPES[model_args.torch_dtype])
+    facts = run_facts(args, model_args, host, device, time.perf_counter() - started)
+    print(json.dumps(facts), flush=True)
+    for extra in [""] + args.also:  # each --also session reuses the built weights with its flags on top
+        session = parse_args(argv + shlex.split(extra)) if extra else args
+        run_session(session, host, device, {**facts, "trace": session.trace.name})
+
+
+def run_session(args, host, device, facts: dict) -> None:
+    arms = args.arms.split(",")
+    trace = load_trace(args.trace)
+    link = LinkCost(facts["copy_loop_gb_s"] * 1e9, 20e-6, 0.012, 0.0004)
+    router = TraceRouter(trace, device)
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{args.shape}-b{args.batch}-p{args.prompt}.json"
+    path = args.out / f"{args.shape}-b{args.batch}-p{args.prompt}-{args.trace.stem}.json"
+    rows = unbudgeted_rows(host, arms, args, device, router)
+    for budget in [int(float(b) * GiB) for b in args.budgets.split(",")]:
+        path.write_text(json.dumps({"facts": facts, "rows": rows}))  # what is done survives a timeout
+        rows += budget_rows(host, budget, arms, args, device, router, trace, link)
     path.write_text(json.dumps({"facts": facts, "rows": rows}))
     print(f"results: {path}; tables and plots: python -m engine.bench.report {path}")
 

@@ -23,6 +23,7 @@ class TraceRouter:
         if not self.streams:
             raise ValueError("the trace has no decode rows to replay")
         self.step_ids: torch.Tensor | None = None  # [T, L, K] of the current step
+        self.buffers: dict[tuple, torch.Tensor] = {}
         self.stream_of: dict[str, int] = {}  # request id -> replayed trace request
 
     def rows(self, stream: int, start: int, count: int, is_prefill: bool) -> np.ndarray:
@@ -40,9 +41,10 @@ class TraceRouter:
             else:
                 rows.append(self.rows(stream, len(seq.token_ids) - 1 - seq.num_prompt_tokens, 1, False))
         ids = torch.from_numpy(np.concatenate(rows).astype(np.int64))  # [T, L, K]
-        if self.step_ids is None or self.step_ids.shape != ids.shape:
-            self.step_ids = torch.empty_like(ids, device=self.device)
-        self.step_ids.copy_(ids)  # in place: a captured decode graph keeps reading this buffer
+        if tuple(ids.shape) not in self.buffers:  # one buffer per shape: a captured graph keeps reading its own
+            self.buffers[tuple(ids.shape)] = torch.empty_like(ids, device=self.device)
+        self.step_ids = self.buffers[tuple(ids.shape)]
+        self.step_ids.copy_(ids)
 
     def __call__(self, layer: int) -> torch.Tensor:
         return self.step_ids[:, layer]

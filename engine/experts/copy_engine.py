@@ -21,7 +21,9 @@ class CopyEngine:
 
     def copy(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Start copying each (device slot, host block) pair; wait() before using the slots."""
-        self.counters.h2d_bytes += sum(src.numel() * src.element_size() for _, src in pairs)
+        nbytes = sum(src.numel() * src.element_size() for _, src in pairs)
+        self.counters.h2d_bytes += nbytes
+        self.counters.timed_bytes += nbytes
         if self.stream is None:
             start = time.perf_counter()
             for dst, src in pairs:

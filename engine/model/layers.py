@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.model.args import ModelArgs
+from engine.model.fused_norm import can_fuse, fused_rms_norm
 
 
 class RMSNorm(nn.Module):
@@ -16,6 +17,8 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if can_fuse(x, self.weight):
+            return fused_rms_norm(x, self.weight, self.eps)
         input_dtype = x.dtype
         x = x.to(torch.float32)
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)

@@ -44,11 +44,13 @@ class MoeBlock(nn.Module):
             ids, weights = route(logits, args.num_experts_per_tok, args.norm_topk_prob, args.router_weights_fp32)
         return ids, weights, self.shared(x) if self.shared is not None else None
 
-    def experts(self, x, ids, weights, shared, model: "MoeTransformer") -> torch.Tensor:
-        """The routed experts through the provider (where paging happens), plus the shared expert."""
+    def experts(self, x, ids, weights, shared, model: "MoeTransformer", graphed: bool = False) -> torch.Tensor:
+        """The routed experts through the provider (where paging happens), plus the shared expert. graphed: the
+        provider's sync-free path, for a decode step captured whole in a CUDA graph."""
         if model.routing_observer is not None:
             model.routing_observer(self.layer, ids)
-        out = model.experts.forward(self.layer, x, ids, weights)
+        provider = model.experts
+        out = (provider.forward_graphed if graphed else provider.forward)(self.layer, x, ids, weights)
         return out if shared is None else out + shared
 
     def forward(self, x: torch.Tensor, model: "MoeTransformer") -> torch.Tensor:

@@ -1,8 +1,10 @@
 """Decode steps with static shapes: the dense part of every layer (norms, attention over a context padded to
-max_model_len, routing) reads and writes fixed buffers, so on CUDA each layer's dense part is one CUDA
-graph replay instead of ~60 kernel launches. The routed experts stay eager between replays, because the
-pager must look at the routed ids on the host. Every expert mode uses this path for decode, so outputs
-stay bitwise equal across modes."""
+max_model_len, routing) reads and writes fixed buffers, so on CUDA the step runs as CUDA graph replays.
+
+Where the expert provider can run the step without the host (resident experts; the pager with its LRU on
+the device, engine.experts.device_lru), the whole step - every layer, routed experts and miss copies
+included - is one graph. Otherwise each layer's dense part is one graph and the experts run eagerly between
+replays. Every expert mode computes the same kernels in the same order, so outputs stay bitwise equal."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from engine.model.transformer import MoeTransformer
 
 class StaticDecode:
     """Buffers and per-layer graphs of one batch size."""
+
+    eager_whole = False  # tests: run the whole-step path without capturing it (CPU, Triton's interpreter)
 
     def __init__(self, model: MoeTransformer, cache: KVCache, batch: int, max_len: int, use_graphs: bool):
         args, device = model.args, model.embed_tokens.weight.device
@@ -31,6 +35,10 @@ class StaticDecode:
         self.rope = tuple(torch.zeros(batch, args.head_dim, dtype=dtype, device=device) for _ in range(2))
         self.graphs: list[torch.cuda.CUDAGraph] | None = None
         self.outputs: list = []
+        self.whole: torch.cuda.CUDAGraph | None = None  # the whole step, where the provider allows it
+        self.whole_out: torch.Tensor | None = None
+        self.whole_generation = -1
+        self.whole_steps = 0  # steps run through the whole-step path (captured or not)
 
     def load(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray) -> None:
         """This step's inputs, in one host->device copy. kv_index [B, max_len], padded with slot 0."""
@@ -47,6 +55,11 @@ class StaticDecode:
     def run(self) -> torch.Tensor:
         """-> final hidden states [B, D] of this step."""
         model = self.model
+        top_k = model.args.num_experts_per_tok
+        provider = model.experts
+        whole = (self.use_graphs or self.eager_whole) and model.routing_observer is None
+        if whole and hasattr(provider, "supports_graph") and provider.supports_graph(self.batch, top_k):
+            return self.run_whole(provider, top_k)
         self.x[0].copy_(model.embed_tokens(self.input_ids))
         for static, value in zip(self.rope, model.rotary(self.positions, self.x[0].dtype)):
             static.copy_(value)
@@ -60,6 +73,38 @@ class StaticDecode:
         if self.use_graphs and self.graphs is None:
             self.capture()  # after one eager pass: every buffer holds valid data, every kernel is warm
         return model.norm(self.x[-1])
+
+    def run_whole(self, provider, top_k: int) -> torch.Tensor:
+        provider.begin_graph_step(self.batch, top_k)
+        self.whole_steps += 1
+        if not self.use_graphs:
+            return self.whole_step()
+        if self.whole is not None and self.whole_generation == provider.graph_generation:
+            self.whole.replay()
+            return self.whole_out
+        self.whole = None
+        out = self.whole_step()  # this step, eagerly: compiles and warms every kernel before the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.whole_out = self.whole_step()
+        self.whole, self.whole_generation = graph, provider.graph_generation
+        return out
+
+    def whole_step(self) -> torch.Tensor:
+        """One decode step through the providers' sync-free path (capturable as one graph)."""
+        model = self.model
+        self.x[0].copy_(model.embed_tokens(self.input_ids))
+        for static, value in zip(self.rope, model.rotary(self.positions, self.x[0].dtype)):
+            static.copy_(value)
+        x = self.x[0]
+        for layer in model.layers:
+            out = layer.dense_part(x, self.rope, self.meta, self.cache, model)
+            if layer.is_moe:
+                x_attn, h, ids, weights, shared = out
+                x = x_attn + layer.mlp.experts(h, ids, weights, shared, model, graphed=True)
+            else:
+                x = out
+        return model.norm(x)
 
     def graph_output(self, index: int):
         self.graphs[index].replay()

@@ -47,6 +47,8 @@ def apply_plan(engine, new: MemoryPlan) -> None:
     if new.kv_blocks < old.kv_blocks:
         resize_kv(engine, new.kv_blocks)
     provider = engine.runner.model.experts
+    if engine.runner.static_decode is not None:
+        engine.runner.static_decode.invalidate()  # drop captured graphs (and their memory) before the pool moves
     if hasattr(provider, "set_capacity"):
         provider.set_capacity(dict(zip(provider.capacity, new.slots_by_layer)))
     if new.kv_blocks > old.kv_blocks:

@@ -1,20 +1,123 @@
 """The benchmark harness end to end on the CPU, at toy width with the Qwen3-30B-A3B expert topology and its trace."""
 
 import json
+import shutil
 
+import pytest
+
+from engine.alloc.memory_plan import GiB, kv_floor_bytes
+from engine.bench import report
 from engine.bench.report import table
+from engine.bench.shapes import shape
+from engine.bench.suite import expert_share, shape_plan, sweep_plans
 from engine.cli import main
+from engine.model.sizes import model_sizes
+
+ARMS = "resident,resident-dynamic,paged-all,wisp,wisp-online,wisp-prefetch,static-uva,static-copy,wisp-50-50," \
+       "wisp-uniform,wisp-sweep,wisp-host"
 
 
-def test_bench_suite_runs_every_arm_and_reports(tmp_path):
+@pytest.fixture(scope="module")
+def bench_json(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
     assert main(["bench", "--shape", "qwen3-topology-tiny", "--trace", "resources/traces/qwen3-twin_chat.npz",
-                 "--budgets", "0.75", "--prompt", "16", "--tokens", "4", "--runs", "1", "--max-len", "128",
-                 "--device", "cpu", "--out", str(tmp_path)]) == 0
-    result = json.loads((tmp_path / "qwen3-topology-tiny-b1-p16.json").read_text())
+                 "--budgets", "0.75", "--prompt", "16", "--tokens", "4", "--runs", "1", "--sweep-runs", "1",
+                 "--max-len", "128", "--device", "cpu", "--arms", ARMS, "--label", "ci run", "--out", str(out),
+                 "--also", "--batch 2 --arms resident,wisp"]) == 0
+    return out / "qwen3-topology-tiny-b1-p16-qwen3-twin_chat.json"
+
+
+def cells(markdown: str, arm: str) -> dict:
+    """The first table row of `arm`, keyed by the table's header."""
+    lines = markdown.splitlines()
+    header = next(line for line in lines if line.startswith("| arm |"))
+    row = next(line for line in lines if line.startswith(f"| {arm} |"))
+    return dict(zip(header.strip("|").split(" | "), row.strip("|").split(" | ")))
+
+
+def row_of(result: dict, arm: str) -> dict:
+    return next(r for r in result["rows"] if r["arm"] == arm)
+
+
+def test_bench_suite_runs_every_arm_and_reports(bench_json):
+    result = json.loads(bench_json.read_text())
     arms = {row["arm"] for row in result["rows"]}
-    assert {"resident", "paged-all-resident", "wisp", "wisp-online", "wisp+prefetch", "static-uva", "static-copy"} <= arms
+    assert {"resident", "paged-all-resident", "wisp", "wisp-online", "wisp+prefetch", "static-uva", "static-copy",
+            "wisp-50-50", "wisp-uniform", "wisp-sweep"} <= arms
     assert not [row for row in result["rows"] if "error" in row]
     tokens = {row["arm"]: row["tokens"][0] for row in result["rows"]}
     assert tokens["wisp"] == tokens["resident"] == tokens["static-uva"] == tokens["wisp-online"]  # identical outputs
+    assert tokens["wisp-host"] == tokens["resident"]
+    assert tokens["wisp-sweep"] == tokens["wisp-50-50"] == tokens["resident"]
     assert tokens["static-copy"] == tokens["resident"][: len(tokens["static-copy"])]  # it runs fewer tokens
     assert "| wisp | 0.75 |" in table(result)
+
+
+def test_also_runs_another_session_on_the_same_weights(bench_json):
+    second = json.loads((bench_json.parent / "qwen3-topology-tiny-b2-p16-qwen3-twin_chat.json").read_text())
+    rows = {row["arm"]: row for row in second["rows"]}
+    assert set(rows) == {"resident", "wisp"} and all(row["batch"] == 2 for row in rows.values())
+    assert rows["wisp"]["tokens"] == rows["resident"]["tokens"] and len(rows["wisp"]["tokens"]) == 2
+
+
+def test_bench_records_splits_and_provenance(bench_json):
+    result = json.loads(bench_json.read_text())
+    facts, rows = result["facts"], result["rows"]
+    assert facts["label"] == "ci run" and "git_commit" in facts
+    assert (facts["num_moe_layers"], facts["num_experts"]) == (48, 128)
+    for row in rows:
+        is_budgeted_paged = row["mode"] == "paged" and row["budget_gib"] is not None
+        assert (row["expert_share"] is not None) == is_budgeted_paged, row["arm"]
+    sweep = [row for row in rows if row["arm"] == "wisp-sweep"]
+    assert sweep and all(0 < row["expert_share"] <= 1 and len(row["decode_tok_s_runs"]) == 1 for row in sweep)
+
+
+def test_sweep_spans_the_pool_and_keeps_the_kv_floor():
+    qwen3 = shape("qwen3-30b-a3b")
+    budget = 24 * GiB
+    plans = sweep_plans(qwen3, budget, batch=1, max_len=4096)
+    shares = [expert_share(plan) for plan in plans]
+    assert len(plans) == 5 and shares == sorted(shares) and shares[0] < 0.35 < 0.9 < shares[-1]
+    assert all(plan.kv_bytes >= kv_floor_bytes(model_sizes(qwen3, 2), 1, 4096) for plan in plans)
+    assert all(plan.free_bytes >= 0 and plan.layer_slots is None for plan in plans)
+    assert plans[-1].slots_per_layer == shape_plan(qwen3, "paged", budget, None, 1, 4096).slots_per_layer
+
+
+def test_report_has_floors_and_the_split_check(bench_json):
+    result = json.loads(bench_json.read_text())
+    markdown = table(result)
+    wisp, resident = cells(markdown, "wisp"), cells(markdown, "resident")
+    facts, row = result["facts"], row_of(result, "wisp")
+    cold_prompt_s = 48 * 128 * facts["expert_bytes"] / (facts["copy_loop_gb_s"] * 1e9)  # every expert once
+    assert wisp["TTFT / floor"] == f"{row['ttft_s'] / (cold_prompt_s + row_of(result, 'resident')['ttft_s']):.2f}"
+    assert wisp["miss H2D GB/s"] == f"{row['h2d_bytes'] / row['copy_s'] / 1e9:.1f}"
+    assert wisp["expert share"] == f"{row['expert_share']:.2f}" and float(wisp["run / floor"]) >= 0
+    assert resident["TTFT / floor"] == "-" and resident["expert share"] == "-"
+    split = markdown[markdown.index("### Split check"):]
+    configured = row["decode_tok_s"]
+    best = max(r["decode_tok_s"] for r in result["rows"] if r["arm"] == "wisp-sweep")
+    assert f"| 0.75 | {configured:.1f} |" in split and f"| {configured / best:.2f} |" in split
+
+
+def test_report_without_resident_row_and_with_a_failed_arm(bench_json):
+    result = json.loads(bench_json.read_text())
+    failed = {"arm": "wisp", "budget_gib": 8.0, "expert_share": None, "error": "BudgetError: too small"}
+    result["rows"] = [r for r in result["rows"] if r["arm"] != "resident"] + [failed]
+    markdown = table(result)
+    wisp = cells(markdown, "wisp")
+    assert (wisp["TTFT / floor"], wisp["run / floor"]) == ("-", "-")
+    assert "No resident row" in markdown and "Failed arm: wisp at 8.0 GiB: BudgetError: too small" in markdown
+
+
+def test_report_writes_one_markdown_and_plots_per_json(bench_json, tmp_path):
+    pytest.importorskip("matplotlib")
+    second = tmp_path / "qwen3-topology-tiny-b4-p16.json"
+    shutil.copy(bench_json, second)
+    report.main([str(bench_json), str(second), "--out", str(tmp_path / "report")])
+    markdown = (tmp_path / "report" / "results.md").read_text()
+    assert markdown.count("### Split check") == 2
+    first = bench_json.stem
+    assert f"## {first}\n" in markdown and "## qwen3-topology-tiny-b4-p16\n" in markdown
+    for stem in (first, "qwen3-topology-tiny-b4-p16"):
+        for name in ("tok_s_vs_budget", "hit_rate_vs_slots", "measured_vs_floor"):
+            assert (tmp_path / "report" / f"{stem}-{name}.png").stat().st_size > 1000

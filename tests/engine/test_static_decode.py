@@ -1,7 +1,9 @@
 """Static-shape decode (the path CUDA graphs capture), run eagerly on the CPU: same tokens as the dynamic path,
 and bitwise identical across expert modes."""
 
-from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+import pytest
+
+from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams, expert_counters
 from engine.model.loader import read_args
 from tests.engine.test_expert_modes import PROMPTS, mode_options
 
@@ -29,3 +31,33 @@ def test_static_decode_is_bitwise_equal_across_expert_modes(tiny_model_dir):
     reference = run_all(folder, decode="static")
     for name, options in mode_options(args.num_experts_per_tok, args.num_experts).items():
         assert run_all(folder, decode="static", **options) == reference, name
+
+
+def test_whole_step_path_is_bitwise_equal_and_counts_like_the_host_pager(tiny_model_dir, monkeypatch):
+    """The path a whole-step CUDA graph captures (device LRU, miss copies by kernel, routing ring), run eagerly
+    through Triton's interpreter: same outputs as the host pager, same hit/miss/eviction counts."""
+    pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
+    from engine.runtime.decode_graphs import StaticDecode
+
+    folder = tiny_model_dir("qwen3_moe")
+    top_k = read_args(folder).num_experts_per_tok
+
+    def run(whole: bool, **options):
+        monkeypatch.setattr(StaticDecode, "eager_whole", whole)
+        with Engine(EngineOptions(model=str(folder), device="cpu", max_model_len=128, decode="static",
+                                  **options)) as engine:
+            result = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SAMPLING))
+            batch = [h.result() for h in engine.submit_batch([GenerateRequest(prompt=p, sampling=SAMPLING)
+                                                               for p in PROMPTS[:2]])]
+            counters = expert_counters(engine)
+            used_whole = any(getattr(s, "whole_steps", 0) for s in engine._core.runner.static_decode.by_batch.values())
+        outputs = [(r.token_ids, r.logprobs) for r in [result, *batch]]
+        return outputs, (counters.hits, counters.misses, counters.evictions, counters.h2d_bytes), used_whole
+
+    reference, _, _ = run(False)
+    for options in (dict(), dict(experts="paged", expert_slots=2 * top_k), dict(experts="paged", expert_slots=top_k)):
+        host_outputs, host_counts, host_whole = run(False, **options)
+        whole_outputs, whole_counts, whole_used = run(True, **options)
+        assert whole_used and not host_whole, options
+        assert host_outputs == reference and whole_outputs == reference, options
+        assert whole_counts == host_counts, options

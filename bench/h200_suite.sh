@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The `wisp bench` suite on the H200 (shared/BENCH.md), in two parts that each fit one 10-minute device command: the synthetic
+# Qwen3-30B-A3B shape, trace-driven, then results.md and the plots. Each step's output also goes to
+# OUT_DIR/<step>.log.
+#
+#   bench/h200_suite.sh [OUT_DIR] [main|splits]      default: $OUT, else bench/results/<date>-h200; main
+# The weights take ~80 s to build in each part; the main table took ~6.5 min on 2026-11-29. The GPU image lacks
+# platformdirs (wisp-online's link probe cache): carry its wheel (see the device tool's README).
+#   LABEL="$(git rev-parse --short HEAD) what changed" bench/h200_suite.sh    (the H200's copy has no .git)
+set -euo pipefail
+export PYTHONUNBUFFERED=1
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+out="${1:-${OUT:-$root/bench/results/$(date +%F)-h200}}"
+mkdir -p "$out"
+out="$(cd "$out" && pwd)"
+cd "$root"  # the package is not installed there: python -m from the repository root
+python="${PYTHON:-python3}"
+label="${LABEL:-}"
+
+step() {  # step NAME COMMAND...: run COMMAND, its output to the terminal and to $out/NAME.log
+    local name=$1
+    shift
+    echo "== $name: $*" | tee "$out/$name.log"
+    "$@" 2>&1 | tee -a "$out/$name.log"
+}
+
+gpu_facts() {
+    nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
+        --format=csv || echo "nvidia-smi failed"
+    "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+}
+
+suite() {  # suite NAME ARGS...: one `wisp bench` run of the Qwen3 shape (code trace unless --trace is given)
+    local name=$1
+    shift
+    step "$name" "$python" -m engine.bench.suite --shape qwen3-30b-a3b \
+        --trace "$code" --label "$label" --out "$out" "$@"
+}
+
+part="${2:-main}"
+code=resources/traces/qwen3-twin_code.npz
+turns=resources/traces/qwen3-twin_multi_turn.npz
+
+step gpu gpu_facts
+case "$part" in
+main)  # ~7 min: the arms table at 12/24/32 GiB, then TTFT of a 2048-token prompt and batch 4
+    suite bench-main --budgets 12,24,32 --batch 1 --prompt 512 --tokens 64 --runs 3 \
+        --arms resident,paged-all,wisp,wisp-host,wisp-prefetch,static-uva,static-copy \
+        --also "--prompt 2048 --budgets 16 --tokens 16 --runs 1 --arms resident,paged-all,wisp,static-uva" \
+        --also "--batch 4 --budgets 24 --tokens 32 --runs 1 --arms resident,wisp,static-uva" ;;
+splits)  # ~7 min: MV-WSA's split against measured uniform splits, 50/50 and the online controller
+    suite bench-splits --trace "$turns" --budgets 12,24 --batch 1 --prompt 512 --tokens 48 --runs 3 \
+        --arms resident,wisp,wisp-online,wisp-50-50,wisp-sweep ;;
+*) echo "part must be main or splits" >&2; exit 2 ;;
+esac
+step report "$python" -m engine.bench.report "$out"/qwen3-30b-a3b-*.json --out "$out"
+echo "== done in ${SECONDS}s: $out"

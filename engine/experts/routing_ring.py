@@ -1,0 +1,47 @@
+"""Routed ids of decode steps that run as one CUDA graph, kept on the device until someone reads them.
+
+Inside the graph each MoE layer copies its ids into row `pos` of a ring; the host sets `pos` before each
+replay and drains the ring (one device->host copy per batch size) when it is full or counters are read."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class RoutingRing:
+    def __init__(self, layers: list[int], device: torch.device, capacity: int = 64):
+        self.layers, self.device, self.capacity = layers, device, capacity
+        self.position = {layer: p for p, layer in enumerate(layers)}
+        self.buffers: dict[tuple[int, int], torch.Tensor] = {}  # (tokens, top_k) -> [capacity, layers, T, K]
+        self.pos_host = torch.zeros(1, dtype=torch.long, pin_memory=device.type == "cuda")
+        self.pos = torch.zeros(1, dtype=torch.long, device=device)
+        self.steps: list[tuple[int, int]] = []  # shape of each recorded step, oldest first
+
+    def begin_step(self, tokens: int, top_k: int) -> bool:
+        """Claim the next row for a step of this shape. -> False if the ring is full (drain first)."""
+        if len(self.steps) >= self.capacity:
+            return False
+        if (tokens, top_k) not in self.buffers:
+            self.buffers[(tokens, top_k)] = torch.zeros(self.capacity, len(self.layers), tokens, top_k,
+                                                        dtype=torch.long, device=self.device)
+        self.pos_host[0] = len(self.steps)
+        self.pos.copy_(self.pos_host, non_blocking=True)
+        self.steps.append((tokens, top_k))
+        return True
+
+    def record(self, layer: int, ids: torch.Tensor) -> None:
+        """Inside the graph: this layer's ids [T, K] go to the current row."""
+        buffer = self.buffers[tuple(ids.shape)]
+        buffer[:, self.position[layer]].index_copy_(0, self.pos, ids[None])
+
+    @torch.inference_mode()
+    def drain(self) -> list[tuple[int, np.ndarray]]:
+        """-> (layer, ids [T, K]) of every recorded step, in step then layer order; empties the ring."""
+        if not self.steps:
+            return []
+        host = {shape: buffer[: len(self.steps)].cpu().numpy() for shape, buffer in self.buffers.items()}
+        out = [(layer, host[shape][row, p]) for row, shape in enumerate(self.steps)
+               for layer, p in self.position.items()]
+        self.steps.clear()
+        return out

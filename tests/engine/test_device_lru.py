@@ -1,0 +1,94 @@
+"""The device-side pager's kernels (engine.experts.pager_kernels) run in Triton's interpreter on the CPU:
+the same LRU decisions as the host ExpertLRU, the same counts, and the copied bytes land in the right rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from engine.alloc.expert_lru import ExpertLRU
+from engine.alloc.miss_curve import step_unique
+
+pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
+
+
+def host_lru_step(lru: ExpertLRU, free: list[int], ids: np.ndarray) -> list[int]:
+    """The host pager's rule for one layer-step. -> the missed experts."""
+    needed = [int(e) for e in step_unique(ids)]
+    _, misses = lru.split(needed)
+    for expert in misses:
+        assert lru.place(expert, set(needed), lambda: free.pop() if free else None) is not None
+    lru.touch(needed)
+    return misses
+
+
+@pytest.mark.parametrize("tokens", [1, 2])
+def test_device_lru_decides_like_the_host_lru(tokens):
+    from engine.experts.device_lru import DeviceLRU
+
+    experts, top_k, capacity, base = 32, 4, {0: 9, 3: 12}, {0: 0, 3: 9}
+    device_state = DeviceLRU(list(capacity), experts, capacity, base, torch.device("cpu"))
+    lrus = {layer: ExpertLRU(cap) for layer, cap in capacity.items()}
+    free = {layer: list(range(base[layer] + cap - 1, base[layer] - 1, -1)) for layer, cap in capacity.items()}
+    device_state.push(lrus)
+    host_experts = torch.arange(experts * 8, dtype=torch.int32).view(experts, 8)
+    pool = torch.full((21, 8), -7, dtype=torch.int32)
+    rng = np.random.default_rng(tokens)
+    totals = np.zeros(2, dtype=np.int64)
+    for step in range(30):
+        for layer in capacity:
+            ids = rng.integers(0, experts // 2 if step < 15 else experts, (tokens, top_k))
+            misses = host_lru_step(lrus[layer], free[layer], ids)
+            totals += (len(step_unique(ids)) - len(misses), len(misses))
+            rows, miss_src, miss_dst = device_state.step(layer, torch.from_numpy(ids))
+            device_state.copy_misses(host_experts, pool, miss_src, miss_dst)
+            count = int((miss_src >= 0).sum())
+            assert sorted(miss_src[:count].tolist()) == sorted(misses)
+            assert torch.equal(pool[rows], host_experts[torch.from_numpy(ids).reshape(-1)])
+    pulled = {layer: ExpertLRU(cap) for layer, cap in capacity.items()}
+    device_state.pull(pulled)
+    assert {k: list(v.slots) for k, v in pulled.items()} == {k: list(v.slots) for k, v in lrus.items()}
+    counts = device_state.take_counts()
+    assert (counts[:, 0].sum(), counts[:, 1].sum()) == tuple(totals)
+    assert device_state.take_counts().sum() == 0
+
+
+def test_forget_mode_misses_every_needed_expert_once():
+    from engine.experts.device_lru import DeviceLRU
+
+    device_state = DeviceLRU([5], 16, {5: 1}, {5: 0}, torch.device("cpu"))
+    host_experts = torch.arange(16 * 4, dtype=torch.int32).view(16, 4)
+    scratch = torch.zeros(8, 4, dtype=torch.int32)
+    ids = torch.tensor([[3, 7, 3, 1], [7, 2, 3, 9]])
+    for _ in range(2):  # nothing is remembered between steps
+        rows, miss_src, miss_dst = device_state.step(5, ids, forget=True)
+        device_state.copy_misses(host_experts, scratch, miss_src, miss_dst)
+        assert miss_src.tolist()[:5] == [3, 7, 1, 2, 9] and (miss_src[5:] == -1).all()
+        assert torch.equal(scratch[rows], host_experts[ids.reshape(-1)])
+    assert device_state.take_counts().tolist() == [[0, 10, 0]]
+
+
+def test_a_resize_frees_the_old_pool_before_allocating_the_new_one(monkeypatch):
+    """The graphed path keeps views of the pool; a resize must drop them first, or two pools would coexist
+    and the budget would be exceeded (seen on the H200: a 12 GiB plan peaked at 19 GiB after a re-split)."""
+    from engine.experts.pager import PagedExperts
+    from engine.experts.store import ExpertLayout, ExpertStore
+
+    store = ExpertStore(ExpertLayout(8, 4), [0, 1], 16, torch.float32, "cpu")
+    pager = PagedExperts(store, torch.device("cpu"), {0: 6, 1: 6})
+    pager.begin_graph_step(1, 4)  # builds the device state and the word view of the pool
+    assert pager.pool_words is not None
+    old_pool = pager.pool.tensor.data_ptr()
+    freed_first = []
+    real_empty = torch.empty
+
+    def spy(*args, **kwargs):
+        if args and args[0] == 14:  # the new pool: 7 + 7 slots
+            views = [pager.pool_words] if pager.pool_words is not None else []
+            freed_first.append(all(view.data_ptr() != old_pool for view in views) and pager.pool.num_slots == 0)
+        return real_empty(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "empty", spy)
+    pager.set_capacity({0: 7, 1: 7})
+    assert freed_first == [True]
