@@ -8,15 +8,14 @@ import torch
 from engine.experts.store import ExpertLayout, ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.loader import LoadedWeights
-from engine.model.transformer import MoeTransformer
+from engine.model.transformer import MoeTransformer, meta_model
 
 WEIGHT_STD = 0.02
 
 
 def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, seed: int = 0) -> MoeTransformer:
     generator = torch.Generator(device=device).manual_seed(seed)
-    with torch.device("meta"):
-        model = MoeTransformer(args)
+    model = meta_model(args)
     state = {}
     for name, param in model.named_parameters():
         if name.endswith("norm.weight"):

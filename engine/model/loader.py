@@ -14,7 +14,7 @@ from engine.experts.store import ExpertLayout, ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
 from engine.model.registry import architecture, parse_config
-from engine.model.transformer import MoeTransformer
+from engine.model.transformer import MoeTransformer, meta_model
 from engine.model.weight_names import MoeWeightNames
 
 Progress = Callable[[float, str], None]
@@ -109,8 +109,7 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
     names = architecture(args.model_type).WEIGHT_NAMES
     torch_dtype = resolve_dtype(dtype, args, device)
     ckpt = Checkpoint(folder)
-    with torch.device("meta"):
-        model = MoeTransformer(args)
+    model = meta_model(args)
     load_dense(model, ckpt, names, torch_dtype, device)
     model.attach_rotary(device)
     model.eval()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Callable
 
 import torch
@@ -79,6 +80,17 @@ class DecoderLayer(nn.Module):
         if not self.is_moe:
             return x + self.mlp(h)
         return (x, h, *self.mlp.route(h, model))
+
+
+def meta_model(args: ModelArgs) -> "MoeTransformer":
+    """The module tree with no storage, for the loader to fill. Building modules under torch.device("meta")
+    leaves a reference cycle of finished frames (torch's __torch_function__ path), and those frames hold
+    their callers' locals: without the collect, a closed Engine's device memory stayed allocated until the
+    next cyclic garbage collection."""
+    with torch.device("meta"):
+        model = MoeTransformer(args)
+    gc.collect()
+    return model
 
 
 class MoeTransformer(nn.Module):

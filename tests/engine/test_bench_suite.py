@@ -110,7 +110,6 @@ def test_report_without_resident_row_and_with_a_failed_arm(bench_json):
 
 
 def test_report_writes_one_markdown_and_plots_per_json(bench_json, tmp_path):
-    pytest.importorskip("matplotlib")
     second = tmp_path / "qwen3-topology-tiny-b4-p16.json"
     shutil.copy(bench_json, second)
     report.main([str(bench_json), str(second), "--out", str(tmp_path / "report")])
