@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -32,6 +33,7 @@ __all__ = [
 ]
 
 EventCallback = Callable[[Event], None]
+STATS_PERIOD_S = 0.1  # how stale Engine.stats() may get while generating (the app's live charts poll it)
 PlanListener = Callable[[PlanEvent], None]
 
 
@@ -74,6 +76,7 @@ class Engine:
         self._handles: dict[str, tuple[RequestHandle, EventCallback | None]] = {}
         self._plan_listeners: list[PlanListener] = []
         self._stats = self._core.stats()
+        self._stats_time = time.monotonic()
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="wisp-engine", daemon=True)
         self._thread.start()
@@ -110,7 +113,8 @@ class Engine:
         self._plan_listeners.append(listener)
 
     def stats(self) -> EngineStats:
-        """The latest snapshot (updated by the engine thread after every step); cheap, any thread."""
+        """The latest snapshot (updated by the engine thread every STATS_PERIOD_S while generating and when it
+        drains); cheap, any thread."""
         return self._stats
 
     @property
@@ -157,10 +161,13 @@ class Engine:
             self._take(item)
             return  # drain the inbox before the next step
         self._emit(self._step())
-        if not self._core.has_work:
+        drained = not self._core.has_work
+        if drained:
             self._core.throughput.idle()
             self._announce(self._core.at_barrier())
-        self._stats = self._core.stats()
+        now = time.monotonic()
+        if drained or now - self._stats_time >= STATS_PERIOD_S:  # settling counters reads the device
+            self._stats, self._stats_time = self._core.stats(), now
 
     def _step(self) -> list[Event]:
         try:

@@ -80,7 +80,8 @@ class DeviceLRU:
         self.lru_step[(1,)](ids.reshape(-1), self.expert_slot[p], self.slot_expert[p], self.last_use[p],
                             self.clock[p:], self.counts[p], rows[0], rows[1], rows[2], entries, self.num_experts,
                             cap, self.base[layer], FORGET=forget, NB=max(16, next_pow2(entries)),
-                            BE=max(16, next_pow2(self.num_experts)), BS=max(16, next_pow2(cap)), num_warps=4)
+                            BE=max(16, next_pow2(self.num_experts)), BS=max(16, next_pow2(cap)), STRIDE=STAMP_STRIDE,
+                            num_warps=4)
         return rows[0], rows[1], rows[2]
 
     def copy_misses(self, host_words: torch.Tensor, pool_words: torch.Tensor, miss_src: torch.Tensor,

@@ -47,6 +47,12 @@ def gathered_experts(x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tenso
     return (y * weights.reshape(-1, 1)).to(x.dtype).view(T, K, hidden)
 
 
+def run_rows(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor,
+             hidden: int, intermediate: int) -> torch.Tensor:
+    """Small step: entry i of ids [T, K] uses the packed expert table[rows[i]]. -> [T, D] combined."""
+    return combine(gathered_experts(x, table[rows], weights, hidden, intermediate), ids)
+
+
 def expert_mlp(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
     """SwiGLU expert. x [n, D], gate_up [2I, D], down [D, I] -> [n, D]."""
     gate, up = F.linear(x, gate_up).chunk(2, dim=-1)  # [n, I] x2

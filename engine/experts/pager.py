@@ -19,7 +19,7 @@ from engine.alloc.miss_curve import step_unique
 from engine.experts import pager_kernels
 from engine.experts.copy_engine import CopyEngine
 from engine.experts.device_lru import DeviceLRU
-from engine.experts.kernel import combine, gathered_experts, is_small_step, run_expert
+from engine.experts.kernel import combine, gathered_experts, is_small_step, run_expert, run_rows
 from engine.experts.provider import ExpertCounters, start_layer
 from engine.experts.routing_ring import RoutingRing
 from engine.experts.slot_pool import SlotPool
@@ -43,7 +43,7 @@ class PagedExperts:
         self.device_lru: DeviceLRU | None = None  # the slot state of graphed decode steps
         self.owner = "host"  # who holds the current slot state: "host" (self.lru) or "device"
         self.graph_generation = 0  # bumped when the pool moves: captured graphs are stale
-        self.ring = RoutingRing(self.moe_layers, device)
+        self.ring = RoutingRing(self.moe_layers, device, self.settle_graphed)
         self.host_words: dict[int, torch.Tensor] | None = None  # device views of the pinned experts
         self.pool_words: torch.Tensor | None = None  # the slot pool viewed as words (the copy kernel's target)
         self.graphed_decode = True  # False: decode steps page on the host (benchmarks compare the two)
@@ -200,16 +200,22 @@ class PagedExperts:
             self.copies.synchronize()
             self.device_lru.push(self.lru)
             self.owner = "device"
-        if not self.ring.begin_step(tokens, top_k):
-            self.settle_graphed()
-            self.ring.begin_step(tokens, top_k)
+        self.ring.begin_step(tokens, top_k)
+
+    def cancel_graph_step(self) -> None:
+        """A graphed step failed part-way: its slots cannot be trusted (a copy may not have run), so the pool
+        starts empty and decode stays on the host pager."""
+        self.ring.cancel_step()
+        self.graphed_decode, self.owner = False, "host"
+        for lru in self.lru.values():
+            lru.slots.clear()
+        self.set_capacity(self.capacity)
 
     def forward_graphed(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         rows, miss_src, miss_dst = self.device_lru.step(layer, ids)
         self.device_lru.copy_misses(self.host_words[layer], self.pool_words, miss_src, miss_dst)
         self.ring.record(layer, ids)
-        blocks = self.pool.tensor[rows]
-        return combine(gathered_experts(x, blocks, weights, self.layout.hidden, self.layout.intermediate), ids)
+        return run_rows(x, self.pool.tensor, rows, ids, weights, self.layout.hidden, self.layout.intermediate)
 
     def settle_graphed(self) -> None:
         """Fold the device counters and the graphed steps' routing into the host view (never changes the owner)."""

@@ -44,7 +44,8 @@ def _define():
 
     @triton.jit
     def lru_step(ids_ptr, es_ptr, se_ptr, lu_ptr, clock_ptr, counts_ptr, rows_ptr, miss_src_ptr, miss_dst_ptr,
-                 N, E, S, base, FORGET: tl.constexpr, NB: tl.constexpr, BE: tl.constexpr, BS: tl.constexpr):
+                 N, E, S, base, FORGET: tl.constexpr, NB: tl.constexpr, BE: tl.constexpr, BS: tl.constexpr,
+                 STRIDE: tl.constexpr):
         n = tl.arange(0, NB)
         n_ok = n < N
         ids = tl.load(ids_ptr + n, mask=n_ok, other=-1).to(tl.int32)
@@ -94,7 +95,7 @@ def _define():
         # Touch the needed experts: stamp = clock * STRIDE + first appearance.
         clock = tl.load(clock_ptr)
         slot_first = tl.min(tl.where((new_se[:, None] == ids[None, :]) & n_ok[None, :], n[None, :], NB), axis=1)
-        new_lu = tl.where(slot_first < NB, clock * 1024 + slot_first, lu)
+        new_lu = tl.where(slot_first < NB, clock * STRIDE + slot_first, lu)
         # This step's output: the pool row of every (token, k) entry.
         entry_slot = tl.sum(tl.where(tl.trans(hit_ids), new_es[None, :], 0), axis=1)  # [NB]
         tl.store(rows_ptr + n, (base + entry_slot).to(tl.int64), mask=n_ok)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from engine.experts.kernel import Dispatch, combine, gathered_experts, is_small_step, plan_dispatch, run_expert
+from engine.experts.kernel import Dispatch, combine, is_small_step, plan_dispatch, run_expert, run_rows
 from engine.experts.store import ExpertStore
 
 
@@ -55,8 +55,7 @@ def start_layer(x: torch.Tensor, ids: torch.Tensor, ids_host) -> tuple[Dispatch,
 def run_blocks(x, ids, weights, blocks: torch.Tensor, layout) -> torch.Tensor:
     """Every routed expert's block is row `expert id` of `blocks` [E, numel] (resident and whole-layer copies)."""
     if is_small_step(ids.shape[0], ids.shape[1], layout.numel * blocks.element_size()):
-        rows = blocks[ids.reshape(-1)]  # [T*K, numel] (index_select was 42% of decode GPU time)
-        return combine(gathered_experts(x, rows, weights, layout.hidden, layout.intermediate), ids)
+        return run_rows(x, blocks, ids.reshape(-1), ids, weights, layout.hidden, layout.intermediate)
     dispatch, out = start_layer(x, ids, ids.cpu().numpy())
     for u, expert in enumerate(dispatch.experts):
         block = blocks[expert]
@@ -69,6 +68,7 @@ class ResidentExperts:
 
     name = "resident"
     graph_generation = 0
+    graph_failed = False
 
     def __init__(self, store: ExpertStore):
         from engine.experts.routing_ring import RoutingRing
@@ -78,7 +78,7 @@ class ResidentExperts:
         self.layout = store.layout
         self.uses = LazyUseCounter(ExpertCounters())
         device = next(iter(store.blocks.values())).device
-        self.ring = RoutingRing(list(store.blocks), device)
+        self.ring = RoutingRing(list(store.blocks), device, self.settle_graphed)
 
     @property
     def counters(self) -> ExpertCounters:
@@ -96,12 +96,15 @@ class ResidentExperts:
     # Graphed decode steps (one CUDA graph per step): the same compute, routing recorded on the device.
 
     def supports_graph(self, tokens: int, top_k: int) -> bool:
-        return is_small_step(tokens, top_k, self.store.expert_bytes)
+        return not self.graph_failed and is_small_step(tokens, top_k, self.store.expert_bytes)
 
     def begin_graph_step(self, tokens: int, top_k: int) -> None:
-        if not self.ring.begin_step(tokens, top_k):
-            self.settle_graphed()
-            self.ring.begin_step(tokens, top_k)
+        self.ring.begin_step(tokens, top_k)
+
+    def cancel_graph_step(self) -> None:
+        """The graphed step failed before it ran: forget it and stay on the per-layer path."""
+        self.ring.cancel_step()
+        self.graph_failed = True
 
     def forward_graphed(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         self.ring.record(layer, ids)

@@ -10,25 +10,29 @@ import torch
 
 
 class RoutingRing:
-    def __init__(self, layers: list[int], device: torch.device, capacity: int = 64):
-        self.layers, self.device, self.capacity = layers, device, capacity
+    def __init__(self, layers: list[int], device: torch.device, on_full, capacity: int = 64):
+        """on_full(): called when a step finds the ring full; it must drain() it (the provider settles)."""
+        self.layers, self.device, self.capacity, self.on_full = layers, device, capacity, on_full
         self.position = {layer: p for p, layer in enumerate(layers)}
         self.buffers: dict[tuple[int, int], torch.Tensor] = {}  # (tokens, top_k) -> [capacity, layers, T, K]
         self.pos_host = torch.zeros(1, dtype=torch.long, pin_memory=device.type == "cuda")
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
         self.steps: list[tuple[int, int]] = []  # shape of each recorded step, oldest first
 
-    def begin_step(self, tokens: int, top_k: int) -> bool:
-        """Claim the next row for a step of this shape. -> False if the ring is full (drain first)."""
+    def begin_step(self, tokens: int, top_k: int) -> None:
+        """Claim the next row for a step of this shape (before the step runs or replays)."""
         if len(self.steps) >= self.capacity:
-            return False
+            self.on_full()
         if (tokens, top_k) not in self.buffers:
             self.buffers[(tokens, top_k)] = torch.zeros(self.capacity, len(self.layers), tokens, top_k,
                                                         dtype=torch.long, device=self.device)
         self.pos_host[0] = len(self.steps)
         self.pos.copy_(self.pos_host, non_blocking=True)
         self.steps.append((tokens, top_k))
-        return True
+
+    def cancel_step(self) -> None:
+        """The claimed step did not run."""
+        self.steps.pop()
 
     def record(self, layer: int, ids: torch.Tensor) -> None:
         """Inside the graph: this layer's ids [T, K] go to the current row."""

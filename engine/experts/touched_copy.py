@@ -11,7 +11,7 @@ import torch
 
 from engine.experts import pager_kernels
 from engine.experts.device_lru import DeviceLRU
-from engine.experts.kernel import combine, gathered_experts, is_small_step
+from engine.experts.kernel import is_small_step, run_rows
 from engine.experts.provider import ExpertCounters, run_blocks
 from engine.experts.routing_ring import RoutingRing
 from engine.experts.static import split_layers
@@ -22,13 +22,14 @@ from engine.experts.uva import as_words, device_view
 class TouchedCopyExperts:
     name = "static-uva"
     graph_generation = 0
+    graph_failed = False
 
     def __init__(self, host: ExpertStore, device: torch.device, num_offloaded_layers: int):
         self.host, self.layout, self.device = host, host.layout, device
         self.offloaded, self.device_blocks = split_layers(host, device, num_offloaded_layers)
         self.scratch = torch.empty_like(next(iter(host.blocks.values())), device=device)  # one layer of experts
         self._counters = ExpertCounters()
-        self.ring = RoutingRing(list(host.blocks), device)
+        self.ring = RoutingRing(list(host.blocks), device, self.settle_graphed)
         self.reader: DeviceLRU | None = None  # counts and copy lists of the graphed steps
 
     @property
@@ -48,7 +49,7 @@ class TouchedCopyExperts:
         return run_blocks(x, ids, weights, self.scratch, self.layout)
 
     def supports_graph(self, tokens: int, top_k: int) -> bool:
-        return (pager_kernels.runs_on(self.device) and (self.host.is_pinned or self.device.type == "cpu")
+        return (not self.graph_failed and pager_kernels.runs_on(self.device) and (self.host.is_pinned or self.device.type == "cpu")
                 and is_small_step(tokens, top_k, self.host.expert_bytes))
 
     def begin_graph_step(self, tokens: int, top_k: int) -> None:
@@ -58,9 +59,11 @@ class TouchedCopyExperts:
                                     self.device)
             self.words = {layer: device_view(self.host.blocks[layer], self.device) for layer in layers}
             self.scratch_words = as_words(self.scratch)
-        if not self.ring.begin_step(tokens, top_k):
-            self.settle_graphed()
-            self.ring.begin_step(tokens, top_k)
+        self.ring.begin_step(tokens, top_k)
+
+    def cancel_graph_step(self) -> None:
+        self.ring.cancel_step()
+        self.graph_failed = True
 
     def forward_graphed(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         if layer not in self.offloaded:
@@ -68,8 +71,7 @@ class TouchedCopyExperts:
             return run_blocks(x, ids, weights, self.device_blocks[layer], self.layout)
         rows, miss_src, miss_dst = self.reader.step(layer, ids, forget=True)
         self.reader.copy_misses(self.words[layer], self.scratch_words, miss_src, miss_dst)
-        blocks = self.scratch[rows]
-        return combine(gathered_experts(x, blocks, weights, self.layout.hidden, self.layout.intermediate), ids)
+        return run_rows(x, self.scratch, rows, ids, weights, self.layout.hidden, self.layout.intermediate)
 
     def settle_graphed(self) -> None:
         for layer, ids in self.ring.drain():

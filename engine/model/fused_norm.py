@@ -44,4 +44,6 @@ def fused_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
 
 
 def can_fuse(x: torch.Tensor, weight: torch.Tensor) -> bool:
-    return x.is_cuda and x.is_contiguous() and x.dtype == weight.dtype and FUSED_NORM
+    """The one-kernel path has no backward: training (grad enabled) keeps the op-for-op version."""
+    return (FUSED_NORM and x.is_cuda and x.is_contiguous() and x.dtype == weight.dtype
+            and not (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad)))

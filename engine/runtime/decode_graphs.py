@@ -8,6 +8,8 @@ replays. Every expert mode computes the same kernels in the same order, so outpu
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -59,7 +61,9 @@ class StaticDecode:
         provider = model.experts
         whole = (self.use_graphs or self.eager_whole) and model.routing_observer is None
         if whole and hasattr(provider, "supports_graph") and provider.supports_graph(self.batch, top_k):
-            return self.run_whole(provider, top_k)
+            out = self.run_whole(provider, top_k)
+            if out is not None:
+                return out
         self.x[0].copy_(model.embed_tokens(self.input_ids))
         for static, value in zip(self.rope, model.rotary(self.positions, self.x[0].dtype)):
             static.copy_(value)
@@ -74,20 +78,29 @@ class StaticDecode:
             self.capture()  # after one eager pass: every buffer holds valid data, every kernel is warm
         return model.norm(self.x[-1])
 
-    def run_whole(self, provider, top_k: int) -> torch.Tensor:
+    def run_whole(self, provider, top_k: int) -> torch.Tensor | None:
+        """The step as one graph (captured after one eager run); None if that path failed: the provider has
+        then turned it off and the caller runs the step the per-layer way."""
         provider.begin_graph_step(self.batch, top_k)
         self.whole_steps += 1
-        if not self.use_graphs:
-            return self.whole_step()
         if self.whole is not None and self.whole_generation == provider.graph_generation:
             self.whole.replay()
             return self.whole_out
         self.whole = None
-        out = self.whole_step()  # this step, eagerly: compiles and warms every kernel before the capture
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self.whole_out = self.whole_step()
-        self.whole, self.whole_generation = graph, provider.graph_generation
+        try:
+            out = self.whole_step()  # this step, eagerly: compiles and warms every kernel before the capture
+            if self.use_graphs:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    self.whole_out = self.whole_step()
+                self.whole, self.whole_generation = graph, provider.graph_generation
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except Exception as err:  # e.g. Triton cannot build the pager's kernels for this GPU
+            provider.cancel_graph_step()
+            warnings.warn(f"decoding without the one-graph step ({type(err).__name__}: {err}); using per-layer "
+                          "graphs and the host pager, which is slower", stacklevel=2)
+            return None
         return out
 
     def whole_step(self) -> torch.Tensor:

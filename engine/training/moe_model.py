@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from engine.model.layers import RMSNorm
 from engine.training.presets import ArchSpec
 
 
@@ -23,19 +24,6 @@ from engine.training.presets import ArchSpec
 class RouterOutput:
     logits: torch.Tensor  # [T, E]
     topk_ids: torch.Tensor  # [T, K]
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.eps = eps
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        input_dtype = x.dtype
-        x = x.float()
-        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x.to(input_dtype)
 
 
 def rope_cos_sin(arch: ArchSpec, seq_len: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:

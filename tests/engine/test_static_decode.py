@@ -61,3 +61,30 @@ def test_whole_step_path_is_bitwise_equal_and_counts_like_the_host_pager(tiny_mo
         assert whole_used and not host_whole, options
         assert host_outputs == reference and whole_outputs == reference, options
         assert whole_counts == host_counts, options
+
+
+def test_a_failing_one_graph_step_falls_back_and_loses_nothing(tiny_model_dir, monkeypatch):
+    """If the pager's kernels cannot run (say Triton cannot build them for this GPU) the step is redone the
+    per-layer way with a warning: same tokens, and slots that a failed copy might have left stale are dropped."""
+    pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
+    from engine.experts.device_lru import DeviceLRU
+    from engine.runtime.decode_graphs import StaticDecode
+
+    folder = tiny_model_dir("qwen3_moe")
+    options = dict(model=str(folder), device="cpu", max_model_len=128, decode="static", experts="paged",
+                   expert_slots=2 * read_args(folder).num_experts_per_tok)
+    with Engine(EngineOptions(**options)) as engine:
+        reference = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SAMPLING))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no kernel for this GPU")
+
+    monkeypatch.setattr(StaticDecode, "eager_whole", True)
+    monkeypatch.setattr(DeviceLRU, "copy_misses", broken)
+    with pytest.warns(UserWarning, match="no kernel for this GPU"):
+        with Engine(EngineOptions(**options)) as engine:
+            first = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SAMPLING))
+            second = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SAMPLING))
+    assert first.reason == second.reason == "length"
+    assert (first.token_ids, first.logprobs) == (second.token_ids, second.logprobs)
+    assert (first.token_ids, first.logprobs) == (reference.token_ids, reference.logprobs)
