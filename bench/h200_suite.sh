@@ -3,7 +3,8 @@
 # Qwen3-30B-A3B shape, trace-driven, then results.md and the plots. Each step's output also goes to
 # OUT_DIR/<step>.log.
 #
-#   bench/h200_suite.sh [OUT_DIR] [main|splits]      default: $OUT, else bench/results/<date>-h200; main
+#   bench/h200_suite.sh [OUT_DIR] [main|splits|shapes|identity]   default: $OUT, else bench/results/<date>-h200; main
+# SPLIT_BUDGETS=24 narrows the splits part (default 12,24).
 # The weights take ~80 s to build in each part; the main table took ~6.5 min on 2026-11-29. The GPU image lacks
 # platformdirs (wisp-online's link probe cache): carry its wheel (see the device tool's README).
 #   LABEL="$(git rev-parse --short HEAD) what changed" bench/h200_suite.sh    (the H200's copy has no .git)
@@ -46,13 +47,24 @@ step gpu gpu_facts
 case "$part" in
 main)  # ~7 min: the arms table at 12/24/32 GiB, then TTFT of a 2048-token prompt and batch 4
     suite bench-main --budgets 12,24,32 --batch 1 --prompt 512 --tokens 64 --runs 3 \
-        --arms resident,paged-all,wisp,wisp-host,wisp-prefetch,static-uva,static-copy \
+        --arms resident,resident-nondeterministic,paged-all,wisp,wisp-host,wisp-prefetch,static-uva,static-copy \
         --also "--prompt 2048 --budgets 16 --tokens 16 --runs 1 --arms resident,paged-all,wisp,static-uva" \
         --also "--batch 4 --budgets 24 --tokens 32 --runs 1 --arms resident,wisp,static-uva" ;;
 splits)  # ~7 min: MV-WSA's split against measured uniform splits, 50/50 and the online controller
-    suite bench-splits --trace "$turns" --budgets 12,24 --batch 1 --prompt 512 --tokens 48 --runs 3 \
+    suite bench-splits --trace "$turns" --budgets "${SPLIT_BUDGETS:-12,24}" --batch 1 --prompt 512 --tokens 48 --runs 3 \
         --arms resident,wisp,wisp-online,wisp-50-50,wisp-sweep ;;
-*) echo "part must be main or splits" >&2; exit 2 ;;
+shapes)  # ~3 min: OLMoE-1B-7B (whole) and Mixtral-8x7B (first 8 layers: host RAM) with their own twin traces
+    step bench-olmoe "$python" -m engine.bench.suite --shape olmoe-1b-7b --trace resources/traces/olmoe-twin_code.npz \
+        --budgets 4,6,8 --tokens 32 --runs 2 --arms resident,paged-all,wisp,static-uva,static-copy --label "$label" --out "$out"
+    step bench-mixtral "$python" -m engine.bench.suite --shape mixtral-8x7b --layers 8 \
+        --trace resources/traces/mixtral-twin_code.npz --budgets 12,16 --tokens 32 --runs 2 \
+        --arms resident,paged-all,wisp,static-uva,static-copy --label "$label" --out "$out" ;;
+identity)  # ~3 min: every arm against resident, bit for bit, at the whole Qwen3 shape (engine.bench.identity)
+    step identity "$python" -m engine.bench.identity --shape qwen3-30b-a3b --layers 48 --trace "$code" --budget 12 \
+        --arms paged-all,wisp,static-uva --tokens 24 --seeds 1 --warmup || true
+    echo "== done in ${SECONDS}s: $out"
+    exit 0 ;;
+*) echo "part must be main, splits, shapes or identity" >&2; exit 2 ;;
 esac
-step report "$python" -m engine.bench.report "$out"/qwen3-30b-a3b-*.json --out "$out"
+step report "$python" -m engine.bench.report "$out"/*.json --out "$out"
 echo "== done in ${SECONDS}s: $out"

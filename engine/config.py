@@ -28,6 +28,7 @@ class EngineOptions:
     kv_blocks: int | None = None  # override the KV pool size (tests, experiments)
     online: bool = True  # paged mode with a budget: re-split experts/KV at drained barriers (MV-WSA controller)
     decode: str = "auto"  # "graphs" (CUDA graphs), "static" (same shapes, eager), "dynamic"; auto = graphs on CUDA
+    deterministic: bool = True  # CUDA: bitwise-repeatable kernels (engine.runtime.determinism); False for speed tests
     n_gpu_layers: int | None = None  # GGUF (llama.cpp) only: layers offloaded to the GPU, None = all
     n_cpu_moe: int = 0  # GGUF (llama.cpp) only: the first N layers keep their experts on the CPU (--n-cpu-moe)
     api_key: str | None = field(default=None, repr=False)  # remote servers only (model = http(s)://host:port/v1)

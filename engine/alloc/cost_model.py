@@ -3,7 +3,7 @@ from per-layer LRU hit-rate curves (a routing trace), the measured link, and the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -41,6 +41,10 @@ class RoutingProfile:
     @property
     def num_layers(self) -> int:
         return self.hit_rates.shape[0]
+
+    def first_layers(self, count: int) -> "RoutingProfile":
+        """The profile of the first `count` layers (a model cut to its first layers replays those of the trace)."""
+        return replace(self, hit_rates=self.hit_rates[:count], decode_accesses=self.decode_accesses[:count])
 
 
 def decode_accesses(trace: Trace) -> np.ndarray:

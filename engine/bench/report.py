@@ -81,6 +81,19 @@ def miss_gb_s(row: dict) -> float | None:
     return row.get("timed_bytes", row["h2d_bytes"]) / row["copy_s"] / 1e9 if row.get("copy_s") else None
 
 
+def same_as_resident(row: dict, resident: dict | None) -> str:
+    """Do the row's first-run token ids and logprobs equal the resident row's, bit for bit (over the tokens both
+    generated)? 'yes', 'no (token i)', or '-' (no resident row of the same session, or no logprobs recorded)."""
+    if resident is None or row is resident or "logprobs" not in row or "logprobs" not in resident:
+        return "-"
+    for seq, (ids, ref_ids, lps, ref_lps) in enumerate(zip(row["tokens"], resident["tokens"], row["logprobs"],
+                                                           resident["logprobs"])):
+        for i, pair in enumerate(zip(zip(ids, lps), zip(ref_ids, ref_lps))):
+            if pair[0] != pair[1]:
+                return f"no (seq {seq}, token {i})" if len(row["tokens"]) > 1 else f"no (token {i})"
+    return "yes"
+
+
 def cell(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
@@ -108,8 +121,8 @@ def arm_table(result: dict) -> list[str]:
     share_head, share_rule = ("expert share | ", "---|") if has_share else ("", "")
     lines = [f"| arm | budget GiB | {share_head}slots/layer (min) | decode tok/s (median of runs) | TTFT s | "
              "TTFT / floor | expert hit rate | H2D GB/run | miss H2D GB/s | run / floor | x static-UVA | "
-             "x static-copy | peak GiB |",
-             f"|---|---|{share_rule}---|---|---|---|---|---|---|---|---|---|---|"]
+             "x static-copy | peak GiB | = resident |",
+             f"|---|---|{share_rule}---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         budget = row["budget_gib"]
         over_floor = ratio(measured_s(row), resident and floor_s(row, resident, facts["copy_loop_gb_s"]))
@@ -121,7 +134,8 @@ def arm_table(result: dict) -> list[str]:
             f"| {row['arm']} | {budget if budget else '-'} | {share}{row['slots_per_layer_min']} | "
             f"{row['decode_tok_s']:.1f} | {row['ttft_s']:.2f} | {cell(over_ttft, '.2f')} | {hit_rate(row):.3f} | "
             f"{row['h2d_bytes'] / 1e9:.1f} | {cell(miss_gb_s(row), '.1f')} | {cell(over_floor, '.2f')} | "
-            f"{cell(uva, '.2f')} | {cell(copies, '.1f')} | {cell(row['peak_gib'], '.2f')} |")
+            f"{cell(uva, '.2f')} | {cell(copies, '.1f')} | {cell(row['peak_gib'], '.2f')} | "
+            f"{same_as_resident(row, resident)} |")
     return lines
 
 

@@ -89,7 +89,8 @@ def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len) -> Memory
     sizes = model_sizes(weights.args, 2)
     pool = budget - base.dense_bytes - base.workspace_bytes
     spec = PoolSpec(pool, sizes.expert_bytes, kv_floor_bytes(sizes, batch, max_len))
-    chosen = configure(routing_profile(trace), link, spec)["configured"]
+    profile = routing_profile(trace).first_layers(weights.args.num_moe_layers)  # --layers cuts the model
+    chosen = configure(profile, link, spec)["configured"]
     return replace(base, layer_slots=chosen.layer_slots, slots_per_layer=min(chosen.layer_slots),
                    kv_blocks=chosen.kv_bytes // base.kv_block_bytes)
 
@@ -148,19 +149,20 @@ def measure(engine, provider, args, tokens: int) -> dict:
                      "hits": after.hits - before.hits, "misses": after.misses - before.misses,
                      "h2d_bytes": after.h2d_bytes - before.h2d_bytes, "copy_s": after.copy_s - before.copy_s,
                      "timed_bytes": after.timed_bytes - before.timed_bytes,
-                     "tokens": [list(f.token_ids) for f in finishes]})
+                     "tokens": [list(f.token_ids) for f in finishes], "logprobs": [list(f.logprobs) for f in finishes]})
     middle = sorted(runs, key=lambda r: r["decode_tok_s"])[len(runs) // 2]
-    # Tokens of the first run (same prompts in every arm), so arms can be compared for identical outputs.
-    return {**middle, "tokens": runs[0]["tokens"], "decode_tok_s_runs": [r["decode_tok_s"] for r in runs]}
+    # Tokens and logprobs of the first run (same prompts in every arm): the report checks them against resident.
+    return {**middle, "tokens": runs[0]["tokens"], "logprobs": runs[0]["logprobs"],
+            "decode_tok_s_runs": [r["decode_tok_s"] for r in runs]}
 
 
 def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: int, prefetch=False, provider=None,
             runs: int | None = None, warm_all: bool = False, decode: str = "auto", online: bool = False,
-            host_pager: bool = False):
+            host_pager: bool = False, deterministic: bool = True):
     """One arm; a failure is recorded as a row with its error, and the suite goes on."""
     try:
         return measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all,
-                           decode, online, host_pager)
+                           decode, online, host_pager, deterministic)
     except Exception as err:  # noqa: BLE001 - a benchmark row, not a user path
         weights.model.experts = None
         row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None,
@@ -170,11 +172,11 @@ def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: i
 
 
 def measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all, decode,
-                online=False, host_pager=False):
+                online=False, host_pager=False, deterministic=True):
     reset_peak(device)
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
     options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, prefetch=prefetch,
-                            decode=decode)
+                            decode=decode, deterministic=deterministic)
     engine = assemble_engine(weights, IdOnlyTokenizer(), options, plan, device, args.max_len, provider=provider)
     if host_pager:  # the per-layer host pager (what prefetch runs on), not the device pager in one graph
         weights.model.experts.graphed_decode = False
@@ -195,7 +197,7 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, prov
            "peak_gib": peak_gib(device), **result}
     weights.model.experts = None
     del engine
-    print(json.dumps({k: v for k, v in row.items() if k != "tokens"}), flush=True)
+    print(json.dumps({k: v for k, v in row.items() if k not in ("tokens", "logprobs")}), flush=True)
     return row
 
 
@@ -252,7 +254,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-len", type=int, default=4096)
     parser.add_argument("--arms", default="resident,resident-dynamic,paged-all,wisp,wisp-online,wisp-prefetch,"
                                           "static-uva,static-copy",
-                        help="also: wisp-uniform (one cap per layer), wisp-50-50 (half the pool to experts), "
+                        help="also: resident-nondeterministic (without deterministic kernels), wisp-uniform (one cap "
+                             "per layer), wisp-50-50 (half the pool to experts), "
                              f"wisp-sweep (one cap per layer at {', '.join(map(str, SWEEP_SHARES))} of the pool)")
     parser.add_argument("--also", action="append", default=[],
                         help="another session on the same built weights, e.g. --also '--batch 4 --budgets 24' "
@@ -290,6 +293,9 @@ def unbudgeted_rows(host, arms, args, device, router) -> list[dict]:
         rows.append(run_arm(resident, "resident", plan, args, device, router, args.tokens))
         if "resident-dynamic" in arms:
             rows.append(run_arm(resident, "resident-dynamic", plan, args, device, router, args.tokens, decode="dynamic"))
+        if "resident-nondeterministic" in arms:  # what the deterministic kernels cost
+            rows.append(run_arm(resident, "resident-nondeterministic", plan, args, device, router, args.tokens,
+                                deterministic=False))
         del resident
     if "paged-all" in arms:
         plan = plan_for(host, "paged", None, host.args.num_experts, args.batch, args.max_len)

@@ -20,6 +20,7 @@ from engine.model.sizes import model_sizes
 from engine.model_path import DEMO_MODEL, is_remote_url, resolve_model
 from engine.runtime.llm_engine import LLMEngine
 from engine.runtime.decode_graphs import DecodeGraphs
+from engine.runtime.determinism import use_deterministic_kernels
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner
 from engine.runtime.scheduler import Scheduler
@@ -94,6 +95,8 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
                     provider=None) -> LLMEngine:
     """Attach the planned expert provider (or the given one) and KV cache to loaded weights (also benchmarks)."""
     args = weights.args
+    if device.type == "cuda":
+        use_deterministic_kernels(options.deterministic)
     weights.model.experts = provider or make_provider(plan, weights.store, device, args.num_experts_per_tok,
                                                       options.prefetch)
     block_manager = BlockManager(plan.kv_blocks, options.block_size)

@@ -4,6 +4,7 @@ import json
 import shutil
 
 import pytest
+import torch
 
 from engine.alloc.memory_plan import GiB, kv_floor_bytes
 from engine.bench import report
@@ -32,7 +33,7 @@ def cells(markdown: str, arm: str) -> dict:
     lines = markdown.splitlines()
     header = next(line for line in lines if line.startswith("| arm |"))
     row = next(line for line in lines if line.startswith(f"| {arm} |"))
-    return dict(zip(header.strip("|").split(" | "), row.strip("|").split(" | ")))
+    return dict(zip((c.strip() for c in header.strip("|").split("|")), (c.strip() for c in row.strip("|").split("|"))))
 
 
 def row_of(result: dict, arm: str) -> dict:
@@ -51,6 +52,32 @@ def test_bench_suite_runs_every_arm_and_reports(bench_json):
     assert tokens["wisp-sweep"] == tokens["wisp-50-50"] == tokens["resident"]
     assert tokens["static-copy"] == tokens["resident"][: len(tokens["static-copy"])]  # it runs fewer tokens
     assert "| wisp | 0.75 |" in table(result)
+
+
+def test_report_checks_every_row_against_resident_bit_for_bit(bench_json):
+    result = json.loads(bench_json.read_text())
+    markdown = table(result)
+    assert cells(markdown, "wisp")["= resident"] == "yes" and cells(markdown, "static-uva")["= resident"] == "yes"
+    assert cells(markdown, "resident")["= resident"] == "-"
+    wisp = row_of(result, "wisp")
+    assert len(wisp["logprobs"][0]) == len(wisp["tokens"][0])
+    wisp["logprobs"][0][2] += 1e-6  # one logprob off in its last bits
+    assert report.same_as_resident(wisp, row_of(result, "resident")) == "no (token 2)"
+
+
+def test_a_model_cut_to_its_first_layers_is_configured_from_those_layers_of_the_trace():
+    """Mixtral cut to 8 of its 32 layers failed with a negative KV size: the split was planned for 32."""
+    from engine.alloc.cost_model import LinkCost
+    from engine.bench.suite import mvwsa_plan
+    from engine.bench.synthetic import synthetic_weights
+    from engine.traces.format import load as load_trace
+
+    args = shape("qwen3-topology-tiny", 6)
+    weights = synthetic_weights(args, torch.device("cpu"), experts_on_host=False)
+    plan = mvwsa_plan(weights, int(0.75 * GiB), load_trace("resources/traces/qwen3-twin_chat.npz"),
+                      LinkCost(20e9, 20e-6, 0.012, 0.0004), batch=1, max_len=128)
+    assert len(plan.slots_by_layer) == 6 and plan.kv_blocks > 0
+    assert plan.total_bytes <= plan.budget_bytes
 
 
 def test_also_runs_another_session_on_the_same_weights(bench_json):
