@@ -3,7 +3,7 @@
 # Qwen3-30B-A3B shape, trace-driven, then results.md and the plots. Each step's output also goes to
 # OUT_DIR/<step>.log.
 #
-#   bench/h200_suite.sh [OUT_DIR] [main|splits|shapes|identity]   default: $OUT, else bench/results/<date>-h200; main
+#   bench/h200_suite.sh [OUT_DIR] [main|splits|shapes|phases|identity]   default: $OUT, else bench/results/<date>-h200; main
 # SPLIT_BUDGETS=24 narrows the splits part (default 12,24).
 # The weights take ~80 s to build in each part; the main table took ~6.5 min on 2026-11-29. The GPU image lacks
 # platformdirs (wisp-online's link probe cache): carry its wheel (see the device tool's README).
@@ -59,12 +59,17 @@ shapes)  # ~3 min: OLMoE-1B-7B (whole) and Mixtral-8x7B (first 8 layers: host RA
     step bench-mixtral "$python" -m engine.bench.suite --shape mixtral-8x7b --layers 8 \
         --trace resources/traces/mixtral-twin_code.npz --budgets 12,16 --tokens 32 --runs 2 \
         --arms resident,paged-all,wisp,static-uva,static-copy --label "$label" --out "$out" ;;
+phases)  # ~5 min: the online controller against static splits on bursts of long requests alternating with chats
+    step phases "$python" -m engine.bench.phases --shape qwen3-30b-a3b --trace "$turns" --budget 12 \
+        --burst 4x3072+16 --chat 3x256+64 --cycles 2 --out "$out"
+    echo "== done in ${SECONDS}s: $out"
+    exit 0 ;;
 identity)  # ~3 min: every arm against resident, bit for bit, at the whole Qwen3 shape (engine.bench.identity)
     step identity "$python" -m engine.bench.identity --shape qwen3-30b-a3b --layers 48 --trace "$code" --budget 12 \
         --arms paged-all,wisp,static-uva --tokens 24 --seeds 1 --warmup || true
     echo "== done in ${SECONDS}s: $out"
     exit 0 ;;
-*) echo "part must be main, splits, shapes or identity" >&2; exit 2 ;;
+*) echo "part must be main, splits, shapes, phases or identity" >&2; exit 2 ;;
 esac
 step report "$python" -m engine.bench.report "$out"/*.json --out "$out"
 echo "== done in ${SECONDS}s: $out"

@@ -160,6 +160,7 @@ class Engine:
         if item is not ...:
             self._take(item)
             return  # drain the inbox before the next step
+        self._announce(self._core.admission_barrier())  # before a burst is admitted: KV for all of it
         self._emit(self._step())
         drained = not self._core.has_work
         if drained:

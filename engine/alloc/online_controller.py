@@ -1,9 +1,14 @@
 """The online MV-WSA controller (torch-free): watches recent routing (per-layer sliding windows of each
 step's unique experts) and KV use, and at drained barriers proposes a new split of the expert/KV pool.
 
-KV target = max(kappa_min, peak KV in use since the last decision x (1 + headroom), what waiting requests
+KV target = max(floor, peak KV in use since the last decision x (1 + headroom), what waiting requests
 need); experts get the rest, shared between layers by their recent miss curves. A deadzone (no layer moves
-by more than one slot and KV by less than a slot's bytes) prevents oscillation."""
+by more than one slot and KV by less than a slot's bytes) prevents oscillation.
+
+Beyond the paper, KV follows demand both ways: the engine's floor is what one full-length request needs
+(not concurrency x max context, which the offline split must hold at all times), and when requests wait
+that the KV pool cannot hold while nothing runs (an admission barrier), the controller grows KV for them
+at once, without waiting for evidence and past the deadzone."""
 
 from __future__ import annotations
 
@@ -51,28 +56,42 @@ class OnlineController:
         return RoutingProfile(np.stack(curves), np.asarray(accesses), 1.0, self.num_experts, self.top_k)
 
     def decide(self, plan: MemoryPlan, waiting_blocks: int = 0) -> Decision | None:
-        """A better plan for the recent workload, or None (too little new evidence, or inside the deadzone)."""
+        """A better plan for the recent workload, or None (too little new evidence, or inside the deadzone).
+        waiting_blocks: KV blocks that waiting requests need; more than the pool holds makes it urgent."""
+        urgent = waiting_blocks > plan.kv_blocks
         enough = self.windows and self.new_steps >= self.min_steps * len(self.windows)
-        if plan.mode != "paged" or plan.budget_bytes is None or not enough:
+        if plan.mode != "paged" or plan.budget_bytes is None or not (enough or urgent):
             return None
         pool = plan.expert_device_bytes + plan.kv_bytes
         kv_target = max(self.kv_floor_bytes, int(self.peak_kv_blocks * (1 + self.headroom)) * plan.kv_block_bytes,
                         waiting_blocks * plan.kv_block_bytes)
-        total_slots = (pool - kv_target) // plan.expert_bytes
-        profile = self.profile()
-        slots = greedy_layers(profile, total_slots, self.top_k)
+        most_slots = (pool - self.kv_floor_bytes) // plan.expert_bytes
+        total_slots = max(min((pool - kv_target) // plan.expert_bytes, most_slots), plan.num_moe_layers * self.top_k)
+        profile = self.profile() if self.windows else None
+        slots = (greedy_layers(profile, total_slots, self.top_k) if profile is not None
+                 else scaled_slots(plan.slots_by_layer, total_slots, self.top_k))
         if slots.sum() * plan.expert_bytes > pool - self.kv_floor_bytes:
             return None
         new = replace(plan, layer_slots=tuple(int(s) for s in slots), slots_per_layer=int(slots.min()),
                       kv_blocks=(pool - int(slots.sum()) * plan.expert_bytes) // plan.kv_block_bytes)
         self.new_steps, self.peak_kv_blocks = 0, 0
-        if in_deadzone(plan, new):
+        if new.kv_blocks <= plan.kv_blocks and urgent:
+            return None  # the experts cannot give more: the waiting requests are admitted as KV frees up
+        if in_deadzone(plan, new) and not urgent:
             return None
-        before = decode_step_s(profile, np.asarray(plan.slots_by_layer), self.link, plan.expert_bytes)
-        after = decode_step_s(profile, slots, self.link, plan.expert_bytes)
-        reason = (f"recent routing and KV use: predicted decode {1 / before:.1f} -> {1 / after:.1f} tok/s, "
-                  f"KV {plan.kv_bytes / 2**30:.2f} -> {new.kv_bytes / 2**30:.2f} GiB")
+        why = f"waiting requests need {waiting_blocks} KV blocks" if urgent else "recent routing and KV use"
+        reason = f"{why}: KV {plan.kv_bytes / 2**30:.2f} -> {new.kv_bytes / 2**30:.2f} GiB"
+        if profile is not None:
+            before = decode_step_s(profile, np.asarray(plan.slots_by_layer), self.link, plan.expert_bytes)
+            after = decode_step_s(profile, slots, self.link, plan.expert_bytes)
+            reason += f", predicted decode {1 / before:.1f} -> {1 / after:.1f} tok/s"
         return Decision(new, reason)
+
+
+def scaled_slots(current, total_slots: int, min_slots: int) -> np.ndarray:
+    """Without routing evidence: every layer keeps its share of the current slots (at least min_slots)."""
+    current = np.asarray(current, dtype=np.int64)
+    return np.maximum(current * total_slots // max(int(current.sum()), 1), min_slots)
 
 
 def in_deadzone(old: MemoryPlan, new: MemoryPlan) -> bool:

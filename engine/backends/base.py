@@ -35,6 +35,9 @@ class EngineCore(Protocol):
     def at_barrier(self) -> list:
         """Called whenever the backend drains; PlanEvents of any re-plan it made."""
 
+    def admission_barrier(self) -> list:
+        """Called before each step; PlanEvents of a re-plan for waiting requests ([] where there is none)."""
+
     def stats(self) -> EngineStats:
         """A snapshot for live displays (engine thread)."""
 

@@ -107,6 +107,9 @@ class LlamaCppCore:
     def at_barrier(self) -> list:
         return []
 
+    def admission_barrier(self) -> list:
+        return []
+
     def stats(self) -> EngineStats:
         self.throughput.prune()
         kv_blocks_used = math.ceil(len(self.model.cached) / KV_BLOCK_TOKENS)

@@ -237,6 +237,9 @@ class RemoteCore:
     def at_barrier(self) -> list:
         return []
 
+    def admission_barrier(self) -> list:
+        return []
+
     def stats(self) -> EngineStats:
         self.throughput.prune()
         return EngineStats(plan=REMOTE_PLAN, expert_hits=0, expert_misses=0, expert_hit_rate=0.0, h2d_bytes=0,

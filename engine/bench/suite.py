@@ -212,7 +212,8 @@ def attach_online(engine, weights, args, device) -> None:
     engine.plan_changes = 0
     step = engine.step
 
-    def step_then_barrier():
+    def step_then_barrier():  # as the app's engine thread does (engine.api)
+        engine.plan_changes += len([e for e in engine.admission_barrier() if e.error is None])
         events = step()
         if not engine.has_work:
             engine.plan_changes += len([e for e in engine.at_barrier() if e.error is None])

@@ -126,8 +126,8 @@ def attach_controller(engine: LLMEngine, sizes, request: PlanRequest, device: to
 
     active = sizes.num_moe_layers * sizes.top_k * sizes.expert_bytes
     link = link_cost(device, *estimated_compute(sizes.dense_bytes, active, num_layers, device))
-    controller = OnlineController(sizes.num_experts, sizes.top_k,
-                                  kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len), link)
+    # Its floor is one full-length request: concurrent requests beyond it get KV at the admission barrier.
+    controller = OnlineController(sizes.num_experts, sizes.top_k, kv_floor_bytes(sizes, 1, request.max_model_len), link)
     engine.controller = controller
     engine.runner.model.experts.routing_listener = controller.observe_routing
 

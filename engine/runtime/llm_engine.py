@@ -65,6 +65,18 @@ class LLMEngine:
         self.wsa_curve = predicted_curve(self.controller, self.plan)
         return events
 
+    def admission_barrier(self) -> list[PlanEvent]:
+        """Nothing running and requests waiting that the KV pool cannot hold together: the online controller
+        grows KV for them before they are admitted (taking expert slots), instead of running them one by one."""
+        scheduler = self.scheduler
+        if self.controller is None or scheduler.running or not scheduler.waiting or self.pending_budget is not None:
+            return []
+        need = scheduler.waiting_blocks(self.max_model_len)
+        if need <= self.plan.kv_blocks:
+            return []
+        decision = self.controller.decide(self.plan, waiting_blocks=need)
+        return [plan_change(self, decision.plan, decision.reason)] if decision else []
+
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
         return prompt_token_ids(request, self.tokenizer, self.max_model_len)
 

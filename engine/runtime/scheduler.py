@@ -24,6 +24,12 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
+    def waiting_blocks(self, max_model_len: int) -> int:
+        """KV blocks the next admissions (up to max_num_seqs waiting requests) need to run to their end."""
+        seqs = list(self.waiting)[: self.max_num_seqs]
+        return sum(self.block_manager.blocks_needed(min(len(s.token_ids) + s.sampling.max_tokens, max_model_len))
+                   for s in seqs)
+
     def fits_at_all(self, seq: Sequence) -> bool:
         return self.block_manager.blocks_needed(len(seq.token_ids) + 1) <= self.block_manager.num_blocks
 

@@ -91,3 +91,48 @@ def test_engine_publishes_the_curve_after_a_reply(tiny_model_dir):
                 break
             threading.Event().wait(0.05)
         assert engine.stats().wsa_curve
+
+
+def test_waiting_requests_grow_kv_at_once_without_evidence_or_deadzone():
+    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=5 * 10 * MiB, link=LINK)
+    small = plan(layer_slots=(8, 8), kv_blocks=10)
+    assert controller.decide(small, waiting_blocks=10) is None  # they fit: nothing urgent, no evidence yet
+    decision = controller.decide(small, waiting_blocks=14)  # 4 blocks more than the pool holds
+    assert decision is not None and "waiting requests need 14" in decision.reason
+    new = decision.plan
+    assert new.kv_blocks >= 14 and sum(new.layer_slots) < 16  # the experts gave the bytes
+    assert new.expert_device_bytes + new.kv_bytes == small.expert_device_bytes + small.kv_bytes
+    nothing_left = plan(layer_slots=(1, 1), kv_blocks=10)  # top_k slots per layer: nothing more to give
+    assert controller.decide(nothing_left, waiting_blocks=50) is None
+
+
+def test_kv_shrinks_to_the_one_request_floor_when_use_is_low():
+    """The offline split keeps concurrency x max context of KV; the controller's floor is one request's."""
+    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=20 * 10 * MiB, link=LINK)
+    feed(controller)
+    controller.observe_kv(used_blocks=4)
+    generous = plan(layer_slots=(4, 4), kv_blocks=30)
+    new = controller.decide(generous).plan
+    assert 20 <= new.kv_blocks < 30 and sum(new.layer_slots) > 8
+
+
+def test_a_burst_gets_kv_before_admission_with_identical_outputs(tiny_model_dir):
+    folder = str(tiny_model_dir("qwen3_moe"))
+    sampling = SamplingParams(max_tokens=24, ignore_eos=True)
+    prompts = ["def fib(n):", "The quick brown fox", "class Stack:\n    def"]
+    with Engine(EngineOptions(model=folder, device="cpu")) as resident:
+        expected = [resident.generate(GenerateRequest(prompt=p, sampling=sampling)).token_ids for p in prompts]
+    events = []
+    options = EngineOptions(model=folder, device="cpu", experts="paged", budget_bytes=GiB, block_size=4,
+                            max_num_seqs=4)
+    with Engine(options) as engine:
+        core = engine._core  # idle engine thread: a KV pool too small for the burst (one request's worth)
+        apply_plan(core, replace(core.plan, kv_blocks=10))
+        core.controller.kv_floor_bytes = 10 * core.plan.kv_block_bytes
+        engine.add_plan_listener(events.append)
+        handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=sampling) for p in prompts])
+        results = [h.result() for h in handles]
+        assert core.plan.kv_blocks >= 3 * 8  # three requests of up to 32 tokens in blocks of 4
+    assert [r.token_ids for r in results] == expected
+    grown = [e for e in events if "waiting requests need" in e.reason]
+    assert grown and grown[0].error is None and grown[0].old.kv_blocks == 10 and grown[0].new.kv_blocks >= 24

@@ -1,0 +1,166 @@
+"""A phase-switching workload for the online MV-WSA controller: bursts of concurrent long-context requests
+(KV-heavy) alternate with single short chats (expert-heavy), trace-driven on a synthetic model of a real
+shape. A static split must either hold a burst's KV all the time (fewer expert slots for the chats) or run
+the burst's requests as KV frees up; the online controller moves the bytes at barriers (engine.alloc.
+online_controller). Arms, all at one budget: the offline configurator's split for the burst's concurrency
+(`configured`), uniform static splits at several KV sizes (`static-kv-<GiB>`), and `online` (the
+configured split, then the controller).
+
+    python -m engine.bench.phases --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_multi_turn.npz \\
+        --budget 12 --burst 4x3072+16 --chat 3x256+64 --cycles 2 --out DIR
+
+Writes DIR/phases-<shape>-<budget>GiB.json: per arm the wall time of every phase, the chats' decode tok/s,
+plan changes and peak memory, and whether its tokens equal the first arm's."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from engine.alloc.cost_model import LinkCost
+from engine.alloc.memory_plan import GiB, MemoryPlan, kv_floor_bytes
+from engine.bench.copy_rates import copy_loop_rate
+from engine.bench.shapes import shape
+from engine.bench.suite import (attach_online, mvwsa_plan, peak_gib, pool_bytes, reset_peak, shape_plan, sync)
+from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
+from engine.bench.trace_router import TraceRouter
+from engine.config import EngineOptions
+from engine.model.loader import DTYPES
+from engine.model.sizes import model_sizes
+from engine.requests import GenerateRequest
+from engine.runtime.builder import assemble_engine
+from engine.sampling import SamplingParams
+from engine.traces.format import load as load_trace
+
+
+def parse_phase(text: str) -> tuple[int, int, int]:
+    """'4x3072+16' -> (requests, prompt tokens, generated tokens)."""
+    count, rest = text.split("x")
+    prompt, tokens = rest.split("+")
+    return int(count), int(prompt), int(tokens)
+
+
+def kv_plan(weights, budget: int, kv_bytes: int, burst: int, max_len: int) -> MemoryPlan | None:
+    """One expert cap for every layer and about kv_bytes of KV (None if fewer than top_k slots would remain)."""
+    base = shape_plan(weights.args, "paged", budget, None, burst, max_len)
+    row = base.num_moe_layers * base.expert_bytes
+    slots = min(weights.args.num_experts, (pool_bytes(base) - kv_bytes) // row)
+    if slots < weights.args.num_experts_per_tok:
+        return None
+    kv = pool_bytes(base) - slots * row
+    return replace(base, slots_per_layer=int(slots), layer_slots=None, kv_blocks=kv // base.kv_block_bytes)
+
+
+def run_requests(engine, specs: list[tuple[str, list[int], int]], together: bool) -> list:
+    """Run (id, prompt ids, tokens) requests: all at once (a burst) or one after another (chats)."""
+    finishes = []
+    for group in ([specs] if together else [[s] for s in specs]):
+        for request_id, prompt, tokens in group:
+            engine.add(GenerateRequest(prompt_token_ids=tuple(prompt), request_id=request_id,
+                                       sampling=SamplingParams(max_tokens=tokens, ignore_eos=True)))
+        while engine.has_work:
+            finishes += [e for e in engine.step() if hasattr(e, "stats")]
+    return finishes
+
+
+def workload(args, vocab: int) -> list[tuple[str, bool, list]]:
+    """(phase name, together, requests) for every phase of every cycle; the same prompts in every arm."""
+    generator = torch.Generator().manual_seed(0)
+    phases = []
+    for cycle in range(args.cycles):
+        for name, (count, prompt, tokens), together in (("burst", args.burst, True), ("chat", args.chat, False)):
+            specs = [(f"{name}{cycle}-{i}", torch.randint(0, vocab, (prompt,), generator=generator).tolist(), tokens)
+                     for i in range(count)]
+            phases.append((f"{name}{cycle}", together, specs))
+    return phases
+
+
+def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: bool) -> dict:
+    reset_peak(device)
+    burst = args.burst[0]
+    options = EngineOptions(device=device.type, experts="paged", max_num_seqs=burst, online=online)
+    engine = assemble_engine(weights, IdOnlyTokenizer(), options, plan, device, args.max_len)
+    if online:
+        attach_online(engine, weights, argparse.Namespace(max_len=args.max_len, batch=burst), device)
+    engine.runner.model.routing_override, engine.runner.step_hook = router, router.begin_step
+    router.stream_of.clear()
+    run_requests(engine, [("warm-up", list(range(1, 65)), 4)], together=True)
+    engine.scheduler.block_manager.hash_to_block.clear()
+    row = {"arm": name, "kv_gib": plan.kv_bytes / GiB, "slots_total": sum(plan.slots_by_layer), "phases": {},
+           "tokens": []}
+    started = time.perf_counter()
+    for phase, together, specs in workload(args, weights.args.vocab_size):
+        sync(device)
+        begin = time.perf_counter()
+        finishes = run_requests(engine, specs, together)
+        sync(device)
+        decode_s = sum(f.stats.total_s - f.stats.ttft_s for f in finishes)
+        row["phases"][phase] = {"wall_s": time.perf_counter() - begin, "kv_gib": engine.plan.kv_bytes / GiB,
+                                "decode_tok_s": sum(len(f.token_ids) - 1 for f in finishes) / decode_s}
+        row["tokens"] += [list(f.token_ids) for f in sorted(finishes, key=lambda f: f.request_id)]
+    row.update(total_s=time.perf_counter() - started, plan_changes=getattr(engine, "plan_changes", 0),
+               peak_gib=peak_gib(device), budget_gib=args.budget)
+    weights.model.experts = None
+    del engine
+    print(json.dumps({k: v for k, v in row.items() if k != "tokens"}), flush=True)
+    return row
+
+
+def arms(weights, args, trace, link: LinkCost) -> list[tuple[str, MemoryPlan, bool]]:
+    budget = int(args.budget * GiB)
+    burst, prompt, tokens = args.burst
+    configured = mvwsa_plan(weights, budget, trace, link, burst, prompt + tokens)
+    sizes = model_sizes(weights.args, 2)
+    need = burst * (prompt + tokens) * sizes.kv_bytes_per_token  # the burst's KV
+    one = kv_floor_bytes(sizes, 1, args.max_len)
+    statics = {}
+    for kv in (one, need // 2, need, need * 3 // 2):
+        plan = kv_plan(weights, budget, max(kv, one), burst, args.max_len)
+        if plan is not None:
+            statics.setdefault(f"static-kv-{plan.kv_bytes / GiB:.2f}", plan)
+    return [("configured", configured, False), ("online", configured, True)] + [
+        (name, plan, False) for name, plan in statics.items()]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench.phases")
+    parser.add_argument("--shape", default="qwen3-30b-a3b")
+    parser.add_argument("--layers", type=int, default=None)
+    parser.add_argument("--trace", type=Path, required=True)
+    parser.add_argument("--budget", type=float, default=12.0, help="GiB")
+    parser.add_argument("--burst", type=parse_phase, default=parse_phase("4x3072+16"), help="COUNTxPROMPT+TOKENS")
+    parser.add_argument("--chat", type=parse_phase, default=parse_phase("3x256+64"), help="COUNTxPROMPT+TOKENS")
+    parser.add_argument("--cycles", type=int, default=2)
+    parser.add_argument("--max-len", type=int, default=4096)
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    model_args = shape(args.shape, args.layers)
+    weights = synthetic_weights(model_args, device, experts_on_host=True, dtype=DTYPES[model_args.torch_dtype])
+    trace = load_trace(args.trace)
+    link = LinkCost(copy_loop_rate(weights.store, device) * 1e9, 20e-6, 0.012, 0.0004)
+    router = TraceRouter(trace, device)
+    rows = [measure(weights, name, plan, args, device, router, online)
+            for name, plan, online in arms(weights, args, trace, link)]
+    for row in rows:
+        row["same_tokens_as_first"] = row["tokens"] == rows[0]["tokens"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"phases-{args.shape}-{args.budget:g}GiB.json"
+    facts = {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
+             "burst": args.burst, "chat": args.chat, "cycles": args.cycles,
+             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+    path.write_text(json.dumps({"facts": facts, "rows": rows}))
+    best_static = min((r for r in rows if r["arm"] != "online"), key=lambda r: r["total_s"])
+    online = next(r for r in rows if r["arm"] == "online")
+    print(f"online {online['total_s']:.2f} s vs best static ({best_static['arm']}) {best_static['total_s']:.2f} s: "
+          f"{best_static['total_s'] / online['total_s']:.2f}x; results: {path}")
+
+
+if __name__ == "__main__":
+    main()

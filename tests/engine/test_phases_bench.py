@@ -1,0 +1,25 @@
+"""engine.bench.phases: the phase-switching workload for the online controller, on the CPU at a tiny shape."""
+
+from __future__ import annotations
+
+import json
+
+from engine.bench import phases
+
+
+def test_every_arm_runs_every_phase_with_the_same_tokens(tmp_path, capsys):
+    phases.main(["--shape", "qwen3-topology-tiny", "--trace", "resources/traces/qwen3-twin_multi_turn.npz",
+                 "--budget", "0.75", "--burst", "3x40+4", "--chat", "2x16+6", "--cycles", "1", "--device", "cpu",
+                 "--max-len", "128", "--out", str(tmp_path)])
+    result = json.loads((tmp_path / "phases-qwen3-topology-tiny-0.75GiB.json").read_text())
+    rows = {row["arm"]: row for row in result["rows"]}
+    assert {"configured", "online"} <= set(rows) and any(name.startswith("static-kv-") for name in rows)
+    for row in rows.values():
+        assert set(row["phases"]) == {"burst0", "chat0"} and row["total_s"] > 0
+        assert row["same_tokens_as_first"], row["arm"]  # where the bytes sit never changes a token
+        assert len(row["tokens"]) == 3 + 2
+    assert "x; results:" in capsys.readouterr().out
+
+
+def test_phase_spec():
+    assert phases.parse_phase("4x3072+16") == (4, 3072, 16)
