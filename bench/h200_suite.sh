@@ -3,7 +3,7 @@
 # Qwen3-30B-A3B shape, trace-driven, then results.md and the plots. Each step's output also goes to
 # OUT_DIR/<step>.log.
 #
-#   bench/h200_suite.sh [OUT_DIR] [main|splits|shapes|phases|identity]   default: $OUT, else bench/results/<date>-h200; main
+#   bench/h200_suite.sh [OUT_DIR] [main|splits|shapes|phases|hf|identity]   default: $OUT, else bench/results/<date>-h200; main
 # SPLIT_BUDGETS=24 narrows the splits part (default 12,24).
 # The weights take ~80 s to build in each part; the main table took ~6.5 min on 2026-11-29. The GPU image lacks
 # platformdirs (wisp-online's link probe cache): carry its wheel (see the device tool's README).
@@ -64,12 +64,16 @@ phases)  # ~5 min: the online controller against static splits on bursts of long
         --burst 4x3072+16 --chat 3x256+64 --cycles 2 --out "$out"
     echo "== done in ${SECONDS}s: $out"
     exit 0 ;;
+hf)  # ~3 min: transformers + accelerate offload of the same shape (its own process: a second host copy of the model)
+    step hf "$python" -m engine.bench.hf_offload --shape qwen3-30b-a3b --budgets 12,22 --tokens 8 --out "$out"
+    echo "== done in ${SECONDS}s: $out"
+    exit 0 ;;
 identity)  # ~3 min: every arm against resident, bit for bit, at the whole Qwen3 shape (engine.bench.identity)
     step identity "$python" -m engine.bench.identity --shape qwen3-30b-a3b --layers 48 --trace "$code" --budget 12 \
         --arms paged-all,wisp,static-uva --tokens 24 --seeds 1 --warmup || true
     echo "== done in ${SECONDS}s: $out"
     exit 0 ;;
-*) echo "part must be main, splits, shapes, phases or identity" >&2; exit 2 ;;
+*) echo "part must be main, splits, shapes, phases, hf or identity" >&2; exit 2 ;;
 esac
 step report "$python" -m engine.bench.report "$out"/*.json --out "$out"
 echo "== done in ${SECONDS}s: $out"
