@@ -70,7 +70,7 @@ hf)  # ~3 min: transformers + accelerate offload of the same shape (its own proc
     exit 0 ;;
 identity)  # ~3 min: every arm against resident, bit for bit, at the whole Qwen3 shape (engine.bench.identity)
     step identity "$python" -m engine.bench.identity --shape qwen3-30b-a3b --layers 48 --trace "$code" --budget 12 \
-        --arms paged-all,wisp,static-uva --tokens 24 --seeds 1 --warmup || true
+        --arms resident,paged-all,wisp,static-uva --tokens 24 --seeds 1 --warmup || true
     echo "== done in ${SECONDS}s: $out"
     exit 0 ;;
 *) echo "part must be main, splits, shapes, phases, hf or identity" >&2; exit 2 ;;

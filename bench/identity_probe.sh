@@ -5,11 +5,14 @@
 # 1. the engine's default (deterministic kernels), every arm, CUDA graphs and the eager path with part checksums;
 # 2. a second resident engine only, at the same settings: does a run repeat itself at all at this size?
 # 3. NaN in the KV cache, the slots and every new tensor: a NaN logprob means something reads unwritten memory;
-# 4. without deterministic kernels (the first runs on 2026-11-29 differed run to run there).
+# 4. without deterministic kernels (the first runs on 2026-11-29 differed run to run there);
+# 5. the order turned round (paged-all first, resident twice after it): is the first engine of a process the
+#    odd one, or does something an engine leaves behind change the next ones?
 layers="${1:-8}"
 budget="${2:-$([ "$layers" -ge 24 ] && echo 12 || echo 4)}"
 p="python3 -m engine.bench.identity --shape qwen3-30b-a3b --layers $layers --trace resources/traces/qwen3-twin_code.npz --budget $budget --prompt 512 --tokens 24 --seeds 1 --warmup"
 echo "== 1. deterministic kernels, every arm"; $p 2>&1 | grep "^{"
-echo "== 2. resident twice";                  $p --arms resident-again 2>&1 | grep "^{"
-echo "== 3. NaN-filled memory";               $p --arms resident-again,paged-all,wisp --fill-uninitialized 2>&1 | grep "^{"
-echo "== 4. --nondeterministic";              $p --arms resident-again,paged-all --nondeterministic 2>&1 | grep "^{"
+echo "== 2. resident twice";                  $p --arms resident,resident-again 2>&1 | grep "^{"
+echo "== 3. NaN-filled memory";               $p --arms resident,resident-again,paged-all,wisp --fill-uninitialized 2>&1 | grep "^{"
+echo "== 4. --nondeterministic";              $p --arms resident,resident-again,paged-all --nondeterministic 2>&1 | grep "^{"
+echo "== 5. paged-all first";                 $p --arms paged-all,resident,static-uva,resident-again 2>&1 | grep "^{"

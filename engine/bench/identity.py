@@ -1,8 +1,8 @@
 """Are the expert arms bitwise identical at a real shape? Runs each arm of `wisp bench` on the same synthetic
-weights, prompts and trace-driven routing, and compares its token ids and logprobs with the resident arm's.
+weights, prompts and trace-driven routing, and compares its token ids and logprobs with the first arm's (resident).
 Where an arm differs, the eager (dynamic) decode path is run again with a checksum of every attention and
-expert-block output of every step, so the first (step, layer, part) that differs is named. Besides the
-arms, "resident-again" (a second resident engine) checks that a run repeats itself at all.
+expert-block output of every step, so the first (step, layer, part) that differs is named. The first arm
+listed is the reference; "resident-again" (a second resident engine) checks that a run repeats itself.
 
     python -m engine.bench.identity --shape qwen3-30b-a3b --layers 8 --trace resources/traces/qwen3-twin_code.npz
 
@@ -109,6 +109,11 @@ def arm_outputs(weights, plan, device, router, args, decode: str, provider=None,
     return outputs, (parts.sums if parts else None)
 
 
+def weight_sums(model) -> dict[str, int]:
+    """A checksum of every dense parameter (on the device): did anything write into the model's weights?"""
+    return {name: checksum(param) for name, param in model.state_dict().items() if param.is_floating_point()}
+
+
 def first_difference(reference, outputs) -> dict | None:
     for seed, ((ref_ids, ref_lp), (ids, lp)) in enumerate(zip(reference, outputs)):
         for i, (a, b, la, lb) in enumerate(zip(ref_ids, ids, ref_lp, lp)):
@@ -132,10 +137,13 @@ def arms(host, resident, device, budget: int, names: list[str]):
     static = plan_for(host, "static", budget, None, 1, 4096)
     uva = lambda: TouchedCopyExperts(host.store, device, static.offloaded_layers)  # noqa: E731
     resident_plan = plan_for(resident, "resident", None, None, 1, 4096)
-    every = [("resident", resident, resident_plan, None, False), ("resident-again", resident, resident_plan, None, False),
-             ("paged-all", host, paged_all, None, False), ("wisp", host, paged, None, False),
-             ("wisp-host", host, paged, None, True), ("static-uva", host, static, uva, False)]
-    return [arm for arm in every if arm[0] == "resident" or arm[0] in names]
+    every = {"resident": (resident, resident_plan, None, False), "resident-again": (resident, resident_plan, None, False),
+             "paged-all": (host, paged_all, None, False), "wisp": (host, paged, None, False),
+             "wisp-host": (host, paged, None, True), "static-uva": (host, static, uva, False)}
+    unknown = set(names) - set(every)
+    if unknown:
+        raise SystemExit(f"unknown arms: {', '.join(sorted(unknown))}; choose from {', '.join(every)}")
+    return [(name, *every[name]) for name in names]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,8 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-len", type=int, default=4096)
     parser.add_argument("--warmup", action="store_true", help="a 4-token request before the compared ones")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--arms", default="resident-again,paged-all,wisp,wisp-host,static-uva",
-                        help="compared with resident")
+    parser.add_argument("--arms", default="resident,resident-again,paged-all,wisp,wisp-host,static-uva",
+                        help="in the order they run; the first is the reference the others are compared with "
+                             "(e.g. paged-all,resident,resident-again: is the first arm of a process the odd one?)")
     parser.add_argument("--decodes", default="graphs,dynamic", help="graphs (static on the CPU) and/or dynamic")
     parser.add_argument("--nondeterministic", action="store_true",
                         help="without torch's deterministic algorithms (the engine turns them on by default)")
@@ -171,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     model_args = shape(args.shape, args.layers)
     host = synthetic_weights(model_args, device, experts_on_host=True, dtype=DTYPES[model_args.torch_dtype])
     router = TraceRouter(load_trace(args.trace), device)
-    differ, resident_by_decode = False, []
+    differ, reference_by_decode = False, []
+    weights_at_start = weight_sums(host.model)
     decodes = [d if d != "graphs" or device.type == "cuda" else "static" for d in args.decodes.split(",")]
     resident = resident_weights(host, device)  # once: two copies of a whole model's experts may not fit
     for decode in decodes:
@@ -180,9 +190,14 @@ def main(argv: list[str] | None = None) -> int:
                                                                args.arms.split(",")):
             outputs, parts = arm_outputs(weights, plan, device, router, args, decode, provider, host_pager,
                                          hooks=decode == "dynamic")
+            now = weight_sums(host.model)
+            changed = sorted(name for name, value in now.items() if value != weights_at_start[name])
+            if changed:  # a stray write: every later arm computes with other weights than the reference did
+                print(json.dumps({"decode": decode, "after_arm": name, "dense_weights_changed": changed[:20]}))
+                differ = True
             if reference is None:
                 reference, reference_parts = outputs, parts
-                resident_by_decode.append(outputs)
+                reference_by_decode.append(outputs)
                 continue
             row = {"decode": decode, "arm": name, "first_difference": first_difference(reference, outputs)}
             if parts is not None:
@@ -190,9 +205,9 @@ def main(argv: list[str] | None = None) -> int:
             differ = differ or row["first_difference"] is not None
             print(json.dumps(row), flush=True)
     # Not a failure: the static-shape and dynamic decode paths may legitimately round differently.
-    if len(resident_by_decode) == 2:
-        print(json.dumps({"decode": "static-shape vs dynamic", "arm": "resident",
-                          "first_difference": first_difference(*resident_by_decode)}), flush=True)
+    if len(reference_by_decode) == 2:
+        print(json.dumps({"decode": "static-shape vs dynamic", "arm": args.arms.split(",")[0],
+                          "first_difference": first_difference(*reference_by_decode)}), flush=True)
     return 1 if differ else 0
 
 

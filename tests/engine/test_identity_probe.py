@@ -48,3 +48,12 @@ def test_deterministic_kernels_are_the_default_and_can_be_turned_off():
     parser = build_parser()
     assert engine_options(parser.parse_args(["run", "--prompt", "hi"])).deterministic
     assert not engine_options(parser.parse_args(["run", "--prompt", "hi", "--nondeterministic"])).deterministic
+
+
+def test_a_stray_write_into_the_dense_weights_is_caught():
+    layer = torch.nn.Linear(8, 8).to(torch.bfloat16)
+    before = identity.weight_sums(layer)
+    with torch.no_grad():
+        layer.weight.view(-1).view(torch.int16)[5] += 1  # one ulp of one weight
+    after = identity.weight_sums(layer)
+    assert [name for name in after if after[name] != before[name]] == ["weight"]
