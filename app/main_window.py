@@ -100,6 +100,7 @@ class MainWindowWidget(QMainWindow):
         actions.stop.triggered.connect(self.generation.stop)
         actions.choose_model.triggered.connect(self.open_model_picker)
         actions.open_model_folder.triggered.connect(self._on_open_model_folder_triggered)
+        actions.repeatable.toggled.connect(self.set_repeatable)
         actions.chat_mode.triggered.connect(lambda: self.chat.set_mode("chat"))
         actions.code_mode.triggered.connect(lambda: self.chat.set_mode("code"))
         for name, action in actions.themes.items():
@@ -130,6 +131,7 @@ class MainWindowWidget(QMainWindow):
         self.chat.settings_bar.set_sampling(settings.temperature, settings.top_p, settings.max_tokens)
         self.chat.set_mode(settings.mode)
         self.window_actions.themes[settings.theme].setChecked(True)
+        self.window_actions.repeatable.setChecked(settings.repeatable)
         if settings.last_conversation_id is not None:
             self.open_conversation(settings.last_conversation_id)
         self.status.show_no_model("Starting the engine…")
@@ -151,7 +153,8 @@ class MainWindowWidget(QMainWindow):
         """Load a model folder (None: the bundled demo) at the slider's budget."""
         budget = self.memory_panel.budget_slider.budget_bytes if self.memory_panel.budget_slider.has_range else None
         return self.loader.load(LoadRequest(model, budget or self.settings.budget_bytes, self.launch.device,
-                                            api_key=self.settings.api_key_for(model)))
+                                            api_key=self.settings.api_key_for(model),
+                                            deterministic=self.settings.repeatable))
 
     def open_model_picker(self) -> ModelPickerDialog:
         budget = self.memory_panel.budget_slider.budget_bytes
@@ -170,6 +173,17 @@ class MainWindowWidget(QMainWindow):
         self.memory_panel.set_theme(self.theme)
         self.window_actions.themes[name].setChecked(True)
         self._save_settings(theme=name)
+
+    def set_repeatable(self, enabled: bool) -> None:
+        """Deterministic kernels on or off; the engine picks its kernels when it loads, so a loaded local model
+        is loaded again (a remote server has its own)."""
+        if enabled == self.settings.repeatable:
+            return
+        self._save_settings(repeatable=enabled)
+        self.window_actions.repeatable.setChecked(enabled)
+        request = self.loader.request
+        if request is not None and not request.is_remote and self.loader.engine is not None:
+            self.load_model(request.model)
 
     def _save_settings(self, **changes) -> None:
         self.settings = self.settings.with_changes(**changes)

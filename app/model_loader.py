@@ -30,6 +30,7 @@ class LoadRequest:
     budget_bytes: int | None
     device: str = "auto"
     api_key: str | None = field(default=None, repr=False)  # remote servers only
+    deterministic: bool = True  # CUDA: bitwise-repeatable kernels (the app's "Repeatable outputs")
 
     @property
     def is_remote(self) -> bool:
@@ -39,7 +40,7 @@ class LoadRequest:
         if self.is_remote:
             return api().EngineOptions(model=self.model, api_key=self.api_key)
         return api().EngineOptions(model=self.model, device=self.device, experts="paged",
-                                   budget_bytes=self.budget_bytes)
+                                   budget_bytes=self.budget_bytes, deterministic=self.deterministic)
 
     @property
     def display_name(self) -> str:

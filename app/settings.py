@@ -30,6 +30,7 @@ class AppSettings:
     last_conversation_id: int | None = None
     remote_servers: tuple[RemoteServer, ...] = ()
     server_port: int = 8000  # the app's OpenAI-compatible server (0: any free port)
+    repeatable: bool = True  # CUDA: deterministic kernels (the same prompt, the same reply); False is faster
 
     def with_changes(self, **changes) -> "AppSettings":
         return replace(self, **changes)
@@ -52,6 +53,8 @@ def _clean(raw: dict) -> dict:
         values["remote_servers"] = tuple(RemoteServer(str(server["url"]), server.get("api_key") or None)
                                          for server in values["remote_servers"]
                                          if isinstance(server, dict) and server.get("url"))
+    if not isinstance(values.get("repeatable", True), bool):
+        values.pop("repeatable")
     if not isinstance(values.get("server_port"), int) or not 0 <= values["server_port"] <= 65535:
         values.pop("server_port", None)
     return values

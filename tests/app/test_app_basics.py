@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractSlider, QAbstractSpinBo
 
 from app.chat.markdown_render import RenderStyle, code_blocks, render_markdown
 from app.settings import AppSettings, SettingsStore
+from tests.app.conftest import LOAD_TIMEOUT_MS
 
 ROOT = Path(__file__).resolve().parents[2]
 STYLE = RenderStyle("default", "#f6f8fa", "#eeeeee", "#888888", "#0969da")
@@ -47,7 +48,8 @@ def test_settings_round_trip_and_survive_a_bad_file(tmp_path):
     settings = AppSettings(budget_bytes=123, model_folders=("/models",), theme="dark", last_model="/m", mode="code")
     store.save(settings)
     assert store.load() == settings
-    (tmp_path / "settings.json").write_text(json.dumps({"theme": "purple", "unknown": 1, "max_tokens": 64}))
+    (tmp_path / "settings.json").write_text(json.dumps({"theme": "purple", "unknown": 1, "max_tokens": 64,
+                                                        "repeatable": "no"}))
     assert store.load() == AppSettings(max_tokens=64)
     (tmp_path / "settings.json").write_text("{broken")
     assert store.load() == AppSettings()
@@ -77,3 +79,17 @@ def test_controls_have_accessible_names_and_the_log_is_written(qtbot, start_app)
                if widget.isVisibleTo(window) and not (widget.accessibleName() or getattr(widget, "text", str)())]
     assert not unnamed
     assert "loaded" in window.paths.log_file.read_text()
+
+
+def test_repeatable_outputs_toggle_persists_and_reloads_the_model(qtbot, start_app):
+    window = start_app()
+    action = window.window_actions.repeatable
+    assert action.isCheckable() and action.isChecked() and window.loader.request.deterministic
+    first_engine = window.loader.engine
+    action.trigger()  # off: faster kernels, the model is loaded again with them
+    assert window.settings.repeatable is False and not action.isChecked()
+    qtbot.waitUntil(lambda: window.loader.engine is not None and window.loader.engine is not first_engine,
+                    timeout=LOAD_TIMEOUT_MS)
+    assert window.loader.request.deterministic is False
+    assert window.loader.engine.options.deterministic is False
+    assert window._settings_store.load().repeatable is False
