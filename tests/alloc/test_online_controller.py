@@ -47,12 +47,19 @@ def test_deadzone_and_too_little_evidence_change_nothing():
     assert controller.decide(first) is None
 
 
+PROMPTS = ["def fib(n):", "The quick brown fox", "class Stack:\n    def"]
+
+
+def resident_tokens(folder: str, sampling: SamplingParams) -> list:
+    """The reference: each of PROMPTS alone, every expert resident."""
+    with Engine(EngineOptions(model=folder, device="cpu")) as resident:
+        return [resident.generate(GenerateRequest(prompt=p, sampling=sampling)).token_ids for p in PROMPTS]
+
+
 def test_engine_controller_acts_at_drained_barriers_with_identical_outputs(tiny_model_dir):
     folder = str(tiny_model_dir("qwen3_moe"))
     sampling = SamplingParams(max_tokens=48, ignore_eos=True)
-    prompts = ["def fib(n):", "The quick brown fox", "class Stack:\n    def"]
-    with Engine(EngineOptions(model=folder, device="cpu")) as resident:
-        expected = [resident.generate(GenerateRequest(prompt=p, sampling=sampling)).token_ids for p in prompts]
+    expected = resident_tokens(folder, sampling)
     events, arrived = [], threading.Event()
     options = EngineOptions(model=folder, device="cpu", experts="paged", budget_bytes=GiB, block_size=4)
     with Engine(options) as engine:
@@ -60,7 +67,7 @@ def test_engine_controller_acts_at_drained_barriers_with_identical_outputs(tiny_
         apply_plan(core, replace(core.plan, layer_slots=(2, 2), slots_per_layer=2))
         core.controller.min_steps = 4
         engine.add_plan_listener(lambda e: (events.append(e), arrived.set()))
-        results = [engine.generate(GenerateRequest(prompt=p, sampling=sampling)) for p in prompts]
+        results = [engine.generate(GenerateRequest(prompt=p, sampling=sampling)) for p in PROMPTS]
         assert arrived.wait(10)
     assert [r.token_ids for r in results] == expected
     assert events and all(e.error is None and "recent routing" in e.reason for e in events)
@@ -119,9 +126,7 @@ def test_kv_shrinks_to_the_one_request_floor_when_use_is_low():
 def test_a_burst_gets_kv_before_admission_with_identical_outputs(tiny_model_dir):
     folder = str(tiny_model_dir("qwen3_moe"))
     sampling = SamplingParams(max_tokens=24, ignore_eos=True)
-    prompts = ["def fib(n):", "The quick brown fox", "class Stack:\n    def"]
-    with Engine(EngineOptions(model=folder, device="cpu")) as resident:
-        expected = [resident.generate(GenerateRequest(prompt=p, sampling=sampling)).token_ids for p in prompts]
+    expected = resident_tokens(folder, sampling)
     events = []
     options = EngineOptions(model=folder, device="cpu", experts="paged", budget_bytes=GiB, block_size=4,
                             max_num_seqs=4)
@@ -130,7 +135,7 @@ def test_a_burst_gets_kv_before_admission_with_identical_outputs(tiny_model_dir)
         apply_plan(core, replace(core.plan, kv_blocks=10))
         core.controller.kv_floor_bytes = 10 * core.plan.kv_block_bytes
         engine.add_plan_listener(events.append)
-        handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=sampling) for p in prompts])
+        handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=sampling) for p in PROMPTS])
         results = [h.result() for h in handles]
         assert core.plan.kv_blocks >= 3 * 8  # three requests of up to 32 tokens in blocks of 4
     assert [r.token_ids for r in results] == expected
