@@ -1,12 +1,13 @@
 """Are the expert arms bitwise identical at a real shape? Runs each arm of `wisp bench` on the same synthetic
-weights, prompts and trace-driven routing, and compares its token ids and logprobs with the first arm's (resident).
-Where an arm differs, the eager (dynamic) decode path is run again with a checksum of every attention and
-expert-block output of every step, so the first (step, layer, part) that differs is named. The first arm
-listed is the reference; "resident-again" (a second resident engine) checks that a run repeats itself.
+weights, prompts and trace-driven routing, and compares its token ids and logprobs with the first arm's
+(resident by default), with CUDA graphs and on the eager (dynamic) decode path. On the eager path every layer
+part (norms, attention, router, MoE block) of every step gets a checksum, so the first (step, layer, part)
+that differs is named. "resident-again" (a second resident engine) checks that a run repeats itself at all,
+and the dense weights' checksums after every arm catch a stray write into them.
 
     python -m engine.bench.identity --shape qwen3-30b-a3b --layers 8 --trace resources/traces/qwen3-twin_code.npz
 
-Prints one JSON line per arm and exits 1 if any arm differs."""
+Prints one JSON line per arm and exits 1 if any arm differs or the weights changed."""
 
 from __future__ import annotations
 
