@@ -8,6 +8,7 @@
 # 4. without deterministic kernels (the first runs on 2026-11-29 differed run to run there);
 # 5. the order turned round (paged-all first, resident twice after it): is the first engine of a process the
 #    odd one, or does something an engine leaves behind change the next ones?
+# 6. decode attention by the Triton kernel that reads the cache in place (its bits ignore padding and layout).
 layers="${1:-8}"
 budget="${2:-$([ "$layers" -ge 24 ] && echo 12 || echo 4)}"
 p="python3 -m engine.bench.identity --shape qwen3-30b-a3b --layers $layers --trace resources/traces/qwen3-twin_code.npz --budget $budget --prompt 512 --tokens 24 --seeds 1 --warmup"
@@ -16,3 +17,4 @@ echo "== 2. resident twice";                  $p --arms resident,resident-again 
 echo "== 3. NaN-filled memory";               $p --arms resident,resident-again,paged-all,wisp --fill-uninitialized 2>&1 | grep "^{"
 echo "== 4. --nondeterministic";              $p --arms resident,resident-again,paged-all --nondeterministic 2>&1 | grep "^{"
 echo "== 5. paged-all first";                 $p --arms paged-all,resident,static-uva,resident-again 2>&1 | grep "^{"
+echo "== 6. Triton decode attention";         $p --arms resident,resident-again,paged-all,wisp,static-uva --attention triton --decodes graphs 2>&1 | grep "^{"

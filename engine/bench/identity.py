@@ -66,7 +66,7 @@ class PartChecksums:
 def arm_outputs(weights, plan, device, router, args, decode: str, provider=None, host_pager=False, hooks=False):
     """-> ([(token ids, logprobs) per seed], part checksums or None) for one arm."""
     options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=1, decode=decode,
-                            deterministic=not args.nondeterministic)
+                            deterministic=not args.nondeterministic, attention=args.attention)
     engine = assemble_engine(weights, IdOnlyTokenizer(), options, plan, device, args.max_len,
                              provider=provider() if provider else None)
     if args.fill_uninitialized:  # after the engine chose its kernels (it turns filling off)
@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="no reduced-precision (split-K) reductions in bf16/fp16 cuBLAS GEMMs")
     parser.add_argument("--fill-uninitialized", action="store_true",
                         help="NaN in the KV cache, the expert slots and every new tensor: shows reads of unwritten memory")
+    parser.add_argument("--attention", default="sdpa", choices=["sdpa", "triton"],
+                        help="static-shape decode attention (engine.model.decode_attention)")
     parser.add_argument("--sdpa", default=None, choices=["math", "flash", "efficient"], help="only this SDPA backend")
     args = parser.parse_args(argv)
     if args.no_reduced_precision:

@@ -158,11 +158,11 @@ def measure(engine, provider, args, tokens: int) -> dict:
 
 def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: int, prefetch=False, provider=None,
             runs: int | None = None, warm_all: bool = False, decode: str = "auto", online: bool = False,
-            host_pager: bool = False, deterministic: bool = True):
+            host_pager: bool = False, deterministic: bool = True, attention: str = "sdpa"):
     """One arm; a failure is recorded as a row with its error, and the suite goes on."""
     try:
         return measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all,
-                           decode, online, host_pager, deterministic)
+                           decode, online, host_pager, deterministic, attention)
     except Exception as err:  # noqa: BLE001 - a benchmark row, not a user path
         weights.model.experts = None
         row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None,
@@ -172,11 +172,11 @@ def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: i
 
 
 def measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all, decode,
-                online=False, host_pager=False, deterministic=True):
+                online=False, host_pager=False, deterministic=True, attention="sdpa"):
     reset_peak(device)
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
     options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, prefetch=prefetch,
-                            decode=decode, deterministic=deterministic)
+                            decode=decode, deterministic=deterministic, attention=attention)
     engine = assemble_engine(weights, IdOnlyTokenizer(), options, plan, device, args.max_len, provider=provider)
     if host_pager:  # the per-layer host pager (what prefetch runs on), not the device pager in one graph
         weights.model.experts.graphed_decode = False
@@ -255,7 +255,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-len", type=int, default=4096)
     parser.add_argument("--arms", default="resident,resident-dynamic,paged-all,wisp,wisp-online,wisp-prefetch,"
                                           "static-uva,static-copy",
-                        help="also: resident-nondeterministic (without deterministic kernels), wisp-uniform (one cap "
+                        help="also: resident-nondeterministic (without deterministic kernels), resident-triton-attention "
+                             "and wisp-triton-attention (engine.model.decode_attention), wisp-uniform (one cap "
                              "per layer), wisp-50-50 (half the pool to experts), "
                              f"wisp-sweep (one cap per layer at {', '.join(map(str, SWEEP_SHARES))} of the pool)")
     parser.add_argument("--also", action="append", default=[],
@@ -297,6 +298,9 @@ def unbudgeted_rows(host, arms, args, device, router) -> list[dict]:
         if "resident-nondeterministic" in arms:  # what the deterministic kernels cost
             rows.append(run_arm(resident, "resident-nondeterministic", plan, args, device, router, args.tokens,
                                 deterministic=False))
+        if "resident-triton-attention" in arms:  # decode attention reading the KV cache in place
+            rows.append(run_arm(resident, "resident-triton-attention", plan, args, device, router, args.tokens,
+                                attention="triton"))
         del resident
     if "paged-all" in arms:
         plan = plan_for(host, "paged", None, host.args.num_experts, args.batch, args.max_len)
@@ -310,6 +314,9 @@ def budget_rows(host, budget: int, arms, args, device, router, trace, link) -> l
     if "wisp" in arms:
         plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len)
         rows.append(run_arm(host, "wisp", plan, args, device, router, tokens))
+    if "wisp-triton-attention" in arms:
+        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len)
+        rows.append(run_arm(host, "wisp-triton-attention", plan, args, device, router, tokens, attention="triton"))
     if "wisp-host" in arms:
         plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len)
         rows.append(run_arm(host, "wisp-host", plan, args, device, router, tokens, host_pager=True))

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.model.args import ModelArgs
+from engine.model.decode_attention import decode_attention
 from engine.model.layers import RMSNorm, apply_rope
 
 
@@ -68,6 +69,7 @@ class Attention(nn.Module):
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
         self.layer = layer
+        self.decode_kernel = "sdpa"  # or "triton": static-shape decode reads the KV cache in place
         self.num_heads, self.num_kv_heads, self.head_dim = args.num_attention_heads, args.num_key_value_heads, args.head_dim
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         self.q_proj = nn.Linear(args.hidden_size, q_size, bias=args.attention_bias)
@@ -111,6 +113,10 @@ class Attention(nn.Module):
         q, k, v = self.project(x)  # [B, H, hd], [B, KVH, hd] x2
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         cache.store(self.layer, meta.slot_mapping, k, v)
+        if self.decode_kernel == "triton":  # the cache read in place (engine.model.decode_attention)
+            o = decode_attention(q, cache.k[self.layer], cache.v[self.layer], meta.kv_index, meta.lengths,
+                                 self.head_dim**-0.5)
+            return self.o_proj(o.reshape(x.shape[0], -1))
         keys = cache.k[self.layer][meta.kv_index].transpose(1, 2)  # [B, KVH, L, hd]
         values = cache.v[self.layer][meta.kv_index].transpose(1, 2)
         positions = torch.arange(meta.kv_index.shape[1], device=x.device)

@@ -97,6 +97,8 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     args = weights.args
     if device.type == "cuda":
         use_deterministic_kernels(options.deterministic)
+    for layer in weights.model.layers:
+        layer.self_attn.decode_kernel = options.attention
     weights.model.experts = provider or make_provider(plan, weights.store, device, args.num_experts_per_tok,
                                                       options.prefetch)
     block_manager = BlockManager(plan.kv_blocks, options.block_size)

@@ -1,0 +1,62 @@
+"""The Triton decode-attention kernel (engine.model.decode_attention), in Triton's interpreter on the CPU:
+the same values as SDPA, and bits that depend neither on the padding nor on where the cache slots live."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from engine.model.decode_attention import decode_attention
+from tests.engine.test_static_decode import SAMPLING, run_all
+
+H, KVH, D, SLOTS = 8, 2, 16, 200
+
+
+def case(seed: int = 0, lengths=(5, 70, 1)):
+    generator = torch.Generator().manual_seed(seed)
+    q = torch.randn(len(lengths), H, D, generator=generator)
+    k = torch.randn(SLOTS, KVH, D, generator=generator)
+    v = torch.randn(SLOTS, KVH, D, generator=generator)
+    index = torch.zeros(len(lengths), 96, dtype=torch.long)
+    for row, length in enumerate(lengths):
+        index[row, :length] = torch.randperm(SLOTS, generator=generator)[:length]
+    return q, k, v, index, torch.tensor(lengths)
+
+
+def sdpa(q, k, v, index, lengths):
+    out = []
+    for row, length in enumerate(lengths.tolist()):
+        keys, values = k[index[row, :length]].transpose(0, 1), v[index[row, :length]].transpose(0, 1)  # [KVH, L, D]
+        o = F.scaled_dot_product_attention(q[row][:, None, :].unsqueeze(0), keys[None], values[None],
+                                           scale=D**-0.5, enable_gqa=True)  # [1, H, 1, D]
+        out.append(o[0, :, 0])
+    return torch.stack(out)
+
+
+def test_matches_sdpa():
+    q, k, v, index, lengths = case()
+    torch.testing.assert_close(decode_attention(q, k, v, index, lengths, D**-0.5), sdpa(q, k, v, index, lengths),
+                               atol=1e-5, rtol=1e-5)
+
+
+def test_bits_do_not_depend_on_padding_batch_or_slot_placement():
+    q, k, v, index, lengths = case()
+    reference = decode_attention(q, k, v, index, lengths, D**-0.5)
+    wider = torch.zeros(3, 160, dtype=torch.long)
+    wider[:, :96] = index  # padded further, as a larger max_model_len would
+    assert torch.equal(decode_attention(q, k, v, wider, lengths, D**-0.5), reference)
+    alone = decode_attention(q[1:2], k, v, index[1:2], lengths[1:2], D**-0.5)  # batch of one
+    assert torch.equal(alone[0], reference[1])
+    moved = torch.randperm(SLOTS)  # the same keys and values in other slots (another KV pool layout)
+    k2, v2 = torch.empty_like(k), torch.empty_like(v)
+    k2[moved], v2[moved] = k, v
+    assert torch.equal(decode_attention(q, k2, v2, moved[index], lengths, D**-0.5), reference)
+
+
+def test_engine_with_triton_attention_keeps_expert_modes_bitwise_equal(tiny_model_dir):
+    folder = tiny_model_dir("qwen3_moe")
+    reference = run_all(folder, decode="static", attention="triton")
+    paged = run_all(folder, decode="static", attention="triton", experts="paged", expert_slots=3)
+    assert paged == reference
+    sdpa_tokens = [tokens for tokens, _ in run_all(folder, decode="static")]
+    assert [tokens for tokens, _ in reference] == sdpa_tokens and len(sdpa_tokens[0]) == SAMPLING.max_tokens
