@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from engine.alloc.memory_plan import GiB
-from engine.bench.shapes import shape
+from engine.bench.shapes import add_shape_options, shape_of
 from engine.model.args import ModelArgs
 
 ACTIVATION_RESERVE = GiB  # of the budget kept free for activations and the KV cache transformers grows
@@ -115,16 +115,14 @@ def measure(args: ModelArgs, budget_gib: float, prompt: int, tokens: int, device
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.hf_offload")
-    parser.add_argument("--shape", default="qwen3-30b-a3b")
-    parser.add_argument("--layers", type=int, default=None, help="cut the shape to its first N layers (host RAM)")
+    add_shape_options(parser)
     parser.add_argument("--budgets", default="12,22")
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--tokens", type=int, default=8)
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    model_args = shape(args.shape, args.layers)
+    model_args = shape_of(args)
     import transformers
 
     facts = {"shape": args.shape, "layers": model_args.num_hidden_layers, "transformers": transformers.__version__,

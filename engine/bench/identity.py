@@ -19,13 +19,12 @@ from pathlib import Path
 import torch
 
 from engine.alloc.memory_plan import GiB
-from engine.bench.shapes import shape
+from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.suite import plan_for, resident_weights
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
 from engine.experts.touched_copy import TouchedCopyExperts
-from engine.model.loader import DTYPES
 from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine
 from engine.sampling import SamplingParams
@@ -53,6 +52,9 @@ class PartChecksums:
                 if module is not None:
                     self.handles.append(module.register_forward_hook(self._hook(index, number)))
 
+    def next_step(self, seqs, is_prefill) -> None:
+        self.step += 1
+
     def _hook(self, layer: int, part: int):
         def record(module, inputs, output):
             self.sums[(self.step, layer, part)] = checksum(output)
@@ -78,15 +80,7 @@ def arm_outputs(weights, plan, device, router, args, decode: str, provider=None,
     if host_pager:
         weights.model.experts.graphed_decode = False
     parts = PartChecksums(weights.model) if hooks else None
-    hook = router.begin_step
-
-    def begin_step(seqs, is_prefill):
-        if parts is not None:
-            parts.step += 1
-        hook(seqs, is_prefill)
-
-    engine.runner.model.routing_override, engine.runner.step_hook = router, begin_step
-    router.stream_of.clear()
+    router.drive(engine, parts.next_step if parts is not None else None)
     outputs = []
     vocab = weights.args.vocab_size
     if args.warmup:  # as `wisp bench` does: a short request first (graph capture), then no prefix reuse
@@ -149,8 +143,7 @@ def arms(host, resident, device, budget: int, names: list[str]):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.identity")
-    parser.add_argument("--shape", default="qwen3-30b-a3b")
-    parser.add_argument("--layers", type=int, default=8)
+    add_shape_options(parser, layers=8)
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--budget", type=float, default=4.0, help="GiB for the paged and static arms")
     parser.add_argument("--prompt", type=int, default=512)
@@ -158,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--max-len", type=int, default=4096)
     parser.add_argument("--warmup", action="store_true", help="a 4-token request before the compared ones")
-    parser.add_argument("--device", default="cuda")
     parser.add_argument("--arms", default="resident,resident-again,paged-all,wisp,wisp-host,static-uva",
                         help="in the order they run; the first is the reference the others are compared with "
                              "(e.g. paged-all,resident,resident-again: is the first arm of a process the odd one?)")
@@ -180,8 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         for backend in ("math", "flash", "mem_efficient"):
             getattr(torch.backends.cuda, f"enable_{backend}_sdp")(backend.startswith(args.sdpa[:3]))
     device = torch.device(args.device)
-    model_args = shape(args.shape, args.layers)
-    host = synthetic_weights(model_args, device, experts_on_host=True, dtype=DTYPES[model_args.torch_dtype])
+    model_args = shape_of(args)
+    host = synthetic_weights(model_args, device, experts_on_host=True)
     router = TraceRouter(load_trace(args.trace), device)
     differ, reference_by_decode = False, []
     weights_at_start = weight_sums(host.model)

@@ -25,12 +25,11 @@ import torch
 from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB, MemoryPlan, kv_floor_bytes
 from engine.bench.copy_rates import copy_loop_rate
-from engine.bench.shapes import shape
-from engine.bench.suite import (attach_online, mvwsa_plan, peak_gib, pool_bytes, reset_peak, shape_plan, sync)
+from engine.bench.shapes import add_shape_options, shape_of
+from engine.bench.suite import attach_online, mvwsa_plan, peak_gib, pool_bytes, reset_peak, shape_plan, sync
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
-from engine.model.loader import DTYPES
 from engine.model.sizes import model_sizes
 from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine
@@ -40,9 +39,15 @@ from engine.traces.format import load as load_trace
 
 def parse_phase(text: str) -> tuple[int, int, int]:
     """'4x3072+16' -> (requests, prompt tokens, generated tokens)."""
-    count, rest = text.split("x")
-    prompt, tokens = rest.split("+")
-    return int(count), int(prompt), int(tokens)
+    try:
+        count, rest = text.split("x")
+        prompt, tokens = rest.split("+")
+        values = int(count), int(prompt), int(tokens)
+    except ValueError:
+        values = (0,)
+    if min(values) < 1 or len(values) != 3:
+        raise argparse.ArgumentTypeError(f"'{text}' is not COUNTxPROMPT+TOKENS with positive numbers, e.g. 4x3072+16")
+    return values
 
 
 def kv_plan(weights, budget: int, kv_bytes: int, burst: int, max_len: int) -> MemoryPlan | None:
@@ -83,12 +88,11 @@ def workload(args, vocab: int) -> list[tuple[str, bool, list]]:
 def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: bool) -> dict:
     reset_peak(device)
     burst = args.burst[0]
-    options = EngineOptions(device=device.type, experts="paged", max_num_seqs=burst, online=online)
+    options = EngineOptions(device=device.type, experts="paged", max_num_seqs=burst)
     engine = assemble_engine(weights, IdOnlyTokenizer(), options, plan, device, args.max_len)
     if online:
         attach_online(engine, weights, argparse.Namespace(max_len=args.max_len, batch=burst), device)
-    engine.runner.model.routing_override, engine.runner.step_hook = router, router.begin_step
-    router.stream_of.clear()
+    router.drive(engine)
     run_requests(engine, [("warm-up", list(range(1, 65)), 4)], together=True)
     engine.scheduler.block_manager.hash_to_block.clear()
     row = {"arm": name, "kv_gib": plan.kv_bytes / GiB, "slots_total": sum(plan.slots_by_layer), "phases": {},
@@ -129,20 +133,18 @@ def arms(weights, args, trace, link: LinkCost) -> list[tuple[str, MemoryPlan, bo
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.phases")
-    parser.add_argument("--shape", default="qwen3-30b-a3b")
-    parser.add_argument("--layers", type=int, default=None)
+    add_shape_options(parser)
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--budget", type=float, default=12.0, help="GiB")
     parser.add_argument("--burst", type=parse_phase, default=parse_phase("4x3072+16"), help="COUNTxPROMPT+TOKENS")
     parser.add_argument("--chat", type=parse_phase, default=parse_phase("3x256+64"), help="COUNTxPROMPT+TOKENS")
     parser.add_argument("--cycles", type=int, default=2)
     parser.add_argument("--max-len", type=int, default=4096)
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    model_args = shape(args.shape, args.layers)
-    weights = synthetic_weights(model_args, device, experts_on_host=True, dtype=DTYPES[model_args.torch_dtype])
+    model_args = shape_of(args)
+    weights = synthetic_weights(model_args, device, experts_on_host=True)
     trace = load_trace(args.trace)
     link = LinkCost(copy_loop_rate(weights.store, device) * 1e9, 20e-6, 0.012, 0.0004)
     router = TraceRouter(trace, device)

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from engine.bench.shapes import shape
+from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.suite import decode_once, plan_for
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.config import EngineOptions
@@ -24,13 +24,12 @@ from engine.runtime.builder import assemble_engine
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.profile_decode")
-    parser.add_argument("--shape", default="qwen3-30b-a3b")
-    parser.add_argument("--layers", type=int, default=None)
+    add_shape_options(parser, device=False)
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--prompt", type=int, default=512)
     args = parser.parse_args(argv)
     device = torch.device("cuda")
-    weights = synthetic_weights(shape(args.shape, args.layers), device, experts_on_host=False)
+    weights = synthetic_weights(shape_of(args), device, experts_on_host=False)
     plan = plan_for(weights, "resident", None, None, 1, 4096)
     engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device="cuda"), plan, device, 4096)
     decode_once(engine, args.prompt, 8, 1, seed=0)  # warm-up: captures the decode graph

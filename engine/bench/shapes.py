@@ -35,6 +35,18 @@ SHAPES: dict[str, ModelArgs] = {
 }
 
 
+def add_shape_options(parser, layers: int | None = None, device: bool = True) -> None:
+    """--shape and --layers (and --device) of every benchmark command; shape_of(args) reads them back."""
+    parser.add_argument("--shape", default="qwen3-30b-a3b", choices=sorted(SHAPES))
+    parser.add_argument("--layers", type=int, default=layers, help="cut the shape to its first N layers (host RAM)")
+    if device:
+        parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+
+
+def shape_of(args) -> ModelArgs:
+    return shape(args.shape, args.layers)
+
+
 def shape(name: str, num_layers: int | None = None) -> ModelArgs:
     """A named shape, optionally cut to its first num_layers layers (host RAM limits)."""
     args = SHAPES[name]

@@ -27,14 +27,14 @@ from engine.alloc.cost_model import LinkCost, routing_profile
 from engine.alloc.memory_plan import GiB, MemoryPlan, PlanRequest, kv_floor_bytes, plan_memory
 from engine.alloc.mvwsa import PoolSpec, configure
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate
-from engine.bench.shapes import shape
+from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
 from engine.experts.store import ExpertStore
 from engine.experts.touched_copy import TouchedCopyExperts
 from engine.model.args import ModelArgs
-from engine.model.loader import DTYPES, LoadedWeights
+from engine.model.loader import LoadedWeights
 from engine.model.sizes import model_sizes
 from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine
@@ -156,13 +156,14 @@ def measure(engine, provider, args, tokens: int) -> dict:
             "decode_tok_s_runs": [r["decode_tok_s"] for r in runs]}
 
 
-def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: int, prefetch=False, provider=None,
-            runs: int | None = None, warm_all: bool = False, decode: str = "auto", online: bool = False,
-            host_pager: bool = False, deterministic: bool = True, attention: str = "sdpa"):
-    """One arm; a failure is recorded as a row with its error, and the suite goes on."""
+def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: int, provider=None,
+            runs: int | None = None, warm_all: bool = False, online: bool = False, host_pager: bool = False,
+            **options):
+    """One arm; options go to EngineOptions (prefetch, decode, deterministic, attention). A failure is recorded
+    as a row with its error, and the suite goes on."""
     try:
-        return measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all,
-                           decode, online, host_pager, deterministic, attention)
+        return measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs, warm_all, online,
+                           host_pager, options)
     except Exception as err:  # noqa: BLE001 - a benchmark row, not a user path
         weights.model.experts = None
         row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None,
@@ -171,22 +172,19 @@ def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: i
         return row
 
 
-def measure_arm(weights, arm, plan, args, device, router, tokens, prefetch, provider, runs, warm_all, decode,
-                online=False, host_pager=False, deterministic=True, attention="sdpa"):
+def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs, warm_all, online, host_pager,
+                options: dict):
     reset_peak(device)
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
-    options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, prefetch=prefetch,
-                            decode=decode, deterministic=deterministic, attention=attention)
-    engine = assemble_engine(weights, IdOnlyTokenizer(), options, plan, device, args.max_len, provider=provider)
+    engine_options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, **options)
+    engine = assemble_engine(weights, IdOnlyTokenizer(), engine_options, plan, device, args.max_len, provider=provider)
     if host_pager:  # the per-layer host pager (what prefetch runs on), not the device pager in one graph
         weights.model.experts.graphed_decode = False
     if warm_all:
         weights.model.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
     if online:  # the online MV-WSA controller re-splits at the drained barrier after every request
         attach_online(engine, weights, args, device)
-    engine.runner.model.routing_override = router
-    engine.runner.step_hook = router.begin_step
-    router.stream_of.clear()
+    router.drive(engine)
     result = measure(engine, weights.model.experts, argparse.Namespace(**{**vars(args), "runs": runs or args.runs}), tokens)
     result["plan_changes"] = engine.plan_changes if online else 0
     # expert_share is that of the plan the arm starts with (wisp-online may re-split it: plan_changes).
@@ -243,8 +241,7 @@ def git_commit() -> str | None:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="wisp bench")
-    parser.add_argument("--shape", default="qwen3-30b-a3b")
-    parser.add_argument("--layers", type=int, default=None, help="cut the shape to its first N layers")
+    add_shape_options(parser)
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--budgets", default="12,24,32")
     parser.add_argument("--batch", type=int, default=1)
@@ -264,7 +261,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "(its flags override the others; repeatable)")
     parser.add_argument("--label", default="", help="free text stored in the JSON facts (e.g. what changed)")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     return parser.parse_args(argv)
 
 
@@ -356,9 +352,9 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(argv) if argv is not None else sys.argv[1:]
     args = parse_args(argv)
     device = torch.device(args.device)
-    model_args = shape(args.shape, args.layers)
+    model_args = shape_of(args)
     started = time.perf_counter()
-    host = synthetic_weights(model_args, device, experts_on_host=True, dtype=DTYPES[model_args.torch_dtype])
+    host = synthetic_weights(model_args, device, experts_on_host=True)
     facts = run_facts(args, model_args, host, device, time.perf_counter() - started)
     print(json.dumps(facts), flush=True)
     for extra in [""] + args.also:  # each --also session reuses the built weights with its flags on top

@@ -7,7 +7,7 @@ import torch
 
 from engine.experts.store import ExpertLayout, ExpertStore
 from engine.model.args import ModelArgs
-from engine.model.loader import LoadedWeights
+from engine.model.loader import DTYPES, LoadedWeights
 from engine.model.transformer import MoeTransformer, meta_model
 
 WEIGHT_STD = 0.02
@@ -43,7 +43,9 @@ def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, ho
 
 
 def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
-                      dtype: torch.dtype = torch.bfloat16) -> LoadedWeights:
+                      dtype: torch.dtype | None = None) -> LoadedWeights:
+    """dtype: the shape's own (torch_dtype) unless given."""
+    dtype = dtype or DTYPES[args.torch_dtype or "bfloat16"]
     model = synthetic_dense(args, dtype, gpu)
     store = synthetic_experts(args, dtype, gpu, host=experts_on_host and gpu.type == "cuda")
     return LoadedWeights(args=args, model=model, store=store, dtype=dtype)

@@ -46,5 +46,16 @@ class TraceRouter:
         self.step_ids = self.buffers[tuple(ids.shape)]
         self.step_ids.copy_(ids)
 
+    def drive(self, engine, before_step=None) -> None:
+        """Route a fresh engine's steps from the trace, each request replaying the next trace request from the
+        first. before_step(seqs, is_prefill), if given, runs before each step's routing is loaded."""
+        def step_hook(seqs, is_prefill):
+            if before_step is not None:
+                before_step(seqs, is_prefill)
+            self.begin_step(seqs, is_prefill)
+
+        engine.runner.model.routing_override, engine.runner.step_hook = self, step_hook
+        self.stream_of.clear()
+
     def __call__(self, layer: int) -> torch.Tensor:
         return self.step_ids[:, layer]

@@ -16,8 +16,9 @@ import torch
 
 def use_deterministic_kernels(enabled: bool = True) -> None:
     """Process-wide (torch's setting is global). Deterministic cuBLAS also needs CUBLAS_WORKSPACE_CONFIG before
-    the process's first cuBLAS call: importing engine sets it. Uninitialised memory is not filled: the engine
-    never reads what it has not written (the identity probe ran with NaN filling on and saw no NaN)."""
+    the process's first cuBLAS call: importing engine sets it. New memory is not NaN-filled (torch's default in
+    this mode), which would cost a fill per allocation: the 8-layer identity run with filling on saw no NaN,
+    and `engine.bench.identity --fill-uninitialized` checks the whole shape."""
     # warn_only: an op without a deterministic CUDA kernel warns instead of failing a user's request.
     torch.use_deterministic_algorithms(enabled, warn_only=True)
     torch.utils.deterministic.fill_uninitialized_memory = False

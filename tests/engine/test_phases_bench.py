@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+
+import pytest
 
 from engine.bench import phases
 
@@ -23,3 +26,6 @@ def test_every_arm_runs_every_phase_with_the_same_tokens(tmp_path, capsys):
 
 def test_phase_spec():
     assert phases.parse_phase("4x3072+16") == (4, 3072, 16)
+    for bad in ("4x3072", "ax1+2", "0x10+1"):
+        with pytest.raises(argparse.ArgumentTypeError, match="COUNTxPROMPT"):
+            phases.parse_phase(bad)
