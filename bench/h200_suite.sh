@@ -47,7 +47,7 @@ step gpu gpu_facts
 case "$part" in
 main)  # ~7 min: the arms table at 12/24/32 GiB, then TTFT of a 2048-token prompt and batch 4
     suite bench-main --budgets 12,24,32 --batch 1 --prompt 512 --tokens 64 --runs 3 \
-        --arms resident,resident-nondeterministic,resident-triton-attention,paged-all,wisp,wisp-host,wisp-prefetch,static-uva,static-copy \
+        --arms resident,resident-nondeterministic,resident-sdpa-attention,paged-all,wisp,wisp-host,wisp-prefetch,static-uva,static-copy \
         --also "--prompt 2048 --budgets 16 --tokens 16 --runs 1 --arms resident,paged-all,wisp,static-uva" \
         --also "--batch 4 --budgets 24 --tokens 32 --runs 1 --arms resident,wisp,static-uva" ;;
 splits)  # ~7 min: MV-WSA's split against measured uniform splits, 50/50 and the online controller

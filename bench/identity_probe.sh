@@ -9,7 +9,8 @@
 # 4. without deterministic kernels (the first runs on 2026-11-29 differed run to run there);
 # 5. the order turned round (paged-all first, resident twice after it): is the first engine of a process the
 #    odd one, or does something an engine leaves behind change the next ones?
-# 6. decode attention by the Triton kernel that reads the cache in place (its bits ignore padding and layout).
+# 6. decode attention by SDPA instead of the engine's Triton kernels (the default since 2026-11-29: with SDPA, a
+#    second resident engine already differed from the first at 48 layers).
 layers="${1:-8}"
 budget="${2:-$([ "$layers" -ge 24 ] && echo 12 || echo 4)}"
 experiments=" ${3:-1 2 3 4 5 6} "
@@ -20,5 +21,5 @@ run 2 && echo "== 2. resident twice" && $p --arms resident,resident-again 2>&1 |
 run 3 && echo "== 3. NaN-filled memory" && $p --arms resident,resident-again,paged-all,wisp --fill-uninitialized 2>&1 | grep "^{"
 run 4 && echo "== 4. --nondeterministic" && $p --arms resident,resident-again,paged-all --nondeterministic 2>&1 | grep "^{"
 run 5 && echo "== 5. paged-all first" && $p --arms paged-all,resident,static-uva,resident-again 2>&1 | grep "^{"
-run 6 && echo "== 6. Triton decode attention" && $p --arms resident,resident-again,paged-all,wisp,static-uva --attention triton --decodes graphs 2>&1 | grep "^{"
+run 6 && echo "== 6. SDPA decode attention" && $p --arms resident,resident-again,paged-all,wisp,static-uva --attention sdpa --decodes graphs 2>&1 | grep "^{"
 true

@@ -29,7 +29,7 @@ class EngineOptions:
     online: bool = True  # paged mode with a budget: re-split experts/KV at drained barriers (MV-WSA controller)
     decode: str = "auto"  # "graphs" (CUDA graphs), "static" (same shapes, eager), "dynamic"; auto = graphs on CUDA
     deterministic: bool = True  # CUDA: bitwise-repeatable kernels (engine.runtime.determinism); False for speed tests
-    attention: str = "sdpa"  # static-shape decode attention: "sdpa", or "triton" (engine.model.decode_attention)
+    attention: str = "auto"  # decode attention: "triton" (engine.model.decode_attention), "sdpa"; auto = triton on CUDA
     n_gpu_layers: int | None = None  # GGUF (llama.cpp) only: layers offloaded to the GPU, None = all
     n_cpu_moe: int = 0  # GGUF (llama.cpp) only: the first N layers keep their experts on the CPU (--n-cpu-moe)
     api_key: str | None = field(default=None, repr=False)  # remote servers only (model = http(s)://host:port/v1)
@@ -41,8 +41,8 @@ class EngineOptions:
             raise RequestError(f"dtype must be one of {', '.join(DTYPE_CHOICES)}, got '{self.dtype}'")
         if self.decode not in ("auto", "graphs", "static", "dynamic"):
             raise RequestError(f"decode must be auto, graphs, static or dynamic, got '{self.decode}'")
-        if self.attention not in ("sdpa", "triton"):
-            raise RequestError(f"attention must be sdpa or triton, got '{self.attention}'")
+        if self.attention not in ("auto", "sdpa", "triton"):
+            raise RequestError(f"attention must be auto, sdpa or triton, got '{self.attention}'")
         if self.experts not in EXPERT_MODES:
             raise RequestError(f"experts must be one of {', '.join(EXPERT_MODES)}, got '{self.experts}'")
         if self.expert_slots is not None and self.expert_slots < 1:

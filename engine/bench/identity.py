@@ -12,6 +12,7 @@ Prints one JSON line per arm and exits 1 if any arm differs or the weights chang
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 from pathlib import Path
@@ -37,20 +38,26 @@ def checksum(t: torch.Tensor) -> int:
     return int((bits * (torch.arange(bits.numel(), device=bits.device) % 9973 + 1)).sum())
 
 
-PARTS = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp.gate", "mlp")  # in execution order
+PARTS = ("input_layernorm", "self_attn.kv_cache", "self_attn.weights", "self_attn", "post_attention_layernorm",
+         "mlp.gate", "mlp")  # in execution order; the two self_attn.* entries are what attention reads besides its input
 
 
 class PartChecksums:
-    """Forward hooks on each layer's parts: (step, layer, part index) -> checksum (eager paths only)."""
+    """Forward hooks on each layer's parts: (step, layer, part index) -> checksum (eager paths only). Before each
+    attention call, the cached K/V of the step's contexts and the attention weights get a checksum too: a
+    difference there and not in the layer's input means something wrote into memory attention reads."""
 
     def __init__(self, model):
         self.step, self.sums = 0, {}
         self.handles = []
         for index, layer in enumerate(model.layers):
             for number, part in enumerate(PARTS):
+                if part.startswith("self_attn."):
+                    continue
                 module = layer.get_submodule(part) if layer.is_moe or not part.startswith("mlp.") else None
                 if module is not None:
                     self.handles.append(module.register_forward_hook(self._hook(index, number)))
+            self.handles.append(layer.self_attn.register_forward_pre_hook(self._attention_reads(index)))
 
     def next_step(self, seqs, is_prefill) -> None:
         self.step += 1
@@ -58,6 +65,17 @@ class PartChecksums:
     def _hook(self, layer: int, part: int):
         def record(module, inputs, output):
             self.sums[(self.step, layer, part)] = checksum(output)
+        return record
+
+    def _attention_reads(self, layer: int):
+        kv_part, weights_part = PARTS.index("self_attn.kv_cache"), PARTS.index("self_attn.weights")
+
+        def record(module, inputs):
+            _, _, meta, cache = inputs
+            # only what earlier steps wrote: the step's own tokens are stored inside forward, after this hook
+            slots = torch.cat([span.kv_slots[:span.kv_slots.numel() - span.q_len] for span in meta.spans])
+            self.sums[(self.step, layer, kv_part)] = checksum(cache.k[layer][slots]) + checksum(cache.v[layer][slots])
+            self.sums[(self.step, layer, weights_part)] = sum(checksum(p) for p in module.parameters())
         return record
 
     def remove(self) -> None:
@@ -101,6 +119,9 @@ def arm_outputs(weights, plan, device, router, args, decode: str, provider=None,
         parts.remove()
     weights.model.experts = None
     del engine
+    gc.collect()  # the engine's CUDA graphs and KV pools, before the next arm allocates its own (48 layers: 139 GB)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     return outputs, (parts.sums if parts else None)
 
 
@@ -161,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="no reduced-precision (split-K) reductions in bf16/fp16 cuBLAS GEMMs")
     parser.add_argument("--fill-uninitialized", action="store_true",
                         help="NaN in the KV cache, the expert slots and every new tensor: shows reads of unwritten memory")
-    parser.add_argument("--attention", default="sdpa", choices=["sdpa", "triton"],
-                        help="static-shape decode attention (engine.model.decode_attention)")
+    parser.add_argument("--attention", default="auto", choices=["auto", "sdpa", "triton"],
+                        help="decode attention: the engine's choice, SDPA, or engine.model.decode_attention")
     parser.add_argument("--sdpa", default=None, choices=["math", "flash", "efficient"], help="only this SDPA backend")
     args = parser.parse_args(argv)
     if args.no_reduced_precision:

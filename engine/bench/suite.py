@@ -252,8 +252,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-len", type=int, default=4096)
     parser.add_argument("--arms", default="resident,resident-dynamic,paged-all,wisp,wisp-online,wisp-prefetch,"
                                           "static-uva,static-copy",
-                        help="also: resident-nondeterministic (without deterministic kernels), resident-triton-attention "
-                             "and wisp-triton-attention (engine.model.decode_attention), wisp-uniform (one cap "
+                        help="also: resident-nondeterministic (without deterministic kernels), resident-sdpa-attention "
+                             "and wisp-sdpa-attention (SDPA decode, not engine.model.decode_attention), "
+                             "resident-nondeterministic-sdpa (both), wisp-uniform (one cap "
                              "per layer), wisp-50-50 (half the pool to experts), "
                              f"wisp-sweep (one cap per layer at {', '.join(map(str, SWEEP_SHARES))} of the pool)")
     parser.add_argument("--also", action="append", default=[],
@@ -294,9 +295,12 @@ def unbudgeted_rows(host, arms, args, device, router) -> list[dict]:
         if "resident-nondeterministic" in arms:  # what the deterministic kernels cost
             rows.append(run_arm(resident, "resident-nondeterministic", plan, args, device, router, args.tokens,
                                 deterministic=False))
-        if "resident-triton-attention" in arms:  # decode attention reading the KV cache in place
-            rows.append(run_arm(resident, "resident-triton-attention", plan, args, device, router, args.tokens,
-                                attention="triton"))
+        if "resident-sdpa-attention" in arms:  # decode attention by SDPA over a gathered, padded copy
+            rows.append(run_arm(resident, "resident-sdpa-attention", plan, args, device, router, args.tokens,
+                                attention="sdpa"))
+        if "resident-nondeterministic-sdpa" in arms:  # the engine's defaults before 2026-11-29
+            rows.append(run_arm(resident, "resident-nondeterministic-sdpa", plan, args, device, router, args.tokens,
+                                deterministic=False, attention="sdpa"))
         del resident
     if "paged-all" in arms:
         plan = plan_for(host, "paged", None, host.args.num_experts, args.batch, args.max_len)
@@ -310,9 +314,9 @@ def budget_rows(host, budget: int, arms, args, device, router, trace, link) -> l
     if "wisp" in arms:
         plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len)
         rows.append(run_arm(host, "wisp", plan, args, device, router, tokens))
-    if "wisp-triton-attention" in arms:
+    if "wisp-sdpa-attention" in arms:
         plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len)
-        rows.append(run_arm(host, "wisp-triton-attention", plan, args, device, router, tokens, attention="triton"))
+        rows.append(run_arm(host, "wisp-sdpa-attention", plan, args, device, router, tokens, attention="sdpa"))
     if "wisp-host" in arms:
         plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len)
         rows.append(run_arm(host, "wisp-host", plan, args, device, router, tokens, host_pager=True))

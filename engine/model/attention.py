@@ -9,7 +9,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.model.args import ModelArgs
+from engine.model import decode_attention as triton_attention
 from engine.model.decode_attention import decode_attention
+from engine.model.kv_store import store_kv
 from engine.model.layers import RMSNorm, apply_rope
 
 
@@ -61,15 +63,18 @@ class KVCache:
                 del tensor
 
     def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        self.k[layer].index_copy_(0, slots, k)
-        self.v[layer].index_copy_(0, slots, v)
+        if self.k[layer].is_cuda and triton_attention.available():  # no index sort under deterministic kernels
+            store_kv(self.k[layer], self.v[layer], slots, k, v)
+        else:
+            self.k[layer].index_copy_(0, slots, k)
+            self.v[layer].index_copy_(0, slots, v)
 
 
 class Attention(nn.Module):
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
         self.layer = layer
-        self.decode_kernel = "sdpa"  # or "triton": static-shape decode reads the KV cache in place
+        self.decode_kernel = "sdpa"  # or "triton": decode reads the KV cache in place (set by the engine builder)
         self.num_heads, self.num_kv_heads, self.head_dim = args.num_attention_heads, args.num_key_value_heads, args.head_dim
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         self.q_proj = nn.Linear(args.hidden_size, q_size, bias=args.attention_bias)
@@ -105,6 +110,9 @@ class Attention(nn.Module):
         out = torch.empty_like(q)  # [T, H, hd]
         for span in meta.spans:
             rows = slice(span.q_start, span.q_start + span.q_len)
+            if span.q_len == 1 and self.decode_kernel == "triton":  # the same kernel (and bits) as static decode
+                out[rows] = self.attend_in_place(q[rows], span.kv_slots, cache)
+                continue
             out[rows] = self.attend(q[rows], cache.k[self.layer][span.kv_slots], cache.v[self.layer][span.kv_slots])
         return self.o_proj(out.view(x.shape[0], -1))
 
@@ -124,6 +132,15 @@ class Attention(nn.Module):
         o = F.scaled_dot_product_attention(q[:, :, None, :], keys, values, attn_mask=mask,
                                            scale=self.head_dim**-0.5, enable_gqa=True)  # [B, H, 1, hd]
         return self.o_proj(o.reshape(x.shape[0], -1))
+
+    def attend_in_place(self, q: torch.Tensor, kv_slots: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """One decode query [1, H, hd] over its context's cache slots, by the Triton kernel. The context is padded
+        to a power of two (the kernel's loop length is compiled in): a handful of variants, not one per length."""
+        length = kv_slots.numel()
+        index = torch.zeros(1, max(64, 1 << (length - 1).bit_length()), dtype=kv_slots.dtype, device=q.device)
+        index[0, :length] = kv_slots
+        lengths = torch.full((1,), length, dtype=torch.int32, device=q.device)
+        return decode_attention(q, cache.k[self.layer], cache.v[self.layer], index, lengths, self.head_dim**-0.5)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [q, H, hd] are the last q positions of a context whose keys/values are k, v [L, KVH, hd]."""

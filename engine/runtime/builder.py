@@ -14,6 +14,7 @@ from engine.errors import UnsupportedModelError
 from engine.experts.factory import make_provider
 from engine.hardware import pick_device
 from engine.kv.block_manager import BlockManager
+from engine.model import decode_attention as triton_attention
 from engine.model.attention import KVCache
 from engine.model.loader import LoadedWeights, Progress, load_weights, read_args, resolve_dtype
 from engine.model.sizes import model_sizes
@@ -98,7 +99,7 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     if device.type == "cuda":
         use_deterministic_kernels(options.deterministic)
     for layer in weights.model.layers:
-        layer.self_attn.decode_kernel = options.attention
+        layer.self_attn.decode_kernel = decode_attention_kernel(options, device)
     weights.model.experts = provider or make_provider(plan, weights.store, device, args.num_experts_per_tok,
                                                       options.prefetch)
     block_manager = BlockManager(plan.kv_blocks, options.block_size)
@@ -108,6 +109,17 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     runner = ModelRunner(weights.model, cache, block_manager, device, decode_path(options, weights.model, cache,
                                                                                   device, max_model_len))
     return LLMEngine(runner, scheduler, tokenizer, max_model_len, plan, replanner)
+
+
+def decode_attention_kernel(options: EngineOptions, device: torch.device) -> str:
+    """auto: the Triton kernel on CUDA. SDPA's decode kernels gave different last bits from one run to the next at
+    the whole Qwen3-30B-A3B shape on the H200, even under deterministic algorithms; the Triton kernel's did not
+    (bench/results/2026-11-29-h200-identity). The CPU keeps SDPA (Triton needs a GPU), and so do GPUs older
+    than Ampere (the kernel's bf16 tl.dot)."""
+    if options.attention != "auto":
+        return options.attention
+    ampere = device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 0)
+    return "triton" if ampere and triton_attention.available() else "sdpa"
 
 
 def decode_path(options: EngineOptions, model, cache: KVCache, device: torch.device, max_model_len: int):

@@ -15,7 +15,7 @@ from engine.cli import main
 from engine.model.sizes import model_sizes
 
 ARMS = "resident,resident-dynamic,paged-all,wisp,wisp-online,wisp-prefetch,static-uva,static-copy,wisp-50-50," \
-       "wisp-uniform,wisp-sweep,wisp-host,resident-triton-attention,wisp-triton-attention"
+       "wisp-uniform,wisp-sweep,wisp-host,resident-sdpa-attention,wisp-sdpa-attention,resident-nondeterministic-sdpa"
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,8 @@ def test_bench_suite_runs_every_arm_and_reports(bench_json):
     tokens = {row["arm"]: row["tokens"][0] for row in result["rows"]}
     assert tokens["wisp"] == tokens["resident"] == tokens["static-uva"] == tokens["wisp-online"]  # identical outputs
     assert tokens["wisp-host"] == tokens["resident"]
-    assert tokens["wisp-triton-attention"] == tokens["resident-triton-attention"]  # one attention kernel, any mode
+    assert tokens["wisp-sdpa-attention"] == tokens["resident-sdpa-attention"]  # one attention kernel, any mode
+    assert tokens["resident-nondeterministic-sdpa"] == tokens["resident"]  # the CPU's kernels repeat themselves
     assert tokens["wisp-sweep"] == tokens["wisp-50-50"] == tokens["resident"]
     assert tokens["static-copy"] == tokens["resident"][: len(tokens["static-copy"])]  # it runs fewer tokens
     assert "| wisp | 0.75 |" in table(result)

@@ -7,17 +7,18 @@ import torch
 import torch.nn.functional as F
 
 from engine.model.decode_attention import decode_attention
+from engine.model.kv_store import store_kv
 from tests.engine.test_static_decode import SAMPLING, run_all
 
-H, KVH, D, SLOTS = 8, 2, 16, 200
+H, KVH, D, SLOTS = 8, 2, 16, 700
 
 
-def case(seed: int = 0, lengths=(5, 70, 1)):
+def case(seed: int = 0, lengths=(5, 600, 1)):  # 600: three of the kernel's 256-position chunks
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(len(lengths), H, D, generator=generator)
     k = torch.randn(SLOTS, KVH, D, generator=generator)
     v = torch.randn(SLOTS, KVH, D, generator=generator)
-    index = torch.zeros(len(lengths), 96, dtype=torch.long)
+    index = torch.zeros(len(lengths), 640, dtype=torch.long)
     for row, length in enumerate(lengths):
         index[row, :length] = torch.randperm(SLOTS, generator=generator)[:length]
     return q, k, v, index, torch.tensor(lengths)
@@ -42,8 +43,8 @@ def test_matches_sdpa():
 def test_bits_do_not_depend_on_padding_batch_or_slot_placement():
     q, k, v, index, lengths = case()
     reference = decode_attention(q, k, v, index, lengths, D**-0.5)
-    wider = torch.zeros(3, 160, dtype=torch.long)
-    wider[:, :96] = index  # padded further, as a larger max_model_len would
+    wider = torch.zeros(3, 1100, dtype=torch.long)
+    wider[:, :640] = index  # padded further, as a larger max_model_len would
     assert torch.equal(decode_attention(q, k, v, wider, lengths, D**-0.5), reference)
     alone = decode_attention(q[1:2], k, v, index[1:2], lengths[1:2], D**-0.5)  # batch of one
     assert torch.equal(alone[0], reference[1])
@@ -53,10 +54,22 @@ def test_bits_do_not_depend_on_padding_batch_or_slot_placement():
     assert torch.equal(decode_attention(q, k2, v2, moved[index], lengths, D**-0.5), reference)
 
 
-def test_engine_with_triton_attention_keeps_expert_modes_bitwise_equal(tiny_model_dir):
-    folder = tiny_model_dir("qwen3_moe")
+def test_kv_store_kernel_writes_rows_at_their_slots():
+    k_cache, v_cache = torch.zeros(SLOTS, KVH, D), torch.zeros(SLOTS, KVH, D)
+    k, v = torch.randn(3, KVH, D), torch.randn(3, KVH, D)
+    slots = torch.tensor([7, 150, 0])
+    store_kv(k_cache, v_cache, slots, k, v)
+    assert torch.equal(k_cache[slots], k) and torch.equal(v_cache[slots], v)
+    untouched = torch.ones(SLOTS, dtype=torch.bool)
+    untouched[slots] = False
+    assert not k_cache[untouched].any() and not v_cache[untouched].any()
+
+
+def test_engine_with_triton_attention_keeps_expert_modes_bitwise_equal(tiny_model_dir, model_type):
+    folder = tiny_model_dir(model_type)
     reference = run_all(folder, decode="static", attention="triton")
     paged = run_all(folder, decode="static", attention="triton", experts="paged", expert_slots=3)
     assert paged == reference
-    sdpa_tokens = [tokens for tokens, _ in run_all(folder, decode="static")]
+    assert run_all(folder, decode="dynamic", attention="triton") == reference  # eager decode: the same kernel
+    sdpa_tokens = [tokens for tokens, _ in run_all(folder, decode="static", attention="sdpa")]
     assert [tokens for tokens, _ in reference] == sdpa_tokens and len(sdpa_tokens[0]) == SAMPLING.max_tokens

@@ -11,6 +11,7 @@ from engine.cli import build_parser
 from engine.cli_commands import engine_options
 from engine.runtime.determinism import use_deterministic_kernels
 
+MLP = identity.PARTS.index("mlp")
 ARGS = ["--shape", "qwen3-topology-tiny", "--layers", "3", "--trace", "resources/traces/qwen3-twin_code.npz",
         "--device", "cpu", "--budget", "0.6", "--prompt", "24", "--tokens", "5", "--seeds", "2", "--warmup"]
 
@@ -27,10 +28,10 @@ def test_every_arm_matches_resident_and_each_part_is_checked(capsys):
 
 def test_a_one_ulp_change_in_one_part_is_named():
     sums = {(1, 0, 1): identity.checksum(torch.ones(4, dtype=torch.bfloat16)),
-            (2, 1, 4): identity.checksum(torch.ones(4, dtype=torch.bfloat16))}
+            (2, 1, MLP): identity.checksum(torch.ones(4, dtype=torch.bfloat16))}
     nudged = torch.ones(4, dtype=torch.bfloat16)
     nudged.view(torch.int16)[3] += 1  # the next bfloat16 after 1.0
-    changed = {**sums, (2, 1, 4): identity.checksum(nudged)}
+    changed = {**sums, (2, 1, MLP): identity.checksum(nudged)}
     assert identity.first_part_difference(sums, changed) == {"step": 2, "layer": 1, "part": "mlp"}
     assert identity.first_part_difference(sums, dict(sums)) is None
 

@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.bench.trace_router import TraceRouter
+from engine.bench.trace_router import MIN_DECODE_ROWS, TraceRouter
 from engine.traces.format import Trace, TraceHeader
 
 
@@ -27,3 +27,15 @@ def test_routing_follows_the_trace(tiny_model_dir):
         engine.generate(GenerateRequest(prompt_token_ids=(5, 6, 7, 8), sampling=SamplingParams(max_tokens=3, ignore_eos=True)))
     assert seen[0] == [[0, 1], [0, 1], [0, 1], [0, 1]]  # prefill rows of stream 0, cycled
     assert seen[2] == [[4, 5]] and seen[4] == [[4, 5]]  # its decode rows
+
+
+def test_requests_with_few_decode_rows_are_not_replayed():
+    trace = two_stream_trace()
+    long_decode = np.array([[[6, 7]] * 2] * MIN_DECODE_ROWS, dtype=np.uint8)
+    longer = Trace(trace.header, np.concatenate([trace.is_prefill, [False] * MIN_DECODE_ROWS]),
+                   np.concatenate([trace.num_tokens, [1] * MIN_DECODE_ROWS]).astype(np.int32),
+                   np.concatenate([trace.expert_ids, long_decode]),
+                   np.concatenate([trace.seq_ids, [1] * MIN_DECODE_ROWS]).astype(np.int32))
+    router = TraceRouter(longer, torch.device("cpu"))
+    assert len(router.streams) == 1 and len(router.streams[0][1]) == 5 + MIN_DECODE_ROWS  # stream 1 only
+    assert len(TraceRouter(trace, torch.device("cpu")).streams) == 2  # nothing longer: every stream stays
