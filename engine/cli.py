@@ -26,7 +26,10 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--decode", default="auto", choices=["auto", "graphs", "static", "dynamic"],
                         help="decode path: CUDA graphs (auto on CUDA), static shapes without graphs, or dynamic")
     parser.add_argument("--nondeterministic", action="store_true",
-                        help="CUDA: faster kernels whose last bits may differ run to run (default: repeatable)")
+                        help="CUDA: without torch's deterministic kernels (default: repeatable)")
+    parser.add_argument("--attention", default="auto", choices=["auto", "triton", "sdpa"],
+                        help="decode attention: the engine's Triton kernels (auto on Ampere+ CUDA; bitwise repeatable) "
+                             "or PyTorch's SDPA")
     parser.add_argument("--n-gpu-layers", type=int, default=None,
                         help=".gguf on llama.cpp: layers offloaded to the GPU (default: all)")
     parser.add_argument("--n-cpu-moe", type=int, default=0,

@@ -16,7 +16,7 @@ def engine_options(args: Namespace) -> EngineOptions:
         model=args.model, device=args.device, dtype=args.dtype, experts=args.experts,
         expert_slots=args.expert_slots, budget_bytes=parse_size(args.budget) if args.budget else None,
         max_model_len=args.max_model_len, decode=getattr(args, "decode", "auto"),
-        deterministic=not getattr(args, "nondeterministic", False),
+        deterministic=not getattr(args, "nondeterministic", False), attention=getattr(args, "attention", "auto"),
         n_gpu_layers=getattr(args, "n_gpu_layers", None),
         n_cpu_moe=getattr(args, "n_cpu_moe", 0),
     )

@@ -65,9 +65,7 @@ def split_row(split: Split, block_bytes: int) -> dict:
 
 
 def configure_command(cli: Namespace) -> int:
-    import torch
-
-    from engine.hardware import pick_device
+    from engine.hardware import device_name, pick_device  # torch: imported on use
 
     device = pick_device(cli.device)
     args = model_args_for(cli.model)
@@ -81,7 +79,7 @@ def configure_command(cli: Namespace) -> int:
         return 0
     print(f"dense weights {sizes.dense_bytes / GiB:.2f} GiB | pool {spec.pool_bytes / GiB:.2f} GiB | "
           f"KV floor {spec.kv_floor_bytes / GiB:.2f} GiB | link {link.h2d_bytes_per_s / 1e9:.1f} GB/s "
-          f"({'measured' if device.type == 'cuda' else 'CPU copy rate'}) on {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}")
+          f"({'measured' if device.type == 'cuda' else 'CPU copy rate'}) on {device_name(device)}")
     print(f"{'split':28} {'experts GiB':>11} {'KV GiB':>7} {'slots/layer':>12} {'tok/s':>7} {'TTFT s':>7} feasible")
     for row in rows.values():
         print(f"{row['name']:28} {row['expert_gib']:>11.2f} {row['kv_gib']:>7.2f} "

@@ -51,6 +51,11 @@ def nvml_gpus() -> tuple[GpuInfo, ...] | None:
         pynvml.nvmlShutdown()
 
 
+def device_name(device: torch.device) -> str:
+    """The GPU's name for a CUDA device, else "cpu" (results files, the link-probe cache, reports)."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
 def torch_gpus() -> tuple[GpuInfo, ...]:
     if not torch.cuda.is_available():
         return ()

@@ -8,6 +8,7 @@ import time
 import torch
 
 from engine.experts.store import ExpertStore
+from engine.triton_support import HAS_TRITON
 
 
 def _sync(device: torch.device) -> None:
@@ -34,9 +35,7 @@ def copy_kernel_rates(store: ExpertStore, device, misses: int = 8, steps: int = 
                       splits=(8, 16, 32, 64, 128)) -> dict[int, float]:
     """GB/s of the pager's miss-copy kernel reading `misses` random experts per launch straight from pinned
     memory, for each grid split (programs per expert). Empty off CUDA or without Triton."""
-    from engine.experts import pager_kernels
-
-    if device.type != "cuda" or not pager_kernels.available() or not store.is_pinned:
+    if device.type != "cuda" or not HAS_TRITON or not store.is_pinned:
         return {}
     from engine.experts.device_lru import DeviceLRU
     from engine.experts.uva import as_words, device_view

@@ -19,6 +19,7 @@ import torch
 
 from engine.alloc.memory_plan import GiB
 from engine.bench.shapes import add_shape_options, shape_of
+from engine.hardware import device_name
 from engine.model.args import ModelArgs
 
 ACTIVATION_RESERVE = GiB  # of the budget kept free for activations and the KV cache transformers grows
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     import transformers
 
     facts = {"shape": args.shape, "layers": model_args.num_hidden_layers, "transformers": transformers.__version__,
-             "torch": torch.__version__, "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+             "torch": torch.__version__, "gpu": device_name(device)}
     rows = []
     for budget in (float(b) for b in args.budgets.split(",")):
         try:

@@ -12,7 +12,6 @@ Prints one JSON line per arm and exits 1 if any arm differs or the weights chang
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import sys
 from pathlib import Path
@@ -21,7 +20,7 @@ import torch
 
 from engine.alloc.memory_plan import GiB
 from engine.bench.shapes import add_shape_options, shape_of
-from engine.bench.suite import plan_for, resident_weights
+from engine.bench.suite import plan_for, reset_peak, resident_weights
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
@@ -119,9 +118,7 @@ def arm_outputs(weights, plan, device, router, args, decode: str, provider=None,
         parts.remove()
     weights.model.experts = None
     del engine
-    gc.collect()  # the engine's CUDA graphs and KV pools, before the next arm allocates its own (48 layers: 139 GB)
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    reset_peak(device)  # frees the engine's CUDA graphs and KV pools before the next arm's (48 layers: 139 GB)
     return outputs, (parts.sums if parts else None)
 
 

@@ -30,6 +30,7 @@ from engine.bench.suite import attach_online, mvwsa_plan, peak_gib, pool_bytes, 
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
+from engine.hardware import device_name
 from engine.model.sizes import model_sizes
 from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     path = args.out / f"phases-{args.shape}-{args.budget:g}GiB.json"
     facts = {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
              "burst": args.burst, "chat": args.chat, "cycles": args.cycles,
-             "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"}
+             "gpu": device_name(device)}
     path.write_text(json.dumps({"facts": facts, "rows": rows}))
     best_static = min((r for r in rows if r["arm"] != "online"), key=lambda r: r["total_s"])
     online = next(r for r in rows if r["arm"] == "online")

@@ -33,6 +33,7 @@ from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
 from engine.experts.store import ExpertStore
 from engine.experts.touched_copy import TouchedCopyExperts
+from engine.hardware import device_name
 from engine.model.args import ModelArgs
 from engine.model.loader import LoadedWeights
 from engine.model.sizes import model_sizes
@@ -268,7 +269,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def run_facts(args, model_args: ModelArgs, host: LoadedWeights, device, build_s: float) -> dict:
     """What every row shares; num_moe_layers x num_experts x expert_bytes is what a cold prompt copies (TTFT floor)."""
     return {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
-            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu", "torch": torch.__version__,
+            "gpu": device_name(device), "torch": torch.__version__,
             "git_commit": git_commit(), "label": args.label, "build_s": build_s,
             "num_moe_layers": model_args.num_moe_layers, "num_experts": model_args.num_experts,
             "expert_bytes": host.store.expert_bytes, "pinned": host.store.is_pinned,

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from engine.alloc.cost_model import LinkCost
+from engine.hardware import device_name
 
 PROBE_BYTES = 9 * 1024 * 1024  # one Qwen3-30B-A3B expert
 
@@ -18,8 +19,7 @@ PROBE_BYTES = 9 * 1024 * 1024  # one Qwen3-30B-A3B expert
 def cache_file(device: torch.device) -> Path:
     import platformdirs
 
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return Path(platformdirs.user_cache_dir("wisp")) / f"link-{name.replace(' ', '_')}.json"
+    return Path(platformdirs.user_cache_dir("wisp")) / f"link-{device_name(device).replace(' ', '_')}.json"
 
 
 def time_copies(sources: list[torch.Tensor], targets: list[torch.Tensor], device: torch.device) -> float:

@@ -12,21 +12,18 @@ zero-copy read) into their slots; entries that are not misses return at once."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
+
+from engine.triton_support import HAS_TRITON
 
 STAMP_STRIDE = 1024  # > entries of any graphed step; host-pushed stamps stay below clock * STAMP_STRIDE
 
 _built: dict[bool, tuple] = {}
 
 
-def available() -> bool:
-    return importlib.util.find_spec("triton") is not None
-
-
 def runs_on(device) -> bool:
     """Can the kernels run for tensors on `device`: CUDA with Triton, or the CPU under Triton's interpreter."""
-    return available() and (device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1")
+    return HAS_TRITON and (device.type == "cuda" or os.environ.get("TRITON_INTERPRET") == "1")
 
 
 def kernels(interpret: bool = False):

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from engine.model.args import ModelArgs
-from engine.model import decode_attention as triton_attention
 from engine.model.decode_attention import decode_attention
 from engine.model.kv_store import store_kv
 from engine.model.layers import RMSNorm, apply_rope
+from engine.triton_support import HAS_TRITON
 
 
 @dataclass
@@ -22,6 +23,16 @@ class SeqSpan:
     q_start: int
     q_len: int
     kv_slots: torch.Tensor  # [kv_len] flat cache slots, oldest first
+
+    @cached_property
+    def decode_index(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """kv_slots as one zero-padded row [1, 2^n >= 64] and its length [1], the Triton decode kernel's inputs
+        (built once per step, read by every layer). A power of two: the kernel's loop length is compiled in,
+        so a handful of variants, not one per length."""
+        length = self.kv_slots.numel()
+        index = self.kv_slots.new_zeros(1, max(64, 1 << (length - 1).bit_length()))
+        index[0, :length] = self.kv_slots
+        return index, torch.full((1,), length, dtype=torch.int32, device=self.kv_slots.device)
 
 
 @dataclass
@@ -44,6 +55,7 @@ class KVCache:
 
     def __init__(self, num_layers: int, num_slots: int, kv_heads: int, head_dim: int, dtype, device):
         shape = (num_slots, kv_heads, head_dim)
+        self.row_kernel = HAS_TRITON and torch.device(device).type == "cuda"  # engine.model.kv_store
         # Uninitialised on purpose: attention only ever reads slots that a step has written.
         self.k = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
         self.v = [torch.empty(shape, dtype=dtype, device=device) for _ in range(num_layers)]
@@ -63,7 +75,7 @@ class KVCache:
                 del tensor
 
     def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        if self.k[layer].is_cuda and triton_attention.available():  # no index sort under deterministic kernels
+        if self.row_kernel:  # index_copy_ sorts its indices under deterministic kernels
             store_kv(self.k[layer], self.v[layer], slots, k, v)
         else:
             self.k[layer].index_copy_(0, slots, k)
@@ -111,7 +123,9 @@ class Attention(nn.Module):
         for span in meta.spans:
             rows = slice(span.q_start, span.q_start + span.q_len)
             if span.q_len == 1 and self.decode_kernel == "triton":  # the same kernel (and bits) as static decode
-                out[rows] = self.attend_in_place(q[rows], span.kv_slots, cache)
+                index, lengths = span.decode_index
+                out[rows] = decode_attention(q[rows], cache.k[self.layer], cache.v[self.layer], index, lengths,
+                                             self.head_dim**-0.5)
                 continue
             out[rows] = self.attend(q[rows], cache.k[self.layer][span.kv_slots], cache.v[self.layer][span.kv_slots])
         return self.o_proj(out.view(x.shape[0], -1))
@@ -132,15 +146,6 @@ class Attention(nn.Module):
         o = F.scaled_dot_product_attention(q[:, :, None, :], keys, values, attn_mask=mask,
                                            scale=self.head_dim**-0.5, enable_gqa=True)  # [B, H, 1, hd]
         return self.o_proj(o.reshape(x.shape[0], -1))
-
-    def attend_in_place(self, q: torch.Tensor, kv_slots: torch.Tensor, cache: KVCache) -> torch.Tensor:
-        """One decode query [1, H, hd] over its context's cache slots, by the Triton kernel. The context is padded
-        to a power of two (the kernel's loop length is compiled in): a handful of variants, not one per length."""
-        length = kv_slots.numel()
-        index = torch.zeros(1, max(64, 1 << (length - 1).bit_length()), dtype=kv_slots.dtype, device=q.device)
-        index[0, :length] = kv_slots
-        lengths = torch.full((1,), length, dtype=torch.int32, device=q.device)
-        return decode_attention(q, cache.k[self.layer], cache.v[self.layer], index, lengths, self.head_dim**-0.5)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [q, H, hd] are the last q positions of a context whose keys/values are k, v [L, KVH, hd]."""

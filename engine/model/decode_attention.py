@@ -12,17 +12,11 @@ tensor cores ran at 12.4."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import torch
 
 _built: dict = {}
 BLOCK_N = 64  # positions per tl.dot
 CHUNK = 256  # positions per program (split-KV, as flash-decoding): B x KV heads x ceil(max_len / CHUNK) programs
-
-
-def available() -> bool:
-    return importlib.util.find_spec("triton") is not None
 
 
 def _kernels():

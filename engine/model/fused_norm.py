@@ -4,12 +4,11 @@ rsqrt, cast to the input dtype, times the weight in that dtype."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import torch
 
+from engine.triton_support import HAS_TRITON
+
 _kernel = None
-FUSED_NORM = importlib.util.find_spec("triton") is not None  # on CUDA; the CPU keeps the op-for-op version
 
 
 def _build():
@@ -45,5 +44,5 @@ def fused_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.T
 
 def can_fuse(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """The one-kernel path has no backward: training (grad enabled) keeps the op-for-op version."""
-    return (FUSED_NORM and x.is_cuda and x.is_contiguous() and x.dtype == weight.dtype
+    return (HAS_TRITON and x.is_cuda and x.is_contiguous() and x.dtype == weight.dtype
             and not (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad)))

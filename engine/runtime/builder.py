@@ -10,11 +10,11 @@ import torch
 
 from engine.alloc.memory_plan import MemoryPlan, PlanRequest, plan_memory
 from engine.config import EngineOptions
-from engine.errors import UnsupportedModelError
+from engine.errors import RequestError, UnsupportedModelError
 from engine.experts.factory import make_provider
+from engine.experts.pager_kernels import runs_on
 from engine.hardware import pick_device
 from engine.kv.block_manager import BlockManager
-from engine.model import decode_attention as triton_attention
 from engine.model.attention import KVCache
 from engine.model.loader import LoadedWeights, Progress, load_weights, read_args, resolve_dtype
 from engine.model.sizes import model_sizes
@@ -26,6 +26,7 @@ from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner
 from engine.runtime.scheduler import Scheduler
 from engine.tokenizer import Tokenizer
+from engine.triton_support import HAS_TRITON
 
 DEFAULT_MAX_MODEL_LEN = 4096
 
@@ -98,8 +99,9 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     args = weights.args
     if device.type == "cuda":
         use_deterministic_kernels(options.deterministic)
+    attention = decode_attention_kernel(options, device)
     for layer in weights.model.layers:
-        layer.self_attn.decode_kernel = decode_attention_kernel(options, device)
+        layer.self_attn.decode_kernel = attention
     weights.model.experts = provider or make_provider(plan, weights.store, device, args.num_experts_per_tok,
                                                       options.prefetch)
     block_manager = BlockManager(plan.kv_blocks, options.block_size)
@@ -116,10 +118,12 @@ def decode_attention_kernel(options: EngineOptions, device: torch.device) -> str
     the whole Qwen3-30B-A3B shape on the H200, even under deterministic algorithms; the Triton kernel's did not
     (bench/results/2026-11-29-h200-identity). The CPU keeps SDPA (Triton needs a GPU), and so do GPUs older
     than Ampere (the kernel's bf16 tl.dot)."""
+    if options.attention == "triton" and not runs_on(device):
+        raise RequestError("--attention triton needs a CUDA GPU and Triton installed; use auto or sdpa")
     if options.attention != "auto":
         return options.attention
     ampere = device.type == "cuda" and torch.cuda.get_device_capability(device) >= (8, 0)
-    return "triton" if ampere and triton_attention.available() else "sdpa"
+    return "triton" if ampere and HAS_TRITON else "sdpa"
 
 
 def decode_path(options: EngineOptions, model, cache: KVCache, device: torch.device, max_model_len: int):

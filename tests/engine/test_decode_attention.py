@@ -3,9 +3,11 @@ the same values as SDPA, and bits that depend neither on the padding nor on wher
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
+from engine.errors import RequestError
 from engine.model.decode_attention import decode_attention
 from engine.model.kv_store import store_kv
 from tests.engine.test_static_decode import SAMPLING, run_all
@@ -73,3 +75,20 @@ def test_engine_with_triton_attention_keeps_expert_modes_bitwise_equal(tiny_mode
     assert run_all(folder, decode="dynamic", attention="triton") == reference  # eager decode: the same kernel
     sdpa_tokens = [tokens for tokens, _ in run_all(folder, decode="static", attention="sdpa")]
     assert [tokens for tokens, _ in reference] == sdpa_tokens and len(sdpa_tokens[0]) == SAMPLING.max_tokens
+
+
+def test_the_cli_and_the_device_choose_the_decode_attention(monkeypatch):
+    from engine.cli import build_parser
+    from engine.cli_commands import engine_options
+    from engine.config import EngineOptions
+    from engine.runtime.builder import decode_attention_kernel
+
+    parser = build_parser()
+    assert engine_options(parser.parse_args(["run", "--prompt", "hi"])).attention == "auto"
+    assert engine_options(parser.parse_args(["run", "--prompt", "hi", "--attention", "sdpa"])).attention == "sdpa"
+    cpu = torch.device("cpu")
+    assert decode_attention_kernel(EngineOptions(), cpu) == "sdpa"  # Triton needs a GPU
+    assert decode_attention_kernel(EngineOptions(attention="triton"), cpu) == "triton"  # asked for: the interpreter
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # a CPU without Triton's interpreter: a readable refusal
+    with pytest.raises(RequestError, match="needs a CUDA GPU"):
+        decode_attention_kernel(EngineOptions(attention="triton"), cpu)
