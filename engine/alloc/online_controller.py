@@ -8,7 +8,14 @@ by more than one slot and KV by less than a slot's bytes) prevents oscillation.
 Beyond the paper, KV follows demand both ways: the engine's floor is what one full-length request needs
 (not concurrency x max context, which the offline split must hold at all times), and when requests wait
 that the KV pool cannot hold while nothing runs (an admission barrier), the controller grows KV for them
-at once, without waiting for evidence and past the deadzone."""
+at once, without waiting for evidence and past the deadzone.
+
+A re-split stalls the engine (the pool is rebuilt, the kept experts are copied back, decode graphs are
+captured again), so a move that only speeds decode up (KV given to the experts, slots moved between
+layers) is made once staying has cost as much as the move would: its predicted saving per decode step
+times the decode steps run since the last re-split must exceed the stall (the ski-rental rule: never more
+than twice the cost of the best choice in hindsight). Growing KV for observed use is not weighed (the cost
+model prices decode, not waiting)."""
 
 from __future__ import annotations
 
@@ -22,6 +29,10 @@ from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.miss_curve import hit_rate_curve, stack_depths
 from engine.alloc.mvwsa import greedy_layers, greedy_steps
 
+# Seconds one re-split stalls the engine beyond copying the kept experts back: on the H200 at the Qwen3-30B-A3B
+# shape, 9 re-splits cost the online arm ~7.6 s (bench/results/2026-11-29-h200-session5, call 4).
+RESIZE_S = 0.75
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -31,26 +42,30 @@ class Decision:
 
 class OnlineController:
     def __init__(self, num_experts: int, top_k: int, kv_floor_bytes: int, link: LinkCost,
-                 window_steps: int = 256, headroom: float = 0.25, min_steps: int = 32):
+                 window_steps: int = 256, headroom: float = 0.25, min_steps: int = 32, resize_s: float = RESIZE_S):
         self.num_experts, self.top_k = num_experts, top_k
         self.kv_floor_bytes, self.link = kv_floor_bytes, link
-        self.headroom, self.min_steps = headroom, min_steps
+        self.headroom, self.min_steps, self.resize_s = headroom, min_steps, resize_s
         self.windows: dict[int, deque] = {}
         self.window_steps = window_steps
         self.new_steps = 0
+        self.decode_since_change = 0  # decode layer-steps since the last re-split: what a move must pay back over
         self.peak_kv_blocks = 0
 
     def observe_routing(self, layer: int, needed: list[int], is_decode: bool) -> None:
         window = self.windows.setdefault(layer, deque(maxlen=self.window_steps))
         window.append((np.asarray(needed, dtype=np.int64), is_decode))
         self.new_steps += 1
+        self.decode_since_change += is_decode
 
     def observe_kv(self, used_blocks: int) -> None:
         self.peak_kv_blocks = max(self.peak_kv_blocks, used_blocks)
 
     def profile(self) -> RoutingProfile:
+        """Miss curves of the decode steps in the windows (a prefill step touches most experts at once and
+        says nothing about decode reuse); of every step where a layer has seen no decode yet."""
         layers = sorted(self.windows)
-        curves = [hit_rate_curve(stack_depths((e for e, _ in self.windows[l]), self.num_experts), self.num_experts)
+        curves = [hit_rate_curve(stack_depths(decode_steps(self.windows[l]), self.num_experts), self.num_experts)
                   for l in layers]
         accesses = [np.mean([e.size for e, decode in self.windows[l] if decode] or [self.top_k]) for l in layers]
         return RoutingProfile(np.stack(curves), np.asarray(accesses), 1.0, self.num_experts, self.top_k)
@@ -85,7 +100,21 @@ class OnlineController:
             before = decode_step_s(profile, np.asarray(plan.slots_by_layer), self.link, plan.expert_bytes)
             after = decode_step_s(profile, slots, self.link, plan.expert_bytes)
             reason += f", predicted decode {1 / before:.1f} -> {1 / after:.1f} tok/s"
+            stretch = self.decode_since_change / len(self.windows)  # decode steps run under the current split
+            if not urgent and new.kv_blocks <= plan.kv_blocks and (before - after) * stretch < self.stall_s(plan, new):
+                return None  # what staying has cost so far does not yet pay for the stall of a re-split
+        self.decode_since_change = 0
         return Decision(new, reason)
+
+    def stall_s(self, old: MemoryPlan, new: MemoryPlan) -> float:
+        """Predicted stall of re-splitting old -> new: the fixed cost plus copying back the experts both keep."""
+        kept = np.minimum(np.asarray(old.slots_by_layer), np.asarray(new.slots_by_layer)).sum()
+        return self.resize_s + int(kept) * old.expert_bytes / self.link.h2d_bytes_per_s
+
+
+def decode_steps(window) -> list[np.ndarray]:
+    steps = [experts for experts, is_decode in window if is_decode]
+    return steps or [experts for experts, _ in window]
 
 
 def scaled_slots(current, total_slots: int, min_slots: int) -> np.ndarray:

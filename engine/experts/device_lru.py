@@ -23,7 +23,8 @@ class DeviceLRU:
         self.layers, self.num_experts, self.device = layers, num_experts, device
         self.capacity, self.base = dict(capacity), dict(base)
         self.position = {layer: p for p, layer in enumerate(layers)}
-        width = max(1, max(capacity.values()))
+        # Rows padded to 16 slots: every layer's row keeps one alignment whatever the split (no recompiles).
+        width = -(-max(1, max(capacity.values())) // 16) * 16
         count = len(layers)
         self.expert_slot = torch.full((count, num_experts), -1, dtype=torch.int32, device=device)
         self.slot_expert = torch.full((count, width), -1, dtype=torch.int32, device=device)

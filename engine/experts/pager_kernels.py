@@ -39,7 +39,8 @@ def _define():
     import triton
     import triton.language as tl
 
-    @triton.jit
+    # The ints that change with the split (slots, pool base) are not specialised on: a resize must not compile.
+    @triton.jit(do_not_specialize=["N", "E", "S", "base"])
     def lru_step(ids_ptr, es_ptr, se_ptr, lu_ptr, clock_ptr, counts_ptr, rows_ptr, miss_src_ptr, miss_dst_ptr,
                  N, E, S, base, FORGET: tl.constexpr, NB: tl.constexpr, BE: tl.constexpr, BS: tl.constexpr,
                  STRIDE: tl.constexpr):

@@ -7,7 +7,8 @@ setting they need) made every arm match there; at all 48 layers SDPA's decode at
 itself, which the engine's own decode attention (engine.model.decode_attention) fixed: every arm, resident
 twice included, then matched bit for bit. The mode's cost was index_copy_ sorting its indices (the KV cache
 writes: 82.9 tok/s resident against 104.7 without the mode); the engine writes the cache with its own kernel
-now (engine.model.kv_store) and resident decode runs at 99.2 tok/s with the mode on."""
+now (engine.model.kv_store). A later run measured resident decode at 98.8 tok/s with the mode on and 110.7
+with it off: a cost of ~11% that is not located yet (bench/results/2026-11-29-h200-session5)."""
 
 from __future__ import annotations
 

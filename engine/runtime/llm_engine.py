@@ -60,6 +60,7 @@ class LLMEngine:
             return [budget_change(self, budget, reason)]
         if self.controller is None:
             return []
+        self.runner.model.experts.settle_graphed()  # graphed decode steps' routing reaches the controller first
         decision = self.controller.decide(self.plan)
         events = [plan_change(self, decision.plan, decision.reason)] if decision else []
         self.wsa_curve = predicted_curve(self.controller, self.plan)
@@ -74,6 +75,7 @@ class LLMEngine:
         need = scheduler.waiting_blocks(self.max_model_len)
         if need <= self.plan.kv_blocks:
             return []
+        self.runner.model.experts.settle_graphed()
         decision = self.controller.decide(self.plan, waiting_blocks=need)
         return [plan_change(self, decision.plan, decision.reason)] if decision else []
 

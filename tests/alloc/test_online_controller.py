@@ -26,7 +26,7 @@ def feed(controller, cycles=(2, 12), steps=200):
 
 
 def test_slots_move_to_the_layer_whose_working_set_needs_them():
-    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK)
+    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK, resize_s=0.0)
     feed(controller)
     controller.observe_kv(used_blocks=20)
     decision = controller.decide(plan())
@@ -39,7 +39,7 @@ def test_slots_move_to_the_layer_whose_working_set_needs_them():
 
 
 def test_deadzone_and_too_little_evidence_change_nothing():
-    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK)
+    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK, resize_s=0.0)
     assert controller.decide(plan()) is None  # nothing observed yet
     feed(controller)
     first = controller.decide(plan()).plan
@@ -65,7 +65,7 @@ def test_engine_controller_acts_at_drained_barriers_with_identical_outputs(tiny_
     with Engine(options) as engine:
         core = engine._core  # idle engine thread: start from a deliberately starved split
         apply_plan(core, replace(core.plan, layer_slots=(2, 2), slots_per_layer=2))
-        core.controller.min_steps = 4
+        core.controller.min_steps, core.controller.resize_s = 4, 0.0
         engine.add_plan_listener(lambda e: (events.append(e), arrived.set()))
         results = [engine.generate(GenerateRequest(prompt=p, sampling=sampling)) for p in PROMPTS]
         assert arrived.wait(10)
@@ -78,7 +78,7 @@ def test_engine_controller_acts_at_drained_barriers_with_identical_outputs(tiny_
 def test_predicted_curve_rises_with_the_expert_share():
     from engine.alloc.online_controller import predicted_curve
 
-    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK)
+    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK, resize_s=0.0)
     assert predicted_curve(controller, plan()) is None
     feed(controller, cycles=(6, 12))
     points = predicted_curve(controller, plan())
@@ -115,7 +115,7 @@ def test_waiting_requests_grow_kv_at_once_without_evidence_or_deadzone():
 
 def test_kv_shrinks_to_the_one_request_floor_when_use_is_low():
     """The offline split keeps concurrency x max context of KV; the controller's floor is one request's."""
-    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=20 * 10 * MiB, link=LINK)
+    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=20 * 10 * MiB, link=LINK, resize_s=0.0)
     feed(controller)
     controller.observe_kv(used_blocks=4)
     generous = plan(layer_slots=(4, 4), kv_blocks=30)
@@ -141,3 +141,68 @@ def test_a_burst_gets_kv_before_admission_with_identical_outputs(tiny_model_dir)
     assert [r.token_ids for r in results] == expected
     grown = [e for e in events if "waiting requests need" in e.reason]
     assert grown and grown[0].error is None and grown[0].old.kv_blocks == 10 and grown[0].new.kv_blocks >= 24
+
+
+def test_the_miss_curves_come_from_decode_steps():
+    """A prefill step touches most experts at once; decode reuse alone decides what slots are worth."""
+    decode_only = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK, resize_s=0.0)
+    mixed = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK, resize_s=0.0)
+    feed(decode_only)
+    for chunk in range(4):
+        for layer in range(2):
+            mixed.observe_routing(layer, list(range(16)), is_decode=False)
+        feed(mixed, steps=50)
+    for a, b in zip(decode_only.profile().hit_rates, mixed.profile().hit_rates):
+        assert abs(a - b).max() < 0.05
+    prefill_only = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK, resize_s=0.0)
+    prefill_only.observe_routing(0, list(range(16)), is_decode=False)
+    assert prefill_only.profile().hit_rates.shape == (1, 17)  # no decode yet: the prefill steps are all there is
+
+
+def test_the_controller_sees_every_decode_step_before_it_decides(tiny_model_dir, monkeypatch):
+    """Graphed decode steps keep their routing on the device until someone reads it; a barrier drains it before
+    the controller decides (the engine core alone: no stats poll of the API thread drains it for the barrier).
+    The whole-step path runs eagerly here, its kernels in Triton's interpreter."""
+    from engine.runtime.builder import build_engine
+    from engine.runtime.decode_graphs import StaticDecode
+
+    monkeypatch.setattr(StaticDecode, "eager_whole", True)
+    options = EngineOptions(model=str(tiny_model_dir("qwen3_moe")), device="cpu", experts="paged", budget_bytes=GiB,
+                            decode="static")
+    core, _ = build_engine(options)
+    seen, decide = [], core.controller.decide
+
+    def counting_decide(plan, waiting_blocks=0):
+        seen.append(sum(is_decode for _, is_decode in next(iter(core.controller.windows.values()))))
+        return decide(plan, waiting_blocks)
+
+    core.controller.decide = counting_decide
+    core.add(GenerateRequest(prompt="def fib(n):", sampling=SamplingParams(max_tokens=12, ignore_eos=True)))
+    while core.has_work:
+        core.step()
+    assert core.runner.model.experts.owner == "device"  # the decode steps ran graphed
+    core.at_barrier()
+    assert seen == [11]  # the first token comes from the prefill, the other 11 from decode steps
+
+
+def test_a_move_must_pay_for_the_stall_of_a_re_split():
+    """Giving KV to the experts is worth it only if the predicted saving over the recent decode stretch beats
+    the stall; growing KV for what requests used is not weighed."""
+    def controller():
+        return OnlineController(num_experts=16, top_k=1, kv_floor_bytes=20 * 10 * MiB, link=LINK, resize_s=0.05)
+
+    generous = plan(layer_slots=(4, 4), kv_blocks=30)
+    short = controller()
+    feed(short, steps=40)  # layer 1 misses every step at 4 slots; a decode stretch of 40 steps
+    short.observe_kv(used_blocks=4)
+    assert short.decide(generous) is None  # 40 x ~0.2 ms saved < 50 ms of stall
+    long = controller()
+    feed(long, steps=400)
+    long.observe_kv(used_blocks=4)
+    decision = long.decide(generous)
+    assert decision is not None and decision.plan.kv_blocks < 30  # 400 steps pay for it
+    busy = controller()
+    feed(busy, steps=40)
+    busy.observe_kv(used_blocks=40)  # the pool was too small: KV grows whatever decode loses
+    grown = busy.decide(plan(layer_slots=(8, 8), kv_blocks=30))
+    assert grown is not None and grown.plan.kv_blocks > 30  # as far as the top_k slots per layer allow

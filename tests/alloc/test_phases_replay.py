@@ -1,0 +1,20 @@
+"""bench/phases_replay.py: the online controller on the phase-switching workload, replayed at the routing level."""
+
+import importlib.util
+from pathlib import Path
+
+spec = importlib.util.spec_from_file_location("phases_replay", Path(__file__).parents[2] / "bench" / "phases_replay.py")
+phases_replay = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(phases_replay)
+
+
+def test_kv_follows_the_phases_and_the_chats_get_the_slots(capsys):
+    phases_replay.main(["--budget", "24", "--burst", "8x6144+16", "--chat", "3x256+128", "--max-len", "8192",
+                        "--cycles", "1"])
+    out = capsys.readouterr().out
+    moves = [line for line in out.splitlines() if line.startswith("  ")]
+    assert len(moves) == 2  # KV for the burst, then back to the floor; no re-share worth less than its stall
+    assert "-> 0.76 GiB" in moves[-1]  # after the chats KV is back at one request's floor, the rest to experts
+    rates = {line.split(":")[0]: float(line.split("hit rate ")[1].split(",")[0])
+             for line in out.splitlines() if "decode hit rate" in line}
+    assert rates["chat0"] > rates["burst0"]
