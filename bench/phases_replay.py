@@ -26,7 +26,7 @@ from engine.alloc.online_controller import OnlineController  # noqa: E402
 from engine.bench.phases import parse_phase  # noqa: E402
 from engine.bench.shapes import shape  # noqa: E402
 from engine.bench.suite import mvwsa_plan  # noqa: E402
-from engine.bench.trace_router import MIN_DECODE_ROWS  # noqa: E402
+from engine.bench.trace_router import replay_streams  # noqa: E402
 from engine.model.sizes import model_sizes  # noqa: E402
 from engine.traces.format import load  # noqa: E402
 
@@ -49,7 +49,7 @@ class Replay:
         self.controller = OnlineController(self.sizes.num_experts, self.sizes.top_k,
                                            kv_floor_bytes(self.sizes, 1, args.max_len), link)
         self.controller.min_steps = 8  # as engine.bench.suite.attach_online sets it
-        self.streams = decode_streams(trace)
+        self.streams = replay_streams(trace)
         self.stream_of: dict[str, int] = {}
         self.lrus: list[OrderedDict] = [OrderedDict() for _ in range(self.sizes.num_moe_layers)]
         self.phase_counts: dict[str, list[int]] = {}
@@ -121,18 +121,6 @@ class Replay:
             step_s = self.dense_s + misses / steps * self.sizes.expert_bytes / H2D_BYTES_PER_S
             print(f"{phase}: decode hit rate {hits / (hits + misses):.3f}, {misses / steps:.0f} misses per step, "
                   f"~{1 / step_s:.1f} tok/s by the cost model")
-
-
-def decode_streams(trace) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(prompt rows, decode rows) of each trace request, as engine.bench.trace_router replays them."""
-    prefill_rows = trace.row_is_prefill()
-    streams = []
-    for seq in np.unique(trace.seq_ids):
-        mine = trace.seq_ids == seq
-        prompt, decode = trace.expert_ids[mine & prefill_rows], trace.expert_ids[mine & ~prefill_rows]
-        if len(decode):
-            streams.append((prompt if len(prompt) else decode, decode))
-    return [s for s in streams if len(s[1]) >= MIN_DECODE_ROWS] or streams
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,23 +13,28 @@ from engine.traces.format import Trace
 MIN_DECODE_ROWS = 16
 
 
+def replay_streams(trace: Trace) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(prompt rows, decode rows) [n, L, K] of each trace request that decoded, as benchmark sequences replay them."""
+    rows_prefill = trace.row_is_prefill()
+    streams = []
+    for seq in np.unique(trace.seq_ids):
+        mine = trace.seq_ids == seq
+        prefill, decode = trace.expert_ids[mine & rows_prefill], trace.expert_ids[mine & ~rows_prefill]
+        if len(decode):
+            streams.append((prefill if len(prefill) else decode, decode))
+    if not streams:
+        raise ValueError("the trace has no decode rows to replay")
+    # A request that decoded only a few tokens would repeat them for every benchmark token, so after the
+    # first every expert hits (qwen3-twin_code's third request has one decode row: 68 tok/s at 12 GiB, where
+    # the others gave 17-19). Such requests are left out unless the trace has nothing longer.
+    long_enough = [stream for stream in streams if len(stream[1]) >= MIN_DECODE_ROWS]
+    return long_enough or streams
+
+
 class TraceRouter:
     def __init__(self, trace: Trace, device: torch.device):
         self.device = device
-        rows_prefill = trace.row_is_prefill()
-        streams = []
-        for seq in np.unique(trace.seq_ids):
-            mine = trace.seq_ids == seq
-            prefill, decode = trace.expert_ids[mine & rows_prefill], trace.expert_ids[mine & ~rows_prefill]
-            if len(decode):
-                streams.append((prefill if len(prefill) else decode, decode))
-        if not streams:
-            raise ValueError("the trace has no decode rows to replay")
-        # A request that decoded only a few tokens would repeat them for every benchmark token, so after the
-        # first every expert hits (qwen3-twin_code's third request has one decode row: 68 tok/s at 12 GiB, where
-        # the others gave 17-19). Such requests are left out unless the trace has nothing longer.
-        long_enough = [stream for stream in streams if len(stream[1]) >= MIN_DECODE_ROWS]
-        self.streams = long_enough or streams
+        self.streams = replay_streams(trace)
         self.step_ids: torch.Tensor | None = None  # [T, L, K] of the current step
         self.buffers: dict[tuple, torch.Tensor] = {}
         self.stream_of: dict[str, int] = {}  # request id -> replayed trace request

@@ -73,17 +73,18 @@ class DeviceLRU:
 
     def step(self, layer: int, ids: torch.Tensor, forget: bool = False):
         """One layer-step on the device. ids [T, K] -> (pool row per entry [T*K], miss experts [T*K] (-1 past the
-        last miss), their rows [T*K]). No host sync: capturable in a CUDA graph. forget: no cache - every
-        needed expert misses and lands in rows base .. base + misses (the static-UVA baseline)."""
+        last miss), their rows [T*K], the expert of each entry that got no slot [T*K] (-1 for the others), the
+        entry indices [T*K]). No host sync: capturable in a CUDA graph. forget: no cache - every needed expert
+        misses and lands in rows base .. base + misses (the static-UVA baseline)."""
         p, entries = self.position[layer], ids.numel()
-        rows = torch.empty(3, entries, dtype=torch.int64, device=self.device)
+        rows = torch.empty(5, entries, dtype=torch.int64, device=self.device)
         cap = entries if forget else self.capacity[layer]
         self.lru_step[(1,)](ids.reshape(-1), self.expert_slot[p], self.slot_expert[p], self.last_use[p],
-                            self.clock[p:], self.counts[p], rows[0], rows[1], rows[2], entries, self.num_experts,
-                            cap, self.base[layer], FORGET=forget, NB=max(16, next_pow2(entries)),
+                            self.clock[p:], self.counts[p], rows[0], rows[1], rows[2], rows[3], rows[4], entries,
+                            self.num_experts, cap, self.base[layer], FORGET=forget, NB=max(16, next_pow2(entries)),
                             BE=max(16, next_pow2(self.num_experts)), BS=max(16, next_pow2(cap)), STRIDE=STAMP_STRIDE,
                             num_warps=4)
-        return rows[0], rows[1], rows[2]
+        return rows[0], rows[1], rows[2], rows[3], rows[4]
 
     def copy_misses(self, host_words: torch.Tensor, pool_words: torch.Tensor, miss_src: torch.Tensor,
                     miss_dst: torch.Tensor, chunk: int = 2048, split: int = 32) -> None:

@@ -3,7 +3,9 @@
 Per layer-step: read the routed ids on the host (one sync) -> hits and misses -> place misses in free
 slots or evict the layer's least recently used experts not needed now -> copy only the misses (a side
 stream on CUDA, overlapped with gathering the hits) -> compute. A step needing more experts than the
-layer's capacity fetches them in groups that fit. Results are bitwise those of resident mode.
+layer's capacity: a prefill fetches them in groups that fit; a decode step copies the misses that find no
+free or evictable slot straight into its gathered buffer, uncached (so batched decode at a small budget
+still runs as one CUDA graph). Results are bitwise those of resident mode.
 
 Decode steps on CUDA can run the same rule on the device instead (engine.experts.device_lru): the step's
 bookkeeping and miss copies are kernels, so the whole step is one CUDA graph. The host LRUs and the device
@@ -19,7 +21,7 @@ from engine.alloc.miss_curve import step_unique
 from engine.experts import pager_kernels
 from engine.experts.copy_engine import CopyEngine
 from engine.experts.device_lru import DeviceLRU
-from engine.experts.kernel import combine, gathered_experts, is_small_step, run_expert, run_rows
+from engine.experts.kernel import combine, gathered_experts, is_small_step, run_expert
 from engine.experts.provider import ExpertCounters, start_layer
 from engine.experts.routing_ring import RoutingRing
 from engine.experts.slot_pool import SlotPool
@@ -102,34 +104,28 @@ class PagedExperts:
         return combine(out, ids)
 
     def _gathered(self, layer, x, ids, ids_host, weights, hits, misses, pending) -> torch.Tensor:
-        """Small step: gather every entry's expert block into one buffer, then two batched GEMVs."""
+        """Small step: gather every entry's expert block into one buffer, then two batched GEMVs. Misses that find
+        no free or evictable slot (more needed experts than slots) are copied straight into the buffer and stay
+        uncached, as on the device (engine.experts.pager_kernels)."""
         flat = ids_host.reshape(-1)
         group = self._load(layer, misses, keep=pending)
-        if len(group) == len(misses):
+        self.copies.wait()
+        over = misses[len(group):]
+        blocks = self.pool.tensor[self._slots(layer, flat)]
+        if over:
+            self.copies.copy([(blocks[np.flatnonzero(flat == e)[0]], self.host.blocks[layer][e]) for e in over])
             self.copies.wait()
-            blocks = self.pool.tensor[self._slots(layer, flat)]
-        else:
-            blocks = torch.empty(flat.size, self.layout.numel, dtype=self.pool.dtype, device=self.device)
-            self._fill(layer, blocks, flat, hits, pending)
-            while misses:
-                group = group or self._load(layer, misses, keep=pending)
-                self.copies.wait()
-                self._fill(layer, blocks, flat, group, pending)
-                misses, group = misses[len(group):], []
+            for expert in over:  # an expert routed by several tokens: copied once, repeated on the device
+                rows = np.flatnonzero(flat == expert)
+                if len(rows) > 1:
+                    blocks[torch.from_numpy(rows[1:]).to(self.device)] = blocks[int(rows[0])].clone()
         return gathered_experts(x, blocks, weights, self.layout.hidden, self.layout.intermediate)
 
     def _slots(self, layer: int, experts: np.ndarray) -> torch.Tensor:
+        """Each entry's pool row; entries whose expert has no slot get row 0 (overwritten by the caller)."""
         lru = self.lru[layer]
-        return torch.tensor([lru.slot_of(int(e)) for e in experts], dtype=torch.long).to(self.device)
-
-    def _fill(self, layer, blocks, flat: np.ndarray, experts: list[int], pending: set[int]) -> None:
-        """Copy the slots of `experts` into the rows of `blocks` whose entry routes to them."""
-        if not experts:
-            return
-        rows = np.nonzero(np.isin(flat, experts))[0]
-        rows_device = torch.from_numpy(rows).to(self.device)
-        blocks.index_copy_(0, rows_device, self.pool.tensor[self._slots(layer, flat[rows])])
-        pending.difference_update(experts)
+        rows = [lru.slot_of(int(e)) if int(e) in lru else 0 for e in experts]
+        return torch.tensor(rows, dtype=torch.long).to(self.device)
 
     def _per_expert(self, layer, x, ids, ids_host, weights, hits, misses, pending) -> torch.Tensor:
         """Large step (prefill): each expert multiplies its own tokens; misses come in groups that fit."""
@@ -184,8 +180,8 @@ class PagedExperts:
     def supports_graph(self, tokens: int, top_k: int) -> bool:
         entries = tokens * top_k
         return (self.graphed_decode and pager_kernels.runs_on(self.device) and self.predictor is None
-                and (self.host.is_pinned or self.device.type == "cpu") and entries <= min(self.capacity.values())
-                and entries < pager_kernels.STAMP_STRIDE and is_small_step(tokens, top_k, self.host.expert_bytes))
+                and (self.host.is_pinned or self.device.type == "cpu") and entries < pager_kernels.STAMP_STRIDE
+                and is_small_step(tokens, top_k, self.host.expert_bytes))
 
     def begin_graph_step(self, tokens: int, top_k: int) -> None:
         """Before a graphed step runs (eagerly or as a replay): the device owns the slot state."""
@@ -212,10 +208,13 @@ class PagedExperts:
         self.set_capacity(self.capacity)
 
     def forward_graphed(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        rows, miss_src, miss_dst = self.device_lru.step(layer, ids)
+        rows, miss_src, miss_dst, over_src, over_dst = self.device_lru.step(layer, ids)
         self.device_lru.copy_misses(self.host_words[layer], self.pool_words, miss_src, miss_dst)
         self.ring.record(layer, ids)
-        return run_rows(x, self.pool.tensor, rows, ids, weights, self.layout.hidden, self.layout.intermediate)
+        blocks = self.pool.tensor[rows]
+        if ids.numel() > self.lru[layer].capacity:  # some misses may find no slot: they come straight to `blocks`
+            self.device_lru.copy_misses(self.host_words[layer], as_words(blocks), over_src, over_dst)
+        return combine(gathered_experts(x, blocks, weights, self.layout.hidden, self.layout.intermediate), ids)
 
     def settle_graphed(self) -> None:
         """Fold the device counters and the graphed steps' routing into the host view (never changes the owner)."""

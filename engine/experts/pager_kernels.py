@@ -5,7 +5,10 @@ GPU, so a whole decode step (every layer, hits and misses) is one CUDA graph wit
 the pool row of every (token, k) entry, the misses to copy (expert -> row) and the new state. The rule is
 engine.alloc.expert_lru's: needed experts are touched in order of first appearance; a miss takes a free
 slot, else the least recently used slot whose expert this step does not need. Stamps are
-clock * STAMP_STRIDE + first appearance, so recency ties break exactly as on the host.
+clock * STAMP_STRIDE + first appearance, so recency ties break exactly as on the host. A step that needs
+more experts than the layer has slots (batched decode at a small budget) gives the misses past the last
+free or evictable slot no slot: they are listed per entry, to be copied straight into the step's gathered
+buffer, and stay uncached (the host pager's rule too).
 
 `copy_rows` copies the missed experts from pinned host memory (read in place over the PCIe link, a
 zero-copy read) into their slots; entries that are not misses return at once."""
@@ -42,8 +45,8 @@ def _define():
     # The ints that change with the split (slots, pool base) are not specialised on: a resize must not compile.
     @triton.jit(do_not_specialize=["N", "E", "S", "base"])
     def lru_step(ids_ptr, es_ptr, se_ptr, lu_ptr, clock_ptr, counts_ptr, rows_ptr, miss_src_ptr, miss_dst_ptr,
-                 N, E, S, base, FORGET: tl.constexpr, NB: tl.constexpr, BE: tl.constexpr, BS: tl.constexpr,
-                 STRIDE: tl.constexpr):
+                 over_src_ptr, over_dst_ptr, N, E, S, base, FORGET: tl.constexpr, NB: tl.constexpr,
+                 BE: tl.constexpr, BS: tl.constexpr, STRIDE: tl.constexpr):
         n = tl.arange(0, NB)
         n_ok = n < N
         ids = tl.load(ids_ptr + n, mask=n_ok, other=-1).to(tl.int32)
@@ -65,6 +68,7 @@ def _define():
         num_hits = tl.sum((need & (es >= 0)).to(tl.int32), axis=0)
         num_miss = tl.sum(miss_e.to(tl.int32), axis=0)
         new_se, new_es, num_evicted = se, es, num_miss * 0
+        over = tl.zeros([BE], tl.int1)  # misses with no slot left this step (more needed experts than slots)
         tl.store(miss_src_ptr + n, tl.full([NB], -1, tl.int64), mask=n_ok)
         if num_miss > 0:  # the O(slots^2) victim choice only runs when something misses
             # Victims: the num_miss smallest keys among slots whose expert is not needed (free slots have -1).
@@ -74,28 +78,37 @@ def _define():
             before = (key[None, :] < key[:, None]) | ((key[None, :] == key[:, None]) & (s[None, :] < s[:, None]))
             rank_s = tl.sum(before.to(tl.int32), axis=1)  # [BS] position of slot s in victim order
             victim = (rank_s < num_miss) & (key < big)
-            # The r-th miss (in order of first appearance) takes the r-th victim.
+            num_slots = tl.sum((key < big).to(tl.int32), axis=0)  # slots a miss may take
+            # The r-th miss (in order of first appearance) takes the r-th victim; misses past the last victim
+            # are read straight into the step's gathered buffer and not cached.
             miss_first = tl.where(miss_e, first, NB)
             rank_e = tl.sum(((miss_first[None, :] < miss_first[:, None]) & miss_e[None, :]).to(tl.int32), axis=1)
-            takes = miss_e[None, :] & (rank_e[None, :] == rank_s[:, None]) & victim[:, None]  # [BS, BE]
+            placed = miss_e & (rank_e < num_slots)
+            over = miss_e & ~placed
+            takes = placed[None, :] & (rank_e[None, :] == rank_s[:, None]) & victim[:, None]  # [BS, BE]
             new_se = tl.where(victim, tl.sum(tl.where(takes, e[None, :], 0), axis=1), se)
             evicted = victim & (se >= 0)
             num_evicted = tl.sum(evicted.to(tl.int32), axis=0)
             gone = tl.max((evicted[None, :] & (se[None, :] == e[:, None])).to(tl.int32), axis=1) > 0  # [BE]
             slot_of_miss = tl.sum(tl.where(tl.trans(takes), s[None, :], 0), axis=1)  # [BE]
-            new_es = tl.where(miss_e, slot_of_miss, tl.where(gone, -1, es))
+            new_es = tl.where(placed, slot_of_miss, tl.where(gone, -1, es))
             # The list of copies (expert -> row), in miss order.
-            is_r = (rank_e[None, :] == n[:, None]) & miss_e[None, :]  # [NB, BE]: miss number n is expert e
+            is_r = (rank_e[None, :] == n[:, None]) & placed[None, :]  # [NB, BE]: placed miss number n is expert e
             src = tl.sum(tl.where(is_r, e[None, :], 0), axis=1)
             dst = tl.sum(tl.where(is_r, slot_of_miss[None, :], 0), axis=1)
-            tl.store(miss_src_ptr + n, tl.where(n < num_miss, src, -1).to(tl.int64), mask=n_ok)
+            num_placed = tl.minimum(num_miss, num_slots)
+            tl.store(miss_src_ptr + n, tl.where(n < num_placed, src, -1).to(tl.int64), mask=n_ok)
             tl.store(miss_dst_ptr + n, (base + dst).to(tl.int64), mask=n_ok)
+        # Entries whose expert got no slot: copied from the host into row n of the gathered buffer.
+        entry_over = tl.max((hit_ids & over[:, None]).to(tl.int32), axis=0) > 0  # [NB]
+        tl.store(over_src_ptr + n, tl.where(entry_over, ids, -1).to(tl.int64), mask=n_ok)
+        tl.store(over_dst_ptr + n, n.to(tl.int64), mask=n_ok)
         # Touch the needed experts: stamp = clock * STRIDE + first appearance.
         clock = tl.load(clock_ptr)
         slot_first = tl.min(tl.where((new_se[:, None] == ids[None, :]) & n_ok[None, :], n[None, :], NB), axis=1)
         new_lu = tl.where(slot_first < NB, clock * STRIDE + slot_first, lu)
         # This step's output: the pool row of every (token, k) entry.
-        entry_slot = tl.sum(tl.where(tl.trans(hit_ids), new_es[None, :], 0), axis=1)  # [NB]
+        entry_slot = tl.maximum(tl.sum(tl.where(tl.trans(hit_ids), new_es[None, :], 0), axis=1), 0)  # [NB]
         tl.store(rows_ptr + n, (base + entry_slot).to(tl.int64), mask=n_ok)
         if not FORGET:
             tl.store(es_ptr + e, new_es, mask=e < E)

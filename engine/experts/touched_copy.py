@@ -69,7 +69,7 @@ class TouchedCopyExperts:
         if layer not in self.offloaded:
             self.ring.record(layer, ids)
             return run_blocks(x, ids, weights, self.device_blocks[layer], self.layout)
-        rows, miss_src, miss_dst = self.reader.step(layer, ids, forget=True)
+        rows, miss_src, miss_dst, _, _ = self.reader.step(layer, ids, forget=True)  # forget: every miss has a row
         self.reader.copy_misses(self.words[layer], self.scratch_words, miss_src, miss_dst)
         return run_rows(x, self.scratch, rows, ids, weights, self.layout.hidden, self.layout.intermediate)
 

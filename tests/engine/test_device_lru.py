@@ -13,17 +13,20 @@ from engine.alloc.miss_curve import step_unique
 pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
 
 
-def host_lru_step(lru: ExpertLRU, free: list[int], ids: np.ndarray) -> list[int]:
-    """The host pager's rule for one layer-step. -> the missed experts."""
+def host_lru_step(lru: ExpertLRU, free: list[int], ids: np.ndarray) -> tuple[list[int], list[int]]:
+    """The host pager's rule for one layer-step. -> (the missed experts, those of them left with no slot)."""
     needed = [int(e) for e in step_unique(ids)]
     _, misses = lru.split(needed)
+    placed = 0
     for expert in misses:
-        assert lru.place(expert, set(needed), lambda: free.pop() if free else None) is not None
+        if lru.place(expert, set(needed), lambda: free.pop() if free else None) is None:
+            break  # every slot holds an expert this step needs: the rest stay uncached
+        placed += 1
     lru.touch(needed)
-    return misses
+    return misses, misses[placed:]
 
 
-@pytest.mark.parametrize("tokens", [1, 2])
+@pytest.mark.parametrize("tokens", [1, 2, 4])  # 4 tokens x top-4: more needed experts than slots in some steps
 def test_device_lru_decides_like_the_host_lru(tokens):
     from engine.experts.device_lru import DeviceLRU
 
@@ -36,16 +39,24 @@ def test_device_lru_decides_like_the_host_lru(tokens):
     pool = torch.full((21, 8), -7, dtype=torch.int32)
     rng = np.random.default_rng(tokens)
     totals = np.zeros(2, dtype=np.int64)
+    overflowed = 0
     for step in range(30):
         for layer in capacity:
             ids = rng.integers(0, experts // 2 if step < 15 else experts, (tokens, top_k))
-            misses = host_lru_step(lrus[layer], free[layer], ids)
+            misses, over = host_lru_step(lrus[layer], free[layer], ids)
             totals += (len(step_unique(ids)) - len(misses), len(misses))
-            rows, miss_src, miss_dst = device_state.step(layer, torch.from_numpy(ids))
+            rows, miss_src, miss_dst, over_src, over_dst = device_state.step(layer, torch.from_numpy(ids))
             device_state.copy_misses(host_experts, pool, miss_src, miss_dst)
             count = int((miss_src >= 0).sum())
-            assert sorted(miss_src[:count].tolist()) == sorted(misses)
-            assert torch.equal(pool[rows], host_experts[torch.from_numpy(ids).reshape(-1)])
+            assert sorted(miss_src[:count].tolist()) == sorted(set(misses) - set(over))
+            flat = torch.from_numpy(ids).reshape(-1)
+            assert torch.equal(over_src, torch.where(torch.isin(flat, torch.tensor(over, dtype=flat.dtype)), flat, -1))
+            assert torch.equal(over_dst, torch.arange(flat.numel()))
+            gathered = pool[rows]
+            device_state.copy_misses(host_experts, gathered, over_src, over_dst)  # the rest, straight to the step
+            assert torch.equal(gathered, host_experts[flat])
+            overflowed += len(over)
+    assert overflowed > 0 if tokens == 4 else overflowed == 0
     pulled = {layer: ExpertLRU(cap) for layer, cap in capacity.items()}
     device_state.pull(pulled)
     assert {k: list(v.slots) for k, v in pulled.items()} == {k: list(v.slots) for k, v in lrus.items()}
@@ -62,10 +73,11 @@ def test_forget_mode_misses_every_needed_expert_once():
     scratch = torch.zeros(8, 4, dtype=torch.int32)
     ids = torch.tensor([[3, 7, 3, 1], [7, 2, 3, 9]])
     for _ in range(2):  # nothing is remembered between steps
-        rows, miss_src, miss_dst = device_state.step(5, ids, forget=True)
+        rows, miss_src, miss_dst, over_src, _ = device_state.step(5, ids, forget=True)
         device_state.copy_misses(host_experts, scratch, miss_src, miss_dst)
         assert miss_src.tolist()[:5] == [3, 7, 1, 2, 9] and (miss_src[5:] == -1).all()
         assert torch.equal(scratch[rows], host_experts[ids.reshape(-1)])
+        assert (over_src == -1).all()  # forget mode has a row for every entry
     assert device_state.take_counts().tolist() == [[0, 10, 0]]
 
 

@@ -155,6 +155,28 @@ def test_graphed_paged_decode_counts_like_the_host_pager(bf16_model_dir):
     assert seen["graphs"][3] > 0
 
 
+def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir):
+    """A batched decode step needing more experts than a layer has slots still runs as one CUDA graph: the misses
+    past the last free slot are read straight into the step's buffer. Same bits and counts as the host pager."""
+    from engine.api import expert_counters
+
+    folder = bf16_model_dir("qwen3_moe")
+    top_k = read_args(folder).num_experts_per_tok
+    seen = {}
+    for decode in ("graphs", "static"):
+        with Engine(EngineOptions(model=str(folder), device="cuda", experts="paged", expert_slots=top_k,
+                                  decode=decode)) as engine:
+            handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=GREEDY) for p in PROMPTS])
+            results = [h.result() for h in handles]
+            counters = expert_counters(engine)
+            seen[decode] = ([(r.token_ids, r.logprobs) for r in results], counters.hits, counters.misses,
+                            counters.evictions, counters.h2d_bytes)
+            if decode == "graphs":
+                graphed = [s for s in engine._core.runner.static_decode.by_batch.values() if s.whole is not None]
+                assert any(s.batch > 1 for s in graphed), "the batched decode step did not run as one CUDA graph"
+    assert seen["graphs"] == seen["static"]
+
+
 def test_expert_arms_bitwise_at_the_qwen3_shape(capsys):
     """At the real Qwen3-30B-A3B shape (4 layers), every arm repeats resident's tokens and logprobs bit for bit,
     through CUDA graphs and the eager path. With SDPA's decode kernels a second resident run did not repeat the
