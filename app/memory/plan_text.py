@@ -62,4 +62,5 @@ def describe_plan_event(event, format_bytes) -> str:
     if event.error:
         return f"{when} {event.reason}: refused. {event.error}"
     changes = plan_changes(event.old, event.new, format_bytes) or ["no change"]
-    return f"{when} {event.reason} — " + "; ".join(changes)
+    paused = f" (paused {event.stall_s:.2f} s)" if event.stall_s >= 0.005 else ""
+    return f"{when} {event.reason} — " + "; ".join(changes) + paused

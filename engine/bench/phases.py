@@ -98,6 +98,7 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
     warm = [(f"warm-up-{i}", list(range(1 + i, 65 + i)), 4) for i in range(max(burst, 1))]
     run_requests(engine, warm, together=True)
     run_requests(engine, warm[:1], together=True)
+    engine.plan_changes, engine.plan_stall_s = 0, 0.0  # count the measured phases' re-splits only
     engine.scheduler.block_manager.hash_to_block.clear()
     row = {"arm": name, "kv_gib": plan.kv_bytes / GiB, "slots_total": sum(plan.slots_by_layer), "phases": {},
            "tokens": []}
@@ -112,6 +113,7 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
                                 "decode_tok_s": sum(len(f.token_ids) - 1 for f in finishes) / decode_s}
         row["tokens"] += [list(f.token_ids) for f in sorted(finishes, key=lambda f: f.request_id)]
     row.update(total_s=time.perf_counter() - started, plan_changes=getattr(engine, "plan_changes", 0),
+               plan_stall_s=getattr(engine, "plan_stall_s", 0.0),
                peak_gib=peak_gib(device), budget_gib=args.budget)
     weights.model.experts = None
     del engine

@@ -201,21 +201,26 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
 
 
 def attach_online(engine, weights, args, device) -> None:
-    """Attach the controller as the engine builder does, and count the re-plans it makes."""
+    """Attach the controller as the engine builder does, and count the re-plans it makes and their stall."""
     from engine.runtime.builder import attach_controller
 
     request = PlanRequest(mode="paged", budget_bytes=engine.plan.budget_bytes, block_size=16, max_model_len=args.max_len,
                           max_num_seqs=args.batch, max_batched_tokens=args.max_len * args.batch)
     attach_controller(engine, model_sizes(weights.args, 2), request, device, weights.args.num_hidden_layers)
     engine.controller.min_steps = 8
-    engine.plan_changes = 0
+    engine.plan_changes, engine.plan_stall_s = 0, 0.0
     step = engine.step
 
+    def count(events) -> None:
+        applied = [e for e in events if e.error is None]
+        engine.plan_changes += len(applied)
+        engine.plan_stall_s += sum(e.stall_s for e in applied)
+
     def step_then_barrier():  # as the app's engine thread does (engine.api)
-        engine.plan_changes += len([e for e in engine.admission_barrier() if e.error is None])
+        count(engine.admission_barrier())
         events = step()
         if not engine.has_work:
-            engine.plan_changes += len([e for e in engine.at_barrier() if e.error is None])
+            count(engine.at_barrier())
         return events
 
     engine.step = step_then_barrier

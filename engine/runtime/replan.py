@@ -22,6 +22,7 @@ class PlanEvent:
     new: MemoryPlan | None
     reason: str
     error: str | None = None
+    stall_s: float = 0.0  # how long applying it held the engine (device work included); captures come later
 
 
 class Replanner:
@@ -76,8 +77,11 @@ def budget_change(engine, budget_bytes: int | None, reason: str) -> PlanEvent:
 
 def plan_change(engine, new: MemoryPlan, reason: str) -> PlanEvent:
     old = engine.plan
+    started = time.perf_counter()
     try:
         apply_plan(engine, new)
     except BudgetError as err:
         return PlanEvent(time.time(), old, None, reason, error=str(err))
-    return PlanEvent(time.time(), old, new, reason)
+    if engine.device.type == "cuda":
+        torch.cuda.synchronize(engine.device)
+    return PlanEvent(time.time(), old, new, reason, stall_s=time.perf_counter() - started)

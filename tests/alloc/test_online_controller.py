@@ -71,6 +71,7 @@ def test_engine_controller_acts_at_drained_barriers_with_identical_outputs(tiny_
         assert arrived.wait(10)
     assert [r.token_ids for r in results] == expected
     assert events and all(e.error is None and "recent routing" in e.reason for e in events)
+    assert all(0 < e.stall_s < 30 for e in events)  # how long each re-split held the engine
     assert events[0].old.layer_slots == (2, 2) and min(events[0].new.layer_slots) > 2
     assert all(e.new.total_bytes <= GiB for e in events)
 

@@ -84,3 +84,19 @@ def test_memory_segments_add_up_to_the_budget():
                         "workspace": 50, "free": 570}
     assert sum(segments.values()) == _Plan.budget_bytes
     assert expert_share(_Plan()) == 80 / 280
+
+
+def test_a_re_split_says_how_long_it_paused_the_engine():
+    from dataclasses import replace
+
+    from engine.api import MemoryPlan, PlanEvent
+    from app.memory.plan_text import describe_plan_event
+
+    old = MemoryPlan(mode="paged", budget_bytes=GiB, dense_bytes=256 * MiB, expert_bytes=MiB, slots_per_layer=8,
+                     num_moe_layers=2, offloaded_layers=0, static_resident_bytes=0, kv_blocks=100,
+                     kv_block_bytes=MiB, workspace_bytes=0)
+    new = replace(old, kv_blocks=60, slots_per_layer=28)
+    text = describe_plan_event(PlanEvent(0.0, old, new, "recent routing and KV use", stall_s=0.42), lambda b: f"{b}B")
+    assert "KV" in text and "expert slots 16 → 56" in text and text.endswith("(paused 0.42 s)")
+    quick = describe_plan_event(PlanEvent(0.0, old, new, "budget changed", stall_s=0.001), lambda b: f"{b}B")
+    assert "paused" not in quick

@@ -21,6 +21,7 @@ def test_every_arm_runs_every_phase_with_the_same_tokens(tmp_path, capsys):
         assert set(row["phases"]) == {"burst0", "chat0"} and row["total_s"] > 0
         assert row["same_tokens_as_first"], row["arm"]  # where the bytes sit never changes a token
         assert len(row["tokens"]) == 3 + 2
+        assert row["plan_stall_s"] >= 0 and (row["plan_stall_s"] > 0) == (row["plan_changes"] > 0)
     assert "x; results:" in capsys.readouterr().out
 
 
