@@ -17,6 +17,7 @@ class RoutingRing:
         self.buffers: dict[tuple[int, int], torch.Tensor] = {}  # (tokens, top_k) -> [capacity, layers, T, K]
         self.pos_host = torch.zeros(1, dtype=torch.long, pin_memory=device.type == "cuda")
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
+        self.rows = torch.arange(capacity, device=device).view(capacity, 1, 1)
         self.steps: list[tuple[int, int]] = []  # shape of each recorded step, oldest first
 
     def begin_step(self, tokens: int, top_k: int) -> None:
@@ -35,16 +36,19 @@ class RoutingRing:
         self.steps.pop()
 
     def record(self, layer: int, ids: torch.Tensor) -> None:
-        """Inside the graph: this layer's ids [T, K] go to the current row."""
-        buffer = self.buffers[tuple(ids.shape)]
-        buffer[:, self.position[layer]].index_copy_(0, self.pos, ids[None])
+        """Inside the graph: this layer's ids [T, K] go to the current row. A masked write over the layer's
+        capacity rows (a few KB), not index_copy_: under deterministic algorithms that sorts its index first,
+        several kernels per layer and step (the KV-cache writes had cost a fifth of decode that way)."""
+        column = self.buffers[tuple(ids.shape)][:, self.position[layer]]  # [capacity, T, K]
+        column.copy_(torch.where(self.rows == self.pos, ids[None], column))
 
     @torch.inference_mode()
     def drain(self) -> list[tuple[int, np.ndarray]]:
         """-> (layer, ids [T, K]) of every recorded step, in step then layer order; empties the ring."""
         if not self.steps:
             return []
-        host = {shape: buffer[: len(self.steps)].cpu().numpy() for shape, buffer in self.buffers.items()}
+        # A copy (on the CPU, .cpu() would alias the ring, which the next steps overwrite).
+        host = {shape: buffer[: len(self.steps)].cpu().numpy().copy() for shape, buffer in self.buffers.items()}
         out = [(layer, host[shape][row, p]) for row, shape in enumerate(self.steps)
                for layer, p in self.position.items()]
         self.steps.clear()
