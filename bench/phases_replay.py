@@ -12,23 +12,26 @@ the cost model's H200 estimates, and the engine's warm-up is one short request."
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.alloc.cost_model import LinkCost  # noqa: E402
+from engine.alloc.expert_lru import ExpertLRU  # noqa: E402
 from engine.alloc.memory_plan import GiB, kv_floor_bytes  # noqa: E402
 from engine.alloc.miss_curve import step_unique  # noqa: E402
 from engine.alloc.online_controller import OnlineController  # noqa: E402
 from engine.bench.phases import parse_phase  # noqa: E402
-from engine.bench.shapes import shape  # noqa: E402
+from engine.bench.shapes import SHAPES, shape  # noqa: E402
 from engine.bench.suite import mvwsa_plan  # noqa: E402
 from engine.bench.trace_router import replay_streams  # noqa: E402
+from engine.experts.calibrate import estimated_compute  # noqa: E402
 from engine.model.sizes import model_sizes  # noqa: E402
-from engine.traces.format import load  # noqa: E402
+from engine.traces.format import TraceFormatError, load  # noqa: E402
 
 H2D_BYTES_PER_S = 53e9  # the pager's measured miss rate on the H200
 BLOCK = 16
@@ -41,8 +44,9 @@ class Replay:
         self.max_len = args.max_len
         trace = load(args.trace)
         active = self.sizes.num_moe_layers * self.sizes.top_k * self.sizes.expert_bytes
-        self.dense_s = (self.sizes.dense_bytes + active) / 3.0e12 + self.model.num_hidden_layers * 250e-6
-        link = LinkCost(H2D_BYTES_PER_S, 20e-6, self.dense_s, 2 * active / 400e12 + 20e-6)
+        self.dense_s, prefill_token_s = estimated_compute(self.sizes.dense_bytes, active,
+                                                          self.model.num_hidden_layers, torch.device("cuda"))
+        link = LinkCost(H2D_BYTES_PER_S, 20e-6, self.dense_s, prefill_token_s)
         count, prompt, tokens = args.burst
         weights = argparse.Namespace(args=self.model)
         self.plan = mvwsa_plan(weights, int(args.budget * GiB), trace, link, count, prompt + tokens)
@@ -51,7 +55,8 @@ class Replay:
         self.controller.min_steps = 8  # as engine.bench.suite.attach_online sets it
         self.streams = replay_streams(trace)
         self.stream_of: dict[str, int] = {}
-        self.lrus: list[OrderedDict] = [OrderedDict() for _ in range(self.sizes.num_moe_layers)]
+        self.lrus = [ExpertLRU(slots) for slots in self.plan.slots_by_layer]
+        self.next_slot = itertools.count()  # slot numbers only tell experts apart here
         self.phase_counts: dict[str, list[int]] = {}
 
     def rows(self, request: str, start: int, count: int, prefill: bool) -> np.ndarray:
@@ -61,20 +66,18 @@ class Replay:
         return source[np.arange(start, start + count) % len(source)]
 
     def step(self, ids: np.ndarray, prefill: bool, phase: str) -> None:
-        """One forward: every layer's unique experts go to the controller and through the layer's LRU."""
+        """One forward: every layer's unique experts go to the controller and through the layer's LRU, by the
+        pager's rule (misses that find no slot this step stay uncached)."""
         hits = misses = 0
         for layer, lru in enumerate(self.lrus):
             needed = [int(e) for e in step_unique(ids[:, layer])]
             self.controller.observe_routing(layer, needed, not prefill)
-            for expert in needed:
-                if expert in lru:
-                    hits += 1
-                    lru.move_to_end(expert)
-                else:
-                    misses += 1
-                    lru[expert] = None
-                    if len(lru) > self.plan.slots_by_layer[layer]:
-                        lru.popitem(last=False)
+            found, missed = lru.split(needed)
+            for expert in missed:
+                if lru.place(expert, set(needed), lambda: next(self.next_slot)) is None:
+                    break
+            lru.touch(needed)
+            hits, misses = hits + len(found), misses + len(missed)
         if not prefill:
             counts = self.phase_counts.setdefault(phase, [0, 0, 0])
             counts[0], counts[1], counts[2] = counts[0] + hits, counts[1] + misses, counts[2] + 1
@@ -85,9 +88,8 @@ class Replay:
         slots = np.asarray(decision.plan.slots_by_layer)
         print(f"  {where}: {decision.reason} | slots {slots.sum()} (per layer {slots.min()}-{slots.max()})")
         self.plan = decision.plan
-        for layer, lru in enumerate(self.lrus):  # the pager keeps each layer's most recent experts that fit
-            while len(lru) > slots[layer]:
-                lru.popitem(last=False)
+        for lru, capacity in zip(self.lrus, slots):  # the pager keeps each layer's most recent experts that fit
+            lru.shrink_to(int(capacity))
 
     def blocks(self, tokens: int) -> int:
         return -(-min(tokens, self.max_len) // BLOCK)
@@ -125,7 +127,7 @@ class Replay:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python bench/phases_replay.py")
-    parser.add_argument("--shape", default="qwen3-30b-a3b")
+    parser.add_argument("--shape", default="qwen3-30b-a3b", choices=sorted(SHAPES))
     parser.add_argument("--trace", type=Path, default=Path("resources/traces/qwen3-twin_multi_turn.npz"))
     parser.add_argument("--budget", type=float, default=12.0, help="GiB")
     parser.add_argument("--burst", type=parse_phase, default=parse_phase("4x3072+16"))
@@ -133,7 +135,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cycles", type=int, default=2)
     parser.add_argument("--max-len", type=int, default=4096)
     args = parser.parse_args(argv)
-    replay = Replay(args)
+    try:
+        replay = Replay(args)
+    except TraceFormatError as err:
+        parser.error(str(err))
     print(f"configured: KV {replay.plan.kv_bytes / GiB:.2f} GiB, {sum(replay.plan.slots_by_layer)} slots")
     replay.run([("warm-up", 64, 4)], "warm-up")
     for cycle in range(args.cycles):

@@ -1,7 +1,8 @@
 """Routed ids of decode steps that run as one CUDA graph, kept on the device until someone reads them.
 
-Inside the graph each MoE layer copies its ids into row `pos` of a ring; the host sets `pos` before each
-replay and drains the ring (one device->host copy per batch size) when it is full or counters are read."""
+Inside the graph each MoE layer copies its ids into the current row of a ring; the host marks that row (a
+one-hot mask, copied to the device) before each replay and drains the ring (one device->host copy per batch
+size) when it is full or counters are read."""
 
 from __future__ import annotations
 
@@ -15,9 +16,8 @@ class RoutingRing:
         self.layers, self.device, self.capacity, self.on_full = layers, device, capacity, on_full
         self.position = {layer: p for p, layer in enumerate(layers)}
         self.buffers: dict[tuple[int, int], torch.Tensor] = {}  # (tokens, top_k) -> [capacity, layers, T, K]
-        self.pos_host = torch.zeros(1, dtype=torch.long, pin_memory=device.type == "cuda")
-        self.pos = torch.zeros(1, dtype=torch.long, device=device)
-        self.rows = torch.arange(capacity, device=device).view(capacity, 1, 1)
+        self.row_host = torch.zeros(capacity, 1, 1, dtype=torch.bool, pin_memory=device.type == "cuda")
+        self.row = torch.zeros(capacity, 1, 1, dtype=torch.bool, device=device)  # one-hot: the current step's row
         self.steps: list[tuple[int, int]] = []  # shape of each recorded step, oldest first
 
     def begin_step(self, tokens: int, top_k: int) -> None:
@@ -27,8 +27,9 @@ class RoutingRing:
         if (tokens, top_k) not in self.buffers:
             self.buffers[(tokens, top_k)] = torch.zeros(self.capacity, len(self.layers), tokens, top_k,
                                                         dtype=torch.long, device=self.device)
-        self.pos_host[0] = len(self.steps)
-        self.pos.copy_(self.pos_host, non_blocking=True)
+        self.row_host.zero_()
+        self.row_host[len(self.steps)] = True
+        self.row.copy_(self.row_host, non_blocking=True)
         self.steps.append((tokens, top_k))
 
     def cancel_step(self) -> None:
@@ -40,7 +41,7 @@ class RoutingRing:
         capacity rows (a few KB), not index_copy_: under deterministic algorithms that sorts its index first,
         several kernels per layer and step (the KV-cache writes had cost a fifth of decode that way)."""
         column = self.buffers[tuple(ids.shape)][:, self.position[layer]]  # [capacity, T, K]
-        column.copy_(torch.where(self.rows == self.pos, ids[None], column))
+        torch.where(self.row, ids[None], column, out=column)
 
     @torch.inference_mode()
     def drain(self) -> list[tuple[int, np.ndarray]]:
