@@ -6,7 +6,8 @@
 #   bench/h200_suite.sh [OUT_DIR] [main|splits|shapes|phases|hf|identity]   default: $OUT, else bench/results/<date>-h200; main
 # SPLIT_BUDGETS=24 narrows the splits part (default 12,24). PHASES replaces the phases part's budget and workload
 # (default "--budget 12 --burst 4x3072+16 --chat 3x256+64"; a KV-heavier one: "--budget 24 --burst 8x6144+16
-# --chat 3x256+128 --max-len 8192").
+# --chat 3x256+128 --max-len 8192", whose six arms take ~12 min: split them over two commands with --arms and
+# --static-kv, e.g. "... --arms online,static --static-kv 2.5" then "... --arms static --static-kv 4.7,7").
 # The weights take ~80 s to build in each part; the main table took ~6.5 min on 2026-11-29. The GPU image lacks
 # platformdirs (wisp-online's link probe cache): carry its wheel (see the device tool's README).
 #   LABEL="$(git rev-parse --short HEAD) what changed" bench/h200_suite.sh    (the H200's copy has no .git)

@@ -110,7 +110,8 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
         sync(device)
         decode_s = sum(f.stats.total_s - f.stats.ttft_s for f in finishes)
         row["phases"][phase] = {"wall_s": time.perf_counter() - begin, "kv_gib": engine.plan.kv_bytes / GiB,
-                                "decode_tok_s": sum(len(f.token_ids) - 1 for f in finishes) / decode_s}
+                                "decode_tok_s": sum(len(f.token_ids) - 1 for f in finishes) / decode_s,
+                                "preemptions": sum(f.stats.num_preemptions for f in finishes)}
         row["tokens"] += [list(f.token_ids) for f in sorted(finishes, key=lambda f: f.request_id)]
     row.update(total_s=time.perf_counter() - started, plan_changes=getattr(engine, "plan_changes", 0),
                plan_stall_s=getattr(engine, "plan_stall_s", 0.0),
@@ -122,19 +123,32 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
 
 
 def arms(weights, args, trace, link: LinkCost) -> list[tuple[str, MemoryPlan, bool]]:
+    """(name, plan, online) for each arm in args.arms; the static arms at args.static_kv GiB of KV (default: none,
+    half, all and 1.5x the burst's KV), each at least one request's KV floor."""
     budget = int(args.budget * GiB)
     burst, prompt, tokens = args.burst
     configured = mvwsa_plan(weights, budget, trace, link, burst, prompt + tokens)
     sizes = model_sizes(weights.args, 2)
     need = burst * (prompt + tokens) * sizes.kv_bytes_per_token  # the burst's KV
     one = kv_floor_bytes(sizes, 1, args.max_len)
+    sizes_kv = [int(g * GiB) for g in args.static_kv] if args.static_kv else [one, need // 2, need, need * 3 // 2]
     statics = {}
-    for kv in (one, need // 2, need, need * 3 // 2):
+    for kv in sizes_kv:
         plan = kv_plan(weights, budget, max(kv, one), burst, args.max_len)
         if plan is not None:
             statics.setdefault(f"static-kv-{plan.kv_bytes / GiB:.2f}", plan)
-    return [("configured", configured, False), ("online", configured, True)] + [
+    chosen = [("configured", configured, False), ("online", configured, True)] + [
         (name, plan, False) for name, plan in statics.items()]
+    return [arm for arm in chosen if arm[0].split("-")[0] in args.arms]  # static-kv-0.85 -> static
+
+
+def parse_list(kind):
+    def parse(text: str) -> list:
+        try:
+            return [kind(part) for part in text.split(",") if part]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list") from None
+    return parse
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -146,26 +160,38 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chat", type=parse_phase, default=parse_phase("3x256+64"), help="COUNTxPROMPT+TOKENS")
     parser.add_argument("--cycles", type=int, default=2)
     parser.add_argument("--max-len", type=int, default=4096)
+    parser.add_argument("--arms", type=parse_list(str), default=["configured", "online", "static"],
+                        help="of configured, online, static (default: all)")
+    parser.add_argument("--static-kv", type=parse_list(float), default=None,
+                        help="GiB of KV of each static arm, e.g. 0.8,4.7 (default: from the burst's KV)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
+    unknown = set(args.arms) - {"configured", "online", "static"}
+    if unknown or not args.arms:
+        parser.error(f"--arms takes configured, online and static, not {', '.join(sorted(unknown)) or 'nothing'}")
     device = torch.device(args.device)
     model_args = shape_of(args)
     weights = synthetic_weights(model_args, device, experts_on_host=True)
     trace = load_trace(args.trace)
     link = LinkCost(copy_loop_rate(weights.store, device) * 1e9, 20e-6, 0.012, 0.0004)
     router = TraceRouter(trace, device)
-    rows = [measure(weights, name, plan, args, device, router, online)
-            for name, plan, online in arms(weights, args, trace, link)]
-    for row in rows:
-        row["same_tokens_as_first"] = row["tokens"] == rows[0]["tokens"]
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"phases-{args.shape}-{args.budget:g}GiB.json"
     facts = {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
              "burst": args.burst, "chat": args.chat, "cycles": args.cycles,
              "gpu": device_name(device)}
-    path.write_text(json.dumps({"facts": facts, "rows": rows}))
-    best_static = min((r for r in rows if r["arm"] != "online"), key=lambda r: r["total_s"])
-    online = next(r for r in rows if r["arm"] == "online")
+    rows = []
+    for name, plan, online in arms(weights, args, trace, link):
+        rows.append(measure(weights, name, plan, args, device, router, online))
+        rows[-1]["same_tokens_as_first"] = rows[-1]["tokens"] == rows[0]["tokens"]
+        print(f"{name}: same tokens as {rows[0]['arm']}: {rows[-1]['same_tokens_as_first']}", flush=True)
+        path.write_text(json.dumps({"facts": facts, "rows": rows}))  # after every arm: a cut-off run keeps its rows
+    statics = [r for r in rows if r["arm"] != "online"]
+    online = next((r for r in rows if r["arm"] == "online"), None)
+    if not statics or online is None:
+        print(f"results: {path}")
+        return
+    best_static = min(statics, key=lambda r: r["total_s"])
     print(f"online {online['total_s']:.2f} s vs best static ({best_static['arm']}) {best_static['total_s']:.2f} s: "
           f"{best_static['total_s'] / online['total_s']:.2f}x; results: {path}")
 

@@ -14,6 +14,7 @@ def test_kv_follows_the_phases_and_the_chats_get_the_slots(capsys):
     out = capsys.readouterr().out
     moves = [line for line in out.splitlines() if line.startswith("  ")]
     assert len(moves) == 2  # KV for the burst, then back to the floor; no re-share worth less than its stall
-    assert "-> 0.76 GiB" in moves[-1]  # after the chats KV is back at one request's floor, the rest to experts
+    kv_after = float(moves[-1].split(" -> ")[1].split(" GiB")[0])
+    assert 0.75 <= kv_after < 0.77  # after the chats: one request's floor (8192 x 96 KiB), the rest to experts
     slots = [int(move.split("| slots ")[1].split()[0]) for move in moves]
     assert slots[1] > slots[0]  # the chats run with the slots the burst's KV gave back

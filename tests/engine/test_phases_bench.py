@@ -19,10 +19,28 @@ def test_every_arm_runs_every_phase_with_the_same_tokens(tmp_path, capsys):
     assert {"configured", "online"} <= set(rows) and any(name.startswith("static-kv-") for name in rows)
     for row in rows.values():
         assert set(row["phases"]) == {"burst0", "chat0"} and row["total_s"] > 0
+        assert row["phases"]["chat0"]["preemptions"] == 0  # one chat at a time always fits
         assert row["same_tokens_as_first"], row["arm"]  # where the bytes sit never changes a token
         assert len(row["tokens"]) == 3 + 2
         assert row["plan_stall_s"] >= 0 and (row["plan_stall_s"] > 0) == (row["plan_changes"] > 0)
     assert "x; results:" in capsys.readouterr().out
+
+
+def test_chosen_arms_only_and_rows_written_as_they_finish(tmp_path, capsys):
+    phases.main(["--shape", "qwen3-topology-tiny", "--trace", "resources/traces/qwen3-twin_multi_turn.npz",
+                 "--budget", "0.75", "--burst", "2x40+4", "--chat", "1x16+6", "--cycles", "1", "--device", "cpu",
+                 "--max-len", "128", "--arms", "static", "--static-kv", "0.5,0.65", "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "phases-qwen3-topology-tiny-0.75GiB.json").read_text())["rows"]
+    assert [row["arm"].split("-")[0] for row in rows] == ["static", "static"]
+    assert rows[0]["kv_gib"] < rows[1]["kv_gib"] and all(row["same_tokens_as_first"] for row in rows)
+    out = capsys.readouterr().out
+    assert "same tokens as static-kv-" in out and "x; results:" not in out  # no online arm to compare
+
+
+def test_unknown_arm_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        phases.main(["--trace", "t.npz", "--arms", "online,dynamic", "--out", "x"])
+    assert "not dynamic" in capsys.readouterr().err
 
 
 def test_phase_spec():

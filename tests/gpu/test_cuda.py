@@ -127,7 +127,8 @@ def test_device_pager_copies_from_pinned_memory_and_matches_the_host_lru():
             for expert in miss:
                 lrus[layer].place(expert, set(needed), lambda: free[layer].pop() if free[layer] else None)
             lrus[layer].touch(needed)
-            rows, src, dst = state.step(layer, ids.to(device))
+            rows, src, dst, over, _ = state.step(layer, ids.to(device))
+            assert bool((over == -1).all())  # a capacity of at least top_k: every miss finds a slot
             state.copy_misses(device_view(host[layer], device), as_words(pool), src, dst)
             assert torch.equal(pool[rows].cpu(), host[layer][ids.reshape(-1)])
     pulled = {layer: ExpertLRU(cap) for layer, cap in capacity.items()}
