@@ -24,6 +24,7 @@ import torch
 
 from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB, MemoryPlan, kv_floor_bytes
+from engine.bench.compile_log import TritonCompiles
 from engine.bench.copy_rates import copy_loop_rate
 from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.suite import attach_online, mvwsa_plan, peak_gib, pool_bytes, reset_peak, shape_plan, sync
@@ -102,17 +103,24 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
     engine.scheduler.block_manager.hash_to_block.clear()
     row = {"arm": name, "kv_gib": plan.kv_bytes / GiB, "slots_total": sum(plan.slots_by_layer), "phases": {},
            "tokens": []}
+    graphs = engine.runner.static_decode
     started = time.perf_counter()
-    for phase, together, specs in workload(args, weights.args.vocab_size):
-        sync(device)
-        begin = time.perf_counter()
-        finishes = run_requests(engine, specs, together)
-        sync(device)
-        decode_s = sum(f.stats.total_s - f.stats.ttft_s for f in finishes)
-        row["phases"][phase] = {"wall_s": time.perf_counter() - begin, "kv_gib": engine.plan.kv_bytes / GiB,
-                                "decode_tok_s": sum(len(f.token_ids) - 1 for f in finishes) / decode_s,
-                                "preemptions": sum(f.stats.num_preemptions for f in finishes)}
-        row["tokens"] += [list(f.token_ids) for f in sorted(finishes, key=lambda f: f.request_id)]
+    with TritonCompiles() as compiles:
+        for phase, together, specs in workload(args, weights.args.vocab_size):
+            sync(device)
+            begin, compiled = time.perf_counter(), len(compiles.names)
+            captured = graphs.capture_totals() if graphs is not None else (0, 0.0)
+            finishes = run_requests(engine, specs, together)
+            sync(device)
+            decode_s = sum(f.stats.total_s - f.stats.ttft_s for f in finishes)
+            now = graphs.capture_totals() if graphs is not None else (0, 0.0)
+            row["phases"][phase] = {
+                "wall_s": time.perf_counter() - begin, "kv_gib": engine.plan.kv_bytes / GiB,
+                "decode_tok_s": sum(len(f.token_ids) - 1 for f in finishes) / decode_s,
+                "preemptions": sum(f.stats.num_preemptions for f in finishes),
+                "graph_captures": now[0] - captured[0], "capture_s": now[1] - captured[1],
+                "triton_compiles": compiles.names[compiled:]}
+            row["tokens"] += [list(f.token_ids) for f in sorted(finishes, key=lambda f: f.request_id)]
     row.update(total_s=time.perf_counter() - started, plan_changes=getattr(engine, "plan_changes", 0),
                plan_stall_s=getattr(engine, "plan_stall_s", 0.0),
                peak_gib=peak_gib(device), budget_gib=args.budget)

@@ -8,6 +8,7 @@ replays. Every expert mode computes the same kernels in the same order, so outpu
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
@@ -41,6 +42,7 @@ class StaticDecode:
         self.whole_out: torch.Tensor | None = None
         self.whole_generation = -1
         self.whole_steps = 0  # steps run through the whole-step path (captured or not)
+        self.captures, self.capture_s = 0, 0.0  # graph captures (each after one eager step) and their wall time
 
     def load(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray) -> None:
         """This step's inputs, in one host->device copy. kv_index [B, max_len], padded with slot 0."""
@@ -75,7 +77,9 @@ class StaticDecode:
             elif not self.graphs:
                 self.x[index + 1].copy_(out)
         if self.use_graphs and self.graphs is None:
+            started = time.perf_counter()
             self.capture()  # after one eager pass: every buffer holds valid data, every kernel is warm
+            self.captures, self.capture_s = self.captures + 1, self.capture_s + time.perf_counter() - started
         return model.norm(self.x[-1])
 
     def run_whole(self, provider, top_k: int) -> torch.Tensor | None:
@@ -88,12 +92,14 @@ class StaticDecode:
             return self.whole_out
         self.whole = None
         try:
+            started = time.perf_counter()
             out = self.whole_step()  # this step, eagerly: compiles and warms every kernel before the capture
             if self.use_graphs:
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph):
                     self.whole_out = self.whole_step()
                 self.whole, self.whole_generation = graph, provider.graph_generation
+                self.captures, self.capture_s = self.captures + 1, self.capture_s + time.perf_counter() - started
         except torch.cuda.OutOfMemoryError:
             raise
         except Exception as err:  # e.g. Triton cannot build the pager's kernels for this GPU
@@ -149,9 +155,17 @@ class DecodeGraphs:
     def __init__(self, model: MoeTransformer, cache: KVCache, max_len: int, use_graphs: bool):
         self.model, self.cache, self.max_len, self.use_graphs = model, cache, max_len, use_graphs
         self.by_batch: dict[int, StaticDecode] = {}
+        self._dropped = (0, 0.0)  # captures and their seconds of the batch sizes' graphs dropped so far
 
     def invalidate(self) -> None:
+        self._dropped = self.capture_totals()
         self.by_batch.clear()
+
+    def capture_totals(self) -> tuple[int, float]:
+        """(graph captures, their wall seconds incl. the eager step before each) since this engine started: the
+        share of a re-split's cost that lands on the next decode step, not in its stall."""
+        live = self.by_batch.values()
+        return (self._dropped[0] + sum(s.captures for s in live), self._dropped[1] + sum(s.capture_s for s in live))
 
     def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray) -> torch.Tensor:
         batch = len(input_ids)

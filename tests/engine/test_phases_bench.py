@@ -20,6 +20,8 @@ def test_every_arm_runs_every_phase_with_the_same_tokens(tmp_path, capsys):
     for row in rows.values():
         assert set(row["phases"]) == {"burst0", "chat0"} and row["total_s"] > 0
         assert row["phases"]["chat0"]["preemptions"] == 0  # one chat at a time always fits
+        assert row["phases"]["burst0"]["graph_captures"] == 0  # no CUDA graphs on the CPU
+        assert isinstance(row["phases"]["burst0"]["triton_compiles"], list)
         assert row["same_tokens_as_first"], row["arm"]  # where the bytes sit never changes a token
         assert len(row["tokens"]) == 3 + 2
         assert row["plan_stall_s"] >= 0 and (row["plan_stall_s"] > 0) == (row["plan_changes"] > 0)
