@@ -30,7 +30,9 @@ from engine.alloc.miss_curve import hit_rate_curve, stack_depths
 from engine.alloc.mvwsa import greedy_layers, greedy_steps
 
 # Seconds one re-split stalls the engine beyond copying the kept experts back: on the H200 at the Qwen3-30B-A3B
-# shape, 9 re-splits cost the online arm ~7.6 s (bench/results/2026-11-29-h200-session5, call 4).
+# shape, 9 re-splits cost the online arm ~7.6 s in all (bench/results/2026-11-29-h200-session5, call 4). Applying
+# one measured 0.15-0.25 s (bench/results/2026-11-29-h200-session6); the rest lands on the next decode steps
+# (the graphs' re-capture, not yet timed).
 RESIZE_S = 0.75
 
 

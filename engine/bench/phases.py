@@ -171,7 +171,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--arms", type=parse_list(str), default=["configured", "online", "static"],
                         help="of configured, online, static (default: all)")
     parser.add_argument("--static-kv", type=parse_list(float), default=None,
-                        help="GiB of KV of each static arm, e.g. 0.8,4.7 (default: from the burst's KV)")
+                        help="GiB of KV of each static arm, at least one request's floor, e.g. 0.8,4.7 "
+                             "(default: from the burst's KV)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     unknown = set(args.arms) - {"configured", "online", "static"}
@@ -188,8 +189,12 @@ def main(argv: list[str] | None = None) -> None:
     facts = {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
              "burst": args.burst, "chat": args.chat, "cycles": args.cycles,
              "gpu": device_name(device)}
+    chosen = arms(weights, args, trace, link)
+    if not chosen:
+        raise SystemExit(f"no arm to run: none of --arms {','.join(args.arms)} fits {args.budget:g} GiB "
+                         f"(a static split needs top_k expert slots per layer beside its KV)")
     rows = []
-    for name, plan, online in arms(weights, args, trace, link):
+    for name, plan, online in chosen:
         rows.append(measure(weights, name, plan, args, device, router, online))
         rows[-1]["same_tokens_as_first"] = rows[-1]["tokens"] == rows[0]["tokens"]
         print(f"{name}: same tokens as {rows[0]['arm']}: {rows[-1]['same_tokens_as_first']}", flush=True)

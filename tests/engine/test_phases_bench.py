@@ -39,6 +39,13 @@ def test_chosen_arms_only_and_rows_written_as_they_finish(tmp_path, capsys):
     assert "same tokens as static-kv-" in out and "x; results:" not in out  # no online arm to compare
 
 
+def test_a_static_split_that_cannot_fit_is_refused_by_name(tmp_path):
+    with pytest.raises(SystemExit, match="no arm to run: none of --arms static fits 0.75 GiB"):
+        phases.main(["--shape", "qwen3-topology-tiny", "--trace", "resources/traces/qwen3-twin_multi_turn.npz",
+                     "--budget", "0.75", "--device", "cpu", "--max-len", "128", "--arms", "static",
+                     "--static-kv", "50", "--out", str(tmp_path)])
+
+
 def test_unknown_arm_is_refused(capsys):
     with pytest.raises(SystemExit):
         phases.main(["--trace", "t.npz", "--arms", "online,dynamic", "--out", "x"])
