@@ -5,9 +5,11 @@
 #
 #   bench/h200_suite.sh [OUT_DIR] [main|splits|shapes|phases|hf|identity]   default: $OUT, else bench/results/<date>-h200; main
 # SPLIT_BUDGETS=24 narrows the splits part (default 12,24). PHASES replaces the phases part's budget and workload
-# (default "--budget 12 --burst 4x3072+16 --chat 3x256+64"; a KV-heavier one: "--budget 24 --burst 8x6144+16
-# --chat 3x256+128 --max-len 8192", whose six arms take ~12 min: split them over two commands with --arms and
-# --static-kv, e.g. "... --arms online,static --static-kv 2.5" then "... --arms static --static-kv 4.7,7").
+# (default "--budget 12 --static-kv 0.75,1.3": engine.bench.phases's workload, bursts of 4 x 7000+64 and chats of
+# 2 x 256+128, against the configured split and statics with KV for one and for two of the burst's requests; a
+# run of more arms than fit one 10-minute command is split over two with --arms and --static-kv, e.g.
+# "--budget 24 --burst 8x6144+16 --chat 3x256+128 --max-len 8192 --arms online,static --static-kv 2.5" then
+# "... --arms static --static-kv 4.7,7").
 # The weights take ~80 s to build in each part; the main table took ~6.5 min on 2026-11-29. The GPU image lacks
 # platformdirs (wisp-online's link probe cache): carry its wheel (see the device tool's README).
 #   LABEL="$(git rev-parse --short HEAD) what changed" bench/h200_suite.sh    (the H200's copy has no .git)
@@ -62,10 +64,10 @@ shapes)  # ~3 min: OLMoE-1B-7B (whole) and Mixtral-8x7B (first 8 layers: host RA
     step bench-mixtral "$python" -m engine.bench.suite --shape mixtral-8x7b --layers 8 \
         --trace resources/traces/mixtral-twin_code.npz --budgets 12,16 --tokens 32 --runs 2 \
         --arms resident,paged-all,wisp,static-uva,static-copy --label "$label" --out "$out" ;;
-phases)  # ~5 min: the online controller against static splits on bursts of long requests alternating with chats
+phases)  # ~7 min: the online controller against static splits on bursts of long requests alternating with chats
     # shellcheck disable=SC2086  # PHASES holds several options
     step phases "$python" -m engine.bench.phases --shape qwen3-30b-a3b --trace "$turns" --cycles 2 --out "$out" \
-        ${PHASES:---budget 12 --burst 4x3072+16 --chat 3x256+64}
+        ${PHASES:---budget 12 --static-kv 0.75,1.3}
     echo "== done in ${SECONDS}s: $out"
     exit 0 ;;
 hf)  # ~3 min: transformers + accelerate offload of the same shape (its own process: a second host copy of the model)

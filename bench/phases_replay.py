@@ -2,7 +2,7 @@
 (no model, no GPU): the same trace streams, the same plans and KV floor as the H200 run, each layer's LRU
 simulated, so a controller rule can be tried in seconds before spending device time on it.
 
-    python bench/phases_replay.py --budget 12 --burst 4x3072+16 --chat 3x256+64 --cycles 2
+    python bench/phases_replay.py --budget 12      # engine.bench.phases's default workload (4x7000+64, 2x256+128)
     python bench/phases_replay.py --budget 24 --burst 8x6144+16 --chat 3x256+128 --max-len 8192
 
 Prints each re-split (where and why) and the replayed decode hit rate of every phase. Approximations: the burst
@@ -97,8 +97,8 @@ class Replay:
     def run(self, requests: list[tuple[str, int, int]], phase: str) -> None:
         """Requests that arrive together, from a drained engine, until it drains again."""
         need = sum(self.blocks(prompt + tokens) for _, prompt, tokens in requests)
-        if need > self.plan.kv_blocks:
-            self.apply(self.controller.decide(self.plan, waiting_blocks=need), "admission")
+        upcoming = max(tokens for _, _, tokens in requests)  # the engine's Scheduler.waiting_decode_steps
+        self.apply(self.controller.decide(self.plan, waiting_blocks=need, upcoming_steps=upcoming), "admission")
         for wave in self.waves(requests):
             self.step(np.concatenate([self.rows(r, 0, prompt, True) for r, prompt, _ in wave]), True, phase)
             for position in range(max(tokens for _, _, tokens in wave) - 1):
@@ -130,10 +130,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shape", default="qwen3-30b-a3b", choices=sorted(SHAPES))
     parser.add_argument("--trace", type=Path, default=Path("resources/traces/qwen3-twin_multi_turn.npz"))
     parser.add_argument("--budget", type=float, default=12.0, help="GiB")
-    parser.add_argument("--burst", type=parse_phase, default=parse_phase("4x3072+16"))
-    parser.add_argument("--chat", type=parse_phase, default=parse_phase("3x256+64"))
+    parser.add_argument("--burst", type=parse_phase, default=parse_phase("4x7000+64"))
+    parser.add_argument("--chat", type=parse_phase, default=parse_phase("2x256+128"))
     parser.add_argument("--cycles", type=int, default=2)
-    parser.add_argument("--max-len", type=int, default=4096)
+    parser.add_argument("--max-len", type=int, default=8192)
     args = parser.parse_args(argv)
     try:
         replay = Replay(args)

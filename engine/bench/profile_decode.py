@@ -1,7 +1,14 @@
-"""Where a decode step's time goes: host (cProfile of the engine loop) vs GPU (kernel time from the torch
-profiler), resident experts on a real shape with synthetic weights.
+"""Where a decode step's time goes, per arm: the engine's decode tok/s, the GPU time of one step (its CUDA graph
+replayed back to back), the host time around it (the difference), the host's top functions (cProfile) and the
+GPU's top kernels (torch profiler). Trace-driven routing on a synthetic model of a real shape, as `wisp bench`.
 
-    python -m engine.bench.profile_decode --shape qwen3-30b-a3b --layers 48 --tokens 48
+    python -m engine.bench.profile_decode --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz \\
+        --arms resident,paged-all --tokens 64
+
+resident: every expert on the device; paged-all: the pager with a slot for every expert, all warm (the pager's
+own cost, no misses); wisp: the pager at --budget GiB with the configured split. --chunk-layers 8,48 runs the
+paged arms with a whole decode step split into graphs of 8 layers, then as one graph (the launch it hides against
+any GPU time it costs); resident always runs one graph.
 """
 
 from __future__ import annotations
@@ -12,45 +19,184 @@ import io
 import json
 import pstats
 import time
+from pathlib import Path
 
 import torch
 
+from engine.alloc.cost_model import LinkCost
+from engine.alloc.memory_plan import GiB
+from engine.bench.copy_rates import copy_loop_rate
 from engine.bench.shapes import add_shape_options, shape_of
-from engine.bench.suite import decode_once, plan_for
+from engine.bench.suite import decode_once, guarded, mvwsa_plan, plan_for, resident_weights, sync
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
+from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
+from engine.runtime import decode_graphs
 from engine.runtime.builder import assemble_engine
+from engine.traces.format import load as load_trace
+
+REPLAYS = 100
+BACKGROUND = 1440  # small kernels in the launch probe's graphs: about a Qwen3 decode step's count
+
+
+def replay_whole(static) -> None:
+    for graph in static.whole:
+        graph.replay()
+
+
+def replay_ms(engine) -> float | None:
+    """GPU milliseconds of one batch-1 decode step: its whole-step graphs replayed back to back (None if the step
+    did not run as whole-step graphs)."""
+    static = engine.runner.static_decode.by_batch.get(1) if engine.runner.static_decode else None
+    if static is None or static.whole is None:
+        return None
+    replay_whole(static)
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(REPLAYS):
+        replay_whole(static)
+    torch.cuda.synchronize()
+    return (time.perf_counter() - started) / REPLAYS * 1e3
+
+
+def launch_us(engine) -> float | None:
+    """Host microseconds of launching the batch-1 step's graphs on an idle GPU (the replay calls alone)."""
+    static = engine.runner.static_decode.by_batch.get(1) if engine.runner.static_decode else None
+    if static is None or static.whole is None:
+        return None
+    total = 0.0
+    for _ in range(REPLAYS):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        replay_whole(static)
+        total += time.perf_counter() - started
+    torch.cuda.synchronize()
+    return total / REPLAYS * 1e6
+
+
+def timed_launches(graph) -> float:
+    """Host microseconds per replay() call of `graph` on an idle GPU."""
+    graph.replay()
+    total = 0.0
+    for _ in range(REPLAYS):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        graph.replay()
+        total += time.perf_counter() - started
+    torch.cuda.synchronize()
+    return total / REPLAYS * 1e6
+
+
+def pager_launch_probe(provider) -> dict | None:
+    """Host launch cost of a graph of BACKGROUND small kernels alone, and with 48 of one kind of the pager's
+    per-layer work added (which part of a paged step's graph makes its launch slow). On the H200 none did: the
+    small kernels alone launched in ~0.6 ms, while the resident step's graph of as many nodes took 0.03 ms."""
+    lru = getattr(provider, "device_lru", None)
+    if lru is None:
+        return None
+    layers = provider.moe_layers
+    ids = torch.arange(8, device=provider.device).reshape(1, -1)  # one token's top-8, all resident in paged-all
+    rows = {layer: lru.step(layer, ids) for layer in layers}
+    scratch = torch.zeros(16, device=provider.device)
+    torch.cuda.synchronize()
+    parts = {
+        "none": lambda layer: None,
+        "lru_step": lambda layer: lru.step(layer, ids),
+        "copy_rows": lambda layer: lru.copy_misses(provider.host_words[layer], provider.pool_words, rows[layer][1],
+                                                   rows[layer][2]),
+        "pool_gather": lambda layer: provider.pool.tensor[rows[layer][0]],
+    }
+    out = {}
+    for name, work in parts.items():
+        def body():
+            for n in range(48):
+                for _ in range(BACKGROUND // 48):
+                    scratch.add_(1)
+                work(layers[n % len(layers)])
+        body()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            body()
+        out[name] = timed_launches(graph)
+        del graph
+    return out
+
+
+def profile_arm(name: str, weights, plan, args, router, warm_all: bool) -> dict:
+    device = torch.device("cuda")
+    engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device="cuda", experts=plan.mode), plan, device,
+                             args.max_len)
+    if warm_all:
+        weights.model.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
+    router.drive(engine)
+    decode_once(engine, args.prompt, 8, 1, seed=1000)  # warm-up: captures the decode graph
+    finishes = decode_once(engine, args.prompt, args.tokens, 1, seed=0)
+    stats = finishes[0].stats
+    tok_s = (args.tokens - 1) / (stats.total_s - stats.ttft_s)
+    gpu_ms = replay_ms(engine)
+    launch = launch_us(engine)
+    probe = guarded(pager_launch_probe, weights.model.experts)
+    host = cProfile.Profile()
+    host.enable()
+    decode_once(engine, args.prompt, args.tokens, 1, seed=1)
+    host.disable()
+    text = io.StringIO()
+    pstats.Stats(host, stream=text).sort_stats("tottime").print_stats(20)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        decode_once(engine, args.prompt, args.tokens, 1, seed=2)
+        sync(device)
+    print(f"==== {name}: host functions by own time (one request: prefill + {args.tokens} tokens)")
+    print(text.getvalue())
+    print(f"==== {name}: GPU kernels (one request)")
+    print(prof.key_averages().table(sort_by="device_time_total", row_limit=20))
+    step_ms = 1e3 / tok_s
+    row = {"arm": name, "chunk_layers": decode_graphs.WHOLE_CHUNK_LAYERS, "decode_tok_s": tok_s, "step_ms": step_ms,
+           "graph_replay_ms": gpu_ms,
+           "host_ms": step_ms - gpu_ms if gpu_ms is not None else None, "launch_us": launch,
+           "launch_probe_us": probe}
+    print(json.dumps(row), flush=True)
+    weights.model.experts = None
+    del engine
+    return row
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.profile_decode")
     add_shape_options(parser, device=False)
-    parser.add_argument("--tokens", type=int, default=48)
+    parser.add_argument("--trace", type=Path, required=True)
+    parser.add_argument("--arms", default="resident,paged-all", help="of resident, paged-all, wisp")
+    parser.add_argument("--budget", type=float, default=12.0, help="GiB, for the wisp arm")
+    parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=512)
+    parser.add_argument("--max-len", type=int, default=4096)
+    parser.add_argument("--chunk-layers", default=str(decode_graphs.WHOLE_CHUNK_LAYERS),
+                        help="layers per graph of a paged whole decode step; several (e.g. 8,48) run each arm at each")
+    parser.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     device = torch.device("cuda")
-    weights = synthetic_weights(shape_of(args), device, experts_on_host=False)
-    plan = plan_for(weights, "resident", None, None, 1, 4096)
-    engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device="cuda"), plan, device, 4096)
-    decode_once(engine, args.prompt, 8, 1, seed=0)  # warm-up: captures the decode graph
-    started = time.perf_counter()
-    decode_once(engine, args.prompt, args.tokens, 1, seed=1)
-    wall = time.perf_counter() - started
-    host = cProfile.Profile()
-    host.enable()
-    decode_once(engine, args.prompt, args.tokens, 1, seed=2)
-    host.disable()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        decode_once(engine, args.prompt, args.tokens, 1, seed=3)
-    gpu_us = sum(e.device_time_total for e in prof.key_averages())
-    kernels = sum(e.count for e in prof.key_averages() if e.device_time_total > 0)
-    text = io.StringIO()
-    pstats.Stats(host, stream=text).sort_stats("cumulative").print_stats(30)
-    print(text.getvalue())
-    print(prof.key_averages().table(sort_by="device_time_total", row_limit=25))
-    print(json.dumps({"shape": args.shape, "layers": weights.args.num_hidden_layers, "tokens": args.tokens,
-                      "request_wall_s": wall, "gpu_kernel_ms_per_request": gpu_us / 1000,
-                      "gpu_kernels_per_request": kernels}))
+    host = synthetic_weights(shape_of(args), device, experts_on_host=True)
+    trace = load_trace(args.trace)
+    router = TraceRouter(trace, device)
+    rows = []
+    for chunk in [int(c) for c in args.chunk_layers.split(",")]:
+        decode_graphs.WHOLE_CHUNK_LAYERS = chunk
+        for arm in args.arms.split(","):
+            if arm == "resident":
+                resident = resident_weights(host, device)
+                plan = plan_for(resident, "resident", None, None, 1, args.max_len)
+                rows.append(profile_arm(arm, resident, plan, args, router, warm_all=False))
+                del resident
+            elif arm == "paged-all":
+                plan = plan_for(host, "paged", None, host.args.num_experts, 1, args.max_len)
+                rows.append(profile_arm(arm, host, plan, args, router, warm_all=True))
+            elif arm == "wisp":
+                link = LinkCost(copy_loop_rate(host.store, device) * 1e9, 20e-6, 0.012, 0.0004)
+                plan = mvwsa_plan(host, int(args.budget * GiB), trace, link, 1, args.max_len)
+                rows.append(profile_arm(arm, host, plan, args, router, warm_all=False))
+            else:
+                parser.error(f"unknown arm {arm}: use resident, paged-all or wisp")
+    if args.out is not None:
+        args.out.write_text(json.dumps(rows))
 
 
 if __name__ == "__main__":

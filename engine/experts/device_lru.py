@@ -1,4 +1,4 @@
-"""The pager's slot state on the device, for decode steps that run as one CUDA graph.
+"""The pager's slot state on the device, for decode steps that run as CUDA graphs (no host sync).
 
 The host ExpertLRU of each layer stays the state's owner between graphed steps: `push` writes it to the
 device before a run of graphed steps, `pull` reads it back before the host pager runs again (prefill,
@@ -79,11 +79,14 @@ class DeviceLRU:
         p, entries = self.position[layer], ids.numel()
         rows = torch.empty(5, entries, dtype=torch.int64, device=self.device)
         cap = entries if forget else self.capacity[layer]
+        # The slot block spans every slot a layer can ever have (num_experts), not this split's: a re-split must
+        # not compile a kernel (on the H200 a re-split's first step compiled two lru_step variants, 2.3 s).
+        widest = entries if forget else self.num_experts
         self.lru_step[(1,)](ids.reshape(-1), self.expert_slot[p], self.slot_expert[p], self.last_use[p],
                             self.clock[p:], self.counts[p], rows[0], rows[1], rows[2], rows[3], rows[4], entries,
                             self.num_experts, cap, self.base[layer], FORGET=forget, NB=max(16, next_pow2(entries)),
-                            BE=max(16, next_pow2(self.num_experts)), BS=max(16, next_pow2(cap)), STRIDE=STAMP_STRIDE,
-                            num_warps=4)
+                            BE=max(16, next_pow2(self.num_experts)), BS=max(16, next_pow2(widest)),
+                            STRIDE=STAMP_STRIDE, num_warps=4)
         return rows[0], rows[1], rows[2], rows[3], rows[4]
 
     def copy_misses(self, host_words: torch.Tensor, pool_words: torch.Tensor, miss_src: torch.Tensor,

@@ -5,11 +5,12 @@ slots or evict the layer's least recently used experts not needed now -> copy on
 stream on CUDA, overlapped with gathering the hits) -> compute. A step needing more experts than the
 layer's capacity: a prefill fetches them in groups that fit; a decode step copies the misses that find no
 free or evictable slot straight into its gathered buffer, uncached (so batched decode at a small budget
-still runs as one CUDA graph). Results are bitwise those of resident mode.
+still runs as whole-step CUDA graphs). Results are bitwise those of resident mode.
 
 Decode steps on CUDA can run the same rule on the device instead (engine.experts.device_lru): the step's
-bookkeeping and miss copies are kernels, so the whole step is one CUDA graph. The host LRUs and the device
-state hand over ownership at the switch (a prefill, a resize, a counter read)."""
+bookkeeping and miss copies are kernels, so the whole step runs as CUDA graphs with no host sync
+(engine.runtime.decode_graphs). The host LRUs and the device state hand over ownership at the switch (a
+prefill, a resize, a counter read)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Triton kernels of the device-side pager: one layer-step's LRU bookkeeping and its miss copies run on the
-GPU, so a whole decode step (every layer, hits and misses) is one CUDA graph with no host round trip.
+GPU, so a whole decode step (every layer, hits and misses) runs as CUDA graphs with no host round trip.
 
 `lru_step` (one program per layer-step) reads the step's routed ids and the layer's slot state, and writes
 the pool row of every (token, k) entry, the misses to copy (expert -> row) and the new state. The rule is

@@ -1,4 +1,4 @@
-"""Routed ids of decode steps that run as one CUDA graph, kept on the device until someone reads them.
+"""Routed ids of decode steps that run as CUDA graphs, kept on the device until someone reads them.
 
 Inside the graph each MoE layer copies its ids into the current row of a ring; the host marks that row (a
 one-hot mask, copied to the device) before each replay and drains the ring (one device->host copy per batch

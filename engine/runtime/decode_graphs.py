@@ -3,8 +3,11 @@ max_model_len, routing) reads and writes fixed buffers, so on CUDA the step runs
 
 Where the expert provider can run the step without the host (resident experts; the pager with its LRU on
 the device, engine.experts.device_lru), the whole step - every layer, routed experts and miss copies
-included - is one graph. Otherwise each layer's dense part is one graph and the experts run eagerly between
-replays. Every expert mode computes the same kernels in the same order, so outputs stay bitwise equal."""
+included - runs as graphs replayed back to back: one for resident experts, whose graph launches in ~0.03 ms,
+else one per WHOLE_CHUNK_LAYERS layers, so the host launches the next while the GPU runs the last (as one
+graph, the paged step's launch held the host 0.84 ms per token on the H200 at the Qwen3 shape, the GPU idle).
+Otherwise each layer's dense part is one graph and the experts run eagerly between replays. Every expert mode
+computes the same kernels in the same order, so outputs stay bitwise equal."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import torch
 
 from engine.model.attention import KVCache, PaddedDecodeMetadata
 from engine.model.transformer import MoeTransformer
+
+WHOLE_CHUNK_LAYERS = 8  # layers per graph of a whole step (engine.bench.profile_decode measures the launch)
 
 
 class StaticDecode:
@@ -38,7 +43,7 @@ class StaticDecode:
         self.rope = tuple(torch.zeros(batch, args.head_dim, dtype=dtype, device=device) for _ in range(2))
         self.graphs: list[torch.cuda.CUDAGraph] | None = None
         self.outputs: list = []
-        self.whole: torch.cuda.CUDAGraph | None = None  # the whole step, where the provider allows it
+        self.whole: list[torch.cuda.CUDAGraph] | None = None  # the whole step's graphs, where the provider allows
         self.whole_out: torch.Tensor | None = None
         self.whole_generation = -1
         self.whole_steps = 0  # steps run through the whole-step path (captured or not)
@@ -83,22 +88,26 @@ class StaticDecode:
         return model.norm(self.x[-1])
 
     def run_whole(self, provider, top_k: int) -> torch.Tensor | None:
-        """The step as one graph (captured after one eager run); None if that path failed: the provider has
+        """The step as a few graphs (captured after one eager run); None if that path failed: the provider has
         then turned it off and the caller runs the step the per-layer way."""
         provider.begin_graph_step(self.batch, top_k)
         self.whole_steps += 1
         if self.whole is not None and self.whole_generation == provider.graph_generation:
-            self.whole.replay()
+            for graph in self.whole:
+                graph.replay()
             return self.whole_out
         self.whole = None
         try:
             started = time.perf_counter()
-            out = self.whole_step()  # this step, eagerly: compiles and warms every kernel before the capture
+            out = self.whole_step(provider)  # this step, eagerly: compiles and warms every kernel before the capture
             if self.use_graphs:
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    self.whole_out = self.whole_step()
-                self.whole, self.whole_generation = graph, provider.graph_generation
+                pool, graphs = torch.cuda.graph_pool_handle(), []
+                for start, end in self.chunks(provider):  # replayed in capture order, so they may share one pool
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph, pool=pool):
+                        last = self.whole_chunk(start, end)
+                    graphs.append(graph)
+                self.whole, self.whole_out, self.whole_generation = graphs, last, provider.graph_generation
                 self.captures, self.capture_s = self.captures + 1, self.capture_s + time.perf_counter() - started
         except torch.cuda.OutOfMemoryError:
             raise
@@ -109,21 +118,36 @@ class StaticDecode:
             return None
         return out
 
-    def whole_step(self) -> torch.Tensor:
-        """One decode step through the providers' sync-free path (capturable as one graph)."""
+    def chunks(self, provider) -> list[tuple[int, int]]:
+        layers = len(self.model.layers)
+        size = layers if getattr(provider, "fast_graph_launch", False) else WHOLE_CHUNK_LAYERS
+        return [(start, min(start + size, layers)) for start in range(0, layers, size)]
+
+    def whole_step(self, provider) -> torch.Tensor:
+        """One decode step through the providers' sync-free path, chunk by chunk (each chunk capturable)."""
+        for start, end in self.chunks(provider):
+            out = self.whole_chunk(start, end)
+        return out
+
+    def whole_chunk(self, start: int, end: int) -> torch.Tensor | None:
+        """Layers start..end-1 from x[start]: into x[end], or the final hidden states after the last layer."""
         model = self.model
-        self.x[0].copy_(model.embed_tokens(self.input_ids))
-        for static, value in zip(self.rope, model.rotary(self.positions, self.x[0].dtype)):
-            static.copy_(value)
-        x = self.x[0]
-        for layer in model.layers:
+        if start == 0:
+            self.x[0].copy_(model.embed_tokens(self.input_ids))
+            for static, value in zip(self.rope, model.rotary(self.positions, self.x[0].dtype)):
+                static.copy_(value)
+        x = self.x[start]
+        for layer in model.layers[start:end]:
             out = layer.dense_part(x, self.rope, self.meta, self.cache, model)
             if layer.is_moe:
                 x_attn, h, ids, weights, shared = out
                 x = x_attn + layer.mlp.experts(h, ids, weights, shared, model, graphed=True)
             else:
                 x = out
-        return model.norm(x)
+        if end == len(model.layers):
+            return model.norm(x)
+        self.x[end].copy_(x)
+        return None
 
     def graph_output(self, index: int):
         self.graphs[index].replay()

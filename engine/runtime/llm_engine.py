@@ -67,16 +67,16 @@ class LLMEngine:
         return events
 
     def admission_barrier(self) -> list[PlanEvent]:
-        """Nothing running and requests waiting that the KV pool cannot hold together: the online controller
-        grows KV for them before they are admitted (taking expert slots), instead of running them one by one."""
+        """Nothing running and requests waiting: the online controller sees what they need before they are
+        admitted. KV they need beyond the pool is grown at once (taking expert slots), instead of running them one
+        by one; KV they leave idle goes to the experts if the decode steps they will run pay for the re-split."""
         scheduler = self.scheduler
         if self.controller is None or scheduler.running or not scheduler.waiting or self.pending_budget is not None:
             return []
         need = scheduler.waiting_blocks(self.max_model_len)
-        if need <= self.plan.kv_blocks:
-            return []
+        upcoming = scheduler.waiting_decode_steps(self.max_model_len)
         self.runner.model.experts.settle_graphed()
-        decision = self.controller.decide(self.plan, waiting_blocks=need)
+        decision = self.controller.decide(self.plan, waiting_blocks=need, upcoming_steps=upcoming)
         return [plan_change(self, decision.plan, decision.reason)] if decision else []
 
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
@@ -125,7 +125,7 @@ class LLMEngine:
         logits = self.runner.run(seqs, is_prefill)
         tokens, logprobs = sample(logits, seqs)
         if self.controller is not None:
-            self.controller.observe_kv(self.scheduler.block_manager.num_used_blocks)
+            self.controller.observe_kv(self.scheduler.block_manager.num_used_blocks, self.scheduler.preemptions)
         now = time.perf_counter()
         self.throughput.record(now, len(seqs), is_prefill)
         events: list[Event] = []

@@ -16,6 +16,7 @@ class Scheduler:
         self.max_num_batched_tokens = max_num_batched_tokens
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
+        self.preemptions = 0  # since the engine started
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
@@ -29,6 +30,13 @@ class Scheduler:
         seqs = list(self.waiting)[: self.max_num_seqs]
         return sum(self.block_manager.blocks_needed(min(len(s.token_ids) + s.sampling.max_tokens, max_model_len))
                    for s in seqs)
+
+    def waiting_decode_steps(self, max_model_len: int) -> int:
+        """Decode steps the next admissions (up to max_num_seqs waiting requests, run together) will take at most:
+        the longest of their max_tokens, cut at the context limit."""
+        seqs = list(self.waiting)[: self.max_num_seqs]
+        return max((min(s.sampling.max_tokens - s.num_output_tokens, max_model_len - len(s.token_ids)) for s in seqs),
+                   default=0)
 
     def fits_at_all(self, seq: Sequence) -> bool:
         return self.block_manager.blocks_needed(len(seq.token_ids) + 1) <= self.block_manager.num_blocks
@@ -76,6 +84,7 @@ class Scheduler:
         self.running.remove(seq)
         seq.status = SeqStatus.WAITING
         seq.num_preemptions += 1
+        self.preemptions += 1
         self.waiting.appendleft(seq)
 
     def finish(self, seq: Sequence) -> None:

@@ -207,3 +207,49 @@ def test_a_move_must_pay_for_the_stall_of_a_re_split():
     busy.observe_kv(used_blocks=40)  # the pool was too small: KV grows whatever decode loses
     grown = busy.decide(plan(layer_slots=(8, 8), kv_blocks=30))
     assert grown is not None and grown.plan.kv_blocks > 30  # as far as the top_k slots per layer allow
+
+
+def test_a_chat_after_a_burst_gets_its_slots_before_it_starts():
+    """At an admission barrier the controller knows the decode steps the waiting requests will run: a move that
+    the short stretch since the last re-split cannot pay for is made when the known work ahead pays for it."""
+    def controller():
+        made = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=20 * 10 * MiB, link=LINK, resize_s=0.05)
+        feed(made, steps=40)  # a short decode stretch (the burst's), layer 1 missing every step at 4 slots
+        made.observe_kv(used_blocks=4)
+        return made
+
+    generous = plan(layer_slots=(4, 4), kv_blocks=30)
+    assert controller().decide(generous, waiting_blocks=2, upcoming_steps=0) is None
+    assert controller().decide(generous, waiting_blocks=2, upcoming_steps=20) is None  # 60 steps do not pay
+    decision = controller().decide(generous, waiting_blocks=2, upcoming_steps=400)
+    assert decision is not None and decision.plan.kv_blocks < 30 and sum(decision.plan.layer_slots) > 8
+    assert "400 decode steps the waiting requests will run" in decision.reason
+
+
+def test_kv_keeps_headroom_above_its_peak_only_after_a_preemption():
+    """A burst that fitted the pool keeps what it used; one that preempted gets the headroom on top."""
+    def controller():
+        made = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=5 * 10 * MiB, link=LINK, resize_s=0.0)
+        feed(made, cycles=(4, 4))  # 4 slots per layer hold every layer's working set: slots gain nothing
+        return made
+
+    full = plan(layer_slots=(8, 8), kv_blocks=20)
+    fitted = controller()
+    fitted.observe_kv(used_blocks=20, preemptions=3)  # preemptions before the controller's last decision...
+    fitted.decide(full)
+    fitted.observe_kv(used_blocks=20, preemptions=3)  # ...do not count again: this burst fitted
+    kept = fitted.decide(full)
+    assert kept is None or kept.plan.kv_blocks <= 20
+    preempted = controller()
+    preempted.observe_kv(used_blocks=20, preemptions=1)
+    grown = preempted.decide(full)
+    assert grown is not None and grown.plan.kv_blocks >= 25  # 20 x (1 + 0.25)
+
+
+def test_the_routing_profile_is_computed_once_per_new_evidence():
+    controller = OnlineController(num_experts=16, top_k=1, kv_floor_bytes=50 * 10 * MiB, link=LINK)
+    feed(controller, steps=20)
+    first = controller.profile()
+    assert controller.profile() is first  # an admission barrier right after a drained one: nothing new
+    controller.observe_routing(0, [5], is_decode=True)
+    assert controller.profile() is not first

@@ -9,12 +9,16 @@ spec.loader.exec_module(phases_replay)
 
 
 def test_kv_follows_the_phases_and_the_chats_get_the_slots(capsys):
-    phases_replay.main(["--budget", "24", "--burst", "8x6144+16", "--chat", "3x256+128", "--max-len", "8192",
-                        "--cycles", "1"])
+    phases_replay.main(["--budget", "12", "--burst", "4x7000+64", "--chat", "2x256+128", "--max-len", "8192",
+                        "--cycles", "2"])
     out = capsys.readouterr().out
     moves = [line for line in out.splitlines() if line.startswith("  ")]
-    assert len(moves) == 2  # KV for the burst, then back to the floor; no re-share worth less than its stall
-    kv_after = float(moves[-1].split(" -> ")[1].split(" GiB")[0])
-    assert 0.75 <= kv_after < 0.77  # after the chats: one request's floor (8192 x 96 KiB), the rest to experts
+    # Each phase's split is made at its admission barrier: the chats' slots before chat0 and chat1 start (their
+    # 128 decode steps pay for the stall), the burst's KV before burst1 is admitted; nothing else is worth a stall.
+    assert len(moves) == 3 and all(move.startswith("  admission:") for move in moves)
+    kv_after = [float(move.split(" -> ")[1].split(" GiB")[0]) for move in moves]
+    assert 0.75 <= kv_after[0] < 0.77 and 0.75 <= kv_after[2] < 0.77  # one request's floor (8192 x 96 KiB)
+    assert kv_after[1] >= 4 * 7064 * 96 / 2**20  # the whole burst's KV, in GiB
+    assert "128 decode steps the waiting requests will run" in moves[0]
     slots = [int(move.split("| slots ")[1].split()[0]) for move in moves]
-    assert slots[1] > slots[0]  # the chats run with the slots the burst's KV gave back
+    assert slots[0] > slots[1] < slots[2]  # the chats run with the slots the burst's KV gave back

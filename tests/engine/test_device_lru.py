@@ -104,3 +104,28 @@ def test_a_resize_frees_the_old_pool_before_allocating_the_new_one(monkeypatch):
     monkeypatch.setattr(torch, "empty", spy)
     pager.set_capacity({0: 7, 1: 7})
     assert freed_first == [True]
+
+
+def test_a_re_split_compiles_no_new_kernel_variant():
+    """lru_step's compile-time sizes depend on the step's shape only, never on a layer's slot count: the online
+    controller's re-splits change slot counts, and each new variant took seconds to compile on the H200."""
+    from engine.experts.device_lru import DeviceLRU
+
+    seen = []
+
+    class Recording:
+        def __init__(self, kernel):
+            self.kernel = kernel
+
+        def __getitem__(self, grid):
+            def launch(*args, **constants):
+                seen.append({k: v for k, v in constants.items() if k.isupper()})
+                return self.kernel[grid](*args, **constants)
+            return launch
+
+    ids = torch.tensor([[3, 7, 1, 2]])
+    for capacity in (4, 20, 64):  # a layer's slots before and after re-splits (64 = every expert)
+        device_state = DeviceLRU([0], 64, {0: capacity}, {0: 0}, torch.device("cpu"))
+        device_state.lru_step = Recording(device_state.lru_step)
+        device_state.step(0, ids)
+    assert len(seen) == 3 and seen[0] == seen[1] == seen[2]

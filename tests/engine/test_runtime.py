@@ -120,3 +120,21 @@ print("freed" if kv() is None and weights() is None else "alive")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "freed"
+
+
+def test_the_scheduler_counts_preemptions_and_the_decode_steps_waiting_requests_will_run():
+    from engine.kv.block_manager import BlockManager
+    from engine.runtime.scheduler import Scheduler
+    from engine.runtime.sequence import Sequence
+
+    scheduler = Scheduler(BlockManager(num_blocks=8, block_size=4), max_num_seqs=2, max_num_batched_tokens=64)
+    assert scheduler.waiting_decode_steps(64) == 0
+    for name, prompt, tokens in (("a", 10, 5), ("b", 4, 20), ("c", 4, 50)):  # c comes after max_num_seqs
+        scheduler.add(Sequence(request_id=name, token_ids=list(range(prompt)),
+                               sampling=SamplingParams(max_tokens=tokens)))
+    assert scheduler.waiting_decode_steps(64) == 20
+    assert scheduler.waiting_decode_steps(16) == 12  # b's context ends at 16 tokens
+    seqs, is_prefill = scheduler.schedule()
+    assert is_prefill and len(seqs) == 2
+    scheduler.preempt(seqs[1])
+    assert scheduler.preemptions == 1

@@ -35,9 +35,13 @@ def test_static_decode_is_bitwise_equal_across_expert_modes(tiny_model_dir):
 
 def test_whole_step_path_is_bitwise_equal_and_counts_like_the_host_pager(tiny_model_dir, monkeypatch):
     """The path a whole-step CUDA graph captures (device LRU, miss copies by kernel, routing ring), run eagerly
-    through Triton's interpreter: same outputs as the host pager, same hit/miss/eviction counts."""
+    through Triton's interpreter: same outputs as the host pager, same hit/miss/eviction counts. One layer per
+    chunk, so every chunk boundary (hidden states handed over in x[layer]) is on the path."""
     pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
+    from engine.runtime import decode_graphs
     from engine.runtime.decode_graphs import StaticDecode
+
+    monkeypatch.setattr(decode_graphs, "WHOLE_CHUNK_LAYERS", 1)
 
     folder = tiny_model_dir("qwen3_moe")
     top_k = read_args(folder).num_experts_per_tok

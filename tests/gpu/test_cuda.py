@@ -151,15 +151,19 @@ def test_graphed_paged_decode_counts_like_the_host_pager(bf16_model_dir):
             seen[decode] = (result.token_ids, result.logprobs, counters.hits, counters.misses, counters.evictions)
             if decode == "graphs":
                 static = next(iter(engine._core.runner.static_decode.by_batch.values()))
-                assert static.whole is not None, "the decode step did not run as one CUDA graph"
+                assert static.whole is not None, "the decode step did not run as whole-step CUDA graphs"
     assert seen["graphs"] == seen["static"]
     assert seen["graphs"][3] > 0
 
 
-def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir):
-    """A batched decode step needing more experts than a layer has slots still runs as one CUDA graph: the misses
-    past the last free slot are read straight into the step's buffer. Same bits and counts as the host pager."""
+def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir, monkeypatch):
+    """A batched decode step needing more experts than a layer has slots still runs as whole-step graphs: the
+    misses past the last free slot are read straight into the step's buffer. Same bits and counts as the host
+    pager. One layer per graph, so every hand-over between graphs is on the path."""
     from engine.api import expert_counters
+    from engine.runtime import decode_graphs
+
+    monkeypatch.setattr(decode_graphs, "WHOLE_CHUNK_LAYERS", 1)
 
     folder = bf16_model_dir("qwen3_moe")
     top_k = read_args(folder).num_experts_per_tok
@@ -174,7 +178,8 @@ def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir):
                             counters.evictions, counters.h2d_bytes)
             if decode == "graphs":
                 graphed = [s for s in engine._core.runner.static_decode.by_batch.values() if s.whole is not None]
-                assert any(s.batch > 1 for s in graphed), "the batched decode step did not run as one CUDA graph"
+                assert any(s.batch > 1 for s in graphed), "the batched decode step did not run as whole-step graphs"
+                assert all(len(s.whole) == read_args(folder).num_hidden_layers for s in graphed)
     assert seen["graphs"] == seen["static"]
 
 
