@@ -13,8 +13,9 @@ The default workload is one where the two phases want different splits: the burs
 what keeps its four requests decoding together, and a quarter of the chats' expert slots. (On shorter bursts
 the prefill dominates whatever the split, and every split measured within noise: 2026-11-29, session 6.)
 
-Writes DIR/phases-<shape>-<budget>GiB.json: per arm the wall time of every phase, the chats' decode tok/s,
-plan changes and peak memory, and whether its tokens equal the first arm's."""
+Writes DIR/phases-<shape>-<budget>GiB.json: per arm and phase the wall time, decode tok/s, each request's TTFT,
+the time spent at the online controller's barriers (its decisions and re-splits), preemptions, graph captures
+and Triton compiles; per arm plan changes and peak memory, and whether its tokens equal the first arm's."""
 
 from __future__ import annotations
 
@@ -115,6 +116,7 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
             sync(device)
             begin, compiled = time.perf_counter(), len(compiles.names)
             captured = graphs.capture_totals() if graphs is not None else (0, 0.0)
+            barrier_s = getattr(engine, "barrier_s", 0.0)
             finishes = run_requests(engine, specs, together)
             sync(device)
             decode_s = sum(f.stats.total_s - f.stats.ttft_s for f in finishes)
@@ -122,6 +124,8 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
             row["phases"][phase] = {
                 "wall_s": time.perf_counter() - begin, "kv_gib": engine.plan.kv_bytes / GiB,
                 "decode_tok_s": sum(len(f.token_ids) - 1 for f in finishes) / decode_s,
+                "ttft_s": [f.stats.ttft_s for f in sorted(finishes, key=lambda f: f.request_id)],
+                "barrier_s": getattr(engine, "barrier_s", 0.0) - barrier_s,
                 "preemptions": sum(f.stats.num_preemptions for f in finishes),
                 "graph_captures": now[0] - captured[0], "capture_s": now[1] - captured[1],
                 "triton_compiles": compiles.names[compiled:]}

@@ -210,19 +210,21 @@ def attach_online(engine, weights, args, device) -> None:
                           max_num_seqs=args.batch, max_batched_tokens=args.max_len)
     attach_controller(engine, model_sizes(weights.args, 2), request, device, weights.args.num_hidden_layers)
     engine.controller.min_steps = 8
-    engine.plan_changes, engine.plan_stall_s = 0, 0.0
+    engine.plan_changes, engine.plan_stall_s, engine.barrier_s = 0, 0.0, 0.0
     step = engine.step
 
-    def count(events) -> None:
-        applied = [e for e in events if e.error is None]
+    def count(barrier) -> None:  # barrier_s: all of a barrier's time (the controller's work and any re-split)
+        started = time.perf_counter()
+        applied = [e for e in barrier() if e.error is None]
+        engine.barrier_s += time.perf_counter() - started
         engine.plan_changes += len(applied)
         engine.plan_stall_s += sum(e.stall_s for e in applied)
 
     def step_then_barrier():  # as the app's engine thread does (engine.api)
-        count(engine.admission_barrier())
+        count(engine.admission_barrier)
         events = step()
         if not engine.has_work:
-            count(engine.at_barrier())
+            count(engine.at_barrier)
         return events
 
     engine.step = step_then_barrier

@@ -22,6 +22,9 @@ def test_every_arm_runs_every_phase_with_the_same_tokens(tmp_path, capsys):
         assert row["phases"]["chat0"]["preemptions"] == 0  # one chat at a time always fits
         assert row["phases"]["burst0"]["graph_captures"] == 0  # no CUDA graphs on the CPU
         assert isinstance(row["phases"]["burst0"]["triton_compiles"], list)
+        assert len(row["phases"]["chat0"]["ttft_s"]) == 2 and min(row["phases"]["chat0"]["ttft_s"]) > 0
+        barrier_s = sum(phase["barrier_s"] for phase in row["phases"].values())
+        assert (barrier_s > 0) == (row["arm"] == "online") and barrier_s >= row["plan_stall_s"]
         assert row["same_tokens_as_first"], row["arm"]  # where the bytes sit never changes a token
         assert len(row["tokens"]) == 3 + 2
         assert row["plan_stall_s"] >= 0 and (row["plan_stall_s"] > 0) == (row["plan_changes"] > 0)
