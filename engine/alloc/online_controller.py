@@ -29,7 +29,7 @@ import numpy as np
 
 from engine.alloc.cost_model import LinkCost, RoutingProfile, decode_step_s
 from engine.alloc.memory_plan import MemoryPlan
-from engine.alloc.miss_curve import hit_rate_curve, stack_depths
+from engine.alloc.miss_curve import hit_rate_curve, stack_depths_many
 from engine.alloc.mvwsa import greedy_layers, greedy_steps
 
 # Seconds one re-split stalls the engine beyond copying the kept experts back: on the H200 at the Qwen3-30B-A3B
@@ -75,12 +75,13 @@ class OnlineController:
     def profile(self) -> RoutingProfile:
         """Miss curves of the decode steps in the windows (a prefill step touches most experts at once and
         says nothing about decode reuse); of every step where a layer has seen no decode yet. Computed once per
-        new evidence: ~0.1 s at the Qwen3 shape, and each request passes two barriers and the app's curve."""
+        new evidence (each request passes two barriers and the app's curve): all layers in one pass, ~25 ms for
+        48 layers x 256 decode steps on the development machine, 90 ms layer by layer."""
         if self._profile is not None and self._profile[0] == self.observed:
             return self._profile[1]  # nothing new since (an admission barrier right after a drained one, the curve)
         layers = sorted(self.windows)
-        curves = [hit_rate_curve(stack_depths(decode_steps(self.windows[l]), self.num_experts), self.num_experts)
-                  for l in layers]
+        depths = stack_depths_many([decode_steps(self.windows[l]) for l in layers], self.num_experts)
+        curves = [hit_rate_curve(d, self.num_experts) for d in depths]
         accesses = [np.mean([e.size for e, decode in self.windows[l] if decode] or [self.top_k]) for l in layers]
         profile = RoutingProfile(np.stack(curves), np.asarray(accesses), 1.0, self.num_experts, self.top_k)
         self._profile = (self.observed, profile)

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.alloc.miss_curve import hit_rate_curve, stack_depths, step_unique
+from engine.alloc.miss_curve import hit_rate_curve, stack_depths, stack_depths_many, step_unique
 from engine.traces import format as trace_format
 from engine.traces.commands import register
 from engine.traces.format import TraceFormatError, TraceHeader
@@ -78,6 +78,20 @@ def test_miss_curve_equals_brute_force_lru_on_random_streams(seed):
     curve = hit_rate_curve(stack_depths(steps, num_experts), num_experts)
     for slots in range(1, num_experts + 1):
         assert curve[slots] == pytest.approx(brute_force_lru_hit_rate(steps, slots))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_depths_of_many_streams_at_once_equal_one_stream_at_a_time(seed):
+    """The online controller's one-pass depths over all layers: streams of different lengths, steps of different
+    sizes (batched decode), empty streams."""
+    rng = np.random.default_rng(seed)
+    num_experts = 16
+    streams = [[step_unique(rng.choice(num_experts, (int(rng.integers(1, 4)), 4))) for _ in range(length)]
+               for length in (0, 1, 37, 60, 60)]
+    streams.append([step_unique(rng.choice(num_experts, 4, replace=False)) for _ in range(50)])  # fixed size
+    for stream, depths in zip(streams, stack_depths_many(streams, num_experts), strict=True):
+        assert np.array_equal(depths, stack_depths(stream, num_experts))
+    assert stack_depths_many([], num_experts) == []
 
 
 @pytest.mark.parametrize("name", ["mixtral-twin_code", "olmoe-twin_batched", "qwen3-twin_multi_turn"])
