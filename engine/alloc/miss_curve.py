@@ -33,22 +33,12 @@ def stack_depths(steps: Iterable[np.ndarray], num_experts: int) -> np.ndarray:
     """Depth of every access in the LRU stack at the start of its step; COLD for a first use.
 
     ``steps`` yields each step's unique experts (``step_unique``). O(accesses x num_experts)."""
-    last_use = np.full(num_experts, -1, dtype=np.int64)  # larger = more recent; -1 = never used
-    clock = 0
-    depths = []
-    for experts in steps:
-        experts = np.asarray(experts, dtype=np.int64)
-        previous = last_use[experts]  # [U]
-        depth = (last_use[None, :] > previous[:, None]).sum(axis=1)  # experts more recent than it
-        depths.append(np.where(previous < 0, COLD, depth))
-        last_use[experts] = clock + np.arange(experts.size)
-        clock += experts.size
-    return np.concatenate(depths) if depths else np.zeros(0, dtype=np.int64)
+    return stack_depths_many([list(steps)], num_experts)[0]
 
 
 def stack_depths_many(streams: list[list[np.ndarray]], num_experts: int) -> list[np.ndarray]:
     """stack_depths of several streams (the online controller's layers) at once: one numpy pass per step over
-    all of them instead of one per stream and step (~6x faster at the Qwen3 shape's 48 layers)."""
+    all of them (for 48 layers x 256 decode steps, 24 ms instead of 86 ms one layer at a time)."""
     steps = max((len(stream) for stream in streams), default=0)
     width = max((len(experts) for stream in streams for experts in stream), default=0)
     if width == 0:

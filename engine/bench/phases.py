@@ -117,19 +117,19 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
             begin, compiled = time.perf_counter(), len(compiles.names)
             captured = graphs.capture_totals() if graphs is not None else (0, 0.0)
             barrier_s = getattr(engine, "barrier_s", 0.0)
-            finishes = run_requests(engine, specs, together)
+            finishes = sorted(run_requests(engine, specs, together), key=lambda f: f.request_id)
             sync(device)
             decode_s = sum(f.stats.total_s - f.stats.ttft_s for f in finishes)
             now = graphs.capture_totals() if graphs is not None else (0, 0.0)
             row["phases"][phase] = {
                 "wall_s": time.perf_counter() - begin, "kv_gib": engine.plan.kv_bytes / GiB,
                 "decode_tok_s": sum(len(f.token_ids) - 1 for f in finishes) / decode_s,
-                "ttft_s": [f.stats.ttft_s for f in sorted(finishes, key=lambda f: f.request_id)],
+                "ttft_s": [f.stats.ttft_s for f in finishes],
                 "barrier_s": getattr(engine, "barrier_s", 0.0) - barrier_s,
                 "preemptions": sum(f.stats.num_preemptions for f in finishes),
                 "graph_captures": now[0] - captured[0], "capture_s": now[1] - captured[1],
                 "triton_compiles": compiles.names[compiled:]}
-            row["tokens"] += [list(f.token_ids) for f in sorted(finishes, key=lambda f: f.request_id)]
+            row["tokens"] += [list(f.token_ids) for f in finishes]
     row.update(total_s=time.perf_counter() - started, plan_changes=getattr(engine, "plan_changes", 0),
                plan_stall_s=getattr(engine, "plan_stall_s", 0.0),
                peak_gib=peak_gib(device), budget_gib=args.budget)

@@ -1,4 +1,4 @@
-"""Where a decode step's time goes, per arm: the engine's decode tok/s, the GPU time of one step (its CUDA graph
+"""Where a decode step's time goes, per arm: the engine's decode tok/s, the GPU time of one step (its CUDA graphs
 replayed back to back), the host time around it (the difference), the host's top functions (cProfile) and the
 GPU's top kernels (torch profiler). Trace-driven routing on a synthetic model of a real shape, as `wisp bench`.
 
@@ -26,8 +26,9 @@ import torch
 from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB
 from engine.bench.copy_rates import copy_loop_rate
+from engine.bench.phases import parse_list
 from engine.bench.shapes import add_shape_options, shape_of
-from engine.bench.suite import decode_once, guarded, mvwsa_plan, plan_for, resident_weights, sync
+from engine.bench.suite import decode_once, mvwsa_plan, plan_for, resident_weights, sync
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
@@ -36,7 +37,12 @@ from engine.runtime.builder import assemble_engine
 from engine.traces.format import load as load_trace
 
 REPLAYS = 100
-BACKGROUND = 1440  # small kernels in the launch probe's graphs: about a Qwen3 decode step's count
+
+
+def whole_step_graphs(engine):
+    """The batch-1 decode step's StaticDecode, if it ran as whole-step graphs (else None)."""
+    static = engine.runner.static_decode.by_batch.get(1) if engine.runner.static_decode else None
+    return static if static is not None and static.whole is not None else None
 
 
 def replay_whole(static) -> None:
@@ -44,12 +50,8 @@ def replay_whole(static) -> None:
         graph.replay()
 
 
-def replay_ms(engine) -> float | None:
-    """GPU milliseconds of one batch-1 decode step: its whole-step graphs replayed back to back (None if the step
-    did not run as whole-step graphs)."""
-    static = engine.runner.static_decode.by_batch.get(1) if engine.runner.static_decode else None
-    if static is None or static.whole is None:
-        return None
+def replay_ms(static) -> float:
+    """GPU milliseconds of one batch-1 decode step: its whole-step graphs replayed back to back."""
     replay_whole(static)
     torch.cuda.synchronize()
     started = time.perf_counter()
@@ -59,67 +61,17 @@ def replay_ms(engine) -> float | None:
     return (time.perf_counter() - started) / REPLAYS * 1e3
 
 
-def launch_us(engine) -> float | None:
-    """Host microseconds of launching the batch-1 step's graphs on an idle GPU (the replay calls alone)."""
-    static = engine.runner.static_decode.by_batch.get(1) if engine.runner.static_decode else None
-    if static is None or static.whole is None:
-        return None
+def timed_launches(launch) -> float:
+    """Host microseconds per launch() call on an idle GPU (the launch alone, not the work it queues)."""
+    launch()
     total = 0.0
     for _ in range(REPLAYS):
         torch.cuda.synchronize()
         started = time.perf_counter()
-        replay_whole(static)
+        launch()
         total += time.perf_counter() - started
     torch.cuda.synchronize()
     return total / REPLAYS * 1e6
-
-
-def timed_launches(graph) -> float:
-    """Host microseconds per replay() call of `graph` on an idle GPU."""
-    graph.replay()
-    total = 0.0
-    for _ in range(REPLAYS):
-        torch.cuda.synchronize()
-        started = time.perf_counter()
-        graph.replay()
-        total += time.perf_counter() - started
-    torch.cuda.synchronize()
-    return total / REPLAYS * 1e6
-
-
-def pager_launch_probe(provider) -> dict | None:
-    """Host launch cost of a graph of BACKGROUND small kernels alone, and with 48 of one kind of the pager's
-    per-layer work added (which part of a paged step's graph makes its launch slow). On the H200 none did: the
-    small kernels alone launched in ~0.6 ms, while the resident step's graph of as many nodes took 0.03 ms."""
-    lru = getattr(provider, "device_lru", None)
-    if lru is None:
-        return None
-    layers = provider.moe_layers
-    ids = torch.arange(8, device=provider.device).reshape(1, -1)  # one token's top-8, all resident in paged-all
-    rows = {layer: lru.step(layer, ids) for layer in layers}
-    scratch = torch.zeros(16, device=provider.device)
-    torch.cuda.synchronize()
-    parts = {
-        "none": lambda layer: None,
-        "lru_step": lambda layer: lru.step(layer, ids),
-        "copy_rows": lambda layer: lru.copy_misses(provider.host_words[layer], provider.pool_words, rows[layer][1],
-                                                   rows[layer][2]),
-        "pool_gather": lambda layer: provider.pool.tensor[rows[layer][0]],
-    }
-    out = {}
-    for name, work in parts.items():
-        def body():
-            for n in range(48):
-                for _ in range(BACKGROUND // 48):
-                    scratch.add_(1)
-                work(layers[n % len(layers)])
-        body()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            body()
-        out[name] = timed_launches(graph)
-        del graph
-    return out
 
 
 def profile_arm(name: str, weights, plan, args, router, warm_all: bool) -> dict:
@@ -133,9 +85,9 @@ def profile_arm(name: str, weights, plan, args, router, warm_all: bool) -> dict:
     finishes = decode_once(engine, args.prompt, args.tokens, 1, seed=0)
     stats = finishes[0].stats
     tok_s = (args.tokens - 1) / (stats.total_s - stats.ttft_s)
-    gpu_ms = replay_ms(engine)
-    launch = launch_us(engine)
-    probe = guarded(pager_launch_probe, weights.model.experts)
+    static = whole_step_graphs(engine)
+    gpu_ms = replay_ms(static) if static is not None else None
+    launch = timed_launches(lambda: replay_whole(static)) if static is not None else None
     host = cProfile.Profile()
     host.enable()
     decode_once(engine, args.prompt, args.tokens, 1, seed=1)
@@ -151,9 +103,8 @@ def profile_arm(name: str, weights, plan, args, router, warm_all: bool) -> dict:
     print(prof.key_averages().table(sort_by="device_time_total", row_limit=20))
     step_ms = 1e3 / tok_s
     row = {"arm": name, "chunk_layers": decode_graphs.WHOLE_CHUNK_LAYERS, "decode_tok_s": tok_s, "step_ms": step_ms,
-           "graph_replay_ms": gpu_ms,
-           "host_ms": step_ms - gpu_ms if gpu_ms is not None else None, "launch_us": launch,
-           "launch_probe_us": probe}
+           "graph_replay_ms": gpu_ms, "host_ms": step_ms - gpu_ms if gpu_ms is not None else None,
+           "launch_us": launch}
     print(json.dumps(row), flush=True)
     weights.model.experts = None
     del engine
@@ -169,18 +120,25 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--max-len", type=int, default=4096)
-    parser.add_argument("--chunk-layers", default=str(decode_graphs.WHOLE_CHUNK_LAYERS),
+    parser.add_argument("--chunk-layers", type=parse_list(int), default=[decode_graphs.WHOLE_CHUNK_LAYERS],
                         help="layers per graph of a paged whole decode step; several (e.g. 8,48) run each arm at each")
     parser.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
     args = parser.parse_args(argv)
+    arms = args.arms.split(",")
+    unknown = [arm for arm in arms if arm not in ("resident", "paged-all", "wisp")]
+    if unknown or min(args.chunk_layers, default=0) < 1:
+        parser.error(f"unknown arm {', '.join(unknown)}: use resident, paged-all or wisp" if unknown
+                     else "--chunk-layers takes positive layer counts, e.g. 8,48")
+    if not torch.cuda.is_available():
+        parser.error("profiling a decode step needs a CUDA GPU (its graphs and kernels); none is visible here")
     device = torch.device("cuda")
     host = synthetic_weights(shape_of(args), device, experts_on_host=True)
     trace = load_trace(args.trace)
     router = TraceRouter(trace, device)
     rows = []
-    for chunk in [int(c) for c in args.chunk_layers.split(",")]:
+    for chunk in args.chunk_layers:
         decode_graphs.WHOLE_CHUNK_LAYERS = chunk
-        for arm in args.arms.split(","):
+        for arm in arms:
             if arm == "resident":
                 resident = resident_weights(host, device)
                 plan = plan_for(resident, "resident", None, None, 1, args.max_len)
@@ -189,12 +147,10 @@ def main(argv: list[str] | None = None) -> None:
             elif arm == "paged-all":
                 plan = plan_for(host, "paged", None, host.args.num_experts, 1, args.max_len)
                 rows.append(profile_arm(arm, host, plan, args, router, warm_all=True))
-            elif arm == "wisp":
+            else:
                 link = LinkCost(copy_loop_rate(host.store, device) * 1e9, 20e-6, 0.012, 0.0004)
                 plan = mvwsa_plan(host, int(args.budget * GiB), trace, link, 1, args.max_len)
                 rows.append(profile_arm(arm, host, plan, args, router, warm_all=False))
-            else:
-                parser.error(f"unknown arm {arm}: use resident, paged-all or wisp")
     if args.out is not None:
         args.out.write_text(json.dumps(rows))
 

@@ -1,0 +1,26 @@
+"""engine.bench.profile_decode refuses what it cannot run before it builds any weights."""
+
+import pytest
+import torch
+
+from engine.bench import profile_decode
+
+TRACE = "resources/traces/qwen3-twin_code.npz"
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--arms", "resident,fast"], "unknown arm fast"),
+    (["--chunk-layers", "8,0"], "--chunk-layers takes positive layer counts"),
+    (["--chunk-layers", "8,x"], "not a comma-separated list"),
+])
+def test_bad_options_are_refused_by_name(options, message, capsys):
+    with pytest.raises(SystemExit):
+        profile_decode.main(["--trace", TRACE, *options])
+    assert message in capsys.readouterr().err
+
+
+def test_no_gpu_is_refused_readably(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit):
+        profile_decode.main(["--trace", TRACE])
+    assert "needs a CUDA GPU" in capsys.readouterr().err
