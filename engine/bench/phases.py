@@ -105,7 +105,7 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
     warm = [(f"warm-up-{i}", list(range(1 + i, 65 + i)), 4) for i in range(max(burst, 1))]
     for size in range(len(warm), 0, -1):
         run_requests(engine, warm[:size], together=True)
-    engine.plan_changes, engine.plan_stall_s = 0, 0.0  # count the measured phases' re-splits only
+    engine.plan_changes, engine.plan_stall_s, engine.plan_reasons = 0, 0.0, []  # the measured phases' re-splits only
     engine.scheduler.block_manager.hash_to_block.clear()
     row = {"arm": name, "kv_gib": plan.kv_bytes / GiB, "slots_total": sum(plan.slots_by_layer), "phases": {},
            "tokens": []}
@@ -116,16 +116,18 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
             sync(device)
             begin, compiled = time.perf_counter(), len(compiles.names)
             captured = graphs.capture_totals() if graphs is not None else (0, 0.0)
-            barrier_s = getattr(engine, "barrier_s", 0.0)
+            barrier_s, kv_start = getattr(engine, "barrier_s", 0.0), engine.plan.kv_bytes / GiB
+            decided = len(getattr(engine, "plan_reasons", []))
             finishes = sorted(run_requests(engine, specs, together), key=lambda f: f.request_id)
             sync(device)
             decode_s = sum(f.stats.total_s - f.stats.ttft_s for f in finishes)
             now = graphs.capture_totals() if graphs is not None else (0, 0.0)
             row["phases"][phase] = {
-                "wall_s": time.perf_counter() - begin, "kv_gib": engine.plan.kv_bytes / GiB,
+                "wall_s": time.perf_counter() - begin, "kv_gib_start": kv_start, "kv_gib": engine.plan.kv_bytes / GiB,
                 "decode_tok_s": sum(len(f.token_ids) - 1 for f in finishes) / decode_s,
                 "ttft_s": [f.stats.ttft_s for f in finishes],
                 "barrier_s": getattr(engine, "barrier_s", 0.0) - barrier_s,
+                "decisions": getattr(engine, "plan_reasons", [])[decided:],
                 "preemptions": sum(f.stats.num_preemptions for f in finishes),
                 "graph_captures": now[0] - captured[0], "capture_s": now[1] - captured[1],
                 "triton_compiles": compiles.names[compiled:]}
@@ -156,7 +158,9 @@ def arms(weights, args, trace, link: LinkCost) -> list[tuple[str, MemoryPlan, bo
             statics.setdefault(f"static-kv-{plan.kv_bytes / GiB:.2f}", plan)
     chosen = [("configured", configured, False), ("online", configured, True)] + [
         (name, plan, False) for name, plan in statics.items()]
-    return [arm for arm in chosen if arm[0].split("-")[0] in args.arms]  # static-kv-0.85 -> static
+    kinds = [name.split("-")[0] for name, _, _ in chosen]  # static-kv-0.85 -> static
+    picked = [(args.arms.index(kind), i) for i, kind in enumerate(kinds) if kind in args.arms]
+    return [chosen[i] for _, i in sorted(picked)]  # in --arms order, the statics by KV
 
 
 def parse_list(kind):
@@ -178,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cycles", type=int, default=2)
     parser.add_argument("--max-len", type=int, default=8192)
     parser.add_argument("--arms", type=parse_list(str), default=["configured", "online", "static"],
-                        help="of configured, online, static (default: all)")
+                        help="of configured, online, static, run in this order (default: all)")
     parser.add_argument("--static-kv", type=parse_list(float), default=None,
                         help="GiB of KV of each static arm, at least one request's floor, e.g. 0.8,4.7 "
                              "(default: from the burst's KV)")
@@ -208,14 +212,28 @@ def main(argv: list[str] | None = None) -> None:
         rows[-1]["same_tokens_as_first"] = rows[-1]["tokens"] == rows[0]["tokens"]
         print(f"{name}: same tokens as {rows[0]['arm']}: {rows[-1]['same_tokens_as_first']}", flush=True)
         path.write_text(json.dumps({"facts": facts, "rows": rows}))  # after every arm: a cut-off run keeps its rows
+    result = summary(rows)
+    if result is None:
+        print(f"results: {path}")
+        return
+    path.write_text(json.dumps({"facts": facts, "rows": rows, "summary": result}))
+    print(f"online {result['online_s']:.2f} s vs best static ({result['best_static']}) {result['best_static_s']:.2f} s: "
+          f"{result['online_speedup']:.2f}x; the best static of each phase, switched for free: "
+          f"{result['per_phase_best_s']:.2f} s, {result['ceiling']:.2f}x; results: {path}")
+
+
+def summary(rows: list[dict]) -> dict | None:
+    """Online against the best static split, and the workload's ceiling: every phase run by the static split that
+    was fastest in it, with no cost to switch (what no controller can beat by choosing among these splits)."""
     statics = [r for r in rows if r["arm"] != "online"]
     online = next((r for r in rows if r["arm"] == "online"), None)
     if not statics or online is None:
-        print(f"results: {path}")
-        return
-    best_static = min(statics, key=lambda r: r["total_s"])
-    print(f"online {online['total_s']:.2f} s vs best static ({best_static['arm']}) {best_static['total_s']:.2f} s: "
-          f"{best_static['total_s'] / online['total_s']:.2f}x; results: {path}")
+        return None
+    best = min(statics, key=lambda r: r["total_s"])
+    per_phase = sum(min(r["phases"][phase]["wall_s"] for r in statics) for phase in best["phases"])
+    return {"online_s": online["total_s"], "best_static": best["arm"], "best_static_s": best["total_s"],
+            "online_speedup": best["total_s"] / online["total_s"], "per_phase_best_s": per_phase,
+            "ceiling": best["total_s"] / per_phase}
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Where a decode step's time goes, per arm: the engine's decode tok/s, the GPU time of one step (its CUDA graphs
-replayed back to back), the host time around it (the difference), the host's top functions (cProfile) and the
-GPU's top kernels (torch profiler). Trace-driven routing on a synthetic model of a real shape, as `wisp bench`.
+replayed back to back), the host time around it (the difference), the launch time of the step's graphs, then the
+host's top functions (cProfile) and the GPU's top kernels (torch profiler). Trace-driven routing on a synthetic
+model of a real shape, as `wisp bench`.
 
     python -m engine.bench.profile_decode --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz \\
         --arms resident,paged-all --tokens 64
@@ -9,16 +10,23 @@ resident: every expert on the device; paged-all: the pager with a slot for every
 own cost, no misses); wisp: the pager at --budget GiB with the configured split. --chunk-layers 8,48 runs the
 paged arms with a whole decode step split into graphs of 8 layers, then as one graph (the launch it hides against
 any GPU time it costs); resident always runs one graph.
+
+Every arm is timed before the first profiler table is made: once the torch profiler has run in a process,
+every later graph launch is slow. On the H200 (bench/results/2026-11-29-h200-session8) the resident step's one
+graph launched in 37-49 us with no profiler run yet and in 1590 us after one; the paged step's six graphs in
+38 us and 1316 us. Timed after the resident arm's tables, the paged arm had looked slow to launch (session 7).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import json
 import pstats
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -74,20 +82,40 @@ def timed_launches(launch) -> float:
     return total / REPLAYS * 1e6
 
 
-def profile_arm(name: str, weights, plan, args, router, warm_all: bool) -> dict:
-    device = torch.device("cuda")
-    engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device="cuda", experts=plan.mode), plan, device,
-                             args.max_len)
+def engine_for(weights, plan, args, router, warm_all: bool):
+    """An engine on these weights, its decode graphs captured (one short request run first)."""
+    engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device="cuda", experts=plan.mode), plan,
+                             torch.device("cuda"), args.max_len)
     if warm_all:
         weights.model.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
     router.drive(engine)
     decode_once(engine, args.prompt, 8, 1, seed=1000)  # warm-up: captures the decode graph
+    return engine
+
+
+def time_arm(name: str, weights, plan, args, router, warm_all: bool) -> dict:
+    """The arm's decode tok/s, GPU time per step, host time around it and launch time (no profiler attached)."""
+    engine = engine_for(weights, plan, args, router, warm_all)
     finishes = decode_once(engine, args.prompt, args.tokens, 1, seed=0)
     stats = finishes[0].stats
     tok_s = (args.tokens - 1) / (stats.total_s - stats.ttft_s)
     static = whole_step_graphs(engine)
     gpu_ms = replay_ms(static) if static is not None else None
     launch = timed_launches(lambda: replay_whole(static)) if static is not None else None
+    step_ms = 1e3 / tok_s
+    graphs = len(static.whole) if static is not None else None
+    row = {"arm": name, "chunk_layers": decode_graphs.WHOLE_CHUNK_LAYERS, "graphs": graphs, "decode_tok_s": tok_s,
+           "step_ms": step_ms, "graph_replay_ms": gpu_ms,
+           "host_ms": step_ms - gpu_ms if gpu_ms is not None else None, "launch_us": launch}
+    print(json.dumps(row), flush=True)
+    weights.model.experts = None
+    del engine
+    return row
+
+
+def print_tables(name: str, weights, plan, args, router, warm_all: bool) -> None:
+    """The host's top functions (cProfile) and the GPU's top kernels (torch profiler) of one request."""
+    engine = engine_for(weights, plan, args, router, warm_all)
     host = cProfile.Profile()
     host.enable()
     decode_once(engine, args.prompt, args.tokens, 1, seed=1)
@@ -96,32 +124,54 @@ def profile_arm(name: str, weights, plan, args, router, warm_all: bool) -> dict:
     pstats.Stats(host, stream=text).sort_stats("tottime").print_stats(20)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         decode_once(engine, args.prompt, args.tokens, 1, seed=2)
-        sync(device)
+        sync(torch.device("cuda"))
     print(f"==== {name}: host functions by own time (one request: prefill + {args.tokens} tokens)")
     print(text.getvalue())
     print(f"==== {name}: GPU kernels (one request)")
-    print(prof.key_averages().table(sort_by="device_time_total", row_limit=20))
-    step_ms = 1e3 / tok_s
-    row = {"arm": name, "chunk_layers": decode_graphs.WHOLE_CHUNK_LAYERS, "decode_tok_s": tok_s, "step_ms": step_ms,
-           "graph_replay_ms": gpu_ms, "host_ms": step_ms - gpu_ms if gpu_ms is not None else None,
-           "launch_us": launch}
-    print(json.dumps(row), flush=True)
+    print(prof.key_averages().table(sort_by="device_time_total", row_limit=20), flush=True)
     weights.model.experts = None
     del engine
-    return row
+
+
+class Arms:
+    """Each arm's weights and plan, made when the arm runs (the resident arm's device copy is freed after)."""
+
+    def __init__(self, host, args, trace, device):
+        self.host, self.args, self.trace, self.device = host, args, trace, device
+
+    def run(self, arm: str, what) -> object:
+        try:
+            return self._run(arm, what)
+        finally:  # the providers hold reference cycles (ring -> bound method): free their device memory now
+            gc.collect()
+            torch.cuda.empty_cache()
+
+    def _run(self, arm: str, what) -> object:
+        host, args, device = self.host, self.args, self.device
+        if arm == "resident":
+            resident = resident_weights(host, device)
+            return what(arm, resident, plan_for(resident, "resident", None, None, 1, args.max_len), warm_all=False)
+        if arm == "paged-all":
+            return what(arm, host, plan_for(host, "paged", None, host.args.num_experts, 1, args.max_len), warm_all=True)
+        link = LinkCost(copy_loop_rate(host.store, device) * 1e9, 20e-6, 0.012, 0.0004)
+        return what(arm, host, mvwsa_plan(host, int(args.budget * GiB), self.trace, link, 1, args.max_len),
+                    warm_all=False)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m engine.bench.profile_decode")
     add_shape_options(parser, device=False)
     parser.add_argument("--trace", type=Path, required=True)
-    parser.add_argument("--arms", default="resident,paged-all", help="of resident, paged-all, wisp")
+    parser.add_argument("--arms", default="resident,paged-all",
+                        help="of resident, paged-all, wisp, timed in this order (an arm named twice runs twice)")
     parser.add_argument("--budget", type=float, default=12.0, help="GiB, for the wisp arm")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--max-len", type=int, default=4096)
     parser.add_argument("--chunk-layers", type=parse_list(int), default=[decode_graphs.WHOLE_CHUNK_LAYERS],
                         help="layers per graph of a paged whole decode step; several (e.g. 8,48) run each arm at each")
+    parser.add_argument("--tables", action=argparse.BooleanOptionalAction, default=True,
+                        help="after every timing, print each arm's cProfile and torch profiler tables")
     parser.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
     args = parser.parse_args(argv)
     arms = args.arms.split(",")
@@ -135,24 +185,17 @@ def main(argv: list[str] | None = None) -> None:
     host = synthetic_weights(shape_of(args), device, experts_on_host=True)
     trace = load_trace(args.trace)
     router = TraceRouter(trace, device)
+    arms_of = Arms(host, args, trace, device)
     rows = []
-    for chunk in args.chunk_layers:
+    for chunk in args.chunk_layers:  # every timing before the first profiler table (see the module's docstring)
         decode_graphs.WHOLE_CHUNK_LAYERS = chunk
         for arm in arms:
-            if arm == "resident":
-                resident = resident_weights(host, device)
-                plan = plan_for(resident, "resident", None, None, 1, args.max_len)
-                rows.append(profile_arm(arm, resident, plan, args, router, warm_all=False))
-                del resident
-            elif arm == "paged-all":
-                plan = plan_for(host, "paged", None, host.args.num_experts, 1, args.max_len)
-                rows.append(profile_arm(arm, host, plan, args, router, warm_all=True))
-            else:
-                link = LinkCost(copy_loop_rate(host.store, device) * 1e9, 20e-6, 0.012, 0.0004)
-                plan = mvwsa_plan(host, int(args.budget * GiB), trace, link, 1, args.max_len)
-                rows.append(profile_arm(arm, host, plan, args, router, warm_all=False))
-    if args.out is not None:
+            rows.append(arms_of.run(arm, partial(time_arm, args=args, router=router)))
+    if args.out is not None:  # before the tables: a run cut short keeps its timings
         args.out.write_text(json.dumps(rows))
+    if args.tables:
+        for arm in dict.fromkeys(arms):
+            arms_of.run(arm, partial(print_tables, args=args, router=router))
 
 
 if __name__ == "__main__":

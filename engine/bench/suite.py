@@ -210,7 +210,7 @@ def attach_online(engine, weights, args, device) -> None:
                           max_num_seqs=args.batch, max_batched_tokens=args.max_len)
     attach_controller(engine, model_sizes(weights.args, 2), request, device, weights.args.num_hidden_layers)
     engine.controller.min_steps = 8
-    engine.plan_changes, engine.plan_stall_s, engine.barrier_s = 0, 0.0, 0.0
+    engine.plan_changes, engine.plan_stall_s, engine.barrier_s, engine.plan_reasons = 0, 0.0, 0.0, []
     step = engine.step
 
     def count(barrier) -> None:  # barrier_s: all of a barrier's time (the controller's work and any re-split)
@@ -219,6 +219,7 @@ def attach_online(engine, weights, args, device) -> None:
         engine.barrier_s += time.perf_counter() - started
         engine.plan_changes += len(applied)
         engine.plan_stall_s += sum(e.stall_s for e in applied)
+        engine.plan_reasons += [e.reason for e in applied]
 
     def step_then_barrier():  # as the app's engine thread does (engine.api)
         count(engine.admission_barrier)

@@ -25,10 +25,26 @@ def test_every_arm_runs_every_phase_with_the_same_tokens(tmp_path, capsys):
         assert len(row["phases"]["chat0"]["ttft_s"]) == 2 and min(row["phases"]["chat0"]["ttft_s"]) > 0
         barrier_s = sum(phase["barrier_s"] for phase in row["phases"].values())
         assert (barrier_s > 0) == (row["arm"] == "online") and barrier_s >= row["plan_stall_s"]
+        decisions = [reason for phase in row["phases"].values() for reason in phase["decisions"]]
+        assert len(decisions) == row["plan_changes"] and all(isinstance(r, str) and r for r in decisions)
+        assert all(phase["kv_gib_start"] > 0 for phase in row["phases"].values())
         assert row["same_tokens_as_first"], row["arm"]  # where the bytes sit never changes a token
         assert len(row["tokens"]) == 3 + 2
         assert row["plan_stall_s"] >= 0 and (row["plan_stall_s"] > 0) == (row["plan_changes"] > 0)
     assert "x; results:" in capsys.readouterr().out
+    assert result["summary"]["online_s"] == rows["online"]["total_s"] and result["summary"]["ceiling"] >= 1.0
+
+
+def test_summary_compares_online_with_the_best_static_and_the_per_phase_ceiling():
+    def row(arm, burst, chat):
+        return {"arm": arm, "total_s": burst + chat, "phases": {"burst0": {"wall_s": burst}, "chat0": {"wall_s": chat}}}
+
+    rows = [row("configured", 10.0, 20.0), row("online", 10.5, 18.0), row("static-kv-0.9", 16.0, 17.0)]
+    result = phases.summary(rows)
+    assert result["best_static"] == "configured" and result["best_static_s"] == 30.0
+    assert result["online_speedup"] == 30.0 / 28.5
+    assert result["per_phase_best_s"] == 10.0 + 17.0 and result["ceiling"] == 30.0 / 27.0  # online is not a static
+    assert phases.summary([row("configured", 1.0, 1.0)]) is None  # nothing to compare
 
 
 def test_chosen_arms_only_and_rows_written_as_they_finish(tmp_path, capsys):
@@ -40,6 +56,17 @@ def test_chosen_arms_only_and_rows_written_as_they_finish(tmp_path, capsys):
     assert rows[0]["kv_gib"] < rows[1]["kv_gib"] and all(row["same_tokens_as_first"] for row in rows)
     out = capsys.readouterr().out
     assert "same tokens as static-kv-" in out and "x; results:" not in out  # no online arm to compare
+
+
+def test_arms_run_in_the_order_asked(tmp_path):
+    args = argparse.Namespace(budget=0.75, burst=(2, 40, 4), max_len=128, static_kv=[0.65, 0.5],
+                              arms=["static", "online", "configured"])
+    weights = argparse.Namespace(args=phases.shape_of(argparse.Namespace(shape="qwen3-topology-tiny", layers=None)))
+    trace = phases.load_trace("resources/traces/qwen3-twin_multi_turn.npz")
+    link = phases.LinkCost(50e9, 20e-6, 0.012, 0.0004)
+    names = [name for name, _, _ in phases.arms(weights, args, trace, link)]
+    assert names[-2:] == ["online", "configured"] and len(names) == 4
+    assert all(name.startswith("static-kv-") for name in names[:2]) and names[0] > names[1]  # as --static-kv
 
 
 def test_a_static_split_that_cannot_fit_is_refused_by_name(tmp_path):
