@@ -13,7 +13,7 @@ any GPU time it costs); resident always runs one graph.
 
 Every arm is timed before the first profiler table is made: once the torch profiler has run in a process,
 every later graph launch is slow. On the H200 (bench/results/2026-11-29-h200-session8) the resident step's one
-graph launched in 37-49 us with no profiler run yet and in 1590 us after one; the paged step's six graphs in
+graph launched in 28-49 us with no profiler run yet and in 1590 us after one; the paged step's six graphs in
 38 us and 1316 us. Timed after the resident arm's tables, the paged arm had looked slow to launch (session 7).
 """
 

@@ -5,8 +5,9 @@ Where the expert provider can run the step without the host (resident experts; t
 the device, engine.experts.device_lru), the whole step - every layer, routed experts and miss copies
 included - runs as graphs replayed back to back: one for resident experts, else one per WHOLE_CHUNK_LAYERS
 layers, so the host launches the next while the GPU runs the last. On the H200 at the Qwen3 shape the six graphs
-launch in ~0.04 ms and cost no GPU time against one graph (9.91 vs 9.97 ms per step); a launch is only slow
-where a profiler is attached (then ~1.3-2 ms, as one graph or six), where the chunks let the GPU start early.
+launch in ~0.04 ms and cost no GPU time against one graph (9.91 vs 9.97 ms per step). Launches are slow only
+after the torch profiler has run in the process (1.3-2 ms per step, as one graph or six); there the chunks let the
+GPU start early.
 Otherwise each layer's dense part is one graph and the experts run eagerly between replays. Every expert mode
 computes the same kernels in the same order, so outputs stay bitwise equal."""
 

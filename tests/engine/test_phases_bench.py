@@ -58,7 +58,7 @@ def test_chosen_arms_only_and_rows_written_as_they_finish(tmp_path, capsys):
     assert "same tokens as static-kv-" in out and "x; results:" not in out  # no online arm to compare
 
 
-def test_arms_run_in_the_order_asked(tmp_path):
+def test_arms_run_in_the_order_asked():
     args = argparse.Namespace(budget=0.75, burst=(2, 40, 4), max_len=128, static_kv=[0.65, 0.5],
                               arms=["static", "online", "configured"])
     weights = argparse.Namespace(args=phases.shape_of(argparse.Namespace(shape="qwen3-topology-tiny", layers=None)))
