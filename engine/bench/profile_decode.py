@@ -108,8 +108,6 @@ def time_arm(name: str, weights, plan, args, router, warm_all: bool) -> dict:
            "step_ms": step_ms, "graph_replay_ms": gpu_ms,
            "host_ms": step_ms - gpu_ms if gpu_ms is not None else None, "launch_us": launch}
     print(json.dumps(row), flush=True)
-    weights.model.experts = None
-    del engine
     return row
 
 
@@ -129,8 +127,6 @@ def print_tables(name: str, weights, plan, args, router, warm_all: bool) -> None
     print(text.getvalue())
     print(f"==== {name}: GPU kernels (one request)")
     print(prof.key_averages().table(sort_by="device_time_total", row_limit=20), flush=True)
-    weights.model.experts = None
-    del engine
 
 
 class Arms:
@@ -142,7 +138,8 @@ class Arms:
     def run(self, arm: str, what) -> object:
         try:
             return self._run(arm, what)
-        finally:  # the providers hold reference cycles (ring -> bound method): free their device memory now
+        finally:  # every arm shares the host weights' model; its provider holds reference cycles (ring -> bound
+            self.host.model.experts = None  # method): drop it and collect them, so the arm's device memory is free now
             gc.collect()
             torch.cuda.empty_cache()
 
