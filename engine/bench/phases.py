@@ -31,6 +31,7 @@ from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB, MemoryPlan, kv_floor_bytes
 from engine.bench.compile_log import TritonCompiles
 from engine.bench.copy_rates import copy_loop_rate
+from engine.bench.phases_summary import summary, verdict
 from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.suite import attach_online, mvwsa_plan, peak_gib, pool_bytes, reset_peak, shape_plan, sync
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"phases-{args.shape}-{args.budget:g}GiB.json"
     facts = {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
-             "burst": args.burst, "chat": args.chat, "cycles": args.cycles,
+             "burst": args.burst, "chat": args.chat, "cycles": args.cycles, "max_len": args.max_len,
              "gpu": device_name(device)}
     chosen = arms(weights, args, trace, link)
     if not chosen:
@@ -217,23 +218,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"results: {path}")
         return
     path.write_text(json.dumps({"facts": facts, "rows": rows, "summary": result}))
-    print(f"online {result['online_s']:.2f} s vs best static ({result['best_static']}) {result['best_static_s']:.2f} s: "
-          f"{result['online_speedup']:.2f}x; the best static of each phase, switched for free: "
-          f"{result['per_phase_best_s']:.2f} s, {result['ceiling']:.2f}x; results: {path}")
-
-
-def summary(rows: list[dict]) -> dict | None:
-    """Online against the best static split, and the workload's ceiling: every phase run by the static split that
-    was fastest in it, with no cost to switch (what no controller can beat by choosing among these splits)."""
-    statics = [r for r in rows if r["arm"] != "online"]
-    online = next((r for r in rows if r["arm"] == "online"), None)
-    if not statics or online is None:
-        return None
-    best = min(statics, key=lambda r: r["total_s"])
-    per_phase = sum(min(r["phases"][phase]["wall_s"] for r in statics) for phase in best["phases"])
-    return {"online_s": online["total_s"], "best_static": best["arm"], "best_static_s": best["total_s"],
-            "online_speedup": best["total_s"] / online["total_s"], "per_phase_best_s": per_phase,
-            "ceiling": best["total_s"] / per_phase}
+    print(f"{verdict(result)}; results: {path}")
 
 
 if __name__ == "__main__":

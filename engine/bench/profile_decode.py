@@ -169,13 +169,18 @@ def main(argv: list[str] | None = None) -> None:
                         help="layers per graph of a paged whole decode step; several (e.g. 8,48) run each arm at each")
     parser.add_argument("--tables", action=argparse.BooleanOptionalAction, default=True,
                         help="after every timing, print each arm's cProfile and torch profiler tables")
-    parser.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="write the rows as JSON to this file, or to profile_decode.json in this folder")
     args = parser.parse_args(argv)
     arms = args.arms.split(",")
     unknown = [arm for arm in arms if arm not in ("resident", "paged-all", "wisp")]
     if unknown or min(args.chunk_layers, default=0) < 1:
         parser.error(f"unknown arm {', '.join(unknown)}: use resident, paged-all or wisp" if unknown
                      else "--chunk-layers takes positive layer counts, e.g. 8,48")
+    if args.out is not None:  # checked before the run: its timings are written after minutes of work
+        args.out = rows_path(args.out)
+        if not args.out.parent.is_dir():
+            parser.error(f"--out: no folder {args.out.parent} to write {args.out.name} in")
     if not torch.cuda.is_available():
         parser.error("profiling a decode step needs a CUDA GPU (its graphs and kernels); none is visible here")
     device = torch.device("cuda")
@@ -193,6 +198,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.tables:
         for arm in dict.fromkeys(arms):
             arms_of.run(arm, partial(print_tables, args=args, router=router))
+
+
+def rows_path(out: Path) -> Path:
+    """--out names the JSON file, or a folder to write profile_decode.json in."""
+    return out / "profile_decode.json" if out.is_dir() else out
 
 
 if __name__ == "__main__":

@@ -16,6 +16,11 @@ from engine.alloc.expert_lru import ExpertLRU
 from engine.experts import pager_kernels
 from engine.experts.pager_kernels import STAMP_STRIDE, next_pow2
 
+# Warps of the one lru_step program per layer-step. On the H200 (bench/lru_step_probe.py, 2026-11-29 session 9) 4 warps
+# were the fastest at batch 1: 2.8 us per hit-only step in a replayed graph (1 warp: 5.0) and 7.9 with 8 misses (8.4);
+# 1 warp was faster only at batch 4 with 32 misses (15 us against 22).
+LRU_WARPS = 4
+
 
 class DeviceLRU:
     def __init__(self, layers: list[int], num_experts: int, capacity: dict[int, int], base: dict[int, int],
@@ -32,6 +37,7 @@ class DeviceLRU:
         self.clock = torch.ones(count, dtype=torch.int64, device=device)
         self.counts = torch.zeros(count, 3, dtype=torch.int64, device=device)  # hits, misses, evictions
         self.lru_step, self.copy_rows = pager_kernels.kernels(interpret=device.type != "cuda")
+        self.lru_warps = LRU_WARPS
 
     @torch.inference_mode()
     def push(self, lrus: dict[int, ExpertLRU]) -> None:
@@ -86,7 +92,7 @@ class DeviceLRU:
                             self.clock[p:], self.counts[p], rows[0], rows[1], rows[2], rows[3], rows[4], entries,
                             self.num_experts, cap, self.base[layer], FORGET=forget, NB=max(16, next_pow2(entries)),
                             BE=max(16, next_pow2(self.num_experts)), BS=max(16, next_pow2(widest)),
-                            STRIDE=STAMP_STRIDE, num_warps=4)
+                            STRIDE=STAMP_STRIDE, num_warps=self.lru_warps)
         return rows[0], rows[1], rows[2], rows[3], rows[4]
 
     def copy_misses(self, host_words: torch.Tensor, pool_words: torch.Tensor, miss_src: torch.Tensor,

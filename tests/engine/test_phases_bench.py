@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from engine.bench import phases
+from engine.bench import phases, phases_summary
 
 
 def test_every_arm_runs_every_phase_with_the_same_tokens(tmp_path, capsys):
@@ -40,11 +40,11 @@ def test_summary_compares_online_with_the_best_static_and_the_per_phase_ceiling(
         return {"arm": arm, "total_s": burst + chat, "phases": {"burst0": {"wall_s": burst}, "chat0": {"wall_s": chat}}}
 
     rows = [row("configured", 10.0, 20.0), row("online", 10.5, 18.0), row("static-kv-0.9", 16.0, 17.0)]
-    result = phases.summary(rows)
+    result = phases_summary.summary(rows)
     assert result["best_static"] == "configured" and result["best_static_s"] == 30.0
     assert result["online_speedup"] == 30.0 / 28.5
     assert result["per_phase_best_s"] == 10.0 + 17.0 and result["ceiling"] == 30.0 / 27.0  # online is not a static
-    assert phases.summary([row("configured", 1.0, 1.0)]) is None  # nothing to compare
+    assert phases_summary.summary([row("configured", 1.0, 1.0)]) is None  # nothing to compare
 
 
 def test_chosen_arms_only_and_rows_written_as_they_finish(tmp_path, capsys):
@@ -87,3 +87,30 @@ def test_phase_spec():
     for bad in ("4x3072", "ax1+2", "0x10+1"):
         with pytest.raises(argparse.ArgumentTypeError, match="COUNTxPROMPT"):
             phases.parse_phase(bad)
+
+
+def test_parts_of_one_workload_merge_into_one_verdict(tmp_path, capsys):
+    def part(arms, name, tokens=((1, 2),), **facts):
+        rows = [{"arm": arm, "total_s": burst + chat, "budget_gib": 12.0, "tokens": [list(t) for t in tokens],
+                 "phases": {"burst0": {"wall_s": burst}, "chat0": {"wall_s": chat}}} for arm, burst, chat in arms]
+        path = tmp_path / name
+        path.write_text(json.dumps({"facts": {"shape": "s", "trace": "t", "burst": [4, 10, 1], **facts}, "rows": rows}))
+        return str(path)
+
+    online = part([("online", 10.5, 18.0), ("configured", 10.0, 20.0)], "a.json")
+    statics = part([("static-kv-0.9", 16.0, 17.0), ("static-kv-1.9", 11.0, 18.5)], "b.json")
+    phases_summary.main([online, statics, "--out", str(tmp_path / "merged.json")])
+    merged = json.loads((tmp_path / "merged.json").read_text())
+    assert merged["summary"]["best_static"] == "static-kv-1.9" and merged["summary"]["online_speedup"] == 29.5 / 28.5
+    assert merged["summary"]["per_phase_best_s"] == 10.0 + 17.0 and merged["parts"] == 2
+    assert "1.04x" in capsys.readouterr().out
+    other = part([("static-kv-2.5", 12.0, 19.0)], "c.json", burst=[8, 10, 1])
+    with pytest.raises(SystemExit):
+        phases_summary.main([online, other])
+    assert "burst differ" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        phases_summary.main([online, online])
+    assert "arms in more than one part: configured, online" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        phases_summary.main([online, part([("static-kv-3", 12.0, 19.0)], "d.json", tokens=((1, 3),))])
+    assert "tokens differ from online's in: static-kv-3" in capsys.readouterr().err
