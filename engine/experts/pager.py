@@ -22,7 +22,7 @@ from engine.alloc.miss_curve import step_unique
 from engine.experts import pager_kernels
 from engine.experts.copy_engine import CopyEngine
 from engine.experts.device_lru import DeviceLRU
-from engine.experts.kernel import combine, gathered_experts, is_small_step, run_expert
+from engine.experts.kernel import combine, combine_grouped, gathered_experts, is_small_step, run_expert
 from engine.experts.provider import ExpertCounters, start_layer
 from engine.experts.routing_ring import RoutingRing
 from engine.experts.slot_pool import SlotPool
@@ -96,13 +96,13 @@ class PagedExperts:
         self.copies.wait_prefetch(layer)
         self._counters.prefetch_used += self.copies.take_prefetched(layer, hits)
         if is_small_step(ids.shape[0], ids.shape[1], self.host.expert_bytes):
-            out = self._gathered(layer, x, ids, ids_host, weights, hits, misses, set(needed))
+            out = combine(self._gathered(layer, x, ids, ids_host, weights, hits, misses, set(needed)), ids)
         else:
             out = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed))
         self.lru[layer].touch(needed)
         if self.predictor is not None:
             self._prefetch(layer, needed)
-        return combine(out, ids)
+        return out
 
     def _gathered(self, layer, x, ids, ids_host, weights, hits, misses, pending) -> torch.Tensor:
         """Small step: gather every entry's expert block into one buffer, then two batched GEMVs. Misses that find
@@ -129,19 +129,19 @@ class PagedExperts:
         return torch.tensor(rows, dtype=torch.long).to(self.device)
 
     def _per_expert(self, layer, x, ids, ids_host, weights, hits, misses, pending) -> torch.Tensor:
-        """Large step (prefill): each expert multiplies its own tokens; misses come in groups that fit."""
-        dispatch, out = start_layer(x, ids, ids_host)
+        """Large step (prefill): each expert multiplies its own tokens; misses come in groups that fit. -> [T, D]"""
+        dispatch, out = start_layer(x, ids, ids_host, weights)
         index = {int(e): u for u, e in enumerate(dispatch.experts)}
         group = self._load(layer, misses, keep=pending)  # copies overlap with computing the hits
-        self._compute(layer, hits, index, x, weights, dispatch, out, pending)
+        self._compute(layer, hits, index, x, dispatch, out, pending)
         while misses:
             group = group or self._load(layer, misses, keep=pending)
             if not group:
                 raise RuntimeError(f"layer {layer} has no expert slot to page into")
             self.copies.wait()
-            self._compute(layer, group, index, x, weights, dispatch, out, pending)
+            self._compute(layer, group, index, x, dispatch, out, pending)
             misses, group = misses[len(group):], []
-        return out
+        return combine_grouped(out, dispatch, ids)
 
     def _load(self, layer: int, misses: list[int], keep: set[int]) -> list[int]:
         """Place and start copying as many misses as fit now; returns the experts being copied."""
@@ -157,11 +157,11 @@ class PagedExperts:
             self.copies.copy([(self.pool.tensor[lru.slot_of(e)], self.host.blocks[layer][e]) for e in loaded])
         return loaded
 
-    def _compute(self, layer, experts, index, x, weights, dispatch, out, pending: set[int]) -> None:
+    def _compute(self, layer, experts, index, x, dispatch, out, pending: set[int]) -> None:
         lru = self.lru[layer]
         for expert in experts:
             slot = self.pool.tensor[lru.slot_of(expert)]
-            run_expert(x, self.layout.gate_up(slot), self.layout.down(slot), weights, dispatch, index[expert], out)
+            run_expert(x, self.layout.gate_up(slot), self.layout.down(slot), dispatch, index[expert], out)
             pending.discard(expert)
 
     def _prefetch(self, layer: int, needed: list[int]) -> None:

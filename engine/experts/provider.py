@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from engine.experts.kernel import Dispatch, combine, is_small_step, plan_dispatch, run_expert, run_rows
+from engine.experts.kernel import Dispatch, combine_grouped, is_small_step, plan_dispatch, run_expert, run_rows
 from engine.experts.store import ExpertStore
 
 
@@ -45,10 +45,11 @@ class ExpertCounters:
                               self.prefetched, self.prefetch_used, dict(self.layer_hits), dict(self.layer_misses))
 
 
-def start_layer(x: torch.Tensor, ids: torch.Tensor, ids_host) -> tuple[Dispatch, torch.Tensor]:
-    """Plan a large layer-step from the routed ids already on the host; allocate its [T, K, D] buffer."""
-    dispatch = plan_dispatch(ids_host, x.device)
-    out = torch.empty(ids.shape[0], ids.shape[1], x.shape[1], dtype=x.dtype, device=x.device)
+def start_layer(x: torch.Tensor, ids: torch.Tensor, ids_host, weights: torch.Tensor) -> tuple[Dispatch, torch.Tensor]:
+    """Plan a large layer-step from the routed ids already on the host; allocate its [T*K, D] buffer, whose
+    entries are grouped by expert as the plan lists them (engine.experts.kernel.run_expert)."""
+    dispatch = plan_dispatch(ids_host, weights)
+    out = torch.empty(ids.numel(), x.shape[1], dtype=x.dtype, device=x.device)
     return dispatch, out
 
 
@@ -56,11 +57,11 @@ def run_blocks(x, ids, weights, blocks: torch.Tensor, layout) -> torch.Tensor:
     """Every routed expert's block is row `expert id` of `blocks` [E, numel] (resident and whole-layer copies)."""
     if is_small_step(ids.shape[0], ids.shape[1], layout.numel * blocks.element_size()):
         return run_rows(x, blocks, ids.reshape(-1), ids, weights, layout.hidden, layout.intermediate)
-    dispatch, out = start_layer(x, ids, ids.cpu().numpy())
+    dispatch, out = start_layer(x, ids, ids.cpu().numpy(), weights)
     for u, expert in enumerate(dispatch.experts):
         block = blocks[expert]
-        run_expert(x, layout.gate_up(block), layout.down(block), weights, dispatch, u, out)
-    return combine(out, ids)
+        run_expert(x, layout.gate_up(block), layout.down(block), dispatch, u, out)
+    return combine_grouped(out, dispatch, ids)
 
 
 class ResidentExperts:
