@@ -3,7 +3,7 @@ replayed, so the time per step includes what a decode step's graph pays per laun
 
     python bench/lru_step_probe.py                      # the kernel in engine/experts/pager_kernels.py
     python bench/lru_step_probe.py --other OLD.py       # and another version of that module, side by side
-    git show 435a31c:engine/experts/pager_kernels.py > bench/old_pager_kernels.py   # e.g. the one before session 9
+    git show 435a31c:engine/experts/pager_kernels.py > bench/old_pager_kernels.py   # before session 9 (untracked)
 
 Cases, at the Qwen3-30B-A3B shape (128 experts, top-8): every expert resident (hits only, batch 1); 8 slots per
 layer and two disjoint expert sets in turn (8 misses and evictions per step, batch 1); the same at batch 4 (32
@@ -40,8 +40,10 @@ def load_kernels(path: str | None):
     return module.kernels()[0]
 
 
-def time_case(lru_step, warps: int, tokens: int, slots: int, alternating: int, replays: int) -> float:
-    """-> microseconds per lru_step launch inside a replayed graph of LAYERS x alternating steps."""
+def time_case(lru_step, warps: int, tokens: int, slots: int, alternating: int,
+              replays: int) -> tuple[float, int, int]:
+    """-> (microseconds per lru_step launch inside a replayed graph of LAYERS x alternating steps, the timed
+    replays' hits, their misses)."""
     device = torch.device("cuda")
     layers = list(range(LAYERS))
     state = DeviceLRU(layers, EXPERTS, {layer: slots for layer in layers},

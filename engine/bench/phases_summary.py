@@ -52,9 +52,11 @@ def merge(parts: list[dict]) -> dict:
 
 
 def verdict(result: dict) -> str:
+    """One line: online against the best static, and the ceiling (each phase at its fastest static split)."""
     return (f"online {result['online_s']:.2f} s vs best static ({result['best_static']}) "
-            f"{result['best_static_s']:.2f} s: {result['online_speedup']:.2f}x; the best static of each phase, switched for free: "
-            f"{result['per_phase_best_s']:.2f} s, {result['ceiling']:.2f}x")
+            f"{result['best_static_s']:.2f} s: {result['online_speedup']:.2f}x; "
+            f"the best static of each phase, switched for free: {result['per_phase_best_s']:.2f} s, "
+            f"{result['ceiling']:.2f}x")
 
 
 def report(merged: dict) -> str:
