@@ -13,6 +13,8 @@
 # The weights take ~80 s to build in each part; the main table took ~6.5 min on 2026-11-29. The GPU image lacks
 # platformdirs (wisp-online's link probe cache): carry its wheel (see the device tool's README).
 #   LABEL="$(git rev-parse --short HEAD) what changed" bench/h200_suite.sh    (the H200's copy has no .git)
+# The lent H200 returns at most 8 files from $OUT and the main part writes 17: run it into a subfolder and pack
+# that, e.g. bench/h200_suite.sh $OUT/r main; tar czf $OUT/r.tgz -C $OUT r (session 9 lost two JSONs this way).
 set -euo pipefail
 export PYTHONUNBUFFERED=1
 
