@@ -7,9 +7,9 @@ model of a real shape, as `wisp bench`.
         --arms resident,paged-all --tokens 64
 
 resident: every expert on the device; paged-all: the pager with a slot for every expert, all warm (the pager's
-own cost, no misses); wisp: the pager at --budget GiB with the configured split. --chunk-layers 8,48 runs the
-paged arms with a whole decode step split into graphs of 8 layers, then as one graph (the launch it hides against
-any GPU time it costs); resident always runs one graph.
+own cost, no misses); wisp: the pager at --budget GiB with the configured split. --chunk-layers 8,48 runs every
+arm with a whole decode step split into graphs of 8 layers, then as one graph (the launch it hides against any
+GPU time it costs).
 
 Every arm is timed before the first profiler table is made: once the torch profiler has run in a process,
 every later graph launch is slow. On the H200 (bench/results/2026-11-29-h200-session8) the resident step's one
@@ -166,9 +166,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--max-len", type=int, default=4096)
     parser.add_argument("--chunk-layers", type=parse_list(int), default=[decode_graphs.WHOLE_CHUNK_LAYERS],
-                        help="layers per graph of a paged whole decode step; several (e.g. 8,48) run each arm at each")
+                        help="layers per graph of a whole decode step; several (e.g. 8,48) run each arm at each")
     parser.add_argument("--tables", action=argparse.BooleanOptionalAction, default=True,
-                        help="after every timing, print each arm's cProfile and torch profiler tables")
+                        help="after all the timings, print each arm's cProfile and torch profiler tables")
     parser.add_argument("--out", type=Path, default=None,
                         help="write the rows as JSON to this file, or to profile_decode.json in this folder")
     args = parser.parse_args(argv)

@@ -70,7 +70,6 @@ class ResidentExperts:
     name = "resident"
     graph_generation = 0
     graph_failed = False
-    fast_graph_launch = True  # its whole step runs as one graph (the resident arm every benchmark compares with)
 
     def __init__(self, store: ExpertStore):
         from engine.experts.routing_ring import RoutingRing

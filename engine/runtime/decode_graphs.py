@@ -3,11 +3,11 @@ max_model_len, routing) reads and writes fixed buffers, so on CUDA the step runs
 
 Where the expert provider can run the step without the host (resident experts; the pager with its LRU on
 the device, engine.experts.device_lru), the whole step - every layer, routed experts and miss copies
-included - runs as graphs replayed back to back: one for resident experts, else one per WHOLE_CHUNK_LAYERS
-layers, so the host launches the next while the GPU runs the last. On the H200 at the Qwen3 shape the six graphs
-launch in ~0.04 ms and cost no GPU time against one graph (9.91 vs 9.97 ms per step). Launches are slow only
-after the torch profiler has run in the process (1.3-2 ms per step, as one graph or six); there the chunks let the
-GPU start early.
+included - runs as graphs of WHOLE_CHUNK_LAYERS layers replayed back to back, whatever the provider, so the host
+launches the next while the GPU runs the last. On the H200 at the Qwen3 shape the paged step's six graphs launch
+in ~0.04 ms and cost no GPU time against one graph (9.91 vs 9.97 ms per step). Launches are slow only after the
+torch profiler has run in the process (1.3-2 ms per step, as one graph or six); there the chunks let the GPU
+start early.
 Otherwise each layer's dense part is one graph and the experts run eagerly between replays. Every expert mode
 computes the same kernels in the same order, so outputs stay bitwise equal."""
 
@@ -22,7 +22,7 @@ import torch
 from engine.model.attention import KVCache, PaddedDecodeMetadata
 from engine.model.transformer import MoeTransformer
 
-WHOLE_CHUNK_LAYERS = 8  # layers per graph of a paged whole step (engine.bench.profile_decode --chunk-layers)
+WHOLE_CHUNK_LAYERS = 8  # layers per graph of a whole decode step (engine.bench.profile_decode --chunk-layers)
 
 
 class StaticDecode:
@@ -101,10 +101,10 @@ class StaticDecode:
         self.whole = None
         try:
             started = time.perf_counter()
-            out = self.whole_step(provider)  # this step, eagerly: compiles and warms every kernel before the capture
+            out = self.whole_step()  # this step, eagerly: compiles and warms every kernel before the capture
             if self.use_graphs:
                 pool, graphs = torch.cuda.graph_pool_handle(), []
-                for start, end in self.chunks(provider):  # replayed in capture order, so they may share one pool
+                for start, end in self.chunks():  # replayed in capture order, so they may share one pool
                     graph = torch.cuda.CUDAGraph()
                     with torch.cuda.graph(graph, pool=pool):
                         last = self.whole_chunk(start, end)
@@ -120,14 +120,13 @@ class StaticDecode:
             return None
         return out
 
-    def chunks(self, provider) -> list[tuple[int, int]]:
+    def chunks(self) -> list[tuple[int, int]]:
         layers = len(self.model.layers)
-        size = layers if getattr(provider, "fast_graph_launch", False) else WHOLE_CHUNK_LAYERS
-        return [(start, min(start + size, layers)) for start in range(0, layers, size)]
+        return [(start, min(start + WHOLE_CHUNK_LAYERS, layers)) for start in range(0, layers, WHOLE_CHUNK_LAYERS)]
 
-    def whole_step(self, provider) -> torch.Tensor:
+    def whole_step(self) -> torch.Tensor:
         """One decode step through the providers' sync-free path, chunk by chunk (each chunk capturable)."""
-        for start, end in self.chunks(provider):
+        for start, end in self.chunks():
             out = self.whole_chunk(start, end)
         return out
 

@@ -3,12 +3,17 @@ summed as the scatter-then-combine path summed them, bit for bit."""
 
 from __future__ import annotations
 
+import importlib.util
+import json
+
 import numpy as np
+import pytest
 import torch
 
 from engine.experts.kernel import combine, expert_mlp, is_small_step
 from engine.experts.provider import run_blocks
 from engine.experts.store import ExpertLayout
+from engine.runtime.determinism import use_deterministic_kernels
 
 
 def scatter_reference(x, ids, weights, blocks, layout) -> torch.Tensor:
@@ -37,3 +42,20 @@ def test_grouped_large_step_equals_the_scatter_path_bit_for_bit():
         assert got.shape == (tokens, hidden) and got.dtype == x.dtype
         assert torch.equal(got, scatter_reference(x, ids, weights, blocks, layout))
     assert not np.isin(5, ids.numpy())
+
+
+def test_the_prefill_step_probe_times_the_grouped_path(capsys):
+    spec = importlib.util.spec_from_file_location("prefill_step_probe", "bench/prefill_step_probe.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    previous = torch.are_deterministic_algorithms_enabled()
+    try:  # the probe turns deterministic kernels on for the process, as the engine does
+        assert probe.main(["--tokens", "64", "--experts", "8", "--top-k", "2", "--hidden", "16",
+                           "--intermediate", "8", "--repeats", "1"]) == 0
+    finally:
+        use_deterministic_kernels(previous)
+    row = json.loads(capsys.readouterr().out)
+    assert row["grouped_ms"] > 0 and "same_bits" not in row
+    with pytest.raises(SystemExit):
+        probe.main(["--top-k", "9", "--experts", "8"])
+    assert "--top-k must not exceed --experts" in capsys.readouterr().err
