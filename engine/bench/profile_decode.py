@@ -7,9 +7,9 @@ model of a real shape, as `wisp bench`.
         --arms resident,paged-all --tokens 64
 
 resident: every expert on the device; paged-all: the pager with a slot for every expert, all warm (the pager's
-own cost, no misses); wisp: the pager at --budget GiB with the configured split. --chunk-layers 8,48 runs every
-arm with a whole decode step split into graphs of 8 layers, then as one graph (the launch it hides against any
-GPU time it costs).
+own cost, no misses); wisp: the pager at --budget GiB with the configured split. --chunk-layers 48,8 runs every
+arm with a whole decode step as one graph (the engine's default), then split into graphs of 8 layers: on the H200
+(bench/results/2026-11-29-h200-session10) six graphs took 0.93-0.96 ms more GPU time per step than one.
 
 Every arm is timed before the first profiler table is made: once the torch profiler has run in a process,
 every later graph launch is slow. On the H200 (bench/results/2026-11-29-h200-session8) the resident step's one
@@ -25,7 +25,6 @@ import gc
 import io
 import json
 import pstats
-import time
 from functools import partial
 from pathlib import Path
 
@@ -34,6 +33,7 @@ import torch
 from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB
 from engine.bench.copy_rates import copy_loop_rate
+from engine.bench.graph_timing import replay_ms, replay_whole, timed_launches, whole_step_graphs
 from engine.bench.phases import parse_list
 from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.suite import decode_once, mvwsa_plan, plan_for, resident_weights, sync
@@ -43,44 +43,6 @@ from engine.config import EngineOptions
 from engine.runtime import decode_graphs
 from engine.runtime.builder import assemble_engine
 from engine.traces.format import load as load_trace
-
-REPLAYS = 100
-
-
-def whole_step_graphs(engine):
-    """The batch-1 decode step's StaticDecode, if it ran as whole-step graphs (else None)."""
-    static = engine.runner.static_decode.by_batch.get(1) if engine.runner.static_decode else None
-    return static if static is not None and static.whole is not None else None
-
-
-def replay_whole(static) -> None:
-    for graph in static.whole:
-        graph.replay()
-
-
-def replay_ms(static) -> float:
-    """GPU milliseconds of one batch-1 decode step: its whole-step graphs replayed back to back."""
-    replay_whole(static)
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(REPLAYS):
-        replay_whole(static)
-    torch.cuda.synchronize()
-    return (time.perf_counter() - started) / REPLAYS * 1e3
-
-
-def timed_launches(launch) -> float:
-    """Host microseconds per launch() call on an idle GPU (the launch alone, not the work it queues)."""
-    launch()
-    total = 0.0
-    for _ in range(REPLAYS):
-        torch.cuda.synchronize()
-        started = time.perf_counter()
-        launch()
-        total += time.perf_counter() - started
-    torch.cuda.synchronize()
-    return total / REPLAYS * 1e6
-
 
 def engine_for(weights, plan, args, router, warm_all: bool):
     """An engine on these weights, its decode graphs captured (one short request run first)."""
@@ -165,8 +127,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--max-len", type=int, default=4096)
-    parser.add_argument("--chunk-layers", type=parse_list(int), default=[decode_graphs.WHOLE_CHUNK_LAYERS],
-                        help="layers per graph of a whole decode step; several (e.g. 8,48) run each arm at each")
+    parser.add_argument("--chunk-layers", type=parse_list(int), default=None,
+                        help="layers per graph of a whole decode step (default: the engine's, one graph per step); "
+                             "several (e.g. 8,48) run each arm at each")
     parser.add_argument("--tables", action=argparse.BooleanOptionalAction, default=True,
                         help="after all the timings, print each arm's cProfile and torch profiler tables")
     parser.add_argument("--out", type=Path, default=None,
@@ -174,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     arms = args.arms.split(",")
     unknown = [arm for arm in arms if arm not in ("resident", "paged-all", "wisp")]
-    if unknown or min(args.chunk_layers, default=0) < 1:
+    if unknown or min(args.chunk_layers or [1]) < 1:
         parser.error(f"unknown arm {', '.join(unknown)}: use resident, paged-all or wisp" if unknown
                      else "--chunk-layers takes positive layer counts, e.g. 8,48")
     if args.out is not None:  # checked before the run: its timings are written after minutes of work
@@ -189,7 +152,8 @@ def main(argv: list[str] | None = None) -> None:
     router = TraceRouter(trace, device)
     arms_of = Arms(host, args, trace, device)
     rows = []
-    for chunk in args.chunk_layers:  # every timing before the first profiler table (see the module's docstring)
+    # every timing before the first profiler table (see the module's docstring)
+    for chunk in args.chunk_layers or [decode_graphs.WHOLE_CHUNK_LAYERS]:
         decode_graphs.WHOLE_CHUNK_LAYERS = chunk
         for arm in arms:
             rows.append(arms_of.run(arm, partial(time_arm, args=args, router=router)))

@@ -6,6 +6,8 @@ plots per JSON (tok/s vs budget, hit rate vs slots, measured vs floor), named af
 Floors (shared/BENCH.md), both from the all-resident row of the same JSON (no resident row: '-'):
   run floor  = the run's H2D bytes / pinned copy-loop rate + the resident time for as many tokens;
   TTFT floor = every expert that lives on the host crosses the link once / copy-loop rate + the resident TTFT.
+GPU ms/step: the arm's last decode step's CUDA graphs replayed alone (engine.bench.graph_timing.step_gpu_ms;
+'-' on the CPU, or where the step did not run as whole-step graphs): what of the step is the GPU's.
 """
 
 from __future__ import annotations
@@ -119,10 +121,10 @@ def arm_table(result: dict) -> list[str]:
     static = {r["budget_gib"]: r for r in rows if r["arm"] == "static-uva"}
     copy = {r["budget_gib"]: r for r in rows if r["arm"] == "static-copy"}
     share_head, share_rule = ("expert share | ", "---|") if has_share else ("", "")
-    lines = [f"| arm | budget GiB | {share_head}slots/layer (min) | decode tok/s (median of runs) | TTFT s | "
-             "TTFT / floor | expert hit rate | H2D GB/run | miss H2D GB/s | run / floor | x static-UVA | "
+    lines = [f"| arm | budget GiB | {share_head}slots/layer (min) | decode tok/s (median of runs) | GPU ms/step | "
+             "TTFT s | TTFT / floor | expert hit rate | H2D GB/run | miss H2D GB/s | run / floor | x static-UVA | "
              "x static-copy | peak GiB | = resident |",
-             f"|---|---|{share_rule}---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"|---|---|{share_rule}---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         budget = row["budget_gib"]
         over_floor = ratio(measured_s(row), resident and floor_s(row, resident, facts["copy_loop_gb_s"]))
@@ -132,7 +134,8 @@ def arm_table(result: dict) -> list[str]:
         share = f"{cell(row.get('expert_share'), '.2f')} | " if has_share else ""
         lines.append(
             f"| {row['arm']} | {budget if budget else '-'} | {share}{row['slots_per_layer_min']} | "
-            f"{row['decode_tok_s']:.1f} | {row['ttft_s']:.2f} | {cell(over_ttft, '.2f')} | {hit_rate(row):.3f} | "
+            f"{row['decode_tok_s']:.1f} | {cell(row.get('step_gpu_ms'), '.2f')} | {row['ttft_s']:.2f} | "
+            f"{cell(over_ttft, '.2f')} | {hit_rate(row):.3f} | "
             f"{row['h2d_bytes'] / 1e9:.1f} | {cell(miss_gb_s(row), '.1f')} | {cell(over_floor, '.2f')} | "
             f"{cell(uva, '.2f')} | {cell(copies, '.1f')} | {cell(row['peak_gib'], '.2f')} | "
             f"{same_as_resident(row, resident)} |")

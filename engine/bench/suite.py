@@ -27,6 +27,7 @@ from engine.alloc.cost_model import LinkCost, routing_profile
 from engine.alloc.memory_plan import GiB, MemoryPlan, PlanRequest, kv_floor_bytes, plan_memory
 from engine.alloc.mvwsa import PoolSpec, configure
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate
+from engine.bench.graph_timing import step_gpu_ms
 from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
@@ -190,6 +191,8 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
     router.drive(engine)
     result = measure(engine, weights.model.experts, argparse.Namespace(**{**vars(args), "runs": runs or args.runs}), tokens)
     result["plan_changes"] = engine.plan_changes if online else 0
+    if device.type == "cuda":  # last: it replays the step (see step_gpu_ms)
+        result["step_gpu_ms"] = step_gpu_ms(engine, args.batch)
     # expert_share is that of the plan the arm starts with (wisp-online may re-split it: plan_changes).
     row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None, "batch": args.batch,
            "prompt": args.prompt, "num_tokens": tokens, "mode": plan.mode, "expert_share": expert_share(plan),

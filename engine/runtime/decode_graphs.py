@@ -3,11 +3,11 @@ max_model_len, routing) reads and writes fixed buffers, so on CUDA the step runs
 
 Where the expert provider can run the step without the host (resident experts; the pager with its LRU on
 the device, engine.experts.device_lru), the whole step - every layer, routed experts and miss copies
-included - runs as graphs of WHOLE_CHUNK_LAYERS layers replayed back to back, whatever the provider, so the host
-launches the next while the GPU runs the last. On the H200 at the Qwen3 shape the paged step's six graphs launch
-in ~0.04 ms and cost no GPU time against one graph (9.91 vs 9.97 ms per step). Launches are slow only after the
-torch profiler has run in the process (1.3-2 ms per step, as one graph or six); there the chunks let the GPU
-start early.
+included - runs as CUDA graphs replayed back to back: one graph per step unless WHOLE_CHUNK_LAYERS splits it. On
+the H200 at the Qwen3 shape, in one process with no profiler attached, one graph per step takes 8.54 ms of GPU
+time resident and 8.75 ms paged with every expert resident; six graphs of 8 layers took 9.47 and 9.71 ms (session
+10). The graphs launch in 14-82 us either way (slow launches, 1.3-2 ms, come only after the torch profiler has
+run in the process).
 Otherwise each layer's dense part is one graph and the experts run eagerly between replays. Every expert mode
 computes the same kernels in the same order, so outputs stay bitwise equal."""
 
@@ -22,7 +22,8 @@ import torch
 from engine.model.attention import KVCache, PaddedDecodeMetadata
 from engine.model.transformer import MoeTransformer
 
-WHOLE_CHUNK_LAYERS = 8  # layers per graph of a whole decode step (engine.bench.profile_decode --chunk-layers)
+WHOLE_CHUNK_LAYERS: int | None = None  # layers per graph of a whole decode step; None: the whole step as one graph
+# (engine.bench.profile_decode --chunk-layers measures others; tests set 1 to cross every hand-over)
 
 
 class StaticDecode:
@@ -90,7 +91,7 @@ class StaticDecode:
         return model.norm(self.x[-1])
 
     def run_whole(self, provider, top_k: int) -> torch.Tensor | None:
-        """The step as a few graphs (captured after one eager run); None if that path failed: the provider has
+        """The step as its graphs (captured after one eager run); None if that path failed: the provider has
         then turned it off and the caller runs the step the per-layer way."""
         provider.begin_graph_step(self.batch, top_k)
         self.whole_steps += 1
@@ -122,7 +123,8 @@ class StaticDecode:
 
     def chunks(self) -> list[tuple[int, int]]:
         layers = len(self.model.layers)
-        return [(start, min(start + WHOLE_CHUNK_LAYERS, layers)) for start in range(0, layers, WHOLE_CHUNK_LAYERS)]
+        size = WHOLE_CHUNK_LAYERS or layers
+        return [(start, min(start + size, layers)) for start in range(0, layers, size)]
 
     def whole_step(self) -> torch.Tensor:
         """One decode step through the providers' sync-free path, chunk by chunk (each chunk capturable)."""

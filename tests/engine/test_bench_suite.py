@@ -149,3 +149,14 @@ def test_report_writes_one_markdown_and_plots_per_json(bench_json, tmp_path):
     for stem in (first, "qwen3-topology-tiny-b4-p16"):
         for name in ("tok_s_vs_budget", "hit_rate_vs_slots", "measured_vs_floor"):
             assert (tmp_path / "report" / f"{stem}-{name}.png").stat().st_size > 1000
+
+
+def test_report_shows_the_steps_gpu_time_where_a_row_has_it(bench_json):
+    """On the CPU no row has it ('-'); a CUDA run's row carries step_gpu_ms, the report prints it."""
+    result = json.loads(bench_json.read_text())
+    assert all(row.get("step_gpu_ms") is None for row in result["rows"])
+    assert cells(table(result), "wisp")["GPU ms/step"] == "-"
+    row_of(result, "wisp")["step_gpu_ms"] = 8.754
+    markdown = table(result)
+    assert cells(markdown, "wisp")["GPU ms/step"] == "8.75" and cells(markdown, "resident")["GPU ms/step"] == "-"
+    assert cells(markdown, "wisp")["decode tok/s (median of runs)"] == f"{row_of(result, 'wisp')['decode_tok_s']:.1f}"

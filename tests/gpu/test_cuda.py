@@ -9,6 +9,7 @@ import torch
 
 from engine.alloc.memory_plan import GiB
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+from engine.bench.graph_timing import step_gpu_ms
 from engine.model.loader import read_args
 from tests.engine.test_expert_modes import GREEDY, PROMPTS, SEEDED, mode_options
 from tests.tiny_models import write_tiny_model
@@ -152,6 +153,9 @@ def test_graphed_paged_decode_counts_like_the_host_pager(bf16_model_dir):
             if decode == "graphs":
                 static = next(iter(engine._core.runner.static_decode.by_batch.values()))
                 assert static.whole is not None, "the decode step did not run as whole-step CUDA graphs"
+                assert len(static.whole) == 1  # one graph per step unless WHOLE_CHUNK_LAYERS splits it
+                gpu_ms = step_gpu_ms(engine._core, 1)  # what `wisp bench` records per row, after the timed runs
+                assert gpu_ms is not None and 0 < gpu_ms < 1e3
     assert seen["graphs"] == seen["static"]
     assert seen["graphs"][3] > 0
 
