@@ -1,16 +1,18 @@
 """Time one large (prefill) MoE layer-step of the per-expert path alone: engine.experts.provider.run_blocks on
 random routing, deterministic algorithms on, as the engine runs it. With --other, the same step through another
-version of engine/experts/kernel.py (its scatter-then-combine path, before session 9), side by side, and whether
-the two agree bit for bit.
+version of engine/experts/kernel.py, side by side, and whether the two agree bit for bit: the scatter-then-combine
+path (before session 9) or session 9's grouped path (each expert gathering its own rows into a fresh buffer).
 
     python bench/prefill_step_probe.py                  # CUDA if there is one, else the CPU
     git show 8ca8ecb~1:engine/experts/kernel.py > bench/old_kernel.py   # before session 9's grouped prefill
+    git show 0cac00f:engine/experts/kernel.py > bench/old_kernel.py     # session 9's grouped prefill
     python bench/prefill_step_probe.py --other bench/old_kernel.py
 
-Session 9 on the development machine's CPU (2 cores), the same bits each time: 48.6-50.3 ms per layer-step with
-the scatter, 41.3-41.8 grouped (defaults); 224 and 172 ms at the Qwen3 geometry (--tokens 512 --hidden 2048
---intermediate 768 --repeats 3). On the CPU a scatter is one kernel; on CUDA under deterministic algorithms it is
-the sort-based index_put_ (not yet timed there)."""
+Measured (ms per layer-step, same bits every time):
+- H200, Qwen3 geometry (--tokens 512 --hidden 2048 --intermediate 768): scatter 49.88, session 9's grouped 25.88;
+  --tokens 10000 --repeats 3: 56.67 and 34.67 (bench/results/2026-11-29-h200-session10).
+- Development machine's CPU (2 cores), --tokens 512 --hidden 16 --intermediate 8 --repeats 20, where the host's
+  work is all there is: scatter 11.6-13.3, session 9's grouped 11.6-12.4, session 10's in-place 8.5-8.9."""
 
 from __future__ import annotations
 
@@ -29,13 +31,14 @@ from engine.experts.store import ExpertLayout  # noqa: E402
 from engine.runtime.determinism import use_deterministic_kernels  # noqa: E402
 
 
-def scatter_path(path: str):
-    """run_blocks as another kernel.py computes it: plan, per-expert scatter into [T, K, D], combine."""
+def other_path(path: str):
+    """run_blocks as another kernel.py computes it: the scatter path (plan, scatter into [T, K, D], combine) or
+    session 9's grouped path (per expert: gather its rows, compute, write its span of a fresh [T*K, D] buffer)."""
     spec = importlib.util.spec_from_file_location("other_kernel", path)
     old = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(old)
 
-    def run(x, ids, weights, blocks, layout):
+    def scatter(x, ids, weights, blocks, layout):
         dispatch = old.plan_dispatch(ids.cpu().numpy(), x.device)
         out = torch.empty(*ids.shape, x.shape[1], dtype=x.dtype, device=x.device)
         for u, expert in enumerate(dispatch.experts):
@@ -43,7 +46,15 @@ def scatter_path(path: str):
             old.run_expert(x, layout.gate_up(block), layout.down(block), weights, dispatch, u, out)
         return old.combine(out, ids)
 
-    return run
+    def grouped(x, ids, weights, blocks, layout):
+        dispatch = old.plan_dispatch(ids.cpu().numpy(), weights)
+        out = torch.empty(ids.numel(), x.shape[1], dtype=x.dtype, device=x.device)
+        for u, expert in enumerate(dispatch.experts):
+            block = blocks[expert]
+            old.run_expert(x, layout.gate_up(block), layout.down(block), dispatch, u, out)
+        return old.combine_grouped(out, dispatch, ids)
+
+    return grouped if hasattr(old, "combine_grouped") else scatter
 
 
 def time_ms(run, inputs, repeats: int, device) -> float:
@@ -60,7 +71,8 @@ def time_ms(run, inputs, repeats: int, device) -> float:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--other", help="another engine/experts/kernel.py (the scatter path) to time side by side")
+    parser.add_argument("--other", help="another engine/experts/kernel.py (scatter or session 9's grouped path) to "
+                        "time side by side")
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--top-k", type=int, default=8)
     parser.add_argument("--experts", type=int, default=128)
@@ -79,9 +91,9 @@ def main(argv=None) -> int:
     weights = torch.rand(args.tokens, args.top_k, dtype=torch.bfloat16, device=device)
     inputs = (x, ids, weights, blocks, layout)
     use_deterministic_kernels()  # as the engine runs
-    paths = {"grouped": run_blocks}
+    paths = {"grouped": run_blocks}  # this checkout's path
     if args.other:
-        paths["other"] = scatter_path(args.other)
+        paths["other"] = other_path(args.other)
     row = {"device": str(device), "tokens": args.tokens, "experts": args.experts}
     for name, run in paths.items():
         row[f"{name}_ms"] = round(time_ms(run, inputs, args.repeats, device), 2)

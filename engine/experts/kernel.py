@@ -2,11 +2,12 @@
 
 Small steps (decode): the routed experts' packed blocks are gathered into one [T*K, numel] buffer and
 run as two batched GEMVs: a handful of kernels per layer and no host sync when everything is resident.
-Large steps (prefill): each expert multiplies exactly the tokens routed to it and writes the results into
-its own span of a buffer grouped by expert. The host launches this loop (48 x 128 experts per Qwen3-30B-A3B
-prompt), so prefill is bound by launches: on the H200 a 512-token prompt took 1.65 s with deterministic
-kernels and 0.74 s without, for milliseconds of GPU work; that is why the results are not scattered per
-expert (under deterministic algorithms a scatter is CUDA's sort-based index_put_, ~10 launches). Which path
+Large steps (prefill): the step's token rows are gathered once, grouped by expert, and each expert multiplies
+its own span of them and overwrites it with its results (five kernels per expert). The host launches this loop
+(48 x 128 experts per Qwen3-30B-A3B prompt), so prefill is bound by launches: on the H200 a 512-token prompt
+took 1.65 s with deterministic kernels and 0.74 s without, for milliseconds of GPU work, when each expert
+scattered its results (under deterministic algorithms CUDA's sort-based index_put_, ~10 launches); writing
+spans instead halved a layer-step (49.9 -> 25.9 ms, bench/prefill_step_probe.py). Which path
 runs depends only on the step's shape (tokens, top_k, expert size), never on where experts live, and either
 way the (token, k) results are summed per token in ascending expert-id order (transformers' order). So where
 an expert's bytes live, and in which group it was fetched, never changes a bit.
@@ -57,12 +58,6 @@ def run_rows(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, ids: torc
     return combine(gathered_experts(x, table[rows], weights, hidden, intermediate), ids)
 
 
-def expert_mlp(x: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> torch.Tensor:
-    """SwiGLU expert. x [n, D], gate_up [2I, D], down [D, I] -> [n, D]."""
-    gate, up = F.linear(x, gate_up).chunk(2, dim=-1)  # [n, I] x2
-    return F.linear(F.silu(gate) * up, down)
-
-
 @dataclass
 class Dispatch:
     """Host-side plan of one large layer-step: its (token, k) entries grouped by expert, ascending."""
@@ -90,12 +85,15 @@ def plan_dispatch(ids_host: np.ndarray, weights: torch.Tensor) -> Dispatch:
                     weights=weights.reshape(-1)[index[2]], position=index[1].view(ids_host.shape))
 
 
-def run_expert(x, gate_up, down, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
-    """Compute expert u of the dispatch into its span of out [T*K, D] (entries grouped by expert): a slice write,
-    not a scatter (a scatter per expert is CUDA's sort-based index_put_ under deterministic algorithms)."""
-    span = dispatch.span(u)
-    y = expert_mlp(x[dispatch.tokens[span]], gate_up, down) * dispatch.weights[span, None]  # [n, D]
-    out[span] = y.to(out.dtype)
+def run_expert(gate_up, down, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
+    """Compute expert u of the dispatch in place in its span of out [T*K, D] (entries grouped by expert), which
+    holds the span's token rows on entry (start_layer gathers them for every expert at once) and the weighted
+    outputs on return: five kernels, no gather and no scatter per expert (under deterministic algorithms a
+    scatter is CUDA's sort-based index_put_)."""
+    rows = out[dispatch.span(u)]  # [n, D], contiguous
+    gate, up = F.linear(rows, gate_up).chunk(2, dim=-1)  # [n, I] x2: read before rows is overwritten below
+    torch.mm(F.silu(gate) * up, down.t(), out=rows)  # F.linear(h, down) without its own buffer: the same GEMM
+    rows.mul_(dispatch.weights[dispatch.span(u), None])  # as (y * w).to(out.dtype): computed in the wider type
 
 
 def combine_grouped(out: torch.Tensor, dispatch: Dispatch, ids: torch.Tensor) -> torch.Tensor:

@@ -133,13 +133,13 @@ class PagedExperts:
         dispatch, out = start_layer(x, ids, ids_host, weights)
         index = {int(e): u for u, e in enumerate(dispatch.experts)}
         group = self._load(layer, misses, keep=pending)  # copies overlap with computing the hits
-        self._compute(layer, hits, index, x, dispatch, out, pending)
+        self._compute(layer, hits, index, dispatch, out, pending)
         while misses:
             group = group or self._load(layer, misses, keep=pending)
             if not group:
                 raise RuntimeError(f"layer {layer} has no expert slot to page into")
             self.copies.wait()
-            self._compute(layer, group, index, x, dispatch, out, pending)
+            self._compute(layer, group, index, dispatch, out, pending)
             misses, group = misses[len(group):], []
         return combine_grouped(out, dispatch, ids)
 
@@ -157,11 +157,11 @@ class PagedExperts:
             self.copies.copy([(self.pool.tensor[lru.slot_of(e)], self.host.blocks[layer][e]) for e in loaded])
         return loaded
 
-    def _compute(self, layer, experts, index, x, dispatch, out, pending: set[int]) -> None:
+    def _compute(self, layer, experts, index, dispatch, out, pending: set[int]) -> None:
         lru = self.lru[layer]
         for expert in experts:
             slot = self.pool.tensor[lru.slot_of(expert)]
-            run_expert(x, self.layout.gate_up(slot), self.layout.down(slot), dispatch, index[expert], out)
+            run_expert(self.layout.gate_up(slot), self.layout.down(slot), dispatch, index[expert], out)
             pending.discard(expert)
 
     def _prefetch(self, layer: int, needed: list[int]) -> None:

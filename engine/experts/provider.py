@@ -46,11 +46,11 @@ class ExpertCounters:
 
 
 def start_layer(x: torch.Tensor, ids: torch.Tensor, ids_host, weights: torch.Tensor) -> tuple[Dispatch, torch.Tensor]:
-    """Plan a large layer-step from the routed ids already on the host; allocate its [T*K, D] buffer, whose
-    entries are grouped by expert as the plan lists them (engine.experts.kernel.run_expert)."""
+    """Plan a large layer-step from the routed ids already on the host, and gather its [T*K, D] buffer: the token
+    row of every (token, k) entry, grouped by expert as the plan lists them. Each expert then overwrites its own
+    span with its outputs (engine.experts.kernel.run_expert): one gather per layer-step, not one per expert."""
     dispatch = plan_dispatch(ids_host, weights)
-    out = torch.empty(ids.numel(), x.shape[1], dtype=x.dtype, device=x.device)
-    return dispatch, out
+    return dispatch, x[dispatch.tokens]
 
 
 def run_blocks(x, ids, weights, blocks: torch.Tensor, layout) -> torch.Tensor:
@@ -60,7 +60,7 @@ def run_blocks(x, ids, weights, blocks: torch.Tensor, layout) -> torch.Tensor:
     dispatch, out = start_layer(x, ids, ids.cpu().numpy(), weights)
     for u, expert in enumerate(dispatch.experts):
         block = blocks[expert]
-        run_expert(x, layout.gate_up(block), layout.down(block), dispatch, u, out)
+        run_expert(layout.gate_up(block), layout.down(block), dispatch, u, out)
     return combine_grouped(out, dispatch, ids)
 
 

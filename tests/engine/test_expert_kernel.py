@@ -1,5 +1,6 @@
-"""engine.experts.kernel's large-step path: results land grouped by expert (slice writes, no scatter) and are
-summed as the scatter-then-combine path summed them, bit for bit."""
+"""engine.experts.kernel's large-step path: the token rows gathered once, grouped by expert, each expert computing
+in place in its span (no per-expert gather or scatter), summed as the scatter-then-combine path summed them, bit
+for bit."""
 
 from __future__ import annotations
 
@@ -9,11 +10,18 @@ import json
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
-from engine.experts.kernel import combine, expert_mlp, is_small_step
+from engine.experts.kernel import combine, is_small_step
 from engine.experts.provider import run_blocks
 from engine.experts.store import ExpertLayout
 from engine.runtime.determinism import use_deterministic_kernels
+
+
+def expert_mlp(x, gate_up, down) -> torch.Tensor:
+    """SwiGLU expert, as the engine computed it before session 10. x [n, D], gate_up [2I, D], down [D, I]."""
+    gate, up = F.linear(x, gate_up).chunk(2, dim=-1)
+    return F.linear(F.silu(gate) * up, down)
 
 
 def scatter_reference(x, ids, weights, blocks, layout) -> torch.Tensor:
