@@ -90,10 +90,11 @@ def run_expert(gate_up, down, dispatch: Dispatch, u: int, out: torch.Tensor) -> 
     holds the span's token rows on entry (start_layer gathers them for every expert at once) and the weighted
     outputs on return: five kernels, no gather and no scatter per expert (under deterministic algorithms a
     scatter is CUDA's sort-based index_put_)."""
-    rows = out[dispatch.span(u)]  # [n, D], contiguous
+    span = dispatch.span(u)
+    rows = out[span]  # [n, D], contiguous
     gate, up = F.linear(rows, gate_up).chunk(2, dim=-1)  # [n, I] x2: read before rows is overwritten below
     torch.mm(F.silu(gate) * up, down.t(), out=rows)  # F.linear(h, down) without its own buffer: the same GEMM
-    rows.mul_(dispatch.weights[dispatch.span(u), None])  # as (y * w).to(out.dtype): computed in the wider type
+    rows.mul_(dispatch.weights[span, None])  # as (y * w).to(out.dtype): computed in the wider type
 
 
 def combine_grouped(out: torch.Tensor, dispatch: Dispatch, ids: torch.Tensor) -> torch.Tensor:

@@ -130,7 +130,7 @@ class PagedExperts:
 
     def _per_expert(self, layer, x, ids, ids_host, weights, hits, misses, pending) -> torch.Tensor:
         """Large step (prefill): each expert multiplies its own tokens; misses come in groups that fit. -> [T, D]"""
-        dispatch, out = start_layer(x, ids, ids_host, weights)
+        dispatch, out = start_layer(x, ids_host, weights)
         index = {int(e): u for u, e in enumerate(dispatch.experts)}
         group = self._load(layer, misses, keep=pending)  # copies overlap with computing the hits
         self._compute(layer, hits, index, dispatch, out, pending)

@@ -45,7 +45,7 @@ class ExpertCounters:
                               self.prefetched, self.prefetch_used, dict(self.layer_hits), dict(self.layer_misses))
 
 
-def start_layer(x: torch.Tensor, ids: torch.Tensor, ids_host, weights: torch.Tensor) -> tuple[Dispatch, torch.Tensor]:
+def start_layer(x: torch.Tensor, ids_host, weights: torch.Tensor) -> tuple[Dispatch, torch.Tensor]:
     """Plan a large layer-step from the routed ids already on the host, and gather its [T*K, D] buffer: the token
     row of every (token, k) entry, grouped by expert as the plan lists them. Each expert then overwrites its own
     span with its outputs (engine.experts.kernel.run_expert): one gather per layer-step, not one per expert."""
@@ -57,7 +57,7 @@ def run_blocks(x, ids, weights, blocks: torch.Tensor, layout) -> torch.Tensor:
     """Every routed expert's block is row `expert id` of `blocks` [E, numel] (resident and whole-layer copies)."""
     if is_small_step(ids.shape[0], ids.shape[1], layout.numel * blocks.element_size()):
         return run_rows(x, blocks, ids.reshape(-1), ids, weights, layout.hidden, layout.intermediate)
-    dispatch, out = start_layer(x, ids, ids.cpu().numpy(), weights)
+    dispatch, out = start_layer(x, ids.cpu().numpy(), weights)
     for u, expert in enumerate(dispatch.experts):
         block = blocks[expert]
         run_expert(layout.gate_up(block), layout.down(block), dispatch, u, out)
