@@ -5,6 +5,7 @@ plots per JSON (tok/s vs budget, hit rate vs slots, measured vs floor), named af
 
 Floors (shared/BENCH.md), both from the all-resident row of the same JSON (no resident row: '-'):
   run floor  = the run's H2D bytes / pinned copy-loop rate + the resident time for as many tokens;
+  decode floor = the decode's H2D bytes (after every prefill) / copy-loop rate + the resident decode time;
   TTFT floor = every expert that lives on the host crosses the link once / copy-loop rate + the resident TTFT.
 GPU ms/step: the arm's last decode step's CUDA graphs replayed alone (engine.bench.graph_timing.step_gpu_ms;
 '-' on the CPU, or where the step did not run as whole-step graphs): what of the step is the GPU's.
@@ -41,6 +42,14 @@ def measured_s(row: dict) -> float:
 def floor_s(row: dict, resident: dict, copy_gb_s: float) -> float:
     """A run's floor: its bytes over the measured pinned copy rate plus the all-resident compute time."""
     return row["h2d_bytes"] / (copy_gb_s * 1e9) + resident["ttft_s"] + decode_s(resident, num_tokens(row))
+
+
+def decode_floor_s(row: dict, resident: dict, copy_gb_s: float) -> float | None:
+    """The decode's floor: the bytes copied after every prefill over the pinned copy rate plus the all-resident
+    decode time for as many tokens; None for rows from before the suite recorded decode_h2d_bytes."""
+    if "decode_h2d_bytes" not in row:
+        return None
+    return row["decode_h2d_bytes"] / (copy_gb_s * 1e9) + decode_s(resident, num_tokens(row))
 
 
 def is_static(row: dict) -> bool:
@@ -122,12 +131,15 @@ def arm_table(result: dict) -> list[str]:
     copy = {r["budget_gib"]: r for r in rows if r["arm"] == "static-copy"}
     share_head, share_rule = ("expert share | ", "---|") if has_share else ("", "")
     lines = [f"| arm | budget GiB | {share_head}slots/layer (min) | decode tok/s (median of runs) | GPU ms/step | "
-             "TTFT s | TTFT / floor | expert hit rate | H2D GB/run | miss H2D GB/s | run / floor | x static-UVA | "
+             "TTFT s | TTFT / floor | expert hit rate | H2D GB/run | miss H2D GB/s | run / floor | decode / floor | "
+             "x static-UVA | "
              "x static-copy | peak GiB | = resident |",
-             f"|---|---|{share_rule}---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"|---|---|{share_rule}---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         budget = row["budget_gib"]
         over_floor = ratio(measured_s(row), resident and floor_s(row, resident, facts["copy_loop_gb_s"]))
+        over_decode = ratio(decode_s(row, num_tokens(row)),
+                            resident and decode_floor_s(row, resident, facts["copy_loop_gb_s"]))
         over_ttft = ratio(row["ttft_s"], ttft_floor_s(row, resident, facts))
         uva = ratio(row["decode_tok_s"], static[budget]["decode_tok_s"] if budget in static else None)
         copies = ratio(row["decode_tok_s"], copy[budget]["decode_tok_s"] if budget in copy else None)
@@ -136,7 +148,7 @@ def arm_table(result: dict) -> list[str]:
             f"| {row['arm']} | {budget if budget else '-'} | {share}{row['slots_per_layer_min']} | "
             f"{row['decode_tok_s']:.1f} | {cell(row.get('step_gpu_ms'), '.2f')} | {row['ttft_s']:.2f} | "
             f"{cell(over_ttft, '.2f')} | {hit_rate(row):.3f} | "
-            f"{row['h2d_bytes'] / 1e9:.1f} | {cell(miss_gb_s(row), '.1f')} | {cell(over_floor, '.2f')} | "
+            f"{row['h2d_bytes'] / 1e9:.1f} | {cell(miss_gb_s(row), '.1f')} | {cell(over_floor, '.2f')} | {cell(over_decode, '.2f')} | "
             f"{cell(uva, '.2f')} | {cell(copies, '.1f')} | {cell(row['peak_gib'], '.2f')} | "
             f"{same_as_resident(row, resident)} |")
     return lines

@@ -124,7 +124,9 @@ def sweep_plans(model_args: ModelArgs, budget: int, batch: int, max_len: int) ->
     return [by_slots[slots] for slots in sorted(by_slots)]
 
 
-def decode_once(engine, prompt: int, tokens: int, batch: int, seed: int) -> list:
+def decode_once(engine, prompt: int, tokens: int, batch: int, seed: int, on_prefilled=None) -> list:
+    """batch requests of random prompt ids, run to their end; on_prefilled() runs once, after the step that
+    leaves no request waiting for its prefill."""
     generator = torch.Generator().manual_seed(seed)
     vocab = engine.runner.model.args.vocab_size
     for i in range(batch):
@@ -134,6 +136,9 @@ def decode_once(engine, prompt: int, tokens: int, batch: int, seed: int) -> list
     finishes = []
     while engine.has_work:
         finishes += [e for e in engine.step() if hasattr(e, "stats")]
+        if on_prefilled is not None and not engine.scheduler.waiting:
+            on_prefilled()
+            on_prefilled = None
     sync(engine.device)
     return finishes
 
@@ -143,8 +148,9 @@ def measure(engine, provider, args, tokens: int) -> dict:
     runs = []
     for run in range(args.runs):
         engine.scheduler.block_manager.hash_to_block.clear()  # no prefix reuse between runs
-        before = provider.counters.snapshot()
-        finishes = decode_once(engine, args.prompt, tokens, args.batch, seed=run)
+        before, prefilled = provider.counters.snapshot(), []
+        finishes = decode_once(engine, args.prompt, tokens, args.batch, seed=run,
+                               on_prefilled=lambda: prefilled.append(provider.counters.snapshot()))
         if hasattr(provider, "copies"):
             provider.copies.synchronize()
         after = provider.counters
@@ -152,6 +158,9 @@ def measure(engine, provider, args, tokens: int) -> dict:
         runs.append({"decode_tok_s": args.batch * (tokens - 1) / decode_s, "ttft_s": max(f.stats.ttft_s for f in finishes),
                      "hits": after.hits - before.hits, "misses": after.misses - before.misses,
                      "h2d_bytes": after.h2d_bytes - before.h2d_bytes, "copy_s": after.copy_s - before.copy_s,
+                     # after every prefill: what the decode floor counts (report's decode / floor)
+                     "decode_misses": after.misses - prefilled[0].misses,
+                     "decode_h2d_bytes": after.h2d_bytes - prefilled[0].h2d_bytes,
                      "timed_bytes": after.timed_bytes - before.timed_bytes,
                      "tokens": [list(f.token_ids) for f in finishes], "logprobs": [list(f.logprobs) for f in finishes]})
     middle = sorted(runs, key=lambda r: r["decode_tok_s"])[len(runs) // 2]
@@ -299,26 +308,37 @@ def guarded(fn, *args):
 
 
 def unbudgeted_rows(host, arms, args, device, router) -> list[dict]:
+    """resident, then paged-all, then resident's variants: on the H200 every whole-step decode graph captured
+    after a process's third ran ~0.9 ms slower per step (bench/results/2026-11-30-h200-session11), so the pager's
+    own cost (paged-all against resident) is measured by the process's first two engines."""
     rows = []
     if "resident" in arms:
-        resident = resident_weights(host, device)
-        plan = plan_for(resident, "resident", None, None, args.batch, args.max_len)
-        rows.append(run_arm(resident, "resident", plan, args, device, router, args.tokens))
-        if "resident-dynamic" in arms:
-            rows.append(run_arm(resident, "resident-dynamic", plan, args, device, router, args.tokens, decode="dynamic"))
-        if "resident-nondeterministic" in arms:  # what the deterministic kernels cost
-            rows.append(run_arm(resident, "resident-nondeterministic", plan, args, device, router, args.tokens,
-                                deterministic=False))
-        if "resident-sdpa-attention" in arms:  # decode attention by SDPA over a gathered, padded copy
-            rows.append(run_arm(resident, "resident-sdpa-attention", plan, args, device, router, args.tokens,
-                                attention="sdpa"))
-        if "resident-nondeterministic-sdpa" in arms:  # the engine's defaults before 2026-11-29
-            rows.append(run_arm(resident, "resident-nondeterministic-sdpa", plan, args, device, router, args.tokens,
-                                deterministic=False, attention="sdpa"))
-        del resident
+        rows += resident_rows(host, ["resident"], args, device, router)
     if "paged-all" in arms:
         plan = plan_for(host, "paged", None, host.args.num_experts, args.batch, args.max_len)
         rows.append(run_arm(host, "paged-all-resident", plan, args, device, router, args.tokens, warm_all=True))
+    if "resident" in arms:
+        rows += resident_rows(host, [arm for arm in RESIDENT_VARIANTS if arm in arms], args, device, router)
+    return rows
+
+
+RESIDENT_VARIANTS = {  # arm: its EngineOptions
+    "resident-dynamic": {"decode": "dynamic"},
+    "resident-nondeterministic": {"deterministic": False},  # what the deterministic kernels cost
+    "resident-sdpa-attention": {"attention": "sdpa"},  # decode attention by SDPA over a gathered, padded copy
+    "resident-nondeterministic-sdpa": {"deterministic": False, "attention": "sdpa"},  # the defaults before 11-29
+}
+
+
+def resident_rows(host, arms: list[str], args, device, router) -> list[dict]:
+    """These resident arms on one device copy of the experts, freed after."""
+    if not arms:
+        return []
+    resident = resident_weights(host, device)
+    plan = plan_for(resident, "resident", None, None, args.batch, args.max_len)
+    rows = [run_arm(resident, arm, plan, args, device, router, args.tokens, **RESIDENT_VARIANTS.get(arm, {}))
+            for arm in arms]
+    del resident
     return rows
 
 

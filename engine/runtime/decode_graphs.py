@@ -7,7 +7,9 @@ included - runs as CUDA graphs replayed back to back: one graph per step unless 
 the H200 at the Qwen3 shape, in one process with no profiler attached, one graph per step takes 8.54 ms of GPU
 time resident and 8.75 ms paged with every expert resident; six graphs of 8 layers took 9.47 and 9.71 ms (session
 10). The graphs launch in 14-82 us either way (slow launches, 1.3-2 ms, come only after the torch profiler has
-run in the process).
+run in the process). Those are the times of a process's first three captures: from the fourth capture on (a new
+engine, or this one again after invalidate()), the same step's graph replays in 9.42 ms, and plain torch graphs
+slow down the same way (bench/results/2026-11-30-h200-session11, bench/graph_capture_probe.py).
 Otherwise each layer's dense part is one graph and the experts run eagerly between replays. Every expert mode
 computes the same kernels in the same order, so outputs stay bitwise equal."""
 
