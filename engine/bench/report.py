@@ -132,8 +132,7 @@ def arm_table(result: dict) -> list[str]:
     share_head, share_rule = ("expert share | ", "---|") if has_share else ("", "")
     lines = [f"| arm | budget GiB | {share_head}slots/layer (min) | decode tok/s (median of runs) | GPU ms/step | "
              "TTFT s | TTFT / floor | expert hit rate | H2D GB/run | miss H2D GB/s | run / floor | decode / floor | "
-             "x static-UVA | "
-             "x static-copy | peak GiB | = resident |",
+             "x static-UVA | x static-copy | peak GiB | = resident |",
              f"|---|---|{share_rule}---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         budget = row["budget_gib"]
@@ -148,9 +147,9 @@ def arm_table(result: dict) -> list[str]:
             f"| {row['arm']} | {budget if budget else '-'} | {share}{row['slots_per_layer_min']} | "
             f"{row['decode_tok_s']:.1f} | {cell(row.get('step_gpu_ms'), '.2f')} | {row['ttft_s']:.2f} | "
             f"{cell(over_ttft, '.2f')} | {hit_rate(row):.3f} | "
-            f"{row['h2d_bytes'] / 1e9:.1f} | {cell(miss_gb_s(row), '.1f')} | {cell(over_floor, '.2f')} | {cell(over_decode, '.2f')} | "
-            f"{cell(uva, '.2f')} | {cell(copies, '.1f')} | {cell(row['peak_gib'], '.2f')} | "
-            f"{same_as_resident(row, resident)} |")
+            f"{row['h2d_bytes'] / 1e9:.1f} | {cell(miss_gb_s(row), '.1f')} | {cell(over_floor, '.2f')} | "
+            f"{cell(over_decode, '.2f')} | {cell(uva, '.2f')} | {cell(copies, '.1f')} | "
+            f"{cell(row['peak_gib'], '.2f')} | {same_as_resident(row, resident)} |")
     return lines
 
 
