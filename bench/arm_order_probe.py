@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -29,6 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate  # noqa: E402
 from engine.bench.graph_timing import replay_ms, whole_step_graphs  # noqa: E402
+from engine.bench.profile_decode import engine_for  # noqa: E402
 from engine.bench.shapes import add_shape_options, shape_of  # noqa: E402
 from engine.bench.suite import (RESIDENT_VARIANTS, decode_once, plan_for, reset_peak, resident_weights,  # noqa: E402
                                 run_arm)
@@ -57,6 +59,15 @@ def main() -> None:
     parser.add_argument("--keep-cache", action="store_true",
                         help="never return cached device memory to the driver between arms (no empty_cache)")
     args = parser.parse_args()
+    sequence = args.sequence.split(",")
+    known = {*ON_RESIDENT, "paged-all", "rates", "toggle"}
+    unknown = [step for step in sequence if step not in known and not re.fullmatch(r"graphs[1-9][0-9]*", step)]
+    if unknown:  # before the weights take minutes to build
+        parser.error(f"unknown step {', '.join(unknown)}: use {', '.join(sorted(known))} or graphsN")
+    if args.device == "cpu" and {"recaptures", "recaptures-keep", "profile"} & set(sequence):
+        parser.error("recaptures and profile time CUDA graphs and kernels: run them with --device cuda")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("no CUDA GPU is visible here: run on one, or pass --device cpu (no step_gpu_ms there)")
     if args.keep_cache:
         torch.cuda.empty_cache = lambda: None
     args.batch = 1
@@ -64,7 +75,7 @@ def main() -> None:
     host = synthetic_weights(shape_of(args), device, experts_on_host=True)
     router = TraceRouter(load_trace(args.trace), device)
     resident, rows = None, []
-    for place, step in enumerate(args.sequence.split(",")):
+    for place, step in enumerate(sequence):
         if step not in ON_RESIDENT:
             resident = None  # the suite frees the resident copy before its other arms
             reset_peak(device)
@@ -88,11 +99,9 @@ def main() -> None:
         elif step in RESIDENT_OPTIONS:
             plan = plan_for(resident, "resident", None, None, 1, args.max_len)
             rows.append(run_arm(resident, step, plan, args, device, router, args.tokens, **RESIDENT_OPTIONS[step]))
-        elif step == "paged-all":
+        else:  # paged-all
             plan = plan_for(host, "paged", None, host.args.num_experts, 1, args.max_len)
             rows.append(run_arm(host, step, plan, args, device, router, args.tokens, warm_all=True))
-        else:
-            parser.error(f"unknown step {step}")
         row = rows[-1]
         summary = {key: row.get(key) for key in ("step", "arm", "decode_tok_s", "step_gpu_ms", "peak_gib", "error")}
         print("ORDER", place, json.dumps({k: v for k, v in summary.items() if v is not None}), flush=True)
@@ -103,8 +112,11 @@ def main() -> None:
 
 def recaptures(weights, args, device, router, times: int = 6, keep: bool = False) -> list[float]:
     """One resident engine whose decode graphs are dropped and captured again, as a re-plan does: the GPU ms of
-    its step after each capture. keep: hold on to the dropped graphs (they are not destroyed)."""
-    engine = resident_engine(weights, args, device, router)
+    its step after each capture (the engine's first: no warm-up request before the loop). keep: hold on to the
+    dropped graphs (they are not destroyed)."""
+    engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device=device.type, experts="resident"),
+                             plan_for(weights, "resident", None, None, 1, args.max_len), device, args.max_len)
+    router.drive(engine)
     gpu_ms, kept = [], []
     for _ in range(times):
         if keep:
@@ -117,18 +129,9 @@ def recaptures(weights, args, device, router, times: int = 6, keep: bool = False
     return gpu_ms
 
 
-def resident_engine(weights, args, device, router):
-    plan = plan_for(weights, "resident", None, None, 1, args.max_len)
-    engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device=device.type, experts="resident"),
-                             plan, device, args.max_len)
-    router.drive(engine)
-    return engine
-
-
 def kernel_times(weights, args, device, router) -> list[dict]:
     """GPU time per kernel name over one resident request (its prefill and its decode)."""
-    engine = resident_engine(weights, args, device, router)
-    decode_once(engine, args.prompt, 8, 1, seed=1000)  # captures the decode graph
+    engine = engine_for(weights, plan_for(weights, "resident", None, None, 1, args.max_len), args, router, False)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         decode_once(engine, args.prompt, args.tokens, 1, seed=2)
     table = sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:30]

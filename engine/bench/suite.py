@@ -336,10 +336,8 @@ def resident_rows(host, arms: list[str], args, device, router) -> list[dict]:
         return []
     resident = resident_weights(host, device)
     plan = plan_for(resident, "resident", None, None, args.batch, args.max_len)
-    rows = [run_arm(resident, arm, plan, args, device, router, args.tokens, **RESIDENT_VARIANTS.get(arm, {}))
+    return [run_arm(resident, arm, plan, args, device, router, args.tokens, **RESIDENT_VARIANTS.get(arm, {}))
             for arm in arms]
-    del resident
-    return rows
 
 
 def budget_rows(host, budget: int, arms, args, device, router, trace, link) -> list[dict]:
