@@ -125,7 +125,7 @@ def recaptures(weights, args, device, router, times: int = 6, keep: bool = False
         decode_once(engine, args.prompt, 8, 1, seed=1000)  # captures the decode graph again
         gpu_ms.append(replay_ms(whole_step_graphs(engine)))
         print("RECAPTURE", gpu_ms[-1], flush=True)
-    weights.model.experts = None
+    engine.close()
     return gpu_ms
 
 
@@ -136,7 +136,7 @@ def kernel_times(weights, args, device, router) -> list[dict]:
         decode_once(engine, args.prompt, args.tokens, 1, seed=2)
     table = sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:30]
     print(prof.key_averages().table(sort_by="device_time_total", row_limit=30), flush=True)
-    weights.model.experts = None
+    engine.close()
     return [{"name": e.key, "count": e.count, "device_us": e.device_time_total} for e in table]
 
 

@@ -1,4 +1,4 @@
-"""Time one large (prefill) MoE layer-step of the per-expert path alone: engine.experts.provider.run_blocks on
+"""Time one large (prefill) MoE layer-step of the per-expert path alone: ExpertLayout.run_blocks on
 random routing, deterministic algorithms on, as the engine runs it. With --other, the same step through another
 version of engine/experts/kernel.py, side by side, and whether the two agree bit for bit: the scatter-then-combine
 path (before session 9) or session 9's grouped path (each expert gathering its own rows into a fresh buffer).
@@ -26,8 +26,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.experts.provider import run_blocks  # noqa: E402
-from engine.experts.store import ExpertLayout  # noqa: E402
+from engine.experts.dense_layout import DenseLayout  # noqa: E402
 from engine.runtime.determinism import use_deterministic_kernels  # noqa: E402
 
 
@@ -84,14 +83,17 @@ def main(argv=None) -> int:
         parser.error("--top-k must not exceed --experts")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
-    layout = ExpertLayout(args.hidden, args.intermediate)
+    layout = DenseLayout(args.hidden, args.intermediate, torch.bfloat16)
     blocks = torch.randn(args.experts, layout.numel, dtype=torch.bfloat16, device=device) / 8
     x = torch.randn(args.tokens, args.hidden, dtype=torch.bfloat16, device=device)
     ids = torch.stack([torch.randperm(args.experts)[: args.top_k] for _ in range(args.tokens)]).to(device)
     weights = torch.rand(args.tokens, args.top_k, dtype=torch.bfloat16, device=device)
     inputs = (x, ids, weights, blocks, layout)
     use_deterministic_kernels()  # as the engine runs
-    paths = {"grouped": run_blocks}  # this checkout's path
+    def grouped(x, ids, weights, blocks, layout):  # this checkout's path
+        return layout.run_blocks(x, ids, weights, blocks)
+
+    paths = {"grouped": grouped}
     if args.other:
         paths["other"] = other_path(args.other)
     row = {"device": str(device), "tokens": args.tokens, "experts": args.experts}

@@ -237,13 +237,8 @@ def start_server(engine: Engine, host: str = "127.0.0.1", port: int = 8000, api_
 def expert_counters(engine: Engine):
     """A snapshot of the engine's cumulative expert counters (hits, misses, H2D bytes, ...); zeros for
     backends without an expert pager (llama.cpp, remote)."""
-    from engine.experts.provider import ExpertCounters
-
-    runner = getattr(engine._core, "runner", None)
-    if runner is None:
-        return ExpertCounters()
     # Read on the engine thread: counters of graphed decode steps are settled from device buffers.
-    return engine._on_engine_thread(lambda: runner.model.experts.counters.snapshot())
+    return engine._on_engine_thread(engine._core.expert_counters)
 
 
 def device_peak_bytes(engine: Engine) -> int | None:

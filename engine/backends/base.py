@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from engine.experts.counters import ExpertCounters
 from engine.events import EngineStats, Event
 from engine.requests import GenerateRequest
 
@@ -37,6 +38,9 @@ class EngineCore(Protocol):
 
     def admission_barrier(self) -> list:
         """Called before each step; PlanEvents of a re-plan for waiting requests ([] where there is none)."""
+
+    def expert_counters(self) -> ExpertCounters:
+        """A snapshot of the cumulative expert counters; zeros for a backend without an expert pager."""
 
     def stats(self) -> EngineStats:
         """A snapshot for live displays (engine thread)."""

@@ -22,6 +22,7 @@ from engine.alloc.memory_plan import MemoryPlan
 from engine.backends.gguf_placement import KV_BLOCK_TOKENS
 from engine.backends.gguf_tokenizer import GgufTokenizer
 from engine.backends.llama_cpp_model import LlamaCppModel
+from engine.experts.counters import ExpertCounters
 from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
 from engine.requests import GenerateRequest
 from engine.runtime.prompt import prompt_token_ids
@@ -119,6 +120,10 @@ class LlamaCppCore:
             kv_blocks_total=self.plan.kv_blocks, running=int(self.running is not None), waiting=len(self.waiting),
             pending_budget=None, device_peak_bytes=None,
         )
+
+    def expert_counters(self) -> ExpertCounters:
+        """Zeros: llama.cpp places experts itself and reports no traffic."""
+        return ExpertCounters()
 
     def close(self) -> None:
         self.model.close()

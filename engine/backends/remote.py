@@ -25,6 +25,7 @@ import httpx
 from engine.alloc.memory_plan import MemoryPlan
 from engine.backends.remote_stream import Piece, StreamWorker
 from engine.errors import RequestError, WispError
+from engine.experts.counters import ExpertCounters
 from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
 from engine.requests import GenerateRequest
 from engine.runtime.builder import ModelInfo
@@ -239,6 +240,10 @@ class RemoteCore:
 
     def admission_barrier(self) -> list:
         return []
+
+    def expert_counters(self) -> ExpertCounters:
+        """Zeros: the server does not report expert traffic."""
+        return ExpertCounters()
 
     def stats(self) -> EngineStats:
         self.throughput.prune()

@@ -24,6 +24,7 @@ from engine.bench.suite import plan_for, reset_peak, resident_weights
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
+from engine.experts.pager import PagedExperts
 from engine.experts.touched_copy import TouchedCopyExperts
 from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine
@@ -91,11 +92,12 @@ def arm_outputs(weights, plan, device, router, args, decode: str, provider=None,
     if args.fill_uninitialized:  # after the engine chose its kernels (it turns filling off)
         torch.utils.deterministic.fill_uninitialized_memory = True
         cache = engine.runner.cache
-        for pool in [*cache.k, *cache.v, getattr(getattr(weights.model.experts, "pool", None), "tensor", None)]:
-            if pool is not None:
-                pool.fill_(float("nan"))
+        provider = engine.runner.experts
+        slots = [provider.host_pager.pool.tensor] if isinstance(provider, PagedExperts) else []
+        for pool in [*cache.k, *cache.v, *slots]:
+            pool.fill_(float("nan"))
     if host_pager:
-        weights.model.experts.graphed_decode = False
+        engine.runner.experts.page_on_host()
     parts = PartChecksums(weights.model) if hooks else None
     router.drive(engine, parts.next_step if parts is not None else None)
     outputs = []
@@ -116,7 +118,7 @@ def arm_outputs(weights, plan, device, router, args, decode: str, provider=None,
                     outputs.append((list(event.token_ids), list(event.logprobs)))
     if parts is not None:
         parts.remove()
-    weights.model.experts = None
+    engine.close()
     del engine
     reset_peak(device)  # frees the engine's CUDA graphs and KV pools before the next arm's (48 layers: 139 GB)
     return outputs, (parts.sums if parts else None)

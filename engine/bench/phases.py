@@ -136,7 +136,7 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
     row.update(total_s=time.perf_counter() - started, plan_changes=getattr(engine, "plan_changes", 0),
                plan_stall_s=getattr(engine, "plan_stall_s", 0.0),
                peak_gib=peak_gib(device), budget_gib=args.budget)
-    weights.model.experts = None
+    engine.close()
     del engine
     print(json.dumps({k: v for k, v in row.items() if k != "tokens"}), flush=True)
     return row

@@ -49,7 +49,7 @@ def engine_for(weights, plan, args, router, warm_all: bool):
     engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device="cuda", experts=plan.mode), plan,
                              torch.device("cuda"), args.max_len)
     if warm_all:
-        weights.model.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
+        engine.runner.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
     router.drive(engine)
     decode_once(engine, args.prompt, 8, 1, seed=1000)  # warm-up: captures the decode graph
     return engine
@@ -100,9 +100,8 @@ class Arms:
     def run(self, arm: str, what) -> object:
         try:
             return self._run(arm, what)
-        finally:  # every arm shares the host weights' model; its provider holds reference cycles (ring -> bound
-            self.host.model.experts = None  # method): drop it and collect them, so the arm's device memory is free now
-            gc.collect()
+        finally:  # the arm's provider holds reference cycles (ring -> bound method): collect them, so the arm's
+            gc.collect()  # device memory is free now
             torch.cuda.empty_cache()
 
     def _run(self, arm: str, what) -> object:

@@ -151,8 +151,7 @@ def measure(engine, provider, args, tokens: int) -> dict:
         before, prefilled = provider.counters.snapshot(), []
         finishes = decode_once(engine, args.prompt, tokens, args.batch, seed=run,
                                on_prefilled=lambda: prefilled.append(provider.counters.snapshot()))
-        if hasattr(provider, "copies"):
-            provider.copies.synchronize()
+        provider.synchronize()
         after = provider.counters
         decode_s = max(f.stats.total_s - f.stats.ttft_s for f in finishes)
         runs.append({"decode_tok_s": args.batch * (tokens - 1) / decode_s, "ttft_s": max(f.stats.ttft_s for f in finishes),
@@ -178,7 +177,6 @@ def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: i
         return measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs, warm_all, online,
                            host_pager, options)
     except Exception as err:  # noqa: BLE001 - a benchmark row, not a user path
-        weights.model.experts = None
         row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None,
                "expert_share": expert_share(plan), "error": f"{type(err).__name__}: {err}"}
         print(json.dumps(row), flush=True)
@@ -191,14 +189,15 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
     engine_options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, **options)
     engine = assemble_engine(weights, IdOnlyTokenizer(), engine_options, plan, device, args.max_len, provider=provider)
+    provider = engine.runner.experts
     if host_pager:  # the per-layer host pager (what prefetch runs on), not the device pager in one graph
-        weights.model.experts.graphed_decode = False
+        provider.page_on_host()
     if warm_all:
-        weights.model.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
+        provider.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
     if online:  # the online MV-WSA controller re-splits at the drained barrier after every request
         attach_online(engine, weights, args, device)
     router.drive(engine)
-    result = measure(engine, weights.model.experts, argparse.Namespace(**{**vars(args), "runs": runs or args.runs}), tokens)
+    result = measure(engine, provider, argparse.Namespace(**{**vars(args), "runs": runs or args.runs}), tokens)
     result["plan_changes"] = engine.plan_changes if online else 0
     if device.type == "cuda":  # last: it replays the step (see step_gpu_ms)
         result["step_gpu_ms"] = step_gpu_ms(engine, args.batch)
@@ -208,7 +207,7 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
            "slots_per_layer_min": plan.slots_per_layer, "slots_total": sum(plan.slots_by_layer),
            "offloaded_layers": plan.offloaded_layers, "kv_gib": plan.kv_bytes / GiB, "plan_gib": plan.total_bytes / GiB,
            "peak_gib": peak_gib(device), **result}
-    weights.model.experts = None
+    engine.close()
     del engine
     print(json.dumps({k: v for k, v in row.items() if k not in ("tokens", "logprobs")}), flush=True)
     return row
@@ -244,7 +243,7 @@ def attach_online(engine, weights, args, device) -> None:
 
 
 def resident_weights(host: LoadedWeights, device) -> LoadedWeights:
-    store = ExpertStore(host.store.layout, list(host.store.blocks), host.args.num_experts, host.dtype, device)
+    store = ExpertStore(host.store.layout, list(host.store.blocks), host.args.num_experts, device)
     for layer, block in host.store.blocks.items():
         store.blocks[layer].copy_(block)
     return LoadedWeights(host.args, host.model, store, host.dtype)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.experts.store import ExpertLayout, ExpertStore
+from engine.experts.dense_layout import DenseLayout
+from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.loader import DTYPES, LoadedWeights
 from engine.model.transformer import MoeTransformer, meta_model
@@ -30,9 +31,9 @@ def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, s
 
 def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, host: bool, seed: int = 1) -> ExpertStore:
     """Experts generated layer by layer on `gpu`, kept there (host=False) or copied into pinned host memory."""
-    layout = ExpertLayout(args.hidden_size, args.moe_intermediate_size)
+    layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, dtype)
     moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
-    store = ExpertStore(layout, moe_layers, args.num_experts, dtype, "cpu" if host else gpu, pin=host)
+    store = ExpertStore(layout, moe_layers, args.num_experts, "cpu" if host else gpu, pin=host)
     generator = torch.Generator(device=gpu).manual_seed(seed)
     for layer in moe_layers:
         block = torch.randn(args.num_experts, layout.numel, generator=generator, dtype=dtype, device=gpu)

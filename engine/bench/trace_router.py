@@ -67,7 +67,7 @@ class TraceRouter:
                 before_step(seqs, is_prefill)
             self.begin_step(seqs, is_prefill)
 
-        engine.runner.model.routing_override, engine.runner.step_hook = self, step_hook
+        engine.runner.routing_override, engine.runner.step_hook = self, step_hook
         self.stream_of.clear()
 
     def __call__(self, layer: int) -> torch.Tensor:

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from engine.experts.provider import ExpertCounters
+from engine.experts.counters import ExpertCounters
 
 
 class CopyEngine:

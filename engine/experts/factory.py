@@ -7,12 +7,14 @@ import torch
 from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.prefetch_predictor import CoOccurrencePredictor
 from engine.experts.pager import PagedExperts
-from engine.experts.provider import ResidentExperts
+from engine.experts.provider import ExpertProvider
+from engine.experts.resident import ResidentExperts
 from engine.experts.static import StaticOffloadExperts
 from engine.experts.store import ExpertStore
 
 
-def make_provider(plan: MemoryPlan, store: ExpertStore, device: torch.device, top_k: int, prefetch: bool):
+def make_provider(plan: MemoryPlan, store: ExpertStore, device: torch.device, top_k: int,
+                  prefetch: bool) -> ExpertProvider:
     if plan.mode == "resident":
         return ResidentExperts(store)
     if plan.mode == "static":

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from engine.experts.provider import ExpertCounters, run_blocks
+from engine.errors import BudgetError
+from engine.experts.counters import ExpertCounters
+from engine.experts.provider import ExpertProvider, GraphedExperts, RoutingListener
+from engine.experts.routing_feed import RoutingFeed
 from engine.experts.store import ExpertStore
 from engine.experts.use_counter import LazyUseCounter
 
@@ -18,7 +21,7 @@ def split_layers(host: ExpertStore, device: torch.device, num_offloaded_layers: 
     return offloaded, {layer: host.blocks[layer].to(device) for layer in layers if layer not in offloaded}
 
 
-class StaticOffloadExperts:
+class StaticOffloadExperts(ExpertProvider):
     name = "static"
 
     def __init__(self, host: ExpertStore, device: torch.device, num_offloaded_layers: int):
@@ -27,16 +30,37 @@ class StaticOffloadExperts:
         first = next(iter(host.blocks.values()))
         self.staging = torch.empty_like(first, device=device) if self.offloaded else None
         self.uses = LazyUseCounter(ExpertCounters())
+        self.feed = RoutingFeed()
 
     @property
     def counters(self) -> ExpertCounters:
         return self.uses.settle()
+
+    def begin_step(self, is_prefill: bool) -> None:
+        self.feed.begin_step(is_prefill)
+
+    def add_routing_listener(self, listener: RoutingListener) -> None:
+        self.feed.add(listener)
 
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         offloaded = layer in self.offloaded
         if offloaded:
             self.staging.copy_(self.host.blocks[layer], non_blocking=True)
             self.uses.counters.h2d_bytes += self.staging.numel() * self.staging.element_size()
+        if self.feed.has_listeners:
+            self.feed.publish_ids(layer, ids.cpu().numpy())
         self.uses.record(layer, ids, is_hit=not offloaded)
-        return run_blocks(x, ids, weights, self.staging if offloaded else self.device_blocks[layer], self.layout)
+        return self.layout.run_blocks(x, ids, weights, self.staging if offloaded else self.device_blocks[layer])
 
+    def graph_path(self, tokens: int, top_k: int) -> GraphedExperts | None:
+        """None: each step's whole-layer copies run between per-layer graphs, as vLLM's offload runs them."""
+        return None
+
+    def settle(self) -> None:
+        self.uses.settle()
+
+    def resize(self, slots_by_layer: list[int]) -> None:
+        raise BudgetError("statically offloaded experts have a fixed layout; live changes need --experts paged")
+
+    def synchronize(self) -> None:
+        """Nothing to wait for: the whole-layer copies run on the compute stream."""

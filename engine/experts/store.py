@@ -1,4 +1,4 @@
-"""Expert weights packed one contiguous block per expert: [gate (I*D) | up (I*D) | down (D*I)]."""
+"""Expert weights, one contiguous block per expert in the layout's format, all experts of all MoE layers."""
 
 from __future__ import annotations
 
@@ -8,26 +8,7 @@ import psutil
 import torch
 
 from engine.errors import HostMemoryError
-
-
-class ExpertLayout:
-    """Views into a packed expert block: gate_up [2I, D] (transformers' fused layout) and down [D, I]."""
-
-    def __init__(self, hidden: int, intermediate: int):
-        self.hidden, self.intermediate = hidden, intermediate
-        self.numel = 3 * hidden * intermediate
-
-    def gate_up(self, block: torch.Tensor) -> torch.Tensor:
-        return block[: 2 * self.hidden * self.intermediate].view(2 * self.intermediate, self.hidden)
-
-    def down(self, block: torch.Tensor) -> torch.Tensor:
-        return block[2 * self.hidden * self.intermediate :].view(self.hidden, self.intermediate)
-
-    def pack(self, block: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> None:
-        n = self.hidden * self.intermediate
-        block[:n].copy_(gate.reshape(-1))
-        block[n : 2 * n].copy_(up.reshape(-1))
-        block[2 * n :].copy_(down.reshape(-1))
+from engine.experts.layout import ExpertLayout
 
 
 class ExpertStore:
@@ -36,16 +17,15 @@ class ExpertStore:
     On the host, pinned memory lets a miss be one DMA copy at full link speed; if pinning fails the store
     falls back to pageable memory and says what that costs."""
 
-    def __init__(self, layout: ExpertLayout, moe_layers: list[int], num_experts: int, dtype, device, pin: bool = False):
+    def __init__(self, layout: ExpertLayout, moe_layers: list[int], num_experts: int, device, pin: bool = False):
         self.layout = layout
         self.num_experts = num_experts
         self.warning: str | None = None
-        element = torch.empty((), dtype=dtype).element_size()
-        total = len(moe_layers) * num_experts * layout.numel * element
         if torch.device(device).type == "cpu":
-            check_host_ram(total)
+            check_host_ram(len(moe_layers) * num_experts * layout.expert_bytes)
         self.is_pinned = pin
-        self.blocks: dict[int, torch.Tensor] = {layer: self._allocate(num_experts, dtype, device) for layer in moe_layers}
+        self.blocks: dict[int, torch.Tensor] = {layer: self._allocate(num_experts, layout.dtype, device)
+                                                for layer in moe_layers}
 
     def _allocate(self, num_experts: int, dtype, device) -> torch.Tensor:
         if self.is_pinned:
@@ -60,8 +40,7 @@ class ExpertStore:
 
     @property
     def expert_bytes(self) -> int:
-        tensor = next(iter(self.blocks.values()))
-        return self.layout.numel * tensor.element_size()
+        return self.layout.expert_bytes
 
     @property
     def total_bytes(self) -> int:

@@ -9,75 +9,111 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from engine.errors import BudgetError
 from engine.experts import pager_kernels
+from engine.experts.counters import ExpertCounters
 from engine.experts.device_lru import DeviceLRU
-from engine.experts.kernel import is_small_step, run_rows
-from engine.experts.provider import ExpertCounters, run_blocks
+from engine.experts.dispatch import is_small_step
+from engine.experts.provider import ExpertProvider, GraphedExperts, RoutingListener
+from engine.experts.routing_feed import RoutingFeed
 from engine.experts.routing_ring import RoutingRing
 from engine.experts.static import split_layers
 from engine.experts.store import ExpertStore
 from engine.experts.uva import as_words, device_view
 
 
-class TouchedCopyExperts:
+class TouchedCopyExperts(ExpertProvider):
     name = "static-uva"
-    graph_generation = 0
-    graph_failed = False
 
     def __init__(self, host: ExpertStore, device: torch.device, num_offloaded_layers: int):
         self.host, self.layout, self.device = host, host.layout, device
         self.offloaded, self.device_blocks = split_layers(host, device, num_offloaded_layers)
         self.scratch = torch.empty_like(next(iter(host.blocks.values())), device=device)  # one layer of experts
         self._counters = ExpertCounters()
-        self.ring = RoutingRing(list(host.blocks), device, self.settle_graphed)
-        self.reader: DeviceLRU | None = None  # counts and copy lists of the graphed steps
+        self.feed = RoutingFeed()
+        self.ring = RoutingRing(list(host.blocks), device, self.settle)
+        self.graphed = TouchedCopyGraphed(self)
 
     @property
     def counters(self) -> ExpertCounters:
-        self.settle_graphed()
+        self.settle()
         return self._counters
 
+    def begin_step(self, is_prefill: bool) -> None:
+        self.feed.begin_step(is_prefill)
+
+    def add_routing_listener(self, listener: RoutingListener) -> None:
+        self.feed.add(listener)
+
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        used = np.unique(ids.cpu().numpy())
+        ids_host = ids.cpu().numpy()
+        if self.feed.has_listeners:
+            self.settle()  # graphed steps first: listeners hear steps in order
+            self.feed.publish_ids(layer, ids_host)
+        used = np.unique(ids_host)
         if layer not in self.offloaded:
             self._counters.count(layer, used.size, 0)
-            return run_blocks(x, ids, weights, self.device_blocks[layer], self.layout)
+            return self.layout.run_blocks(x, ids, weights, self.device_blocks[layer])
         for expert in used:
             self.scratch[expert].copy_(self.host.blocks[layer][expert], non_blocking=True)
         self._counters.count(layer, 0, used.size)
         self._counters.h2d_bytes += used.size * self.host.expert_bytes
-        return run_blocks(x, ids, weights, self.scratch, self.layout)
+        return self.layout.run_blocks(x, ids, weights, self.scratch)
 
-    def supports_graph(self, tokens: int, top_k: int) -> bool:
-        return (not self.graph_failed and pager_kernels.runs_on(self.device) and (self.host.is_pinned or self.device.type == "cpu")
-                and is_small_step(tokens, top_k, self.host.expert_bytes))
+    def graph_path(self, tokens: int, top_k: int) -> GraphedExperts | None:
+        usable = (not self.graphed.failed and pager_kernels.runs_on(self.device)
+                  and (self.host.is_pinned or self.device.type == "cpu")
+                  and is_small_step(tokens, top_k, self.host.expert_bytes))
+        return self.graphed if usable else None
 
-    def begin_graph_step(self, tokens: int, top_k: int) -> None:
-        if self.reader is None:
-            layers = sorted(self.offloaded)
-            self.reader = DeviceLRU(layers, self.host.num_experts, dict.fromkeys(layers, 1), dict.fromkeys(layers, 0),
-                                    self.device)
-            self.words = {layer: device_view(self.host.blocks[layer], self.device) for layer in layers}
-            self.scratch_words = as_words(self.scratch)
-        self.ring.begin_step(tokens, top_k)
-
-    def cancel_graph_step(self) -> None:
-        self.ring.cancel_step()
-        self.graph_failed = True
-
-    def forward_graphed(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        if layer not in self.offloaded:
-            self.ring.record(layer, ids)
-            return run_blocks(x, ids, weights, self.device_blocks[layer], self.layout)
-        rows, miss_src, miss_dst, _, _ = self.reader.step(layer, ids, forget=True)  # forget: every miss has a row
-        self.reader.copy_misses(self.words[layer], self.scratch_words, miss_src, miss_dst)
-        return run_rows(x, self.scratch, rows, ids, weights, self.layout.hidden, self.layout.intermediate)
-
-    def settle_graphed(self) -> None:
+    def settle(self) -> None:
         for layer, ids in self.ring.drain():
+            self.feed.publish_ids(layer, ids, is_decode=True)
             if layer not in self.offloaded:
                 self._counters.count(layer, int(np.unique(ids).size), 0)
-        if self.reader is not None:
-            for layer, (_, misses, _) in zip(self.reader.layers, self.reader.take_counts()):
+        reader = self.graphed.reader
+        if reader is not None:
+            for layer, (_, misses, _) in zip(reader.layers, reader.take_counts()):
                 self._counters.count(layer, 0, int(misses))
                 self._counters.h2d_bytes += int(misses) * self.host.expert_bytes
+
+    def resize(self, slots_by_layer: list[int]) -> None:
+        raise BudgetError("statically offloaded experts have a fixed layout; live changes need --experts paged")
+
+    def synchronize(self) -> None:
+        """Nothing to wait for: the touched experts are copied on the compute stream."""
+
+
+class TouchedCopyGraphed(GraphedExperts):
+    """Graphed decode steps: offloaded layers read their touched experts over UVA into scratch, with no cache."""
+
+    generation = 0  # scratch and the resident layers never move
+
+    def __init__(self, owner: TouchedCopyExperts):
+        self.owner, self.failed = owner, False
+        self.reader: DeviceLRU | None = None  # counts and copy lists of the graphed steps
+
+    def begin_step(self, tokens: int, top_k: int) -> None:
+        owner = self.owner
+        if self.reader is None:
+            layers = sorted(owner.offloaded)
+            self.reader = DeviceLRU(layers, owner.host.num_experts, dict.fromkeys(layers, 1),
+                                    dict.fromkeys(layers, 0), owner.device)
+            self.words = {layer: device_view(owner.host.blocks[layer], owner.device) for layer in layers}
+            self.scratch_words = as_words(owner.scratch)
+        owner.ring.begin_step(tokens, top_k)
+
+    def cancel_step(self) -> None:
+        self.owner.ring.cancel_step()
+        self.failed = True
+
+    def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        owner = self.owner
+        if layer not in owner.offloaded:
+            owner.ring.record(layer, ids)
+            return owner.layout.run_blocks(x, ids, weights, owner.device_blocks[layer])
+        if owner.feed.has_listeners:  # only listeners need an offloaded layer's ids (its counts come from reader)
+            owner.ring.record(layer, ids)
+        rows, miss_src, miss_dst, _, _ = self.reader.step(layer, ids, forget=True)  # forget: every miss has a row
+        self.reader.copy_misses(self.words[layer], self.scratch_words, miss_src, miss_dst)
+        return owner.layout.run_rows(x, owner.scratch, rows, ids, weights)

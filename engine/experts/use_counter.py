@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.experts.provider import ExpertCounters
+from engine.experts.counters import ExpertCounters
 
 
 class LazyUseCounter:

@@ -10,7 +10,8 @@ from typing import Callable
 import torch
 
 from engine.errors import ModelFormatError
-from engine.experts.store import ExpertLayout, ExpertStore
+from engine.experts.dense_layout import DenseLayout
+from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
 from engine.model.registry import architecture, parse_config
@@ -114,7 +115,7 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
     model.attach_rotary(device)
     model.eval()
     moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
-    layout = ExpertLayout(args.hidden_size, args.moe_intermediate_size)
-    store = ExpertStore(layout, moe_layers, args.num_experts, torch_dtype, expert_device or device, pin=pin_experts)
+    layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, torch_dtype)
+    store = ExpertStore(layout, moe_layers, args.num_experts, expert_device or device, pin=pin_experts)
     load_experts(store, args, ckpt, names, progress)
     return LoadedWeights(args=args, model=model, store=store, dtype=torch_dtype)

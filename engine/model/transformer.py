@@ -1,20 +1,36 @@
-"""The decoder stack shared by every supported MoE architecture. Expert weights live in a provider, not here."""
+"""The decoder stack shared by every supported MoE architecture. Expert weights live in a provider, not here:
+the model runner hands one to every forward in a MoeContext."""
 
 from __future__ import annotations
 
 import gc
-from typing import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.experts.kernel import route
+from engine.experts.dispatch import route
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, KVCache
 from engine.model.layers import DenseMLP, RMSNorm, RotaryEmbedding, SharedExpert
 
+if TYPE_CHECKING:
+    from engine.experts.provider import ExpertForward
+
 RoutingObserver = Callable[[int, torch.Tensor], None]  # (layer, top-k ids [T, K])
+RoutingOverride = Callable[[int], torch.Tensor]  # layer -> ids [T, K] to use instead of the router's
+
+
+@dataclass(frozen=True)
+class MoeContext:
+    """What the MoE blocks use in one forward, handed in by the model runner: where the routed experts run (an
+    expert provider, or its graphed path), and optional routing hooks (tests, trace-driven benchmarks)."""
+
+    experts: "ExpertForward"
+    observer: RoutingObserver | None = None
+    override: RoutingOverride | None = None
 
 
 def routed_weights(logits: torch.Tensor, ids: torch.Tensor, args: ModelArgs) -> torch.Tensor:
@@ -34,28 +50,26 @@ class MoeBlock(nn.Module):
         self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
         self.shared = SharedExpert(args) if args.shared_expert_intermediate_size else None
 
-    def route(self, x: torch.Tensor, model: "MoeTransformer"):
+    def route(self, x: torch.Tensor, context: MoeContext):
         """x [T, D] -> (ids [T, K], weights [T, K], shared expert output or None). No host sync: graphable."""
         args = self.args
         logits = self.gate(x)  # [T, E]
-        if model.routing_override is not None:
-            ids = model.routing_override(self.layer)  # [T, K] trace-driven benchmarks: only the ids change
+        if context.override is not None:
+            ids = context.override(self.layer)  # [T, K] trace-driven benchmarks: only the ids change
             weights = routed_weights(logits, ids, args)
         else:
             ids, weights = route(logits, args.num_experts_per_tok, args.norm_topk_prob, args.router_weights_fp32)
         return ids, weights, self.shared(x) if self.shared is not None else None
 
-    def experts(self, x, ids, weights, shared, model: "MoeTransformer", graphed: bool = False) -> torch.Tensor:
-        """The routed experts through the provider (where paging happens), plus the shared expert. graphed: the
-        provider's sync-free path, for a decode step captured whole in a CUDA graph."""
-        if model.routing_observer is not None:
-            model.routing_observer(self.layer, ids)
-        provider = model.experts
-        out = (provider.forward_graphed if graphed else provider.forward)(self.layer, x, ids, weights)
+    def experts(self, x, ids, weights, shared, context: MoeContext) -> torch.Tensor:
+        """The routed experts through the context's provider (where paging happens), plus the shared expert."""
+        if context.observer is not None:
+            context.observer(self.layer, ids)
+        out = context.experts.forward(self.layer, x, ids, weights)
         return out if shared is None else out + shared
 
-    def forward(self, x: torch.Tensor, model: "MoeTransformer") -> torch.Tensor:
-        return self.experts(x, *self.route(x, model), model)
+    def forward(self, x: torch.Tensor, context: MoeContext) -> torch.Tensor:
+        return self.experts(x, *self.route(x, context), context)
 
 
 class DecoderLayer(nn.Module):
@@ -67,19 +81,19 @@ class DecoderLayer(nn.Module):
         self.is_moe = args.moe_layers[layer]
         self.mlp = MoeBlock(args, layer) if self.is_moe else DenseMLP(args.hidden_size, args.intermediate_size)
 
-    def forward(self, x, rope, meta: AttentionMetadata, cache: KVCache, model: "MoeTransformer"):
+    def forward(self, x, rope, meta: AttentionMetadata, cache: KVCache, context: MoeContext):
         x = x + self.self_attn(self.input_layernorm(x), rope, meta, cache)
         h = self.post_attention_layernorm(x)
-        return x + (self.mlp(h, model) if self.is_moe else self.mlp(h))
+        return x + (self.mlp(h, context) if self.is_moe else self.mlp(h))
 
-    def dense_part(self, x, rope, meta, cache, model: "MoeTransformer"):
+    def dense_part(self, x, rope, meta, cache, context: MoeContext):
         """Everything of a decode step's layer that needs no host: attention, norms, routing (or the whole
         layer if it has no experts). -> (x after attention, normed h, ids, weights, shared) or the layer's output."""
         x = x + self.self_attn.forward_padded(self.input_layernorm(x), rope, meta, cache)
         h = self.post_attention_layernorm(x)
         if not self.is_moe:
             return x + self.mlp(h)
-        return (x, h, *self.mlp.route(h, model))
+        return (x, h, *self.mlp.route(h, context))
 
 
 def meta_model(args: ModelArgs) -> "MoeTransformer":
@@ -103,18 +117,16 @@ class MoeTransformer(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(args, i) for i in range(args.num_hidden_layers))
         self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
-        self.experts = None  # an expert provider, attached by the loader
-        self.routing_observer: RoutingObserver | None = None
-        self.routing_override: Callable[[int], torch.Tensor] | None = None  # layer -> ids [T, K] (benchmarks)
 
     def attach_rotary(self, device) -> None:
         self.rotary = RotaryEmbedding(self.args.head_dim, self.args.rope_theta).to(device)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache):
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
+                context: MoeContext):
         x = self.embed_tokens(input_ids)  # [T, D]
         rope = self.rotary(positions, x.dtype)
         for layer in self.layers:
-            x = layer(x, rope, meta, cache, self)
+            x = layer(x, rope, meta, cache, context)
         return self.norm(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -102,14 +102,13 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     attention = decode_attention_kernel(options, device)
     for layer in weights.model.layers:
         layer.self_attn.decode_kernel = attention
-    weights.model.experts = provider or make_provider(plan, weights.store, device, args.num_experts_per_tok,
-                                                      options.prefetch)
+    experts = provider or make_provider(plan, weights.store, device, args.num_experts_per_tok, options.prefetch)
     block_manager = BlockManager(plan.kv_blocks, options.block_size)
     cache = KVCache(args.num_hidden_layers, plan.kv_blocks * options.block_size,
                     args.num_key_value_heads, args.head_dim, weights.dtype, device)
     scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len)
-    runner = ModelRunner(weights.model, cache, block_manager, device, decode_path(options, weights.model, cache,
-                                                                                  device, max_model_len))
+    runner = ModelRunner(weights.model, experts, cache, block_manager, device,
+                         decode_path(options, weights.model, cache, device, max_model_len))
     return LLMEngine(runner, scheduler, tokenizer, max_model_len, plan, replanner)
 
 
@@ -147,7 +146,7 @@ def attach_controller(engine: LLMEngine, sizes, request: PlanRequest, device: to
     # Its floor is one full-length request: concurrent requests beyond it get KV at the admission barrier.
     controller = OnlineController(sizes.num_experts, sizes.top_k, kv_floor_bytes(sizes, 1, request.max_model_len), link)
     engine.controller = controller
-    engine.runner.model.experts.routing_listener = controller.observe_routing
+    engine.runner.experts.add_routing_listener(controller.observe_routing)
 
 
 def build_gguf(path: Path, options: EngineOptions, progress: Progress | None):

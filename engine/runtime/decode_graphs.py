@@ -21,8 +21,9 @@ import warnings
 import numpy as np
 import torch
 
+from engine.experts.provider import GraphedExperts
 from engine.model.attention import KVCache, PaddedDecodeMetadata
-from engine.model.transformer import MoeTransformer
+from engine.model.transformer import MoeContext, MoeTransformer
 
 WHOLE_CHUNK_LAYERS: int | None = None  # layers per graph of a whole decode step; None: the whole step as one graph
 # (engine.bench.profile_decode --chunk-layers measures others; tests set 1 to cross every hand-over)
@@ -53,6 +54,8 @@ class StaticDecode:
         self.whole_generation = -1
         self.whole_steps = 0  # steps run through the whole-step path (captured or not)
         self.captures, self.capture_s = 0, 0.0  # graph captures (each after one eager step) and their wall time
+        self.context: MoeContext | None = None  # this step's experts and routing hooks (the runner's)
+        self.graphed_context: MoeContext | None = None  # the same with the provider's graphed path
 
     def load(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray) -> None:
         """This step's inputs, in one host->device copy. kv_index [B, max_len], padded with slot 0."""
@@ -64,16 +67,17 @@ class StaticDecode:
         self.packed.copy_(self.host, non_blocking=True)
 
     def dense_part(self, layer: int):
-        return self.model.layers[layer].dense_part(self.x[layer], self.rope, self.meta, self.cache, self.model)
+        return self.model.layers[layer].dense_part(self.x[layer], self.rope, self.meta, self.cache, self.context)
 
-    def run(self) -> torch.Tensor:
-        """-> final hidden states [B, D] of this step."""
-        model = self.model
+    def run(self, context: MoeContext) -> torch.Tensor:
+        """-> final hidden states [B, D] of this step. context.experts: the runner's ExpertProvider."""
+        model, provider = self.model, context.experts
         top_k = model.args.num_experts_per_tok
-        provider = model.experts
-        whole = (self.use_graphs or self.eager_whole) and model.routing_observer is None
-        if whole and hasattr(provider, "supports_graph") and provider.supports_graph(self.batch, top_k):
-            out = self.run_whole(provider, top_k)
+        self.context = context
+        whole = (self.use_graphs or self.eager_whole) and context.observer is None
+        path = provider.graph_path(self.batch, top_k) if whole else None
+        if path is not None:
+            out = self.run_whole(path, top_k)
             if out is not None:
                 return out
         self.x[0].copy_(model.embed_tokens(self.input_ids))
@@ -83,7 +87,7 @@ class StaticDecode:
             out = self.graph_output(index) if self.graphs else self.dense_part(index)
             if layer.is_moe:
                 x_attn, h, ids, weights, shared = out
-                torch.add(x_attn, layer.mlp.experts(h, ids, weights, shared, model), out=self.x[index + 1])
+                torch.add(x_attn, layer.mlp.experts(h, ids, weights, shared, context), out=self.x[index + 1])
             elif not self.graphs:
                 self.x[index + 1].copy_(out)
         if self.use_graphs and self.graphs is None:
@@ -92,16 +96,17 @@ class StaticDecode:
             self.captures, self.capture_s = self.captures + 1, self.capture_s + time.perf_counter() - started
         return model.norm(self.x[-1])
 
-    def run_whole(self, provider, top_k: int) -> torch.Tensor | None:
+    def run_whole(self, path: GraphedExperts, top_k: int) -> torch.Tensor | None:
         """The step as its graphs (captured after one eager run); None if that path failed: the provider has
         then turned it off and the caller runs the step the per-layer way."""
-        provider.begin_graph_step(self.batch, top_k)
+        path.begin_step(self.batch, top_k)
         self.whole_steps += 1
-        if self.whole is not None and self.whole_generation == provider.graph_generation:
+        if self.whole is not None and self.whole_generation == path.generation:
             for graph in self.whole:
                 graph.replay()
             return self.whole_out
         self.whole = None
+        self.graphed_context = MoeContext(path, self.context.observer, self.context.override)
         try:
             started = time.perf_counter()
             out = self.whole_step()  # this step, eagerly: compiles and warms every kernel before the capture
@@ -112,12 +117,12 @@ class StaticDecode:
                     with torch.cuda.graph(graph, pool=pool):
                         last = self.whole_chunk(start, end)
                     graphs.append(graph)
-                self.whole, self.whole_out, self.whole_generation = graphs, last, provider.graph_generation
+                self.whole, self.whole_out, self.whole_generation = graphs, last, path.generation
                 self.captures, self.capture_s = self.captures + 1, self.capture_s + time.perf_counter() - started
         except torch.cuda.OutOfMemoryError:
             raise
         except Exception as err:  # e.g. Triton cannot build the pager's kernels for this GPU
-            provider.cancel_graph_step()
+            path.cancel_step()
             warnings.warn(f"decoding without the one-graph step ({type(err).__name__}: {err}); using per-layer "
                           "graphs and the host pager, which is slower", stacklevel=2)
             return None
@@ -143,10 +148,10 @@ class StaticDecode:
                 static.copy_(value)
         x = self.x[start]
         for layer in model.layers[start:end]:
-            out = layer.dense_part(x, self.rope, self.meta, self.cache, model)
+            out = layer.dense_part(x, self.rope, self.meta, self.cache, self.graphed_context)
             if layer.is_moe:
                 x_attn, h, ids, weights, shared = out
-                x = x_attn + layer.mlp.experts(h, ids, weights, shared, model, graphed=True)
+                x = x_attn + layer.mlp.experts(h, ids, weights, shared, self.graphed_context)
             else:
                 x = out
         if end == len(model.layers):
@@ -196,10 +201,10 @@ class DecodeGraphs:
         live = self.by_batch.values()
         return (self._dropped[0] + sum(s.captures for s in live), self._dropped[1] + sum(s.capture_s for s in live))
 
-    def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray) -> torch.Tensor:
+    def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, context: MoeContext) -> torch.Tensor:
         batch = len(input_ids)
         if batch not in self.by_batch:
             self.by_batch[batch] = StaticDecode(self.model, self.cache, batch, self.max_len, self.use_graphs)
         static = self.by_batch[batch]
         static.load(input_ids, lengths, kv_index)
-        return static.run()
+        return static.run(context)

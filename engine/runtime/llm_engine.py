@@ -60,7 +60,7 @@ class LLMEngine:
             return [budget_change(self, budget, reason)]
         if self.controller is None:
             return []
-        self.runner.model.experts.settle_graphed()  # graphed decode steps' routing reaches the controller first
+        self.runner.experts.settle()  # graphed decode steps' routing reaches the controller first
         decision = self.controller.decide(self.plan)
         events = [plan_change(self, decision.plan, decision.reason)] if decision else []
         self.wsa_curve = predicted_curve(self.controller, self.plan)
@@ -75,7 +75,7 @@ class LLMEngine:
             return []
         need = scheduler.waiting_blocks(self.max_model_len)
         upcoming = scheduler.waiting_decode_steps(self.max_model_len)
-        self.runner.model.experts.settle_graphed()
+        self.runner.experts.settle()
         decision = self.controller.decide(self.plan, waiting_blocks=need, upcoming_steps=upcoming)
         return [plan_change(self, decision.plan, decision.reason)] if decision else []
 
@@ -106,13 +106,17 @@ class LLMEngine:
             events.append(FinishEvent(**{**finish.__dict__, "error": message}))
         return events
 
+    def expert_counters(self):
+        """A snapshot of the cumulative expert counters (engine thread: settles graphed steps)."""
+        return self.runner.experts.counters.snapshot()
+
     def stats(self):
         from engine.runtime.stats import collect_stats
 
         return collect_stats(self)
 
     def close(self) -> None:
-        self.runner.model.experts = None
+        self.runner.experts = None
 
     @property
     def has_work(self) -> bool:

@@ -1,4 +1,5 @@
-"""Turns a scheduled batch into model inputs (flattened tokens, positions, KV slots) and runs the model."""
+"""Turns a scheduled batch into model inputs (flattened tokens, positions, KV slots) and runs the model with
+the expert provider it owns."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import torch
 
 from engine.kv.block_manager import BlockManager
 from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
-from engine.model.transformer import MoeTransformer
+from engine.experts.provider import ExpertProvider
+from engine.model.transformer import MoeContext, MoeTransformer, RoutingObserver, RoutingOverride
 from engine.runtime.decode_graphs import DecodeGraphs
 from engine.runtime.sequence import Sequence
 
@@ -19,11 +21,14 @@ def kv_slots(block_table: list[int], num_tokens: int, block_size: int) -> np.nda
 
 
 class ModelRunner:
-    def __init__(self, model: MoeTransformer, cache: KVCache, block_manager: BlockManager, device: torch.device,
-                 static_decode: DecodeGraphs | None = None):
-        self.model, self.cache, self.block_manager, self.device = model, cache, block_manager, device
+    def __init__(self, model: MoeTransformer, experts: ExpertProvider, cache: KVCache, block_manager: BlockManager,
+                 device: torch.device, static_decode: DecodeGraphs | None = None):
+        self.model, self.experts, self.cache, self.block_manager = model, experts, cache, block_manager
+        self.device = device
         self.static_decode = static_decode  # decode with static shapes (CUDA graphs on CUDA)
         self.step_hook = None  # (seqs, is_prefill) -> None before each forward; trace-driven benchmarks
+        self.routing_observer: RoutingObserver | None = None
+        self.routing_override: RoutingOverride | None = None  # trace-driven benchmarks
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool):
         """-> (input ids [T], positions [T], metadata, row of each sequence's last token)."""
@@ -55,19 +60,20 @@ class ModelRunner:
     @torch.inference_mode()
     def run(self, seqs: list[Sequence], is_prefill: bool) -> torch.Tensor:
         """-> fp32 logits of each sequence's last position [B, V]."""
-        self.model.experts.step_is_prefill = is_prefill
+        self.experts.begin_step(is_prefill)
         if self.step_hook is not None:
             self.step_hook(seqs, is_prefill)
+        context = MoeContext(self.experts, self.routing_observer, self.routing_override)
         if self.static_decode is not None and not is_prefill:
-            return self.model.logits(self.decode_static(seqs))
+            return self.model.logits(self.decode_static(seqs, context))
         input_ids, positions, meta, last_rows = self.prepare(seqs, is_prefill)
-        hidden = self.model(input_ids, positions, meta, self.cache)  # [T, D]
+        hidden = self.model(input_ids, positions, meta, self.cache, context)  # [T, D]
         return self.model.logits(hidden[last_rows])
 
-    def decode_static(self, seqs: list[Sequence]) -> torch.Tensor:
+    def decode_static(self, seqs: list[Sequence], context: MoeContext) -> torch.Tensor:
         max_len, block_size = self.static_decode.max_len, self.block_manager.block_size
         kv_index = np.zeros((len(seqs), max_len), dtype=np.int64)
         for row, seq in enumerate(seqs):
             kv_index[row, : len(seq.token_ids)] = kv_slots(seq.block_table, len(seq.token_ids), block_size)
         lengths = [len(seq.token_ids) for seq in seqs]
-        return self.static_decode.step([seq.token_ids[-1] for seq in seqs], lengths, kv_index)
+        return self.static_decode.step([seq.token_ids[-1] for seq in seqs], lengths, kv_index, context)

@@ -47,11 +47,10 @@ def apply_plan(engine, new: MemoryPlan) -> None:
     check_live_change(old, new)
     if new.kv_blocks < old.kv_blocks:
         resize_kv(engine, new.kv_blocks)
-    provider = engine.runner.model.experts
     if engine.runner.static_decode is not None:
         engine.runner.static_decode.invalidate()  # drop captured graphs (and their memory) before the pool moves
-    if hasattr(provider, "set_capacity"):
-        provider.set_capacity(dict(zip(provider.capacity, new.slots_by_layer)))
+    if old.mode == "paged":  # the other modes' layouts are fixed (check_live_change)
+        engine.runner.experts.resize(new.slots_by_layer)
     if new.kv_blocks > old.kv_blocks:
         resize_kv(engine, new.kv_blocks)
     if engine.device.type == "cuda":

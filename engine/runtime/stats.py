@@ -8,7 +8,7 @@ from engine.events import EngineStats
 
 
 def collect_stats(core) -> EngineStats:
-    counters = core.runner.model.experts.counters
+    counters = core.runner.experts.counters
     manager = core.scheduler.block_manager
     pending = core.pending_budget[0] if core.pending_budget else None
     peak = torch.cuda.max_memory_allocated(core.device) if core.device.type == "cuda" else None

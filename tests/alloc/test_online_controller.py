@@ -181,7 +181,7 @@ def test_the_controller_sees_every_decode_step_before_it_decides(tiny_model_dir,
     core.add(GenerateRequest(prompt="def fib(n):", sampling=SamplingParams(max_tokens=12, ignore_eos=True)))
     while core.has_work:
         core.step()
-    assert core.runner.model.experts.owner == "device"  # the decode steps ran graphed
+    assert core.runner.experts.device_pager.owner == "device"  # the decode steps ran graphed
     core.at_barrier()
     assert seen == [11]  # the first token comes from the prefill, the other 11 from decode steps
 

@@ -84,21 +84,23 @@ def test_forget_mode_misses_every_needed_expert_once():
 def test_a_resize_frees_the_old_pool_before_allocating_the_new_one(monkeypatch):
     """The graphed path keeps views of the pool; a resize must drop them first, or two pools would coexist
     and the budget would be exceeded (seen on the H200: a 12 GiB plan peaked at 19 GiB after a re-split)."""
+    from engine.experts.dense_layout import DenseLayout
     from engine.experts.pager import PagedExperts
-    from engine.experts.store import ExpertLayout, ExpertStore
+    from engine.experts.store import ExpertStore
 
-    store = ExpertStore(ExpertLayout(8, 4), [0, 1], 16, torch.float32, "cpu")
+    store = ExpertStore(DenseLayout(8, 4, torch.float32), [0, 1], 16, "cpu")
     pager = PagedExperts(store, torch.device("cpu"), {0: 6, 1: 6})
-    pager.begin_graph_step(1, 4)  # builds the device state and the word view of the pool
-    assert pager.pool_words is not None
-    old_pool = pager.pool.tensor.data_ptr()
+    device_side, pool = pager.device_pager, pager.host_pager.pool
+    device_side.begin_step(1, 4)  # builds the device state and the word view of the pool
+    assert device_side.pool_words is not None
+    old_pool = pool.tensor.data_ptr()
     freed_first = []
     real_empty = torch.empty
 
     def spy(*args, **kwargs):
         if args and args[0] == 14:  # the new pool: 7 + 7 slots
-            views = [pager.pool_words] if pager.pool_words is not None else []
-            freed_first.append(all(view.data_ptr() != old_pool for view in views) and pager.pool.num_slots == 0)
+            views = [device_side.pool_words] if device_side.pool_words is not None else []
+            freed_first.append(all(view.data_ptr() != old_pool for view in views) and pool.num_slots == 0)
         return real_empty(*args, **kwargs)
 
     monkeypatch.setattr(torch, "empty", spy)

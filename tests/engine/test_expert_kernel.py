@@ -12,9 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.experts.kernel import combine, is_small_step
-from engine.experts.provider import run_blocks
-from engine.experts.store import ExpertLayout
+from engine.experts.dense_layout import DenseLayout
+from engine.experts.dispatch import combine, is_small_step
 from engine.runtime.determinism import use_deterministic_kernels
 
 
@@ -38,7 +37,7 @@ def scatter_reference(x, ids, weights, blocks, layout) -> torch.Tensor:
 def test_grouped_large_step_equals_the_scatter_path_bit_for_bit():
     torch.manual_seed(0)
     tokens, top_k, experts, hidden, intermediate = 300, 4, 16, 32, 24
-    layout = ExpertLayout(hidden, intermediate)
+    layout = DenseLayout(hidden, intermediate, torch.bfloat16)
     blocks = torch.randn(experts, layout.numel, dtype=torch.bfloat16) / 8
     x = torch.randn(tokens, hidden, dtype=torch.bfloat16)
     others = torch.tensor([e for e in range(experts) if e not in (3, 5)])  # 3: every token's; 5: no token's
@@ -46,7 +45,7 @@ def test_grouped_large_step_equals_the_scatter_path_bit_for_bit():
                        [torch.randperm(top_k)] for _ in range(tokens)])
     assert not is_small_step(tokens, top_k, layout.numel * 2)  # the per-expert (prefill) path
     for weights in (torch.rand(tokens, top_k, dtype=torch.bfloat16), torch.rand(tokens, top_k)):  # Mixtral: fp32
-        got = run_blocks(x, ids, weights, blocks, layout)
+        got = layout.run_blocks(x, ids, weights, blocks)
         assert got.shape == (tokens, hidden) and got.dtype == x.dtype
         assert torch.equal(got, scatter_reference(x, ids, weights, blocks, layout))
     assert not np.isin(5, ids.numpy())

@@ -38,9 +38,9 @@ def mode_options(top_k: int, num_experts: int) -> dict[str, dict]:
 def gather_limit(request, monkeypatch, tiny_model_dir):
     """Default: every step of the tiny models gathers. Small limit: prefill and batches take the per-expert path."""
     if request.param != "default":
-        from engine.experts import kernel
+        from engine.experts import dispatch
 
-        monkeypatch.setattr(kernel, "GATHER_LIMIT_BYTES", 3 * read_args(tiny_model_dir("olmoe")).expert_numel * 4)
+        monkeypatch.setattr(dispatch, "GATHER_LIMIT_BYTES", 3 * read_args(tiny_model_dir("olmoe")).expert_numel * 4)
     return request.param
 
 
@@ -56,8 +56,7 @@ def test_paged_counters_add_up_to_routed_uses(tiny_model_dir):
     folder = tiny_model_dir("qwen3_moe")
     with Engine(EngineOptions(model=str(folder), device="cpu", experts="paged", expert_slots=3)) as engine:
         routed = []
-        model = engine._core.runner.model
-        model.routing_observer = lambda layer, ids: routed.append(len(set(ids.flatten().tolist())))
+        engine._core.runner.routing_observer = lambda layer, ids: routed.append(len(set(ids.flatten().tolist())))
         engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=GREEDY))
         counters = expert_counters(engine)
     assert counters.hits + counters.misses == sum(routed)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+from engine.experts.resident import ResidentExperts
 from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
 from engine.model.loader import load_weights
-from engine.experts.provider import ResidentExperts
+from engine.model.transformer import MoeContext
 from engine.tokenizer import Tokenizer
 
 PROMPTS = ["def fib(n):", "The quick brown fox", "class Stack:\n    def", "héllo wörld 你好"]
@@ -22,13 +23,12 @@ def hf_reference(folder):
 def prompt_logits(folder, ids: list[int]) -> torch.Tensor:
     """All-position logits from Wisp's model in one prefill."""
     weights = load_weights(folder, torch.device("cpu"), "float32")
-    weights.model.experts = ResidentExperts(weights.store)
     args = weights.args
     cache = KVCache(args.num_hidden_layers, 64, args.num_key_value_heads, args.head_dim, torch.float32, "cpu")
     n = len(ids)
     meta = AttentionMetadata(slot_mapping=torch.arange(n), spans=[SeqSpan(0, n, torch.arange(n))])
     with torch.inference_mode():
-        hidden = weights.model(torch.tensor(ids), torch.arange(n), meta, cache)
+        hidden = weights.model(torch.tensor(ids), torch.arange(n), meta, cache, MoeContext(ResidentExperts(weights.store)))
         return weights.model.logits(hidden)
 
 

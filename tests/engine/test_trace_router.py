@@ -23,7 +23,7 @@ def test_routing_follows_the_trace(tiny_model_dir):
         router = TraceRouter(two_stream_trace(), torch.device("cpu"))
         seen = []
         router.drive(core)
-        core.runner.model.routing_observer = lambda layer, ids: seen.append(ids.tolist())
+        core.runner.routing_observer = lambda layer, ids: seen.append(ids.tolist())
         engine.generate(GenerateRequest(prompt_token_ids=(5, 6, 7, 8), sampling=SamplingParams(max_tokens=3, ignore_eos=True)))
     assert seen[0] == [[0, 1], [0, 1], [0, 1], [0, 1]]  # prefill rows of stream 0, cycled
     assert seen[2] == [[4, 5]] and seen[4] == [[4, 5]]  # its decode rows

@@ -1,0 +1,35 @@
+"""Dense expert blocks, one row per expert: [gate (I*D) | up (I*D) | down (D*I)] in the model's dtype."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.experts import kernel
+from engine.experts.dispatch import Dispatch
+from engine.experts.layout import ExpertLayout
+
+
+class DenseLayout(ExpertLayout):
+    """Views into a packed block: gate_up [2I, D] (transformers' fused layout) and down [D, I]."""
+
+    def __init__(self, hidden: int, intermediate: int, dtype: torch.dtype):
+        self.hidden, self.intermediate, self.dtype = hidden, intermediate, dtype
+        self.numel = 3 * hidden * intermediate
+
+    def gate_up(self, block: torch.Tensor) -> torch.Tensor:
+        return block[: 2 * self.hidden * self.intermediate].view(2 * self.intermediate, self.hidden)
+
+    def down(self, block: torch.Tensor) -> torch.Tensor:
+        return block[2 * self.hidden * self.intermediate :].view(self.hidden, self.intermediate)
+
+    def pack(self, block: torch.Tensor, gate: torch.Tensor, up: torch.Tensor, down: torch.Tensor) -> None:
+        n = self.hidden * self.intermediate
+        block[:n].copy_(gate.reshape(-1))
+        block[n : 2 * n].copy_(up.reshape(-1))
+        block[2 * n :].copy_(down.reshape(-1))
+
+    def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        return kernel.gathered_experts(x, blocks, weights, self.hidden, self.intermediate)
+
+    def run_expert(self, block: torch.Tensor, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
+        kernel.run_expert(self.gate_up(block), self.down(block), dispatch, u, out)

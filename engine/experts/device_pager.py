@@ -1,0 +1,96 @@
+"""The pager's device side: decode steps whose LRU bookkeeping and miss copies run as kernels
+(engine.experts.device_lru), so the whole step runs as CUDA graphs with no host sync
+(engine.runtime.decode_graphs). The host LRUs and the device state hand over ownership at the switch: the
+device takes it before a graphed step, the host takes it back before it pages again (a large step, a resize,
+a host-paged step)."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.experts import pager_kernels
+from engine.experts.counters import ExpertCounters
+from engine.experts.device_lru import DeviceLRU
+from engine.experts.dispatch import combine, is_small_step
+from engine.experts.host_pager import HostPager
+from engine.experts.provider import GraphedExperts
+from engine.experts.routing_feed import RoutingFeed
+from engine.experts.routing_ring import RoutingRing
+from engine.experts.uva import as_words, device_view
+
+
+class DevicePager(GraphedExperts):
+    def __init__(self, pager: HostPager, moe_layers: list[int], counters: ExpertCounters, feed: RoutingFeed,
+                 ring: RoutingRing):
+        self.pager, self.moe_layers, self.counters, self.feed, self.ring = pager, moe_layers, counters, feed, ring
+        self.device = pager.device
+        self.state: DeviceLRU | None = None  # the slot state of graphed decode steps
+        self.owner = "host"  # who holds the current slot state: "host" (the pager's LRUs) or "device"
+        self.generation = 0  # bumped when the pool moves: captured graphs are stale
+        self.host_words: dict[int, torch.Tensor] | None = None  # device views of the pinned experts
+        self.pool_words: torch.Tensor | None = None  # the slot pool viewed as words (the copy kernel's target)
+        self.is_enabled = True
+
+    def can_run(self, tokens: int, top_k: int) -> bool:
+        store = self.pager.host
+        return (self.is_enabled and pager_kernels.runs_on(self.device)
+                and (store.is_pinned or self.device.type == "cpu") and tokens * top_k < pager_kernels.STAMP_STRIDE
+                and is_small_step(tokens, top_k, store.expert_bytes))
+
+    def begin_step(self, tokens: int, top_k: int) -> None:
+        """Before a graphed step runs (eagerly or as a replay): the device owns the slot state."""
+        pager = self.pager
+        if self.state is None:
+            if self.host_words is None:
+                self.host_words = {layer: device_view(block, self.device) for layer, block in pager.host.blocks.items()}
+            self.state = DeviceLRU(self.moe_layers, pager.host.num_experts, pager.capacity, pager.pool.base,
+                                   self.device)
+            self.pool_words = as_words(pager.pool.tensor)
+            self.owner = "host"
+        if self.owner == "host":
+            pager.copies.synchronize()
+            self.state.push(pager.lru)
+            self.owner = "device"
+        self.ring.begin_step(tokens, top_k)
+
+    def cancel_step(self) -> None:
+        """A graphed step failed part-way: its slots cannot be trusted (a copy may not have run), so the pool
+        starts empty and decode stays on the host pager."""
+        self.ring.cancel_step()
+        self.is_enabled, self.owner = False, "host"
+        self.pager.forget()
+        self.pager.resize(self.pager.capacity, self.release)
+
+    def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        rows, miss_src, miss_dst, over_src, over_dst = self.state.step(layer, ids)
+        self.state.copy_misses(self.host_words[layer], self.pool_words, miss_src, miss_dst)
+        self.ring.record(layer, ids)
+        blocks = self.pager.pool.tensor[rows]
+        if ids.numel() > self.pager.lru[layer].capacity:  # some misses may find no slot: they come straight to `blocks`
+            self.state.copy_misses(self.host_words[layer], as_words(blocks), over_src, over_dst)
+        return combine(self.pager.layout.run_gathered(x, blocks, weights), ids)
+
+    def settle(self) -> None:
+        """Fold the device counters and the graphed steps' routing into the host view (never changes the owner)."""
+        if self.state is None:
+            return
+        counts = self.state.take_counts()
+        for p, layer in enumerate(self.moe_layers):
+            hits, misses, evictions = (int(v) for v in counts[p])
+            if hits or misses:
+                self.counters.count(layer, hits, misses)
+                self.counters.evictions += evictions
+                self.counters.h2d_bytes += misses * self.pager.host.expert_bytes
+        for layer, ids in self.ring.drain():
+            self.feed.publish_ids(layer, ids, is_decode=True)
+
+    def to_host(self) -> None:
+        """The host LRUs take the slot state back from the device (after graphed steps)."""
+        if self.owner == "device":
+            self.settle()
+            self.pager.pool.free = self.state.pull(self.pager.lru)
+            self.owner = "host"
+
+    def release(self) -> None:
+        """Drop every view of the slot pool (before it is reallocated); graphs captured so far are stale."""
+        self.state, self.pool_words, self.generation = None, None, self.generation + 1

@@ -1,0 +1,97 @@
+"""Routing and dispatch of a MoE layer-step, whatever the expert storage format.
+
+Small steps (decode): every (token, k) entry's expert block is gathered into one [T*K, numel] buffer and the
+layout runs them all at once: a handful of kernels per layer and no host sync when everything is resident.
+Large steps (prefill): the step's token rows are gathered once, grouped by expert, and each expert computes in
+place over its own span of them (layout.run_expert): no gather and no scatter per expert, because the host
+launches this loop once per (layer, expert) and prefill is bound by those launches (under deterministic
+algorithms a scatter is CUDA's sort-based index_put_, several launches).
+
+Which path runs depends only on the step's shape (tokens, top_k, expert size), never on where experts live, and
+either way the (token, k) results are summed per token in ascending expert-id order (transformers' order). So
+where an expert's bytes live, and in which group it was fetched, never changes a bit.
+
+Shapes: T tokens of the step, K routed experts per token (top_k), E experts of a layer, D hidden size,
+U unique experts of a step, numel elements of one expert block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from engine.alloc.memory_plan import GATHER_LIMIT_BYTES, GATHER_MAX_ENTRIES  # the gathered buffer is workspace
+
+
+def route(router_logits: torch.Tensor, top_k: int, normalize: bool, weights_fp32: bool):
+    """Softmax router -> (ids [T, K] long, weights [T, K]); weights in fp32 for Mixtral, else the logits dtype."""
+    probs = F.softmax(router_logits, dim=-1, dtype=torch.float32)  # [T, E]
+    weights, ids = torch.topk(probs, top_k, dim=-1)  # [T, K]
+    if normalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    if not weights_fp32:
+        weights = weights.to(router_logits.dtype)
+    return ids, weights
+
+
+def is_small_step(num_tokens: int, top_k: int, expert_bytes: int) -> bool:
+    entries = num_tokens * top_k
+    return entries <= GATHER_MAX_ENTRIES and entries * expert_bytes <= GATHER_LIMIT_BYTES
+
+
+@dataclass
+class Dispatch:
+    """Host-side plan of one large layer-step: its (token, k) entries grouped by expert, ascending."""
+
+    experts: np.ndarray  # [U] unique expert ids, ascending
+    bounds: np.ndarray  # [U + 1] expert u owns grouped entries bounds[u]:bounds[u+1]
+    tokens: torch.Tensor  # [T*K] token row of each grouped entry
+    weights: torch.Tensor  # [T*K] routing weight of each grouped entry
+    position: torch.Tensor  # [T, K] where entry (t, k) sits among the grouped entries
+
+    def span(self, u: int) -> slice:
+        return slice(int(self.bounds[u]), int(self.bounds[u + 1]))
+
+
+def plan_dispatch(ids_host: np.ndarray, weights: torch.Tensor) -> Dispatch:
+    """ids_host [T, K] (already on the host: one sync per layer-step), weights [T, K] on the device."""
+    top_k = ids_host.shape[1]
+    flat = ids_host.reshape(-1)
+    order = np.argsort(flat, kind="stable")  # stable: tokens stay ascending within an expert
+    experts, starts = np.unique(flat[order], return_index=True)
+    position = np.empty_like(order)
+    position[order] = np.arange(order.size)
+    index = torch.from_numpy(np.stack([order // top_k, position, order])).to(weights.device)  # [3, T*K]: one copy
+    return Dispatch(experts=experts, bounds=np.append(starts, flat.size), tokens=index[0],
+                    weights=weights.reshape(-1)[index[2]], position=index[1].view(ids_host.shape))
+
+
+def start_layer(x: torch.Tensor, ids_host, weights: torch.Tensor) -> tuple[Dispatch, torch.Tensor]:
+    """Plan a large layer-step from the routed ids already on the host, and gather its [T*K, D] buffer: the token
+    row of every (token, k) entry, grouped by expert as the plan lists them. Each expert then overwrites its own
+    span with its outputs (ExpertLayout.run_expert): one gather per layer-step, not one per expert."""
+    dispatch = plan_dispatch(ids_host, weights)
+    return dispatch, x[dispatch.tokens]
+
+
+def combine_grouped(out: torch.Tensor, dispatch: Dispatch, ids: torch.Tensor) -> torch.Tensor:
+    """out [T*K, D] with entries grouped by expert -> [T, D], summed exactly as combine() sums."""
+    order = torch.argsort(ids, dim=-1)  # [T, K]
+    return sum_ranked(out[dispatch.position.gather(1, order)])
+
+
+def combine(out: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Sum out [T, K, D] over K in ascending expert-id order per token -> [T, D]."""
+    order = torch.argsort(ids, dim=-1)  # [T, K]
+    return sum_ranked(out.gather(1, order[:, :, None].expand_as(out)))
+
+
+def sum_ranked(ranked: torch.Tensor) -> torch.Tensor:
+    """[T, K, D] already in ascending expert-id order per token -> [T, D], added one k at a time."""
+    total = torch.zeros_like(ranked[:, 0])
+    for k in range(ranked.shape[1]):
+        total = total + ranked[:, k]
+    return total

@@ -1,0 +1,130 @@
+"""The pager's host side: each MoE layer's ExpertLRU over its rows of the device slot pool, and the layer-steps
+that read the routed ids on the host (one sync) to decide hits, misses and evictions.
+
+Per layer-step: hits and misses -> place misses in free slots or evict the layer's least recently used experts
+not needed now -> copy only the misses (a side stream on CUDA, overlapped with gathering the hits) -> compute
+through the layout. A step needing more experts than the layer's capacity: a large step fetches them in groups
+that fit; a small step copies the misses that find no free or evictable slot straight into its gathered buffer,
+uncached (as the device pager does, so batched decode at a small budget still runs as whole-step graphs)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from engine.alloc.expert_lru import ExpertLRU
+from engine.experts.copy_engine import CopyEngine
+from engine.experts.counters import ExpertCounters
+from engine.experts.dispatch import combine, combine_grouped, is_small_step, start_layer
+from engine.experts.slot_pool import SlotPool
+from engine.experts.store import ExpertStore
+
+
+class HostPager:
+    def __init__(self, host: ExpertStore, device: torch.device, counters: ExpertCounters):
+        self.host, self.layout, self.device, self.counters = host, host.layout, device, counters
+        self.pool = SlotPool(self.layout.numel, self.layout.dtype, device)
+        self.lru = {layer: ExpertLRU(0) for layer in host.blocks}
+        self.copies = CopyEngine(device, counters)
+
+    @property
+    def capacity(self) -> dict[int, int]:
+        return {layer: lru.capacity for layer, lru in self.lru.items()}
+
+    def resize(self, capacity: dict[int, int], release: Callable[[], None]) -> None:
+        """Change slots per layer, keeping each layer's most recently used experts that fit. release() drops
+        every other reference to the old pool first: the budget holds one pool, never two."""
+        kept = {}
+        for layer, lru in self.lru.items():
+            lru.shrink_to(min(capacity[layer], self.host.num_experts))
+            kept[layer] = list(lru.slots)  # oldest first
+            lru.slots.clear()
+        self.copies.synchronize()
+        release()
+        self.pool.reallocate(self.capacity)
+        for layer, experts in kept.items():
+            self.load(layer, experts, keep=set())
+        self.copies.synchronize()
+
+    def forget(self) -> None:
+        """Empty every layer's slots (their contents can no longer be trusted)."""
+        for lru in self.lru.values():
+            lru.slots.clear()
+
+    def warm(self, experts: dict[int, list[int]]) -> None:
+        for layer, wanted in experts.items():
+            lru = self.lru[layer]
+            self.load(layer, [e for e in wanted if e not in lru][: lru.capacity], keep=set())
+        self.copies.synchronize()
+
+    def step(self, layer: int, x, ids, ids_host: np.ndarray, weights, needed: list[int]) -> torch.Tensor:
+        """One layer-step from the routed ids already on the host. -> [T, D]"""
+        hits, misses = self.lru[layer].split(needed)
+        self.counters.count(layer, len(hits), len(misses))
+        self.copies.wait_prefetch(layer)
+        self.counters.prefetch_used += self.copies.take_prefetched(layer, hits)
+        if is_small_step(ids.shape[0], ids.shape[1], self.layout.expert_bytes):
+            out = combine(self._gathered(layer, x, ids_host, weights, misses, set(needed)), ids)
+        else:
+            out = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed))
+        self.lru[layer].touch(needed)
+        return out
+
+    def _gathered(self, layer, x, ids_host, weights, misses, pending) -> torch.Tensor:
+        """Small step: every entry's block gathered into one buffer. -> [T, K, D]"""
+        flat = ids_host.reshape(-1)
+        group = self.load(layer, misses, keep=pending)
+        self.copies.wait()
+        over = misses[len(group):]
+        blocks = self.pool.tensor[self._slots(layer, flat)]
+        if over:
+            self.copies.copy([(blocks[np.flatnonzero(flat == e)[0]], self.host.blocks[layer][e]) for e in over])
+            self.copies.wait()
+            for expert in over:  # an expert routed by several tokens: copied once, repeated on the device
+                rows = np.flatnonzero(flat == expert)
+                if len(rows) > 1:
+                    blocks[torch.from_numpy(rows[1:]).to(self.device)] = blocks[int(rows[0])].clone()
+        return self.layout.run_gathered(x, blocks, weights)
+
+    def _slots(self, layer: int, experts: np.ndarray) -> torch.Tensor:
+        """Each entry's pool row; entries whose expert has no slot get row 0 (overwritten by the caller)."""
+        lru = self.lru[layer]
+        rows = [lru.slot_of(int(e)) if int(e) in lru else 0 for e in experts]
+        return torch.tensor(rows, dtype=torch.long).to(self.device)
+
+    def _per_expert(self, layer, x, ids, ids_host, weights, hits, misses, pending) -> torch.Tensor:
+        """Large step: each expert multiplies its own tokens; misses come in groups that fit. -> [T, D]"""
+        dispatch, out = start_layer(x, ids_host, weights)
+        index = {int(e): u for u, e in enumerate(dispatch.experts)}
+        group = self.load(layer, misses, keep=pending)  # copies overlap with computing the hits
+        self._compute(layer, hits, index, dispatch, out, pending)
+        while misses:
+            group = group or self.load(layer, misses, keep=pending)
+            if not group:
+                raise RuntimeError(f"layer {layer} has no expert slot to page into")
+            self.copies.wait()
+            self._compute(layer, group, index, dispatch, out, pending)
+            misses, group = misses[len(group):], []
+        return combine_grouped(out, dispatch, ids)
+
+    def load(self, layer: int, misses: list[int], keep: set[int]) -> list[int]:
+        """Place and start copying as many misses as fit now; returns the experts being copied."""
+        lru, loaded, keep = self.lru[layer], [], set(keep)
+        for expert in misses:
+            placement = lru.place(expert, keep, lambda: self.pool.take(layer))
+            if placement is None:
+                break
+            self.counters.evictions += placement.evicted is not None
+            loaded.append(expert)
+            keep.add(expert)  # never evict what this call just placed
+        if loaded:
+            self.copies.copy([(self.pool.tensor[lru.slot_of(e)], self.host.blocks[layer][e]) for e in loaded])
+        return loaded
+
+    def _compute(self, layer, experts, index, dispatch, out, pending: set[int]) -> None:
+        lru = self.lru[layer]
+        for expert in experts:
+            self.layout.run_expert(self.pool.tensor[lru.slot_of(expert)], dispatch, index[expert], out)
+            pending.discard(expert)

@@ -1,0 +1,56 @@
+"""The expert storage format: how one expert's weights sit in its block, and the compute that reads them.
+
+Every provider keeps experts as rows of [E, numel] tensors of the layout's dtype (pinned host memory, device
+slots, a gathered buffer) and moves whole rows: a miss is one copy whatever the format. Only the layout knows
+what a row holds, so a new format (say, a quantized GGUF block holding three quantized tensors) is one new
+class with its own fused kernels; the providers call it without knowing its type.
+
+Bit identity across providers holds because each provider computes through the same two layout methods:
+`run_gathered` for small steps (one buffer of every (token, k) entry's block) and `run_expert` for large steps
+(one expert over its span of token rows)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+from engine.experts.dispatch import Dispatch, combine, combine_grouped, is_small_step, start_layer
+
+
+class ExpertLayout(Protocol):
+    """What providers need from an expert storage format."""
+
+    numel: int  # elements of one expert's block (one row of a [E, numel] tensor)
+    dtype: torch.dtype  # the block's element type (bf16 for dense weights, uint8 for quantized blocks)
+
+    @property
+    def expert_bytes(self) -> int:
+        """Bytes of one expert's block: what a miss copies."""
+        return self.numel * torch.empty((), dtype=self.dtype).element_size()
+
+    def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Small step. x [T, D]; blocks [T*K, numel]: the block of every (token, k) entry; weights [T, K].
+        -> weighted outputs [T, K, D] in x's dtype. No host sync (runs inside CUDA graphs)."""
+        ...
+
+    def run_expert(self, block: torch.Tensor, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
+        """Large step: expert u of the dispatch, its block [numel], computed in place over its span of out [T*K, D]
+        (the span's token rows on entry, their weighted outputs on return)."""
+        ...
+
+    def run_rows(self, x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor,
+                 weights: torch.Tensor) -> torch.Tensor:
+        """Small step where entry i of ids [T, K] uses table[rows[i]] ([R, numel] table). -> [T, D] combined."""
+        return combine(self.run_gathered(x, table[rows], weights), ids)
+
+    def run_blocks(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor,
+                   blocks: torch.Tensor) -> torch.Tensor:
+        """Every routed expert's block is row `expert id` of blocks [E, numel] (resident and whole-layer copies).
+        -> [T, D]"""
+        if is_small_step(ids.shape[0], ids.shape[1], self.expert_bytes):
+            return self.run_rows(x, blocks, ids.reshape(-1), ids, weights)
+        dispatch, out = start_layer(x, ids.cpu().numpy(), weights)
+        for u, expert in enumerate(dispatch.experts):
+            self.run_expert(blocks[expert], dispatch, u, out)
+        return combine_grouped(out, dispatch, ids)
