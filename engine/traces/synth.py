@@ -84,15 +84,15 @@ def fit_popularity(num_experts: int, cover90: int, top_share: float) -> Populari
                             np.log(0.05), np.log(1e6), target)
         return Popularity(skew, float(np.exp(log_cutoff)))
 
-    uniform_cover = cover(np.full(num_experts, 1.0 / num_experts))
-    if not 1 <= target < uniform_cover:
-        raise SynthError(f"--cover90 {cover90} is out of range: 1..{int(np.ceil(uniform_cover))} of "
-                         f"{num_experts} experts (uniform routing needs {int(np.ceil(uniform_cover))})")
-    low, high = (law_for(s).shares(num_experts)[0] for s in (-1.0, 3.0))
+    uniform_cover = int(np.ceil(cover(np.full(num_experts, 1.0 / num_experts))))
+    if not 2 <= cover90 <= uniform_cover:
+        raise SynthError(f"--cover90 {cover90} is out of range: 2..{uniform_cover} of {num_experts} experts "
+                         f"(uniform routing needs {uniform_cover})")
+    low, high = (law_for(s).shares(num_experts)[0] for s in (0.0, 3.0))  # skew >= 0: rank 1 is the top
     if not low <= top_share <= high:
         raise SynthError(f"--top-share {top_share} cannot go with --cover90 {cover90} of {num_experts} experts: "
                          f"this popularity law spans {low:.4f}..{high:.4f}")
-    return law_for(bisect(lambda s: law_for(s).shares(num_experts)[0], -1.0, 3.0, top_share, steps=40))
+    return law_for(bisect(lambda s: law_for(s).shares(num_experts)[0], 0.0, 3.0, top_share, steps=40))
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
@@ -138,6 +138,7 @@ def calibrate(shares: tuple[float, ...], k: int, carry_over: float) -> tuple[np.
     if not lowest <= carry_over <= highest:
         raise SynthError(f"--carry-over {carry_over} is out of reach at this popularity: "
                          f"{lowest:.3f} (independent tokens) .. {highest:.3f}")
+    bias.flags.writeable = False  # cached: shared by every later call
     return bias, bisect(carried, 0.0, 0.999, carry_over, steps=20)
 
 
@@ -203,6 +204,8 @@ def spec_for_shape(shape: str, carry_over: float | None = None, skew: float | No
     if skew is not None:
         if cover90 is not None or top_share is not None:
             raise SynthError("state popularity either as --popularity-skew or as --cover90 and --top-share")
+        if skew < 0:
+            raise SynthError(f"--popularity-skew {skew} must be at least 0 (0 = uniform popularity)")
         law = Popularity(skew)
     else:
         cover90 = published.get("cover90") if cover90 is None else cover90

@@ -54,9 +54,9 @@ def test_published_defaults_are_the_published_figures():
 
 
 def test_fit_popularity_reaches_other_targets():
-    law = fit_popularity(64, 30, 0.06)
+    law = fit_popularity(64, 30, 0.08)
     assert math.ceil(cover(law.shares(64))) == 30
-    assert law.shares(64)[0] == pytest.approx(0.06, abs=1e-4)
+    assert law.shares(64)[0] == pytest.approx(0.08, abs=1e-4)
     assert Popularity(0.0).shares(16) == pytest.approx(np.full(16, 1 / 16))
 
 
@@ -107,6 +107,8 @@ def test_stats_command_reports_the_carry_over(tmp_path, capsys):
     (["--cover90", "200"], "out of range"),
     (["--popularity-skew", "2"], "exceeds 1/top_k"),
     (["--popularity-skew", "1", "--cover90", "40"], "either"),
+    (["--popularity-skew", "-0.5"], "at least 0"),
+    (["--cover90", "30", "--top-share", "0.01"], "cannot go with"),
 ])
 def test_user_errors_name_the_problem(tmp_path, argv, message):
     with pytest.raises(SynthError, match=message):
