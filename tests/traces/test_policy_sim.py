@@ -81,3 +81,10 @@ def test_lru_matches_the_pager_model_and_belady_never_misses_more(seed):
             np.testing.assert_allclose(belady, lru)
     assert policy_sim.decode_misses(trace, masks, first, upcoming, 5, "belady")[0].sum() < \
         policy_sim.decode_misses(trace, masks, first, upcoming, 5, "lru")[0].sum()
+
+
+def test_block_sizes_are_ggml_s():
+    constants = pytest.importorskip("gguf.constants")
+    sizes, kinds = constants.GGML_QUANT_SIZES, constants.GGMLQuantizationType
+    for name, (per_block, block) in policy_sim.BLOCK_BYTES.items():
+        assert sizes[kinds[name.upper()]] == (block, per_block)
