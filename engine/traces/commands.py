@@ -7,8 +7,8 @@ The CLI owner calls ``register(subparsers)``; each leaf parser sets ``func`` (ar
 from __future__ import annotations
 
 import argparse
-import math
 import json
+import math
 from pathlib import Path
 
 from engine.traces import format as trace_format
@@ -50,11 +50,14 @@ def synth_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def int_at_least(minimum: int):
+    """An argparse type: an integer >= minimum (a one-line usage error otherwise)."""
+    def integer(text: str) -> int:
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+        return value
+    return integer
 
 
 def add_synth(commands) -> None:
@@ -66,14 +69,14 @@ def add_synth(commands) -> None:
                        help="share of a token's top-k the previous token of its request used "
                             "(default: the published figure, Qwen3-30B-A3B 0.46, Mixtral-8x7B 0.38)")
     synth.add_argument("--popularity-skew", type=float, default=None, help="Zipf exponent of expert popularity")
-    synth.add_argument("--cover90", type=positive_int, default=None,
+    synth.add_argument("--cover90", type=int_at_least(1), default=None,
                        help="experts that carry 90%% of routing (default: published, Qwen3-30B-A3B 65)")
     synth.add_argument("--top-share", type=float, default=None,
                        help="the most popular expert's share of routing (default: published, Qwen3-30B-A3B 0.043)")
-    synth.add_argument("--requests", type=positive_int, default=8, help="batch-1 requests, one after another")
-    synth.add_argument("--prompt", type=positive_int, default=512, help="prompt tokens (one prefill step)")
-    synth.add_argument("--tokens", type=positive_int, default=128, help="decode tokens per request")
-    synth.add_argument("--seed", type=int, default=0)
+    synth.add_argument("--requests", type=int_at_least(1), default=8, help="batch-1 requests, one after another")
+    synth.add_argument("--prompt", type=int_at_least(1), default=512, help="prompt tokens (one prefill step)")
+    synth.add_argument("--tokens", type=int_at_least(1), default=128, help="decode tokens per request")
+    synth.add_argument("--seed", type=int_at_least(0), default=0)
     synth.add_argument("--out", type=Path, required=True)
     synth.set_defaults(func=synth_command)
 
