@@ -15,8 +15,9 @@ from engine.model_path import DEMO_MODEL
 from engine.traces.format import load
 
 TRACES = sorted(Path("resources/traces").glob("*.npz"))
-SHAPE_OF = {"qwen3-twin": "qwen3-30b-a3b", "olmoe-twin": "olmoe-1b-7b", "mixtral-twin": "mixtral-8x7b"}
-BUDGET_GIB = {"qwen3-twin": 12, "olmoe-twin": 6, "mixtral-twin": 40, "demo": 0.75}
+SHAPE_OF = {"qwen3-twin": "qwen3-30b-a3b", "olmoe-twin": "olmoe-1b-7b", "mixtral-twin": "mixtral-8x7b",
+            "qwen3-published": "qwen3-30b-a3b"}
+BUDGET_GIB = {"qwen3-twin": 12, "olmoe-twin": 6, "mixtral-twin": 40, "demo": 0.75, "qwen3-published": 12}
 
 
 def args_for(trace_path: Path):
