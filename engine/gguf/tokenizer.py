@@ -9,7 +9,10 @@ from tokenizers import AddedToken, Regex, Tokenizer as Backend, decoders, models
 from engine.chat_template import ChatTemplate
 from engine.errors import TokenizerError, UnsupportedModelError
 from engine.gguf.reader import GgufFile
+from engine.gguf.special_tokens import special_tokens
 from engine.gguf.vocab import CONTROL, LLAMA3_REGEX, QWEN2_REGEX, USER_DEFINED
+
+UNKNOWN = 2  # gguf's TokenType.UNKNOWN (<unk>)
 from engine.tokenizer import ModelTokenIds, Tokenizer
 
 # tokenizer.ggml.pre -> the split regex before byte-level BPE (llama-vocab.cpp's lists); None: GPT-2's own
@@ -17,9 +20,6 @@ PRE_TOKENIZERS = {"gpt-2": None, "default": None, "qwen2": QWEN2_REGEX, "llama-b
                   "llama3": LLAMA3_REGEX, "llama-v3": LLAMA3_REGEX}
 IGNORE_MERGES = {"llama-bpe", "llama3", "llama-v3"}  # llama.cpp takes a whole pre-token found in the vocabulary
 ADD_BOS_DEFAULT = {"llama-bpe", "llama3", "llama-v3"}
-# llama.cpp ends generation on these token texts too, whatever the file names as eos (its EOG set)
-END_OF_GENERATION = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-                     "<EOT>", "_<EOT>", "<｜end▁of▁sentence｜>", "<|return|>", "<|call|>"}
 SPECIAL_IDS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id", "unk_token": "unknown_token_id",
                "pad_token": "padding_token_id"}
 SPM_SPACE = "▁"
@@ -45,15 +45,12 @@ def gguf_tokenizer(file: GgufFile) -> Tokenizer:
     add_eos = bool(file.get("tokenizer.ggml.add_eos_token", False))
     if ids["bos_token"] is None and add_bos:
         ids["bos_token"] = LLAMA_CPP_BOS[model]
-    _register_added_tokens(backend, tokens, types)
+    llama_cpp_view = special_tokens(file, tokens, types, ids["eos_token"])
+    _register_added_tokens(backend, tokens, llama_cpp_view.types)
     _post_process(backend, tokens, ids, add_bos, add_eos)
-    special = {name: tokens[i] for name, i in ids.items() if i is not None}
-    eog = {i for i in (ids["eos_token"], _id(file, "tokenizer.ggml.eot_token_id", len(tokens)),
-                       _id(file, "tokenizer.ggml.eom_token_id", len(tokens))) if i is not None}
-    eog |= {i for i, (text, kind) in enumerate(zip(tokens, types)) if kind in (CONTROL, USER_DEFINED)
-            and text in END_OF_GENERATION}
-    return Tokenizer(backend, special, chat_templates(file),
-                     ModelTokenIds(frozenset(eog), ids["bos_token"], ids["pad_token"]))
+    named = {name: tokens[i] for name, i in ids.items() if i is not None}
+    return Tokenizer(backend, named, chat_templates(file),
+                     ModelTokenIds(llama_cpp_view.end_of_generation, ids["bos_token"], ids["pad_token"]))
 
 
 def chat_templates(file: GgufFile) -> dict[str, ChatTemplate]:
@@ -133,9 +130,10 @@ def _sentencepiece(file: GgufFile, tokens: list[str]) -> Backend:
 
 
 def _register_added_tokens(backend: Backend, tokens: list[str], types: list[int]) -> None:
-    """Control tokens are special (skipped when decoding); user-defined ones are plain text matched whole."""
-    added = [AddedToken(text, special=kind == CONTROL, normalized=False) for text, kind in zip(tokens, types)
-             if kind in (CONTROL, USER_DEFINED) and text]
+    """Control and unknown tokens are special (skipped when decoding); user-defined ones are plain text matched
+    whole. llama.cpp matches all three in text before splitting the rest."""
+    added = [AddedToken(text, special=kind != USER_DEFINED, normalized=False) for text, kind in zip(tokens, types)
+             if kind in (CONTROL, UNKNOWN, USER_DEFINED) and text]
     backend.add_tokens(added)
 
 

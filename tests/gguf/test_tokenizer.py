@@ -19,6 +19,7 @@ TEXTS = [
     "  leading, trailing   \n\n\t tabs\t\tand   runs   ",
     "<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\n",
     "numbers 1234567 3.14159 and it's they're we'll I'd",
+    "<think>plan</think> <|fim_prefix|>x<|file_sep|> <unk> <s> </s>",
     "",
 ]
 

@@ -14,8 +14,14 @@ from tests.tiny_models import CHAT_TEMPLATE, CORPUS, SPECIALS, VOCAB
 UNKNOWN, BYTE = 2, 6
 
 
+# Qwen's fill-in-the-middle tokens (llama.cpp stops on pad, repo and file separator) and a plain added token
+EXTRA_SPECIALS = ["<|fim_prefix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>"]
+USER_TOKEN = "<think>"
+
+
 def save_split_tokenizer(folder: Path, regex: str, ignore_merges: bool) -> None:
-    """tests/tiny_models' tokenizer with a Split(regex) + ByteLevel pre-tokenizer, as Qwen2 and Llama 3 ship."""
+    """tests/tiny_models' tokenizer with a Split(regex) + ByteLevel pre-tokenizer, as Qwen2 and Llama 3 ship,
+    plus Qwen's FIM special tokens and a non-special added token."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -23,11 +29,13 @@ def save_split_tokenizer(folder: Path, regex: str, ignore_merges: bool) -> None:
     tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(regex), behavior="isolated"),
                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIALS,
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=[*SPECIALS, *EXTRA_SPECIALS, USER_TOKEN],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(CORPUS, trainer)
     data = json.loads(tok.to_str())
     data["model"]["ignore_merges"] = ignore_merges
+    for added in data["added_tokens"]:
+        added["special"] = added["content"] != USER_TOKEN
     fast = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(data)), eos_token="<|im_end|>",
                                    pad_token="<|endoftext|>")
     fast.chat_template = CHAT_TEMPLATE
