@@ -123,15 +123,14 @@ def _tensor(file: GgufFile, name: str):
 
 
 def _expert_rows(file: GgufFile, moe_layers: tuple[bool, ...]) -> int:
-    """moe_intermediate_size from the stacked gate tensor [E, I, D] (per-expert tensors are an older layout)."""
+    """moe_intermediate_size from the gate tensor: stacked [E, I, D], or [I, D] per expert in older files."""
     if not any(moe_layers):
         raise UnsupportedModelError(f"{file.path}: no layer has a router (ffn_gate_inp): not a MoE model")
     layer = moe_layers.index(True)
-    name = f"blk.{layer}.ffn_gate_exps.weight"
-    if name not in file.tensors and f"blk.{layer}.ffn_gate.0.weight" in file.tensors:
-        raise UnsupportedModelError(f"{file.path}: experts stored one tensor each (an old GGUF layout); "
-                                    "re-convert the model with a recent llama.cpp or run it with --backend llama.cpp")
-    return _tensor(file, name).shape[1]
+    split = f"blk.{layer}.ffn_gate.0.weight"
+    if split in file.tensors:
+        return file.tensors[split].shape[0]
+    return _tensor(file, f"blk.{layer}.ffn_gate_exps.weight").shape[1]
 
 
 def _shared_rows(file: GgufFile, moe_layers: tuple[bool, ...]) -> int:

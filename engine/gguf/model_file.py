@@ -13,6 +13,7 @@ from engine.errors import ModelFormatError, WispError
 from engine.gguf.model_args import architecture_of, model_args
 from engine.gguf.param_names import gguf_name
 from engine.gguf.reader import GgufFile
+from engine.gguf.split_experts import has_split_experts, split_expert_view, split_name
 from engine.gguf.tensor_map import EXPERTS, unpermute_rotary
 from engine.gguf.tensors import SUPPORTED_QTYPES, DenseTensor, ExpertLayer, ExpertTensor, qtype_name, row_bytes
 from engine.model.args import ModelArgs
@@ -78,8 +79,7 @@ class GgufModel:
         args = self.args
         E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
         shapes = {"gate": (E, I, D), "up": (E, I, D), "down": (E, D, I)}
-        return {layer: ExpertLayer(layer, **{proj: self._experts(f"blk.{layer}.{EXPERTS[proj]}.weight", shape)
-                                            for proj, shape in shapes.items()})
+        return {layer: ExpertLayer(layer, **{proj: self._experts(layer, proj, shape) for proj, shape in shapes.items()})
                 for layer, is_moe in enumerate(args.moe_layers) if is_moe}
 
     def _info(self, name: str):
@@ -100,7 +100,16 @@ class GgufModel:
             rows = unpermute_rotary(rows, heads)
         return DenseTensor(name, info.qtype, shape, rows)
 
-    def _experts(self, name: str, shape: tuple[int, int, int]) -> ExpertTensor:
+    def _experts(self, layer: int, projection: str, shape: tuple[int, int, int]) -> ExpertTensor:
+        name = f"blk.{layer}.{EXPERTS[projection]}.weight"
+        if name not in self.file.tensors and has_split_experts(self.file, layer):
+            qtype, raw = split_expert_view(self.file, layer, projection, shape[0])
+            expert = self.file.tensors[split_name(layer, projection, 0)]
+            if expert.shape != shape[1:]:
+                raise ModelFormatError(f"{self.path}: tensor '{expert.name}' has shape {list(expert.shape)}, the "
+                                       f"metadata implies {list(shape[1:])}")
+            self._check_rows(expert)
+            return ExpertTensor(split_name(layer, projection, 0).replace(".0.", ".*."), qtype, shape, raw)
         info = self._info(name)
         if info.shape != shape:
             raise ModelFormatError(f"{self.path}: tensor '{name}' has shape {list(info.shape)}, the metadata "

@@ -93,7 +93,11 @@ class GgufFile:
     def raw(self, name: str) -> np.ndarray:
         """The stored bytes of tensor `name` as a read-only uint8 view of the mapping (no copy)."""
         info = self.tensors[name]
-        return self._map[info.offset:info.offset + info.num_bytes]
+        return self.span(info.offset, info.num_bytes)
+
+    def span(self, offset: int, num_bytes: int) -> np.ndarray:
+        """`num_bytes` of the file from `offset`, as a read-only uint8 view (no copy)."""
+        return self._map[offset:offset + num_bytes]
 
 
 def _quant_sizes() -> dict:

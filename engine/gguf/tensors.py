@@ -48,8 +48,9 @@ class DenseTensor:
 
 @dataclass(frozen=True)
 class ExpertTensor:
-    """One projection of every expert of a layer, stacked as llama.cpp stores it: `shape` [E, out, in] and
-    `raw` uint8 [E, bytes per expert], a view of the file in which each expert's blocks are one contiguous row."""
+    """One projection of every expert of a layer: `shape` [E, out, in] and `raw` uint8 [E, bytes per expert], a view
+    of the file in which each expert's blocks are one contiguous row. Rows are adjacent when llama.cpp stacked
+    the experts (ffn_*_exps) and a constant stride apart in older files that store one tensor per expert."""
 
     name: str
     qtype: int

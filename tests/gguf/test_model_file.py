@@ -86,3 +86,19 @@ def test_q8_0_experts_are_contiguous_block_rows_of_the_file(model_type, gguf_fil
     assert np.shares_memory(gate.raw, model.file.raw(gate.name))  # no copy
     whole = gguf_dequantize(file_bytes.reshape(-1, gate.shape[-1] // 32 * 34), gate.qtype).reshape(gate.shape)
     assert torch.equal(gate.dequantize_expert(3), torch.from_numpy(whole[3]))
+
+
+def test_experts_stored_one_tensor_each_read_as_strided_views(gguf_files, tmp_path):
+    from tests.gguf.vocabs import rewrite_gguf, split_experts
+
+    stacked = GgufModel(gguf_files.quantized("mixtral", "Q4_K_M"))
+    split = GgufModel(rewrite_gguf(stacked.path, tmp_path / "split.gguf", tensors=split_experts))
+    assert "blk.0.ffn_gate.3.weight" in split.file.tensors and "blk.0.ffn_gate_exps.weight" not in split.file.tensors
+    assert split.args == stacked.args
+    for layer, experts in split.expert_layers().items():
+        for projection in ("gate", "up", "down"):
+            view, reference = getattr(experts, projection), getattr(stacked.expert_layers()[layer], projection)
+            assert (view.type_name, view.shape, view.raw.shape) == (reference.type_name, reference.shape,
+                                                                    reference.raw.shape)
+            assert np.array_equal(view.raw, reference.raw) and np.shares_memory(view.raw, split.file.span(0, 1 << 40))
+    assert split.support()[0]

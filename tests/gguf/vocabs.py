@@ -83,9 +83,11 @@ def with_spm_vocab(source: Path, out: Path) -> Path:
 
 
 def rewrite_gguf(source: Path, out: Path, keep=lambda key: True, add=lambda writer, fields: None,
-                 architecture: str | None = None) -> Path:
+                 architecture: str | None = None, tensors=lambda reader: [(t.name, t.data, t.tensor_type) for t in
+                                                                          reader.tensors]) -> Path:
     """A copy of a (small) GGUF file with the metadata keys `keep` accepts, plus what `add(writer, fields)`
-    writes; `architecture` replaces general.architecture."""
+    writes; `architecture` replaces general.architecture; `tensors(reader)` lists (name, data as GGUFReader
+    gives it, quant type) to write."""
     import gguf
 
     reader = gguf.GGUFReader(source)
@@ -96,11 +98,28 @@ def rewrite_gguf(source: Path, out: Path, keep=lambda key: True, add=lambda writ
         sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(field.name, field.contents(), field.types[0], sub_type=sub_type)
     add(writer, reader.fields)
-    for tensor in reader.tensors:
-        writer.add_tensor(tensor.name, np.asarray(tensor.data), raw_shape=tuple(reversed(tensor.shape.tolist())),
-                          raw_dtype=tensor.tensor_type)
+    for name, data, qtype in tensors(reader):
+        data = np.ascontiguousarray(data)
+        writer.add_tensor(name, data, raw_shape=data.shape, raw_dtype=qtype)  # a byte shape for quantized types
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
     return out
+
+
+def split_experts(reader):
+    """The tensors of a stacked-expert file laid out as older GGUF files store experts: blk.N.ffn_gate.E.weight,
+    ffn_down.E, ffn_up.E, expert after expert."""
+    stacked = {t.name: t for t in reader.tensors if "_exps." in t.name}
+    for tensor in reader.tensors:
+        if tensor.name in stacked:
+            if "ffn_gate_exps" not in tensor.name:
+                continue
+            layer = tensor.name.split(".")[1]
+            parts = [stacked[f"blk.{layer}.ffn_{proj}_exps.weight"] for proj in ("gate", "down", "up")]
+            for e in range(tensor.data.shape[0]):
+                for proj, part in zip(("gate", "down", "up"), parts):
+                    yield f"blk.{layer}.ffn_{proj}.{e}.weight", part.data[e], part.tensor_type
+        else:
+            yield tensor.name, tensor.data, tensor.tensor_type
