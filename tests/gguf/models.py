@@ -32,13 +32,15 @@ def hf_config(model_type: str):
     raise ValueError(model_type)
 
 
-def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0) -> Path:
+def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0, **config_changes) -> Path:
     """A random checkpoint (f32) with tests/tiny_models' byte-level BPE tokenizer and ChatML template."""
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
     config = hf_config(model_type)
     config.tie_word_embeddings = tie
+    for key, value in config_changes.items():
+        setattr(config, key, value)
     model = AutoModelForCausalLM.from_config(config)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -87,3 +89,38 @@ def llama_cpp_end_of_generation(path: Path) -> set[int]:
     model = _vocab_only(path)
     vocab = llama_cpp.llama_model_get_vocab(model._model.model)
     return {i for i in range(llama_cpp.llama_vocab_n_tokens(vocab)) if llama_cpp.llama_vocab_is_eog(vocab, i)}
+
+
+def write_f32_gguf_by_names(folder: Path, out: Path) -> Path:
+    """An f32 GGUF of a Qwen-style checkpoint Wisp loads, written under llama.cpp's tensor names
+    (engine.gguf.param_names) with convert's metadata: for layouts llama.cpp's converter refuses, such as
+    leading dense layers (mlp_only_layers)."""
+    import gguf
+
+    from engine.gguf.convert import write_metadata
+    from engine.gguf.param_names import gguf_name
+    from engine.gguf.tensor_map import ARCHITECTURES, EXPERTS, _stacked
+    from engine.gguf.vocab import read_vocab
+    from engine.model.checkpoint import Checkpoint
+    from engine.model.loader import hf_name, read_args
+    from engine.model.registry import architecture
+    from engine.model.transformer import meta_model
+
+    args = read_args(folder)
+    assert args.model_type != "mixtral", "llama's q/k rows would need llama.cpp's permutation"
+    names, ckpt = architecture(args.model_type).WEIGHT_NAMES, Checkpoint(folder)
+    arch = ARCHITECTURES[args.model_type][0]
+    writer = gguf.GGUFWriter(out, arch)
+    write_metadata(writer, args, arch, read_vocab(folder, args.vocab_size), folder.name, "f32")
+    for param, _ in meta_model(args).named_parameters():
+        if param != "lm_head.weight" or ckpt.has(param):
+            weight = ckpt.get(hf_name(param, names)).float().numpy()
+            writer.add_tensor(gguf_name(param), weight.reshape(-1) if "shared_expert_gate" in param else weight)
+    for layer, is_moe in enumerate(args.moe_layers):
+        for projection in ("gate", "up", "down") if is_moe else ():
+            writer.add_tensor(f"blk.{layer}.{EXPERTS[projection]}.weight", _stacked(args, ckpt, names, layer, projection))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out

@@ -102,3 +102,41 @@ def test_experts_stored_one_tensor_each_read_as_strided_views(gguf_files, tmp_pa
                                                                     reference.raw.shape)
             assert np.array_equal(view.raw, reference.raw) and np.shares_memory(view.raw, split.file.span(0, 1 << 40))
     assert split.support()[0]
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "qwen2_moe"])
+def test_a_leading_dense_layer_maps_to_wisps_dense_mlp(model_type, tmp_path):
+    from tests.gguf.models import write_f32_gguf_by_names, write_model
+
+    folder = write_model(tmp_path / model_type, model_type, mlp_only_layers=[0])
+    args = read_args(folder)
+    assert args.moe_layers == (False, True)
+    weights = load_gguf_weights(write_f32_gguf_by_names(folder, tmp_path / "dense0.gguf"), torch.float32)
+    assert weights.args == args and list(weights.experts) == [1]
+    names, ckpt = architecture(model_type).WEIGHT_NAMES, Checkpoint(folder)
+    assert weights.state_dict["layers.0.mlp.down_proj.weight"].shape == (args.hidden_size, args.intermediate_size)
+    for param, tensor in weights.state_dict.items():
+        assert torch.equal(tensor, ckpt.get(hf_name(param, names))), param
+
+
+def test_the_state_dict_loads_into_wisps_model(gguf_files):
+    from engine.model.transformer import meta_model
+
+    weights = load_gguf_weights(gguf_files.quantized("qwen2_moe", "Q4_K_M"), torch.bfloat16)
+    model = meta_model(weights.args)
+    model.load_state_dict(weights.state_dict, strict=True, assign=True)
+    assert model.layers[1].mlp.shared.shared_expert_gate.weight.dtype == torch.bfloat16
+
+
+def test_bf16_weights_are_the_checkpoints_rounded_to_bf16(gguf_files):
+    folder = gguf_files.folder("olmoe")
+    model = GgufModel(gguf_files.converted("olmoe", "bf16"))
+    names, ckpt = architecture("olmoe").WEIGHT_NAMES, Checkpoint(folder)
+    assert model.support()[0] and model.args.torch_dtype == "bfloat16"
+    for param, tensor in model.dense_tensors().items():
+        reference = ckpt.get(hf_name(param, names))
+        expected = reference if tensor.type_name == "F32" else reference.to(torch.bfloat16).float()
+        assert torch.equal(tensor.dequantize(), expected), param
+    up = model.expert_layers()[0].up
+    assert up.type_name == "BF16"
+    assert torch.equal(up.dequantize_expert(1), hf_experts(folder, model.args, 0, "up")[1].to(torch.bfloat16).float())
