@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import ModelFormatError, WispError
+from engine.errors import ModelFormatError, UnsupportedModelError, WispError
 from engine.gguf.model_args import architecture_of, model_args
 from engine.gguf.param_names import gguf_name
 from engine.gguf.reader import GgufFile
@@ -47,19 +47,38 @@ class GgufModel:
         """GGUF tensor name -> quant type name (F32, Q4_K, ...), for every tensor in the file."""
         return {name: qtype_name(info.qtype) for name, info in self.file.tensors.items()}
 
-    def support(self) -> tuple[bool, str]:
-        """(True, summary) when Wisp's engine runs this file, else (False, the reason for a person)."""
-        try:
-            args = self.args
-        except WispError as error:
-            return False, str(error)
+    def check(self) -> None:
+        """Raises UnsupportedModelError (or ModelFormatError) naming what Wisp's engine cannot run: the
+        architecture, a feature in the metadata, a quant type, or a tensor it would ignore (rope_freqs, ...)."""
+        args = self.args
         unsupported = Counter(kind for kind in self.tensor_types().values() if kind not in SUPPORTED_QTYPES)
         if unsupported:
             kinds = ", ".join(f"{kind} ({count} tensors)" for kind, count in sorted(unsupported.items()))
-            return False, (f"{self.path.name} has tensors of type {kinds}; Wisp's engine runs "
-                           f"{', '.join(SUPPORTED_QTYPES)}")
+            raise UnsupportedModelError(f"{self.path.name} has tensors of type {kinds}; Wisp's engine runs "
+                                        f"{', '.join(SUPPORTED_QTYPES)}")
+        unused = sorted(set(self.file.tensors) - self._expected_tensors(args))
+        if unused:
+            raise UnsupportedModelError(f"{self.path.name} has tensors Wisp's engine would ignore "
+                                        f"({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})")
+
+    def support(self) -> tuple[bool, str]:
+        """(True, summary) when Wisp's engine runs this file, else (False, the reason for a person)."""
+        try:
+            self.check()
+        except WispError as error:
+            return False, str(error)
         kinds = ", ".join(sorted(set(self.tensor_types().values())))
-        return True, f"{self.architecture} ({args.model_type}), {kinds}: Wisp's engine runs it"
+        return True, f"{self.architecture} ({self.args.model_type}), {kinds}: Wisp's engine runs it"
+
+    def _expected_tensors(self, args: ModelArgs) -> set[str]:
+        from engine.model.transformer import meta_model
+
+        names = {gguf_name(param) for param, _ in meta_model(args).named_parameters()}
+        for layer, is_moe in enumerate(args.moe_layers):
+            for projection in EXPERTS if is_moe else ():
+                names.add(f"blk.{layer}.{EXPERTS[projection]}.weight")
+                names |= {split_name(layer, projection, e) for e in range(args.num_experts)}
+        return names
 
     def dense_tensors(self) -> dict[str, DenseTensor]:
         """Every non-expert parameter of Wisp's model (lm_head absent when tied), raw, under Wisp's names.

@@ -115,6 +115,8 @@ def _parse(data: memoryview, quant_sizes: dict) -> tuple[int, dict, dict[str, Te
     version, num_tensors, num_fields = cursor.unpack("<I"), cursor.unpack("<Q"), cursor.unpack("<Q")
     if version < 2:
         raise ValueError(f"GGUF version {version} is too old (llama.cpp reads 2 and 3)")
+    if version > 0xFFFF:
+        raise ValueError("a big-endian GGUF file; Wisp reads little-endian ones")
     fields = {}
     for _ in range(num_fields):
         key = cursor.string()

@@ -32,6 +32,7 @@ def load_gguf_weights(path: Path | str, dtype: torch.dtype, device: torch.device
     """Open `path`, dequantize every dense tensor to `dtype` on `device`; experts are not read (their views
     page in from the file when copied). Raises UnsupportedModelError / ModelFormatError with the reason."""
     model = GgufModel(path)
+    model.check()
     dense = model.dense_tensors()
     state = {}
     for done, (param, tensor) in enumerate(dense.items()):

@@ -7,6 +7,7 @@ import torch
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.gguf.model_file import GgufModel, check_supported
 from engine.gguf.reader import GgufFile, LazyArray
+from engine.gguf.weights import load_gguf_weights
 from tests.gguf.vocabs import rewrite_gguf
 
 
@@ -90,3 +91,17 @@ def test_dense_tensors_dequantize_to_the_requested_dtype(gguf_files):
     assert tensor.type_name == "Q8_0"
     assert tensor.dequantize(torch.bfloat16).dtype == torch.bfloat16
     assert torch.equal(tensor.dequantize(torch.bfloat16), tensor.dequantize().to(torch.bfloat16))
+
+
+def test_a_tensor_wisp_would_ignore_makes_the_file_unsupported(gguf_files, tmp_path):
+    source = gguf_files.converted("mixtral", "f32")
+
+    def with_rope_freqs(reader):
+        yield from ((t.name, t.data, t.tensor_type) for t in reader.tensors)
+        yield "rope_freqs.weight", np.ones(8, np.float32), 0
+
+    extra = rewrite_gguf(source, tmp_path / "freqs.gguf", tensors=with_rope_freqs)
+    supported, reason = check_supported(extra)
+    assert not supported and "would ignore (rope_freqs.weight)" in reason
+    with pytest.raises(UnsupportedModelError, match="rope_freqs.weight"):
+        load_gguf_weights(extra, torch.float32)
