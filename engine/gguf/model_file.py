@@ -17,6 +17,7 @@ from engine.gguf.split_experts import has_split_experts, split_expert_view, spli
 from engine.gguf.tensor_map import EXPERTS, unpermute_rotary
 from engine.gguf.tensors import SUPPORTED_QTYPES, DenseTensor, ExpertLayer, ExpertTensor, qtype_name, row_bytes
 from engine.model.args import ModelArgs
+from engine.tokenizer import Tokenizer
 
 ROTARY_PERMUTED = {"llama"}  # llama.cpp's converter reorders q/k rows for its adjacent-pair RoPE
 
@@ -37,7 +38,7 @@ class GgufModel:
         """Raises UnsupportedModelError / ModelFormatError naming the architecture or key at fault."""
         return model_args(self.file)
 
-    def tokenizer(self):
+    def tokenizer(self) -> Tokenizer:
         """engine.tokenizer.Tokenizer from the file's metadata (see engine.gguf.tokenizer)."""
         from engine.gguf.tokenizer import gguf_tokenizer
 

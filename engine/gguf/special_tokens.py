@@ -42,10 +42,11 @@ def special_tokens(file: GgufFile, tokens: list[str], types: list[int], eos: int
     stops = {eos} if eos is not None else set()
     for key, texts in (("eot_token_id", END_OF_TURN), ("eom_token_id", ("<|eom_id|>",)), *FIM_STOPS.items()):
         token_id = _metadata_id(file, key, len(tokens))
-        if token_id is None:
+        if token_id is None:  # found by its text: llama.cpp makes it a control token
             token_id = next((ids[text] for text in texts if text in ids), None)
+            if token_id is not None:
+                types[token_id] = CONTROL
         if token_id is not None:
-            types[token_id] = CONTROL
             stops.add(token_id)
     for text in END_OF_GENERATION:
         if text in ids:

@@ -11,12 +11,12 @@ from engine.errors import TokenizerError, UnsupportedModelError
 from engine.gguf.reader import GgufFile
 from engine.gguf.special_tokens import special_tokens
 from engine.gguf.vocab import CONTROL, LLAMA3_REGEX, QWEN2_REGEX, USER_DEFINED
-
-UNKNOWN = 2  # gguf's TokenType.UNKNOWN (<unk>)
 from engine.tokenizer import ModelTokenIds, Tokenizer
 
-# tokenizer.ggml.pre -> the split regex before byte-level BPE (llama-vocab.cpp's lists); None: GPT-2's own
-PRE_TOKENIZERS = {"gpt-2": None, "default": None, "qwen2": QWEN2_REGEX, "llama-bpe": LLAMA3_REGEX,
+UNKNOWN = 2  # gguf's TokenType.UNKNOWN (<unk>)
+# tokenizer.ggml.pre -> the split regex before byte-level BPE (llama-vocab.cpp's lists); None: GPT-2's own.
+# llama.cpp's "default" (a file without the key) is a regex set of its own, not one of these.
+PRE_TOKENIZERS = {"gpt-2": None, "olmo": None, "mpt": None, "qwen2": QWEN2_REGEX, "llama-bpe": LLAMA3_REGEX,
                   "llama3": LLAMA3_REGEX, "llama-v3": LLAMA3_REGEX}
 IGNORE_MERGES = {"llama-bpe", "llama3", "llama-v3"}  # llama.cpp takes a whole pre-token found in the vocabulary
 ADD_BOS_DEFAULT = {"llama-bpe", "llama3", "llama-v3"}

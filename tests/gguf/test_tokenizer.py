@@ -9,7 +9,7 @@ from engine.gguf.tokenizer import gguf_tokenizer
 from engine.gguf.vocab import LLAMA3_REGEX, QWEN2_REGEX
 from engine.tokenizer import Tokenizer
 from tests.gguf.models import llama_cpp_end_of_generation, llama_cpp_tokenize, write_model
-from tests.gguf.vocabs import save_split_tokenizer, with_spm_vocab
+from tests.gguf.vocabs import rewrite_gguf, save_split_tokenizer, with_spm_vocab
 
 TEXTS = [
     "Hello world",
@@ -26,9 +26,13 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def bpe_files(gguf_files, tmp_path_factory):
-    """pre-tokenizer name -> (HF folder, GGUF file): gpt-2 (tests/tiny_models), qwen2 and llama-bpe regexes."""
+    """pre-tokenizer name -> (HF folder, GGUF file): gpt-2 (tests/tiny_models) and olmo (the same regex in
+    llama.cpp, the name OLMoE files carry), qwen2 and llama-bpe regexes."""
     root = tmp_path_factory.mktemp("bpe")
-    files = {"gpt-2": (gguf_files.folder("qwen3_moe"), gguf_files.converted("qwen3_moe", "f32"))}
+    folder, path = gguf_files.folder("qwen3_moe"), gguf_files.converted("qwen3_moe", "f32")
+    olmo = rewrite_gguf(path, root / "olmo.gguf", lambda key: key != "tokenizer.ggml.pre",
+                        lambda writer, fields: writer.add_tokenizer_pre("olmo"))
+    files = {"gpt-2": (folder, path), "olmo": (folder, olmo)}
     for pre, regex, ignore_merges in (("qwen2", QWEN2_REGEX, False), ("llama-bpe", LLAMA3_REGEX, True)):
         folder = write_model(root / pre, "qwen3_moe")
         save_split_tokenizer(folder, regex, ignore_merges)
@@ -41,7 +45,7 @@ def spm_file(gguf_files, tmp_path_factory):
     return with_spm_vocab(gguf_files.converted("mixtral", "f32"), tmp_path_factory.mktemp("spm") / "spm.gguf")
 
 
-@pytest.mark.parametrize("pre", ["gpt-2", "qwen2", "llama-bpe"])
+@pytest.mark.parametrize("pre", ["gpt-2", "olmo", "qwen2", "llama-bpe"])
 def test_byte_level_bpe_matches_llama_cpp_and_the_hf_tokenizer(pre, bpe_files):
     folder, path = bpe_files[pre]
     file = GgufFile(path)
@@ -81,4 +85,8 @@ def test_a_tokenizer_model_wisp_does_not_build_is_named(spm_file, tmp_path):
     file = GgufFile(spm_file)
     file.fields["tokenizer.ggml.model"] = "t5"
     with pytest.raises(UnsupportedModelError, match="tokenizer model 't5'"):
+        gguf_tokenizer(file)
+    file.fields["tokenizer.ggml.model"] = "gpt2"
+    file.fields["tokenizer.ggml.pre"] = "default"
+    with pytest.raises(UnsupportedModelError, match="pre-tokenizer 'default'"):
         gguf_tokenizer(file)
