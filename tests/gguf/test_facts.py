@@ -50,3 +50,14 @@ def _unique(model):
         if id(tensor) not in seen:
             seen.add(id(tensor))
             yield name, tensor
+
+
+def test_facts_of_an_architecture_wisp_does_not_run(gguf_files, tmp_path):
+    from tests.gguf.vocabs import rewrite_gguf
+
+    source = gguf_files.converted("olmoe", "f32")
+    foreign = rewrite_gguf(source, tmp_path / "deepseek.gguf", lambda key: not key.startswith("olmoe."),
+                           lambda writer, fields: writer.add_expert_count(4), architecture="deepseek2")
+    facts = gguf_facts(foreign)
+    assert (facts.architecture, facts.backend, facts.supported) == ("deepseek2", "llama.cpp", False)
+    assert "deepseek2" in facts.reason and facts.bytes_per_expert == gguf_facts(source).bytes_per_expert
