@@ -12,7 +12,8 @@ from engine.gguf.model_file import GgufModel
 from engine.gguf.reader import GgufFile
 
 # llama.cpp's stacked expert tensors (LLM_FFN_EXPS_REGEX), and the per-expert tensors of older files
-EXPERT_TENSOR = re.compile(r"^blk\.(\d+)\.ffn_(?:gate|up|down|gate_up)_(?:ch|)exps\.|^blk\.(\d+)\.ffn_(?:gate|up|down)\.\d+\.")
+EXPERT_TENSOR = re.compile(r"^blk\.(\d+)\.ffn_(?:gate|up|down|gate_up)_(?:ch|)exps\."
+                           r"|^blk\.(\d+)\.ffn_(?:gate|up|down)\.\d+\.")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A memory-mapped GGUF file: metadata, tensor infos, and zero-copy views of tensor bytes.
 
-gguf.GGUFReader builds numpy views per vocabulary string and per tensor; on a 152k-token vocabulary it is
-too slow to open a model with (see the commit that added this file). This walks the format (gguf's
+gguf.GGUFReader builds numpy views per vocabulary string and per tensor, seconds for a 152k-token vocabulary:
+too slow to open a model with. This walks the format (gguf's
 docs/gguf.md) with struct over one read-only np.memmap: scalars and small arrays are decoded at once,
 large arrays (tokens, merges, scores) are kept as `LazyArray` and decoded only when asked for.
 """

@@ -4,7 +4,8 @@ byte-level BPE ("gpt2": tokens, merges, the pre-tokenizer named by tokenizer.ggm
 
 from __future__ import annotations
 
-from tokenizers import AddedToken, Regex, Tokenizer as Backend, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import Tokenizer as Backend
 
 from engine.chat_template import ChatTemplate
 from engine.errors import TokenizerError, UnsupportedModelError
@@ -68,7 +69,8 @@ def _vocab(file: GgufFile) -> tuple[list[str], list[int]]:
     types = ([int(t) for t in file.array("tokenizer.ggml.token_type")] if "tokenizer.ggml.token_type" in file.fields
              else [1] * len(tokens))
     if len(types) != len(tokens):
-        raise TokenizerError(f"{file.path}: tokenizer.ggml.token_type has {len(types)} entries for {len(tokens)} tokens")
+        raise TokenizerError(f"{file.path}: tokenizer.ggml.token_type has {len(types)} entries for "
+                             f"{len(tokens)} tokens")
     return tokens, types
 
 

@@ -118,7 +118,8 @@ def write_f32_gguf_by_names(folder: Path, out: Path) -> Path:
             writer.add_tensor(gguf_name(param), weight.reshape(-1) if "shared_expert_gate" in param else weight)
     for layer, is_moe in enumerate(args.moe_layers):
         for projection in ("gate", "up", "down") if is_moe else ():
-            writer.add_tensor(f"blk.{layer}.{EXPERTS[projection]}.weight", _stacked(args, ckpt, names, layer, projection))
+            stacked = _stacked(args, ckpt, names, layer, projection)
+            writer.add_tensor(f"blk.{layer}.{EXPERTS[projection]}.weight", stacked)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

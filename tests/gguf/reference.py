@@ -27,9 +27,9 @@ def hf_model_from_gguf(path: Path, config):
         if ".experts." in key:
             experts = weights.experts[int(key.split(".")[2])]
             count = experts.gate.shape[0]
-            if key.endswith("gate_up_proj"):
-                state[key] = torch.stack([torch.cat([experts.gate.dequantize_expert(e), experts.up.dequantize_expert(e)])
-                                          for e in range(count)])
+            if key.endswith("gate_up_proj"):  # [E, 2I, D]
+                state[key] = torch.stack([torch.cat([experts.gate.dequantize_expert(e),
+                                                     experts.up.dequantize_expert(e)]) for e in range(count)])
             else:
                 state[key] = torch.stack([experts.down.dequantize_expert(e) for e in range(count)])
         else:

@@ -19,7 +19,8 @@ def test_facts_of_a_q4_k_m_file(gguf_files):
     assert facts.max_bytes_per_expert == 2 * q4_k + q6_k
     assert facts.expert_types == {"Q4_K": 5, "Q6_K": 1}
     assert sum(facts.tensor_types.values()) == len(GgufModel(path).file.tensors)
-    assert facts.dense_bytes + facts.expert_bytes_total == sum(t.num_bytes for t in GgufModel(path).file.tensors.values())
+    stored = sum(tensor.num_bytes for tensor in GgufModel(path).file.tensors.values())
+    assert facts.dense_bytes + facts.expert_bytes_total == stored
     assert facts.supported and facts.backend == "wisp"
     lines = "\n".join(facts.summary_lines())
     assert "q4_k_m" in lines and "engine (--backend auto): wisp" in lines

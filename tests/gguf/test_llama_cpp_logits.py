@@ -17,5 +17,6 @@ def test_wisps_reading_of_a_q4_k_m_file_computes_llama_cpps_logits(model_type, g
     with torch.no_grad():
         reference = hf_model_from_gguf(path, model_type)(torch.tensor([PROMPT])).logits[0].numpy()
     logits = llama_cpp_logits(dequantized_copy(path, tmp_path / "f32.gguf"), PROMPT)
-    assert np.abs(logits - reference).max() < 1e-4 * np.abs(reference).max()  # measured <= 1.3e-5; q/k rows unpermuted wrong: ~1.5
+    # float rounding only: llama q/k rows left in llama.cpp's order miss by more than the logits' range
+    assert np.abs(logits - reference).max() < 1e-4 * np.abs(reference).max()
     assert (logits.argmax(-1) == reference.argmax(-1)).all()
