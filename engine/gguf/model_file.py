@@ -50,8 +50,11 @@ class GgufModel:
 
     def check(self) -> None:
         """Raises UnsupportedModelError (or ModelFormatError) naming what Wisp's engine cannot run: the
-        architecture, a feature in the metadata, a quant type, or a tensor it would ignore (rope_freqs, ...)."""
+        architecture, a feature in the metadata, the tokenizer, a quant type, or a tensor it would ignore."""
+        from engine.gguf.tokenizer import check_tokenizer
+
         args = self.args
+        check_tokenizer(self.file)
         unsupported = Counter(kind for kind in self.tensor_types().values() if kind not in SUPPORTED_QTYPES)
         if unsupported:
             kinds = ", ".join(f"{kind} ({count} tensors)" for kind, count in sorted(unsupported.items()))

@@ -30,15 +30,10 @@ LLAMA_CPP_BOS = {"gpt2": 11, "llama": 1}  # what llama.cpp adds when add_bos is 
 def gguf_tokenizer(file: GgufFile) -> Tokenizer:
     """The file's tokenizer; raises UnsupportedModelError for a tokenizer model or pre-tokenizer Wisp does not
     build, TokenizerError when the vocabulary keys are missing."""
+    check_tokenizer(file)
     model = file.get("tokenizer.ggml.model")
     tokens, types = _vocab(file)
-    if model == "gpt2":
-        backend = _byte_level_bpe(file, tokens)
-    elif model == "llama":
-        backend = _sentencepiece(file, tokens)
-    else:
-        raise UnsupportedModelError(f"{file.path}: tokenizer model '{model}' (tokenizer.ggml.model) is not one "
-                                    "Wisp builds (gpt2 byte-level BPE, llama SentencePiece)")
+    backend = _byte_level_bpe(file, tokens) if model == "gpt2" else _sentencepiece(file, tokens)
     ids = {name: _id(file, f"tokenizer.ggml.{key}", len(tokens)) for name, key in SPECIAL_IDS.items()}
     # llama.cpp's defaults when the file does not say
     add_bos = bool(file.get("tokenizer.ggml.add_bos_token",
@@ -52,6 +47,18 @@ def gguf_tokenizer(file: GgufFile) -> Tokenizer:
     named = {name: tokens[i] for name, i in ids.items() if i is not None}
     return Tokenizer(backend, named, chat_templates(file),
                      ModelTokenIds(llama_cpp_view.end_of_generation, ids["bos_token"], ids["pad_token"]))
+
+
+def check_tokenizer(file: GgufFile) -> None:
+    """Raises UnsupportedModelError unless Wisp builds the file's tokenizer, from the metadata's names alone."""
+    model = file.get("tokenizer.ggml.model")
+    if model not in ("gpt2", "llama"):
+        raise UnsupportedModelError(f"{file.path}: tokenizer model '{model}' (tokenizer.ggml.model) is not one "
+                                    "Wisp builds (gpt2 byte-level BPE, llama SentencePiece)")
+    pre = file.get("tokenizer.ggml.pre", "default")
+    if model == "gpt2" and pre not in PRE_TOKENIZERS:
+        raise UnsupportedModelError(f"{file.path}: pre-tokenizer '{pre}' (tokenizer.ggml.pre) is not one Wisp's "
+                                    f"engine knows ({', '.join(sorted(PRE_TOKENIZERS))}); use --backend llama.cpp")
 
 
 def chat_templates(file: GgufFile) -> dict[str, ChatTemplate]:
@@ -86,9 +93,6 @@ def _token_ids(tokens: list[str]) -> dict[str, int]:
 
 def _byte_level_bpe(file: GgufFile, tokens: list[str]) -> Backend:
     pre = file.get("tokenizer.ggml.pre", "default")
-    if pre not in PRE_TOKENIZERS:
-        raise UnsupportedModelError(f"{file.path}: pre-tokenizer '{pre}' (tokenizer.ggml.pre) is not one Wisp's "
-                                    f"engine knows ({', '.join(sorted(PRE_TOKENIZERS))}); use --backend llama.cpp")
     if "tokenizer.ggml.merges" not in file.fields:
         raise TokenizerError(f"{file.path}: a BPE vocabulary without merges (tokenizer.ggml.merges)")
     merges = [tuple(merge.split(" ", 1)) for merge in file.array("tokenizer.ggml.merges")]

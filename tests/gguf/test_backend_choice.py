@@ -44,3 +44,13 @@ def test_a_missing_file_and_an_unknown_choice_are_refused(tmp_path):
     with pytest.raises(RequestError, match="backend must be one of"):
         EngineOptions(backend="llamacpp")
     assert EngineOptions().backend == "auto"
+
+
+def test_a_tokenizer_wisp_does_not_build_sends_the_file_to_llama_cpp(gguf_files, tmp_path):
+    from tests.gguf.vocabs import rewrite_gguf
+
+    source = gguf_files.converted("qwen3_moe", "f32")
+    deepseek = rewrite_gguf(source, tmp_path / "pre.gguf", lambda key: key != "tokenizer.ggml.pre",
+                            lambda writer, fields: writer.add_tokenizer_pre("deepseek-llm"))
+    choice = choose_backend(deepseek, "auto")
+    assert choice.backend == "llama.cpp" and "pre-tokenizer 'deepseek-llm'" in choice.reason
