@@ -10,10 +10,11 @@ from typing import Callable
 import torch
 
 from engine.gguf.model_file import GgufModel
-from engine.gguf.tensors import ExpertLayer
+from engine.gguf.tensors import DenseTensor, ExpertLayer
 from engine.model.args import ModelArgs
 
 Progress = Callable[[float, str], None]
+Dequantize = Callable[[DenseTensor, torch.dtype, torch.device | str], torch.Tensor]
 
 
 @dataclass
@@ -28,15 +29,17 @@ class GgufWeights:
 
 
 def load_gguf_weights(path: Path | str, dtype: torch.dtype, device: torch.device | str = "cpu",
-                      progress: Progress | None = None) -> GgufWeights:
+                      progress: Progress | None = None, dequantize: Dequantize | None = None) -> GgufWeights:
     """Open `path`, dequantize every dense tensor to `dtype` on `device`; experts are not read (their views
-    page in from the file when copied). Raises UnsupportedModelError / ModelFormatError with the reason."""
+    page in from the file when copied). `dequantize(tensor, dtype, device)` replaces the gguf package's numpy
+    reference (DenseTensor.dequantize), e.g. with a GPU kernel. Raises UnsupportedModelError / ModelFormatError
+    with the reason."""
     model = GgufModel(path)
     model.check()
     dense = model.dense_tensors()
     state = {}
     for done, (param, tensor) in enumerate(dense.items()):
-        state[param] = tensor.dequantize(dtype, device)
+        state[param] = dequantize(tensor, dtype, device) if dequantize else tensor.dequantize(dtype, device)
         if progress:
             progress((done + 1) / len(dense), param)
     if "lm_head.weight" not in state:

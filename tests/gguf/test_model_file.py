@@ -140,3 +140,16 @@ def test_bf16_weights_are_the_checkpoints_rounded_to_bf16(gguf_files):
     up = model.expert_layers()[0].up
     assert up.type_name == "BF16"
     assert torch.equal(up.dequantize_expert(1), hf_experts(folder, model.args, 0, "up")[1].to(torch.bfloat16).float())
+
+
+def test_a_dequantizer_can_replace_the_numpy_reference(gguf_files):
+    seen = []
+
+    def dequantize(tensor, dtype, device):
+        seen.append(tensor.type_name)
+        return tensor.dequantize(dtype, device) * 2
+
+    path = gguf_files.converted("qwen3_moe", "q8_0")
+    doubled = load_gguf_weights(path, torch.float32, dequantize=dequantize).state_dict
+    plain = load_gguf_weights(path, torch.float32).state_dict
+    assert set(seen) == {"F32", "Q8_0"} and torch.equal(doubled["norm.weight"], 2 * plain["norm.weight"])
