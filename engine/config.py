@@ -9,6 +9,7 @@ from engine.errors import RequestError
 EXPERT_MODES = ("resident", "paged", "static")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
+BACKENDS = ("auto", "wisp", "llama.cpp")  # which engine runs a .gguf file (engine.gguf.backend_choice)
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class EngineOptions:
     decode: str = "auto"  # "graphs" (CUDA graphs), "static" (same shapes, eager), "dynamic"; auto = graphs on CUDA
     deterministic: bool = True  # CUDA: bitwise-repeatable kernels (engine.runtime.determinism); False for speed tests
     attention: str = "auto"  # decode attention: "triton" (engine.model.decode_attention), "sdpa"; auto = triton on CUDA
+    backend: str = "auto"  # .gguf files: "wisp" (Wisp's engine), "llama.cpp", or auto (Wisp's when it runs the file)
     n_gpu_layers: int | None = None  # GGUF (llama.cpp) only: layers offloaded to the GPU, None = all
     n_cpu_moe: int = 0  # GGUF (llama.cpp) only: the first N layers keep their experts on the CPU (--n-cpu-moe)
     api_key: str | None = field(default=None, repr=False)  # remote servers only (model = http(s)://host:port/v1)
@@ -43,6 +45,8 @@ class EngineOptions:
             raise RequestError(f"decode must be auto, graphs, static or dynamic, got '{self.decode}'")
         if self.attention not in ("auto", "sdpa", "triton"):
             raise RequestError(f"attention must be auto, sdpa or triton, got '{self.attention}'")
+        if self.backend not in BACKENDS:
+            raise RequestError(f"backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
         if self.experts not in EXPERT_MODES:
             raise RequestError(f"experts must be one of {', '.join(EXPERT_MODES)}, got '{self.experts}'")
         if self.expert_slots is not None and self.expert_slots < 1:

@@ -30,6 +30,11 @@ ATTENTION = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj
 QK_NORMS = {"q_norm": "attn_q_norm", "k_norm": "attn_k_norm"}
 SHARED_EXPERT = {"shared_expert.gate_proj": "ffn_gate_shexp", "shared_expert.up_proj": "ffn_up_shexp",
                  "shared_expert.down_proj": "ffn_down_shexp", "shared_expert_gate": "ffn_gate_inp_shexp"}
+LAYER_NORMS = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+DENSE_MLP = {"gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}  # layers without experts
+EXPERTS = {"gate": "ffn_gate_exps", "up": "ffn_up_exps", "down": "ffn_down_exps"}  # stacked [E, out, in]
+GLOBAL = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+          "lm_head.weight": "output.weight"}
 
 
 @dataclass(frozen=True)
@@ -73,14 +78,22 @@ def permute_rotary(weight: np.ndarray, num_heads: int) -> np.ndarray:
     return weight.reshape(num_heads, 2, rows // num_heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
 
 
+def unpermute_rotary(weight: np.ndarray, num_heads: int) -> np.ndarray:
+    """The inverse of `permute_rotary`: a `llama` GGUF's q/k rows back in HF's rotate-half order. Rows move
+    whole, so it applies to quantized rows (one row of blocks per output feature) as well."""
+    rows = weight.shape[0]
+    return weight.reshape(num_heads, rows // num_heads // 2, 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
 def tensor_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames) -> list[TensorSpec]:
     """Every tensor of the GGUF file, in the order llama.cpp's converter writes them."""
-    specs = [_plain(ckpt, "model.embed_tokens.weight", "token_embd.weight")]
+    embed, norm, head = GLOBAL
+    specs = [_plain(ckpt, embed, GLOBAL[embed])]
     for layer in range(args.num_hidden_layers):
         specs += _layer_specs(args, ckpt, names, layer)
-    specs.append(_plain(ckpt, "model.norm.weight", "output_norm.weight", keep_f32=True))
-    if ckpt.has("lm_head.weight"):  # llama.cpp reuses token_embd when output is absent (tied embeddings)
-        specs.append(_plain(ckpt, "lm_head.weight", "output.weight"))
+    specs.append(_plain(ckpt, norm, GLOBAL[norm], keep_f32=True))
+    if ckpt.has(head):  # llama.cpp reuses token_embd when output is absent (tied embeddings)
+        specs.append(_plain(ckpt, head, GLOBAL[head]))
     return specs
 
 
@@ -105,7 +118,8 @@ def _flatten(weight: np.ndarray) -> np.ndarray:
 
 def _layer_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer: int) -> list[TensorSpec]:
     prefix, blk = f"model.layers.{layer}.", f"blk.{layer}."
-    specs = [_plain(ckpt, prefix + "input_layernorm.weight", blk + "attn_norm.weight", keep_f32=True)]
+    norm = "input_layernorm"
+    specs = [_plain(ckpt, f"{prefix}{norm}.weight", f"{blk}{LAYER_NORMS[norm]}.weight", keep_f32=True)]
     for hf, gguf in ATTENTION.items():
         for kind in ("weight", "bias"):
             name = f"{prefix}self_attn.{hf}.{kind}"
@@ -114,7 +128,8 @@ def _layer_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer
     for hf, gguf in QK_NORMS.items():
         if ckpt.has(f"{prefix}self_attn.{hf}.weight"):
             specs.append(_plain(ckpt, f"{prefix}self_attn.{hf}.weight", f"{blk}{gguf}.weight", keep_f32=True))
-    specs.append(_plain(ckpt, prefix + "post_attention_layernorm.weight", blk + "ffn_norm.weight", keep_f32=True))
+    norm = "post_attention_layernorm"
+    specs.append(_plain(ckpt, f"{prefix}{norm}.weight", f"{blk}{LAYER_NORMS[norm]}.weight", keep_f32=True))
     specs.append(_plain(ckpt, names.router_weight(layer), blk + "ffn_gate_inp.weight", keep_f32=True))
     specs += _expert_specs(args, ckpt, names, layer)
     for hf, gguf in SHARED_EXPERT.items():
@@ -134,9 +149,9 @@ def _expert_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, laye
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
     blk = f"blk.{layer}."
     return [
-        TensorSpec(blk + "ffn_gate_exps.weight", (E, I, D), lambda: _stacked(args, ckpt, names, layer, "gate")),
-        TensorSpec(blk + "ffn_up_exps.weight", (E, I, D), lambda: _stacked(args, ckpt, names, layer, "up")),
-        TensorSpec(blk + "ffn_down_exps.weight", (E, D, I), lambda: _stacked(args, ckpt, names, layer, "down")),
+        TensorSpec(f"{blk}{EXPERTS['gate']}.weight", (E, I, D), lambda: _stacked(args, ckpt, names, layer, "gate")),
+        TensorSpec(f"{blk}{EXPERTS['up']}.weight", (E, I, D), lambda: _stacked(args, ckpt, names, layer, "up")),
+        TensorSpec(f"{blk}{EXPERTS['down']}.weight", (E, D, I), lambda: _stacked(args, ckpt, names, layer, "down")),
     ]
 
 

@@ -1,0 +1,50 @@
+"""Which engine runs a model: `--backend auto|wisp|llama.cpp`. Wisp's engine runs safetensors folders and the
+GGUF files whose architecture and every tensor's quant type it supports; llama.cpp runs any GGUF it knows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.config import BACKENDS
+from engine.errors import RequestError, UnsupportedModelError
+
+WISP, LLAMA_CPP = "wisp", "llama.cpp"
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """`backend` is "wisp" or "llama.cpp"; `reason` is one line for logs, `wisp doctor` and the picker."""
+
+    backend: str
+    reason: str
+
+
+def is_gguf(model: str | Path | None) -> bool:
+    return model is not None and str(model).lower().endswith(".gguf")
+
+
+def choose_backend(model: str | Path | None, requested: str = "auto") -> BackendChoice:
+    """The engine for `model` (a folder, HF cache id, .gguf path or None for the demo) under `requested`.
+
+    Raises RequestError for an unknown choice or llama.cpp asked for a non-GGUF model; UnsupportedModelError
+    when "wisp" is asked for a GGUF it cannot run (the message says why and suggests llama.cpp);
+    ModelFormatError when the GGUF file is missing or unreadable (no engine could run it).
+    """
+    if requested not in BACKENDS:
+        raise RequestError(f"backend must be one of {', '.join(BACKENDS)}, got '{requested}'")
+    if not is_gguf(model):
+        if requested == LLAMA_CPP:
+            raise RequestError(f"--backend llama.cpp runs .gguf files, and {model or 'the demo model'} is not one: "
+                               "convert it with `wisp convert-gguf`, or use --backend wisp")
+        return BackendChoice(WISP, "a safetensors model runs on Wisp's engine")
+    if requested == LLAMA_CPP:
+        return BackendChoice(LLAMA_CPP, "--backend llama.cpp")
+    from engine.gguf.model_file import GgufModel
+
+    supported, reason = GgufModel(Path(model).expanduser()).support()  # an unreadable file raises here
+    if supported:
+        return BackendChoice(WISP, reason)
+    if requested == WISP:
+        raise UnsupportedModelError(f"{reason}; run it with --backend llama.cpp (or auto)")
+    return BackendChoice(LLAMA_CPP, f"llama.cpp: {reason}")

@@ -1,0 +1,156 @@
+"""A GGUF MoE model file opened for Wisp's engine: ModelArgs, dense tensors under Wisp's parameter names,
+stacked expert tensors per MoE layer, and whether the engine supports every tensor's quant type."""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from engine.errors import ModelFormatError, UnsupportedModelError, WispError
+from engine.gguf.model_args import architecture_of, model_args
+from engine.gguf.param_names import gguf_name
+from engine.gguf.reader import GgufFile
+from engine.gguf.split_experts import has_split_experts, split_expert_view, split_name
+from engine.gguf.tensor_map import EXPERTS, unpermute_rotary
+from engine.gguf.tensors import SUPPORTED_QTYPES, DenseTensor, ExpertLayer, ExpertTensor, qtype_name, row_bytes
+from engine.model.args import ModelArgs
+from engine.tokenizer import Tokenizer
+
+ROTARY_PERMUTED = {"llama"}  # llama.cpp's converter reorders q/k rows for its adjacent-pair RoPE
+
+
+class GgufModel:
+    """Open with `GgufModel(path)`; nothing but the header is read until a tensor is asked for."""
+
+    def __init__(self, path: Path | str):
+        self.file = GgufFile(path)
+        self.path = self.file.path
+
+    @cached_property
+    def architecture(self) -> str:
+        return architecture_of(self.file)
+
+    @cached_property
+    def args(self) -> ModelArgs:
+        """Raises UnsupportedModelError / ModelFormatError naming the architecture or key at fault."""
+        return model_args(self.file)
+
+    def tokenizer(self) -> Tokenizer:
+        """engine.tokenizer.Tokenizer from the file's metadata (see engine.gguf.tokenizer)."""
+        from engine.gguf.tokenizer import gguf_tokenizer
+
+        return gguf_tokenizer(self.file)
+
+    def tensor_types(self) -> dict[str, str]:
+        """GGUF tensor name -> quant type name (F32, Q4_K, ...), for every tensor in the file."""
+        return {name: qtype_name(info.qtype) for name, info in self.file.tensors.items()}
+
+    def check(self) -> None:
+        """Raises UnsupportedModelError (or ModelFormatError) naming what Wisp's engine cannot run: the
+        architecture, a feature in the metadata, the tokenizer, a quant type, or a tensor it would ignore."""
+        from engine.gguf.tokenizer import check_tokenizer
+
+        args = self.args
+        check_tokenizer(self.file)
+        unsupported = Counter(kind for kind in self.tensor_types().values() if kind not in SUPPORTED_QTYPES)
+        if unsupported:
+            kinds = ", ".join(f"{kind} ({count} tensors)" for kind, count in sorted(unsupported.items()))
+            raise UnsupportedModelError(f"{self.path.name} has tensors of type {kinds}; Wisp's engine runs "
+                                        f"{', '.join(SUPPORTED_QTYPES)}")
+        unused = sorted(set(self.file.tensors) - self._expected_tensors(args))
+        if unused:
+            raise UnsupportedModelError(f"{self.path.name} has tensors Wisp's engine would ignore "
+                                        f"({', '.join(unused[:3])}{', ...' if len(unused) > 3 else ''})")
+
+    def support(self) -> tuple[bool, str]:
+        """(True, summary) when Wisp's engine runs this file, else (False, the reason for a person)."""
+        try:
+            self.check()
+        except WispError as error:
+            return False, str(error)
+        kinds = ", ".join(sorted(set(self.tensor_types().values())))
+        return True, f"{self.architecture} ({self.args.model_type}), {kinds}: Wisp's engine runs it"
+
+    def _expected_tensors(self, args: ModelArgs) -> set[str]:
+        from engine.model.transformer import meta_model
+
+        names = {gguf_name(param) for param, _ in meta_model(args).named_parameters()}
+        for layer, is_moe in enumerate(args.moe_layers):
+            for projection in EXPERTS if is_moe else ():
+                names.add(f"blk.{layer}.{EXPERTS[projection]}.weight")
+                names |= {split_name(layer, projection, e) for e in range(args.num_experts)}
+        return names
+
+    def dense_tensors(self) -> dict[str, DenseTensor]:
+        """Every non-expert parameter of Wisp's model (lm_head absent when tied), raw, under Wisp's names.
+        Raises ModelFormatError naming a missing tensor or a shape that disagrees with the metadata."""
+        from engine.model.transformer import meta_model
+
+        args, tensors = self.args, {}
+        for param, value in meta_model(args).named_parameters():
+            name = gguf_name(param)
+            if name == "output.weight" and args.tie_word_embeddings:
+                continue
+            tensors[param] = self._dense(param, name, tuple(value.shape))
+        return tensors
+
+    def expert_layers(self) -> dict[int, ExpertLayer]:
+        """MoE layer index -> its stacked gate, up and down tensors (raw views, never dequantized)."""
+        args = self.args
+        E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+        shapes = {"gate": (E, I, D), "up": (E, I, D), "down": (E, D, I)}
+        return {layer: ExpertLayer(layer, **{proj: self._experts(layer, proj, shape) for proj, shape in shapes.items()})
+                for layer, is_moe in enumerate(args.moe_layers) if is_moe}
+
+    def _info(self, name: str):
+        if name not in self.file.tensors:
+            raise ModelFormatError(f"{self.path}: tensor '{name}' is missing")
+        return self.file.tensors[name]
+
+    def _dense(self, param: str, name: str, shape: tuple[int, ...]) -> DenseTensor:
+        info = self._info(name)
+        # llama.cpp stores the [1, D] shared-expert gate of qwen2moe as [D]
+        if info.shape != shape and not (info.shape == shape[1:] and shape[0] == 1):
+            raise ModelFormatError(f"{self.path}: tensor '{name}' has shape {list(info.shape)}, the metadata "
+                                   f"implies {list(shape)} for {param}")
+        self._check_rows(info)
+        rows = self.file.raw(name).reshape(shape[0], -1)  # [rows, bytes per row]; a 1-D tensor's rows are elements
+        if self.architecture in ROTARY_PERMUTED and name.rsplit(".", 2)[-2] in ("attn_q", "attn_k"):
+            heads = self.args.num_attention_heads if ".attn_q." in name else self.args.num_key_value_heads
+            rows = unpermute_rotary(rows, heads)
+        return DenseTensor(name, info.qtype, shape, rows)
+
+    def _experts(self, layer: int, projection: str, shape: tuple[int, int, int]) -> ExpertTensor:
+        name = f"blk.{layer}.{EXPERTS[projection]}.weight"
+        if name not in self.file.tensors and has_split_experts(self.file, layer):
+            qtype, raw = split_expert_view(self.file, layer, projection, shape[0])
+            expert = self.file.tensors[split_name(layer, projection, 0)]
+            if expert.shape != shape[1:]:
+                raise ModelFormatError(f"{self.path}: tensor '{expert.name}' has shape {list(expert.shape)}, the "
+                                       f"metadata implies {list(shape[1:])}")
+            self._check_rows(expert)
+            return ExpertTensor(split_name(layer, projection, 0).replace(".0.", ".*."), qtype, shape, raw)
+        info = self._info(name)
+        if info.shape != shape:
+            raise ModelFormatError(f"{self.path}: tensor '{name}' has shape {list(info.shape)}, the metadata "
+                                   f"implies {list(shape)}")
+        self._check_rows(info)
+        return ExpertTensor(name, info.qtype, shape, self.file.raw(name).reshape(shape[0], -1))
+
+    def _check_rows(self, info) -> None:
+        if row_bytes(info.qtype, info.shape[-1]) * int(np.prod(info.shape[:-1], dtype=np.int64)) != info.num_bytes:
+            raise ModelFormatError(f"{self.path}: tensor '{info.name}' rows of {info.shape[-1]} are not whole "
+                                   f"{qtype_name(info.qtype)} blocks")
+
+
+def check_supported(path: Path | str) -> tuple[bool, str]:
+    """Whether Wisp's engine runs the GGUF file at `path`: (supported, reason). Reads only the header;
+    an unreadable file is (False, the error's message)."""
+    try:
+        model = GgufModel(path)
+    except WispError as error:
+        return False, str(error)
+    return model.support()

@@ -1,0 +1,38 @@
+"""Session-scoped tiny GGUF files: each model_type converted by engine.gguf.convert (f32, f16, q8_0) and
+quantized by llama.cpp's own quantizer (Q4_K_M, Q5_K_M, Q6_K, Q8_0), built on first use."""
+
+from pathlib import Path
+
+import pytest
+
+from engine.gguf.convert import convert
+from tests.gguf.models import quantize, write_model
+
+
+class GgufFiles:
+    """`folder(model_type)` the HF checkpoint; `converted(model_type, "f32")`; `quantized(model_type, "Q4_K_M")`."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._made: dict[tuple, Path] = {}
+
+    def folder(self, model_type: str) -> Path:
+        return self._once(("hf", model_type), lambda: write_model(self.root / model_type, model_type))
+
+    def converted(self, model_type: str, out_type: str) -> Path:
+        return self._once(("gguf", model_type, out_type), lambda: convert(
+            self.folder(model_type), self.root / f"{model_type}-{out_type}.gguf", out_type).path)
+
+    def quantized(self, model_type: str, ftype: str) -> Path:
+        return self._once(("quant", model_type, ftype), lambda: quantize(
+            self.converted(model_type, "f32"), self.root / f"{model_type}-{ftype}.gguf", ftype))
+
+    def _once(self, key: tuple, make) -> Path:
+        if key not in self._made:
+            self._made[key] = make()
+        return self._made[key]
+
+
+@pytest.fixture(scope="session")
+def gguf_files(tmp_path_factory) -> GgufFiles:
+    return GgufFiles(tmp_path_factory.mktemp("gguf-models"))

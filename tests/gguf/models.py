@@ -1,0 +1,127 @@
+"""Tiny checkpoints sized for llama.cpp's k-quants (rows of 256), their GGUF files, and llama.cpp's quantizer."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import torch
+
+from tests.tiny_models import save_tokenizer
+
+K_ROW = 256  # k-quant super-block: shorter rows make llama.cpp fall back to other types
+
+
+def hf_config(model_type: str):
+    """Shapes whose every weight row is a whole number of k-quant super-blocks."""
+    from transformers import MixtralConfig, OlmoeConfig, Qwen2MoeConfig, Qwen3MoeConfig
+
+    common = dict(vocab_size=384, hidden_size=K_ROW, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=512, eos_token_id=2, bos_token_id=None,
+                  pad_token_id=0, tie_word_embeddings=False, num_experts_per_tok=2)
+    if model_type == "qwen3_moe":
+        return Qwen3MoeConfig(**common, num_experts=4, moe_intermediate_size=K_ROW, intermediate_size=512,
+                              head_dim=64, norm_topk_prob=True)
+    if model_type == "qwen2_moe":
+        return Qwen2MoeConfig(**common, num_experts=4, moe_intermediate_size=K_ROW, intermediate_size=512,
+                              shared_expert_intermediate_size=K_ROW)
+    if model_type == "mixtral":
+        return MixtralConfig(**common, num_local_experts=4, intermediate_size=K_ROW)
+    if model_type == "olmoe":  # llama.cpp's olmoe runs only as many KV heads as heads
+        return OlmoeConfig(**{**common, "num_key_value_heads": 4}, num_experts=4, intermediate_size=K_ROW)
+    raise ValueError(model_type)
+
+
+def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0, **config_changes) -> Path:
+    """A random checkpoint (f32) with tests/tiny_models' byte-level BPE tokenizer and ChatML template."""
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(seed)
+    config = hf_config(model_type)
+    config.tie_word_embeddings = tie
+    for key, value in config_changes.items():
+        setattr(config, key, value)
+    model = AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" not in name:
+                param.normal_(0.0, 0.15)
+            else:
+                param.uniform_(0.5, 1.5)  # norms too, so a wrongly mapped norm cannot go unnoticed
+    model.save_pretrained(folder)
+    save_tokenizer(folder)
+    return folder
+
+
+def quantize(source: Path, out: Path, ftype_name: str) -> Path:
+    """llama.cpp's own quantizer (llama-cpp-python's llama_model_quantize), e.g. ftype_name "Q4_K_M"."""
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype_name}")
+    params.nthread = 2
+    status = llama_cpp.llama_model_quantize(str(source).encode(), str(out).encode(), ctypes.byref(params))
+    assert status == 0 and out.exists(), f"llama_model_quantize failed ({status}) for {out}"
+    return out
+
+
+def llama_cpp_tokenize(path: Path, text: str, add_special: bool = True) -> list[int]:
+    """llama.cpp's tokenization of `text` with the file's vocabulary, special-token text parsed."""
+    vocab = _vocab_only(path)
+    return vocab.tokenize(text.encode("utf-8"), add_bos=add_special, special=True)
+
+
+_LOADED: dict[Path, object] = {}
+
+
+def _vocab_only(path: Path):
+    if path not in _LOADED:
+        from llama_cpp import Llama
+
+        _LOADED[path] = Llama(str(path), vocab_only=True, verbose=False)
+    return _LOADED[path]
+
+
+def llama_cpp_end_of_generation(path: Path) -> set[int]:
+    """The ids llama.cpp stops generation on (llama_vocab_is_eog)."""
+    import llama_cpp
+
+    model = _vocab_only(path)
+    vocab = llama_cpp.llama_model_get_vocab(model._model.model)
+    return {i for i in range(llama_cpp.llama_vocab_n_tokens(vocab)) if llama_cpp.llama_vocab_is_eog(vocab, i)}
+
+
+def write_f32_gguf_by_names(folder: Path, out: Path) -> Path:
+    """An f32 GGUF of a Qwen-style checkpoint Wisp loads, written under llama.cpp's tensor names
+    (engine.gguf.param_names) with convert's metadata: for layouts llama.cpp's converter refuses, such as
+    leading dense layers (mlp_only_layers)."""
+    import gguf
+
+    from engine.gguf.convert import write_metadata
+    from engine.gguf.param_names import gguf_name
+    from engine.gguf.tensor_map import ARCHITECTURES, EXPERTS, _stacked
+    from engine.gguf.vocab import read_vocab
+    from engine.model.checkpoint import Checkpoint
+    from engine.model.loader import hf_name, read_args
+    from engine.model.registry import architecture
+    from engine.model.transformer import meta_model
+
+    args = read_args(folder)
+    assert args.model_type != "mixtral", "llama's q/k rows would need llama.cpp's permutation"
+    names, ckpt = architecture(args.model_type).WEIGHT_NAMES, Checkpoint(folder)
+    arch = ARCHITECTURES[args.model_type][0]
+    writer = gguf.GGUFWriter(out, arch)
+    write_metadata(writer, args, arch, read_vocab(folder, args.vocab_size), folder.name, "f32")
+    for param, _ in meta_model(args).named_parameters():
+        if param != "lm_head.weight" or ckpt.has(param):
+            weight = ckpt.get(hf_name(param, names)).float().numpy()
+            writer.add_tensor(gguf_name(param), weight.reshape(-1) if "shared_expert_gate" in param else weight)
+    for layer, is_moe in enumerate(args.moe_layers):
+        for projection in ("gate", "up", "down") if is_moe else ():
+            stacked = _stacked(args, ckpt, names, layer, projection)
+            writer.add_tensor(f"blk.{layer}.{EXPERTS[projection]}.weight", stacked)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return out
