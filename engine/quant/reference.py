@@ -1,0 +1,103 @@
+"""Dequantization in plain torch ops, on any device: the reference the Triton kernels are tested against and the
+CPU path. Each type follows the `gguf` package's numpy code operation for operation (float32, every product and
+difference rounded on its own), so the results are bit-exact against `gguf.quants.dequantize`."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.quant.types import BF16, F16, F32, Q4_K, Q5_K, Q6_K, Q8_0, QuantType, quant_type
+
+
+def dequantize_reference(raw: torch.Tensor, kind) -> torch.Tensor:
+    """raw uint8 [..., row_bytes] of whole blocks -> float32 [..., row_elements]."""
+    qtype = quant_type(kind)
+    raw = raw.contiguous()
+    if raw.dtype != torch.uint8 or raw.shape[-1] % qtype.block_bytes:
+        raise ValueError(f"{qtype.name} data must be uint8 rows of whole {qtype.block_bytes}-byte blocks, "
+                         f"got {raw.dtype} {tuple(raw.shape)}")
+    blocks = raw.reshape(-1, qtype.block_bytes)  # [n, block_bytes]
+    values = _DEQUANTIZE[qtype](blocks)  # [n, block_size]
+    return values.reshape(*raw.shape[:-1], raw.shape[-1] // qtype.block_bytes * qtype.block_size)
+
+
+def _f16(two_bytes: torch.Tensor) -> torch.Tensor:
+    """[n, 2] little-endian f16 bytes -> float32 [n, 1]."""
+    return two_bytes.contiguous().view(torch.float16).float()
+
+
+def _shifts(values, blocks: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.uint8, device=blocks.device)
+
+
+def _f32(blocks: torch.Tensor) -> torch.Tensor:
+    return blocks.view(torch.float32).clone()
+
+
+def _f16_values(blocks: torch.Tensor) -> torch.Tensor:
+    return blocks.view(torch.float16).float()
+
+
+def _bf16_values(blocks: torch.Tensor) -> torch.Tensor:
+    return (blocks.view(torch.int16).to(torch.int32) << 16).view(torch.float32)
+
+
+def _q8_0(blocks: torch.Tensor) -> torch.Tensor:
+    d = _f16(blocks[:, :2])  # [n, 1]
+    return blocks[:, 2:].view(torch.int8).float() * d
+
+
+def scale_min_k4(scales: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 12 packed bytes of a Q4_K/Q5_K block -> 8 six-bit scales and 8 six-bit mins, [n, 8] uint8 each."""
+    s = scales.reshape(-1, 3, 4)
+    d, m, m_d = s[:, 0], s[:, 1], s[:, 2]
+    sc = torch.cat([d & 0x3F, (m_d & 0x0F) | ((d >> 2) & 0x30)], dim=-1)
+    mins = torch.cat([m & 0x3F, (m_d >> 4) | ((m >> 2) & 0x30)], dim=-1)
+    return sc, mins
+
+
+def _k4_scales(blocks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """-> (d * scale, dmin * min), float32 [n, 8, 1] each."""
+    n = blocks.shape[0]
+    sc, mins = scale_min_k4(blocks[:, 4:16])
+    d = (_f16(blocks[:, 0:2]) * sc.float()).reshape(n, 8, 1)
+    dm = (_f16(blocks[:, 2:4]) * mins.float()).reshape(n, 8, 1)
+    return d, dm
+
+
+def _low_nibbles_k4(qs: torch.Tensor) -> torch.Tensor:
+    """128 bytes -> [n, 8, 32]: sub-block 2c is byte 32c + l's low nibble, 2c + 1 its high nibble."""
+    n = qs.shape[0]
+    shifted = qs.reshape(n, 4, 1, 32) >> _shifts([0, 4], qs).reshape(1, 1, 2, 1)
+    return (shifted & 0x0F).reshape(n, 8, 32)
+
+
+def _q4_k(blocks: torch.Tensor) -> torch.Tensor:
+    d, dm = _k4_scales(blocks)
+    q = _low_nibbles_k4(blocks[:, 16:]).float()  # [n, 8, 32]
+    return (d * q - dm).reshape(-1, 256)
+
+
+def _q5_k(blocks: torch.Tensor) -> torch.Tensor:
+    n = blocks.shape[0]
+    d, dm = _k4_scales(blocks)
+    low = _low_nibbles_k4(blocks[:, 48:])
+    high = (blocks[:, 16:48].reshape(n, 1, 1, 32) >> _shifts(range(8), blocks).reshape(1, 1, 8, 1)) & 0x01
+    q = (low | (high.reshape(n, 8, 32) << 4)).float()
+    return (d * q - dm).reshape(-1, 256)
+
+
+def _q6_k(blocks: torch.Tensor) -> torch.Tensor:
+    n = blocks.shape[0]
+    scales = blocks[:, 192:208].view(torch.int8).float()  # [n, 16]
+    d = (_f16(blocks[:, 208:210]) * scales).reshape(n, 16, 1)
+    low = blocks[:, :128].reshape(n, 2, 1, 64) >> _shifts([0, 4], blocks).reshape(1, 1, 2, 1)
+    low = (low & 0x0F).reshape(n, 8, 32)
+    high = blocks[:, 128:192].reshape(n, 2, 1, 32) >> _shifts([0, 2, 4, 6], blocks).reshape(1, 1, 4, 1)
+    high = (high & 0x03).reshape(n, 8, 32)
+    q = (low | (high << 4)).to(torch.int8) - 32
+    return (d * q.reshape(n, 16, 16).float()).reshape(-1, 256)
+
+
+_DEQUANTIZE: dict[QuantType, object] = {F32: _f32, F16: _f16_values, BF16: _bf16_values, Q8_0: _q8_0,
+                                        Q4_K: _q4_k, Q5_K: _q5_k, Q6_K: _q6_k}

@@ -1,0 +1,62 @@
+"""The GGUF tensor types Wisp's engine computes with: ggml type id, elements per block, bytes per block."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.errors import UnsupportedModelError
+
+
+@dataclass(frozen=True)
+class QuantType:
+    """One ggml storage type: a row of `block_size * n` elements is n blocks of `block_bytes` bytes."""
+
+    name: str
+    ggml_id: int
+    block_size: int
+    block_bytes: int
+
+    def row_bytes(self, num_elements: int) -> int:
+        """Bytes of a row of num_elements (a multiple of block_size)."""
+        if num_elements % self.block_size:
+            raise UnsupportedModelError(
+                f"a {self.name} row of {num_elements} elements is not a whole number of {self.block_size}-element "
+                "blocks; the file is malformed")
+        return num_elements // self.block_size * self.block_bytes
+
+
+QK_K = 256  # elements of a k-quant super-block
+F32 = QuantType("F32", 0, 1, 4)
+F16 = QuantType("F16", 1, 1, 2)
+Q8_0 = QuantType("Q8_0", 8, 32, 34)
+Q4_K = QuantType("Q4_K", 12, QK_K, 144)  # d, dmin (f16), 12 bytes of 6-bit scales and mins, 128 bytes of nibbles
+Q5_K = QuantType("Q5_K", 13, QK_K, 176)  # as Q4_K plus 32 bytes of fifth bits
+Q6_K = QuantType("Q6_K", 14, QK_K, 210)  # 128 bytes low nibbles, 64 bytes high 2 bits, 16 int8 scales, d (f16)
+BF16 = QuantType("BF16", 30, 1, 2)
+
+SUPPORTED = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K)
+_BY_ID = {t.ggml_id: t for t in SUPPORTED}
+_BY_NAME = {t.name: t for t in SUPPORTED}
+
+
+def quant_type(kind: int | str | QuantType) -> QuantType:
+    """A supported type from its ggml id, its name or itself; any other type is refused by name."""
+    if isinstance(kind, QuantType):
+        return kind
+    found = _BY_ID.get(kind) if isinstance(kind, int) else _BY_NAME.get(str(kind).upper())
+    if found is None:
+        raise UnsupportedModelError(
+            f"tensor type {_describe(kind)} is not supported by Wisp's engine (it runs "
+            f"{', '.join(t.name for t in SUPPORTED)}); use --backend llama.cpp for this file")
+    return found
+
+
+def _describe(kind) -> str:
+    if isinstance(kind, int):
+        try:
+            from gguf import GGMLQuantizationType
+
+            return f"{GGMLQuantizationType(kind).name} (ggml type {kind})"
+        except (ImportError, ValueError):
+            return f"ggml type {kind}"
+    return str(kind)

@@ -1,0 +1,48 @@
+"""Random valid GGUF blocks for the quant tests: random bytes whose f16 fields (scales, or the values of F16/BF16/
+F32 tensors) are finite, so every bit pattern of the quantized payload is exercised."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from engine.quant.types import BF16, F16, F32, Q4_K, Q5_K, Q6_K, Q8_0, QuantType
+
+# byte offsets of each block's f16 fields
+F16_FIELDS = {Q8_0: (0,), Q4_K: (0, 2), Q5_K: (0, 2), Q6_K: (208,)}
+ALL_TYPES = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K)
+
+
+def finite_f16_bits(rng: np.random.Generator, shape, max_exponent: int = 30) -> np.ndarray:
+    """Random f16 bit patterns with exponent <= max_exponent (30 = every finite value, subnormals included)."""
+    bits = rng.integers(0, 1 << 16, size=shape, dtype=np.uint16)
+    exponent = (bits >> 10) & 0x1F
+    capped = np.minimum(exponent, max_exponent).astype(np.uint16)
+    return (bits & ~np.uint16(0x7C00)) | (capped << 10)
+
+
+def random_rows(qtype: QuantType, rows: int, cols: int, seed: int = 0, max_exponent: int = 30) -> np.ndarray:
+    """uint8 [rows, row_bytes] of valid random blocks for a [rows, cols] tensor of qtype."""
+    rng = np.random.default_rng(seed)
+    if qtype in (F16, BF16):
+        exponent = max_exponent if qtype is F16 else None
+        bits = finite_f16_bits(rng, (rows, cols), exponent) if qtype is F16 else _finite_bf16_bits(rng, (rows, cols))
+        return bits.view(np.uint8).reshape(rows, -1)
+    if qtype is F32:
+        return rng.standard_normal((rows, cols), dtype=np.float32).view(np.uint8).reshape(rows, -1)
+    blocks = rng.integers(0, 256, size=(rows * cols // qtype.block_size, qtype.block_bytes), dtype=np.uint8)
+    for offset in F16_FIELDS[qtype]:
+        field = finite_f16_bits(rng, blocks.shape[0], max_exponent)
+        blocks[:, offset : offset + 2] = field.view(np.uint8).reshape(-1, 2)
+    return blocks.reshape(rows, -1)
+
+
+def _finite_bf16_bits(rng, shape) -> np.ndarray:
+    bits = rng.integers(0, 1 << 16, size=shape, dtype=np.uint16)
+    exponent = (bits >> 7) & 0xFF
+    return (bits & ~np.uint16(0x7F80)) | (np.minimum(exponent, 254).astype(np.uint16) << 7)
+
+
+def gguf_type(qtype: QuantType):
+    from gguf import GGMLQuantizationType
+
+    return GGMLQuantizationType(qtype.ggml_id)
