@@ -46,3 +46,23 @@ def gguf_type(qtype: QuantType):
     from gguf import GGMLQuantizationType
 
     return GGMLQuantizationType(qtype.ggml_id)
+
+
+def random_matrix(qtype: QuantType, rows: int, cols: int, seed: int = 0) -> np.ndarray:
+    """uint8 [rows, row_bytes] of a matrix with values of a usable size (|w| mostly below ~10)."""
+    if qtype in (F32, F16, BF16):
+        import torch
+
+        values = torch.from_numpy(np.random.default_rng(seed).standard_normal((rows, cols), dtype=np.float32))
+        dtype = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16}[qtype]
+        return values.to(dtype).view(torch.uint8).numpy().reshape(rows, -1)
+    return random_rows(qtype, rows, cols, seed=seed, max_exponent=9)
+
+
+def random_experts(layout, num_experts: int, seed: int = 0):
+    """uint8 [num_experts, slot_bytes] slot table of random experts for a QuantExpertFormat, and their raw parts."""
+    import torch
+
+    parts = [tuple(random_matrix(spec.qtype, spec.out_features, spec.in_features, seed=seed * 1000 + 3 * e + j)
+                   for j, spec in enumerate((layout.gate, layout.up, layout.down))) for e in range(num_experts)]
+    return torch.stack([layout.pack(*p) for p in parts]), parts

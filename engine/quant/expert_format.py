@@ -1,0 +1,91 @@
+"""The slot format of a quantized expert: its three matrices in their file's block types, one contiguous uint8 row
+(a miss is one copy), and the two compute paths engine.experts.kernel has for bf16 experts.
+
+Slot row: [gate (I x D) | up (I x D) | down (D x I)], each matrix at a 16-byte-aligned offset and the row padded to
+a multiple of 16 bytes (the pager's copy kernels move 4- and 16-byte words). Q4_K_M files mix types (Q4_K gate
+and up, Q6_K down in some layers), so each matrix has its own type; gate and up of one type with a 16-byte
+multiple of bytes between them are one [2I, D] matrix and run as one GEMV."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from engine.experts.kernel import Dispatch, combine, run_expert
+from engine.quant.linear import QuantLinearSpec, dequantize, gathered_gemv
+from engine.quant.types import quant_type
+
+ALIGN = 16
+
+
+def align(nbytes: int) -> int:
+    return -(-nbytes // ALIGN) * ALIGN
+
+
+class QuantExpertFormat:
+    """One expert of hidden size D and intermediate size I, its matrices of the given types (names or ids)."""
+
+    dtype = torch.uint8  # a slot is bytes
+
+    def __init__(self, hidden: int, intermediate: int, gate_type, up_type, down_type):
+        self.hidden, self.intermediate = hidden, intermediate
+        self.gate = QuantLinearSpec(quant_type(gate_type), intermediate, hidden, 0)
+        self.up = QuantLinearSpec(quant_type(up_type), intermediate, hidden, align(self.gate.end))
+        self.down = QuantLinearSpec(quant_type(down_type), hidden, intermediate, align(self.up.end))
+        self.slot_bytes = align(self.down.end)
+        fused = self.gate.qtype == self.up.qtype and self.up.byte_offset == self.gate.end
+        self.gate_up = QuantLinearSpec(self.gate.qtype, 2 * intermediate, hidden, 0) if fused else None
+
+    @property
+    def numel(self) -> int:
+        """Elements of a slot row (bytes: its dtype is uint8), as ExpertLayout.numel."""
+        return self.slot_bytes
+
+    def __repr__(self) -> str:
+        types = "/".join(s.qtype.name for s in (self.gate, self.up, self.down))
+        return f"QuantExpertFormat({self.hidden}, {self.intermediate}, {types}, {self.slot_bytes} bytes)"
+
+    def pack(self, gate, up, down) -> torch.Tensor:
+        """The file's raw bytes of one expert's three matrices (uint8 arrays or tensors) -> its slot row."""
+        row = torch.zeros(self.slot_bytes, dtype=torch.uint8)
+        self.pack_into(row, gate, up, down)
+        return row
+
+    def pack_into(self, row: torch.Tensor, gate, up, down) -> None:
+        """Write one expert into a slot row in place (a row of a pinned store, say); padding bytes are zeroed."""
+        row.zero_()
+        for spec, raw in ((self.gate, gate), (self.up, up), (self.down, down)):
+            data = torch.as_tensor(np.asarray(raw, dtype=np.uint8) if not torch.is_tensor(raw) else raw)
+            if data.numel() != spec.nbytes:
+                raise ValueError(f"a {spec.qtype.name} [{spec.out_features}, {spec.in_features}] matrix is "
+                                 f"{spec.nbytes} bytes, got {data.numel()}")
+            row[spec.byte_offset : spec.end].copy_(data.reshape(-1))
+
+    def gathered(self, x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor):
+        """Small step: entry i = (t, k) of weights [T, K] uses slot table[rows[i]] -> weighted outputs [T, K, D].
+        Two fused dequantize + GEMV launches (gate_up, then down with silu(gate) * up on its input)."""
+        T, K = weights.shape
+        if self.gate_up is not None:
+            gate_up = gathered_gemv(x, table, rows, self.gate_up, x_div=K)  # [T*K, 2I]
+        else:
+            gate_up = torch.cat([gathered_gemv(x, table, rows, spec, x_div=K) for spec in (self.gate, self.up)], -1)
+        y = gathered_gemv(gate_up, table, rows, self.down, glu=True)  # [T*K, D]
+        return (y * weights.reshape(-1, 1)).to(x.dtype).view(T, K, self.hidden)
+
+    def run_rows(self, x, table, rows, ids, weights) -> torch.Tensor:
+        """Small step: entry i of ids [T, K] uses slot table[rows[i]] -> [T, D], combined in expert-id order."""
+        return combine(self.gathered(x, table, rows, weights), ids)
+
+    def weights(self, slot: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """A slot row -> (gate_up [2I, D], down [D, I]) dequantized to dtype."""
+        if self.gate_up is not None:
+            gate_up = dequantize(slot, self.gate_up, dtype)
+        else:
+            gate_up = torch.cat([dequantize(slot, self.gate, dtype), dequantize(slot, self.up, dtype)])
+        return gate_up, dequantize(slot, self.down, dtype)
+
+    def run_expert(self, slot: torch.Tensor, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
+        """Large step: expert u of the dispatch from its slot row, dequantized to out's dtype, then
+        engine.experts.kernel.run_expert's math in place in its span of out [T*K, D]."""
+        gate_up, down = self.weights(slot, out.dtype)
+        run_expert(gate_up, down, dispatch, u, out)

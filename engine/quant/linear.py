@@ -1,0 +1,123 @@
+"""Quantized matrices: where one lives in a byte buffer (QuantLinearSpec) and the two ways to compute with it,
+dequantize to a dtype or a gathered GEMV. On CUDA they run the Triton kernels (engine.quant.triton_kernels), on
+the CPU the torch reference (engine.quant.reference) and the same math; the device alone decides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from engine.quant.reference import dequantize_reference
+from engine.quant.types import QuantType, quant_type
+from engine.triton_support import HAS_TRITON
+
+ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
+
+
+@dataclass(frozen=True)
+class QuantLinearSpec:
+    """A [out_features, in_features] matrix of qtype blocks starting at byte_offset of a buffer (a slot row)."""
+
+    qtype: QuantType
+    out_features: int
+    in_features: int
+    byte_offset: int = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "qtype", quant_type(self.qtype))
+        self.qtype.row_bytes(self.in_features)  # refuses a row that is not whole blocks
+
+    @property
+    def row_bytes(self) -> int:
+        return self.qtype.row_bytes(self.in_features)
+
+    @property
+    def nbytes(self) -> int:
+        return self.out_features * self.row_bytes
+
+    @property
+    def end(self) -> int:
+        return self.byte_offset + self.nbytes
+
+    def raw(self, buffer: torch.Tensor) -> torch.Tensor:
+        """This matrix's bytes in a 1-D uint8 buffer -> [out_features, row_bytes]."""
+        return buffer[self.byte_offset : self.end].view(self.out_features, self.row_bytes)
+
+
+def uses_triton(device: torch.device) -> bool:
+    return HAS_TRITON and device.type == "cuda"
+
+
+def dequantize(buffer: torch.Tensor, spec: QuantLinearSpec, dtype: torch.dtype) -> torch.Tensor:
+    """The matrix spec describes in the 1-D uint8 buffer -> [out_features, in_features] of dtype."""
+    if uses_triton(buffer.device):
+        return dequantize_triton(buffer, spec, dtype)
+    return dequantize_reference(spec.raw(buffer), spec.qtype).to(dtype)
+
+
+def gathered_gemv(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, spec: QuantLinearSpec,
+                  glu: bool = False, x_div: int = 1) -> torch.Tensor:
+    """Entry i multiplies the matrix at spec's offset of slot table[rows[i]] by x[i // x_div] -> [E, out] in
+    x.dtype (fp32 accumulation). table uint8 [num_slots, slot_bytes], rows [E]. glu: x rows are [gate | up]
+    (2 * in_features) and the input is silu(gate) * up in x.dtype."""
+    if x.shape[-1] != spec.in_features * (2 if glu else 1):
+        raise ValueError(f"x has {x.shape[-1]} features, the {spec.qtype.name} matrix takes {spec.in_features}"
+                         + (" (twice: gate and up)" if glu else ""))
+    if uses_triton(x.device):
+        return gathered_gemv_triton(x, table, rows, spec, glu, x_div)
+    return gathered_gemv_reference(x, table, rows, spec, glu, x_div)
+
+
+def gathered_gemv_reference(x, table, rows, spec: QuantLinearSpec, glu: bool = False, x_div: int = 1):
+    """The CPU path: each entry one fp32 matrix-vector product of the same shape, so no entry's bits depend on the
+    others. Each distinct slot is dequantized once."""
+    inputs = glu_input(x) if glu else x
+    slots, which = torch.unique(rows, return_inverse=True)
+    weights = [dequantize_reference(spec.raw(table[int(s)]), spec.qtype) for s in slots]  # [out, in] fp32 each
+    out = torch.empty(rows.numel(), spec.out_features, dtype=x.dtype, device=x.device)
+    for i, w in enumerate(which.tolist()):
+        out[i] = torch.mv(weights[w], inputs[i // x_div].float()).to(x.dtype)
+    return out
+
+
+def glu_input(gate_up: torch.Tensor) -> torch.Tensor:
+    """[*, 2I] holding gate | up -> silu(gate) * up [*, I] in gate_up's dtype (kernel.gathered_experts' math)."""
+    gate, up = gate_up.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+def dequantize_triton(buffer: torch.Tensor, spec: QuantLinearSpec, dtype: torch.dtype) -> torch.Tensor:
+    """The Triton kernel on buffer's device (the CPU only under TRITON_INTERPRET=1)."""
+    from engine.quant.triton_kernels import TILE, TYPE_CODE, tile_shape
+    from engine.quant.triton_kernels import dequantize as dequantize_kernel
+
+    out = torch.empty(spec.out_features, spec.in_features, dtype=dtype, device=buffer.device)
+    group, lanes = tile_shape(spec.qtype)
+    grid = (_cdiv(spec.out_features, ROWS_PER_PROGRAM), _cdiv(spec.in_features, TILE))
+    dequantize_kernel[grid](spec.raw(buffer), out, spec.out_features, spec.in_features, spec.row_bytes,
+                       QTYPE=TYPE_CODE[spec.qtype], BN=ROWS_PER_PROGRAM, G=group, L=lanes, num_warps=4,
+                       enable_fp_fusion=False)
+    return out
+
+
+def gathered_gemv_triton(x, table, rows, spec: QuantLinearSpec, glu: bool = False, x_div: int = 1,
+                         rows_per_program: int = ROWS_PER_PROGRAM, num_warps: int = 4) -> torch.Tensor:
+    """The Triton GEMV on x's device (the CPU only under TRITON_INTERPRET=1); the split is fixed by the matrix
+    shape alone (benchmarks may try others)."""
+    from engine.quant.triton_kernels import TYPE_CODE, tile_shape
+    from engine.quant.triton_kernels import gathered_gemv as gathered_gemv_kernel
+
+    x = x.contiguous()
+    out = torch.empty(rows.numel(), spec.out_features, dtype=x.dtype, device=x.device)
+    group, lanes = tile_shape(spec.qtype)
+    grid = (rows.numel(), _cdiv(spec.out_features, rows_per_program))
+    gathered_gemv_kernel[grid](x, table, rows, out, table.shape[1], spec.byte_offset, spec.row_bytes, spec.out_features,
+                       spec.in_features, x.shape[-1], x_div, QTYPE=TYPE_CODE[spec.qtype], GLU=glu,
+                       BN=rows_per_program, G=group, L=lanes, num_warps=num_warps, enable_fp_fusion=False)
+    return out
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)

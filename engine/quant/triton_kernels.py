@@ -1,0 +1,164 @@
+"""Triton kernels for GGUF blocks: a gathered GEMV that dequantizes as it multiplies (decode) and a dequantize-to-
+dtype kernel (prefill experts, dense weights, embedding rows).
+
+Shape legend:
+    E   entries of a gathered GEMV: (token, k) pairs, each with its own expert slot
+    N   output features of a matrix (rows), K input features (columns)
+    S   slot bytes: one expert's tensors, a row of the slot table
+    BN  matrix rows per program; G x L = one 256-element tile of a row, in element order (e = g * L + l)
+
+Every (entry, BN rows) program reduces its rows over K alone, in one fixed order (tile by tile, then one tl.sum),
+so its result never depends on the other entries of the launch. Both kernels are launched with fp fusion off:
+the dequantized values are then the reference's (engine.quant.reference) bit for bit, (d * sc) * q - dmin * m
+with every product rounded, not an fma."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from engine.quant.types import BF16, F16, F32, Q4_K, Q5_K, Q6_K, Q8_0, QuantType
+
+TILE = 256  # elements of a row dequantized per step: one k-quant super-block, 8 Q8_0 blocks
+TYPE_CODE = {F32: 0, F16: 1, BF16: 2, Q8_0: 3, Q4_K: 4, Q5_K: 5, Q6_K: 6}
+TILE_SHAPE = {Q6_K: (16, 16)}  # (G, L): Q6_K has a scale per 16 elements; the others per 32 (or none)
+
+
+def tile_shape(qtype: QuantType) -> tuple[int, int]:
+    return TILE_SHAPE.get(qtype, (8, 32))
+
+
+@triton.jit
+def f16_at(ptr, ok):
+    """The little-endian f16 at byte pointers ptr (any alignment) -> float32."""
+    bits = tl.load(ptr, mask=ok, other=0).to(tl.uint16) | (tl.load(ptr + 1, mask=ok, other=0).to(tl.uint16) << 8)
+    return bits.to(tl.float16, bitcast=True).to(tl.float32)
+
+
+@triton.jit
+def bf16_bits(v):
+    """float32 -> the bits of the nearest bf16 (ties to even) in the high half of a uint32, spelt out because
+    Triton's interpreter truncates on .to(tl.bfloat16)."""
+    bits = v.to(tl.uint32, bitcast=True)
+    return (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+
+
+@triton.jit
+def rounded(v, dtype: tl.constexpr):
+    """float32 v rounded to dtype, as float32."""
+    if dtype == tl.bfloat16:
+        return bf16_bits(v).to(tl.float32, bitcast=True)
+    else:
+        return v.to(dtype).to(tl.float32)
+
+
+@triton.jit
+def store_as(ptr, v, mask):
+    """Store float32 v into ptr's dtype, rounding to nearest even."""
+    if ptr.dtype.element_ty == tl.bfloat16:
+        tl.store(ptr.to(tl.pointer_type(tl.uint16)), (bf16_bits(v) >> 16).to(tl.uint16), mask=mask)
+    else:
+        tl.store(ptr, v.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def k4_scales(bb, g, ok):
+    """Q4_K/Q5_K: the 6-bit scale and min of sub-block g [.., G, 1] of the blocks at bb -> float32 each."""
+    a = tl.load(bb + 4 + g, mask=ok, other=0)  # the 12 scale bytes s[0..11] start at byte 4
+    b = tl.load(bb + 8 + g, mask=ok, other=0)  # s[g + 4]
+    c = tl.load(bb + tl.where(g >= 4, g, g + 4), mask=ok, other=0)  # s[g - 4] for g >= 4 (any valid byte below)
+    low = g < 4
+    sc = tl.where(low, a & 63, (b & 15) | ((c >> 6) << 4))
+    mn = tl.where(low, b & 63, (b >> 4) | ((a >> 6) << 4))
+    return sc.to(tl.float32), mn.to(tl.float32)
+
+
+@triton.jit
+def tile(row, t, g, l, row_ok, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.constexpr):
+    """Tile t of the rows (K elements each) starting at byte pointers row [BN, 1, 1] -> float32 [BN, G, L] in
+    element order; rows where row_ok is false and elements past K read nothing and are 0."""
+    e = t * (G * L) + g * L + l
+    ok = row_ok & (e < K)
+    if QTYPE <= 2:  # F32, F16, BF16: plain values
+        if QTYPE == 0:
+            v = tl.load((row + e * 4).to(tl.pointer_type(tl.float32)), mask=ok, other=0.0)
+        elif QTYPE == 1:
+            v = tl.load((row + e * 2).to(tl.pointer_type(tl.float16)), mask=ok, other=0.0).to(tl.float32)
+        else:
+            bits = tl.load((row + e * 2).to(tl.pointer_type(tl.uint16)), mask=ok, other=0)
+            v = (bits.to(tl.uint32) << 16).to(tl.float32, bitcast=True)  # exact, subnormals included
+    elif QTYPE == 3:  # Q8_0: tile t is blocks 8t .. 8t + 7, block g of them holds elements 32g .. 32g + 31
+        bb = row + (t * G + g) * 34
+        d = f16_at(bb, row_ok & ((t * G + g) * 32 < K))  # [BN, G, 1]
+        q = tl.load((bb + 2 + l).to(tl.pointer_type(tl.int8)), mask=ok, other=0).to(tl.float32)
+        v = q * d
+    elif QTYPE == 4:  # Q4_K: sub-block g is the low (g even) or high nibbles of bytes 32 (g // 2) + l
+        bb = row + t * 144
+        sc, mn = k4_scales(bb, g, row_ok)
+        q = (tl.load(bb + 16 + (g // 2) * 32 + l, mask=ok, other=0) >> ((g % 2) * 4)) & 15
+        v = (f16_at(bb, row_ok) * sc) * q.to(tl.float32) - f16_at(bb + 2, row_ok) * mn
+    elif QTYPE == 5:  # Q5_K: Q4_K's nibbles plus bit g of byte l of qh as the fifth bit
+        bb = row + t * 176
+        sc, mn = k4_scales(bb, g, row_ok)
+        low = (tl.load(bb + 48 + (g // 2) * 32 + l, mask=ok, other=0) >> ((g % 2) * 4)) & 15
+        high = (tl.load(bb + 16 + l, mask=ok, other=0) >> g) & 1
+        v = (f16_at(bb, row_ok) * sc) * (low | (high << 4)).to(tl.float32) - f16_at(bb + 2, row_ok) * mn
+    else:  # Q6_K, G = L = 16: element e = 16 g + l is in 32-group j = e // 32: half h = j // 4, quarter s = j % 4
+        bb = row + t * 210
+        j = g // 2
+        lane = (g % 2) * 16 + l
+        h = j // 4
+        s = j % 4
+        low = (tl.load(bb + h * 64 + (s % 2) * 32 + lane, mask=ok, other=0) >> ((s // 2) * 4)) & 15
+        high = (tl.load(bb + 128 + h * 32 + lane, mask=ok, other=0) >> (s * 2)) & 3
+        q = (low | (high << 4)).to(tl.int32) - 32
+        scale = tl.load((bb + 192 + g).to(tl.pointer_type(tl.int8)), mask=row_ok, other=0).to(tl.float32)
+        v = (f16_at(bb + 208, row_ok) * scale) * q.to(tl.float32)
+    return v
+
+
+@triton.jit
+def gathered_gemv(x_ptr, table_ptr, rows_ptr, out_ptr, slot_bytes, offset, row_bytes, N, K, x_stride, x_div,
+                  QTYPE: tl.constexpr, GLU: tl.constexpr, BN: tl.constexpr, G: tl.constexpr, L: tl.constexpr):
+    """out[i, n] = sum_k W_i[n, k] * x[i // x_div, k], W_i the matrix at byte `offset` of slot rows[i].
+    GLU: x rows hold [gate | up] (2K) and the input is silu(gate) * up, each rounded to x's dtype."""
+    i = tl.program_id(0)
+    n = tl.program_id(1) * BN + tl.arange(0, BN)
+    slot = tl.load(rows_ptr + i).to(tl.int64)
+    row = table_ptr + slot * slot_bytes + offset + n.to(tl.int64)[:, None, None] * row_bytes  # [BN, 1, 1]
+    g = tl.arange(0, G)[None, :, None]
+    l = tl.arange(0, L)[None, None, :]
+    row_ok = (n < N)[:, None, None]
+    x_row = x_ptr + (i // x_div).to(tl.int64) * x_stride
+    acc = tl.zeros([BN, G, L], dtype=tl.float32)
+    for t in range(0, tl.cdiv(K, G * L)):
+        k = t * (G * L) + g * L + l  # [1, G, L]
+        k_ok = k < K
+        if GLU:
+            gate = tl.load(x_row + k, mask=k_ok, other=0.0).to(tl.float32)
+            up = tl.load(x_row + K + k, mask=k_ok, other=0.0).to(tl.float32)
+            act = rounded(gate / (1.0 + tl.exp(-gate)), x_ptr.dtype.element_ty)
+            xv = rounded(act * up, x_ptr.dtype.element_ty)
+        else:
+            xv = tl.load(x_row + k, mask=k_ok, other=0.0).to(tl.float32)
+        w = tile(row, t, g, l, row_ok, K, QTYPE, G, L)
+        acc += w * xv
+    y = tl.sum(tl.sum(acc, axis=2), axis=1)  # [BN]
+    store_as(out_ptr + i.to(tl.int64) * N + n, y, n < N)
+
+
+@triton.jit
+def dequantize(src_ptr, out_ptr, N, K, row_bytes, QTYPE: tl.constexpr, BN: tl.constexpr, G: tl.constexpr,
+               L: tl.constexpr):
+    """out [N, K] = the rows of the blocks at src_ptr (row_bytes apart), cast to out's dtype."""
+    n = tl.program_id(0) * BN + tl.arange(0, BN)
+    t = tl.program_id(1)
+    g = tl.arange(0, G)[None, :, None]
+    l = tl.arange(0, L)[None, None, :]
+    k = t * (G * L) + g * L + l
+    row_ok = (n < N)[:, None, None]
+    row = src_ptr + n.to(tl.int64)[:, None, None] * row_bytes
+    w = tile(row, t, g, l, row_ok, K, QTYPE, G, L)
+    ok = row_ok & (k < K)
+    store_as(out_ptr + n.to(tl.int64)[:, None, None] * K + k, w, ok)
+
