@@ -11,11 +11,12 @@ import torch.nn.functional as F
 from engine.experts.kernel import combine_grouped, plan_dispatch
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.reference import dequantize_reference
+from tests.quant import moe_reference
 from tests.quant.blocks import gguf_type, random_experts
+from tests.quant.moe_reference import FORMATS, float64_moe
 
 gguf_quants = pytest.importorskip("gguf.quants")
 D, I, E = 256, 512, 6
-FORMATS = {"Q4_K_M": ("Q4_K", "Q4_K", "Q6_K"), "Q8_0": ("Q8_0",) * 3, "mixed": ("Q5_K", "Q8_0", "BF16")}
 
 
 @pytest.fixture(params=list(FORMATS), scope="module")
@@ -28,22 +29,7 @@ def experts(request):
 
 
 def routed(num_tokens: int, top_k: int = 4, seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.stack([torch.randperm(E, generator=g)[:top_k] for _ in range(num_tokens)])  # [T, K]
-    weights = torch.rand(num_tokens, top_k, generator=g)
-    return ids, weights / weights.sum(-1, keepdim=True)
-
-
-def float64_moe(x, ids, weights, dense) -> np.ndarray:
-    """The layer in float64 from the gguf dequantization: sum_k w_k * down_k(silu(gate_k x) * up_k x)."""
-    out = np.zeros((x.shape[0], D))
-    for t in range(x.shape[0]):
-        for k, e in enumerate(ids[t].tolist()):
-            gate, up, down = dense[e]
-            xt = x[t].double().numpy()
-            g, u = gate @ xt, up @ xt
-            out[t] += float(weights[t, k]) * (down @ (g / (1 + np.exp(-g)) * u))
-    return out
+    return moe_reference.routed(num_tokens, E, top_k, seed)
 
 
 def test_slot_layout():
