@@ -24,7 +24,7 @@ from engine.quant.linear import gathered_gemv_triton  # noqa: E402
 
 HIDDEN, INTERMEDIATE, EXPERTS, TOP_K = 2048, 768, 128, 8
 FORMATS = {"Q4_K_M": ("Q4_K", "Q4_K", "Q6_K"), "Q8_0": ("Q8_0",) * 3}
-CONFIGS = [(8, 2), (16, 2), (16, 4), (32, 4), (32, 8)]  # (rows per program, warps), blocks kernel
+CONFIGS = [(8, 4), (16, 4), (32, 4), (16, 8), (32, 8), (64, 8)]  # (rows per program, warps)
 
 
 def graph_time_us(step, num_steps: int, repeats: int = 5) -> float:
@@ -77,15 +77,14 @@ def quant_cases(args, device):
 def config_cases(name, layout, table, rows, x, tokens, num_steps):
     gate_up = torch.randn(tokens * TOP_K, 2 * INTERMEDIATE, device=x.device, dtype=x.dtype)
     h = gate_up[:, :INTERMEDIATE].contiguous()
-    cases = [("gate_up", layout.gate_up, x, False, TOP_K), ("down", layout.down, gate_up, True, 1),
-             ("down without glu", layout.down, h, False, 1)]
-    for matrix, spec, inputs, glu, x_div in cases:
-        runs = [("blocks", block, warps) for block, warps in CONFIGS] + [("dequantize", None, 4)]
-        for kernel, block, warps in runs if matrix != "down without glu" else runs[2:3]:
-            us = graph_time_us(lambda i: gathered_gemv_triton(inputs, table, rows[i], spec, glu, x_div, block, warps,
-                                                              kernel), num_steps)
+    cases = [("gate_up", layout.gate_up, x, False, TOP_K, CONFIGS), ("down", layout.down, gate_up, True, 1, CONFIGS),
+             ("down, input precomputed", layout.down, h, False, 1, CONFIGS[1:2])]  # what the fused silu * up costs
+    for matrix, spec, inputs, glu, x_div, configs in cases:
+        for block, warps in configs:
+            us = graph_time_us(lambda i: gathered_gemv_triton(inputs, table, rows[i], spec, glu, x_div, block, warps),
+                               num_steps)
             yield {"case": "gemv", "format": name, "matrix": matrix, "type": spec.qtype.name, "tokens": tokens,
-                   "kernel": kernel, "rows_per_program": block, "warps": warps, "us": round(us, 2),
+                   "rows_per_program": block, "warps": warps, "us": round(us, 2),
                    "GB_per_s": round(tokens * TOP_K * spec.nbytes / us / 1e3, 1)}
 
 

@@ -10,12 +10,10 @@ import torch
 import torch.nn.functional as F
 
 from engine.quant.reference import dequantize_reference
-from engine.quant.types import Q4_K, Q5_K, Q6_K, Q8_0, QuantType, quant_type
+from engine.quant.types import QuantType, quant_type
 from engine.triton_support import HAS_TRITON
 
 ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
-BLOCK_ROWS_PER_PROGRAM = 16
-BLOCK_TYPES = (Q8_0, Q4_K, Q5_K, Q6_K)  # the types engine.quant.gemv_kernels computes
 
 
 @dataclass(frozen=True)
@@ -105,30 +103,19 @@ def dequantize_triton(buffer: torch.Tensor, spec: QuantLinearSpec, dtype: torch.
 
 
 def gathered_gemv_triton(x, table, rows, spec: QuantLinearSpec, glu: bool = False, x_div: int = 1,
-                         rows_per_program: int | None = None, num_warps: int = 4,
-                         kernel: str = "auto") -> torch.Tensor:
-    """The Triton GEMV on x's device (the CPU only under TRITON_INTERPRET=1). kernel "blocks" (the scaled-sums
-    kernel of engine.quant.gemv_kernels; block types only), "dequantize" (dequantize each weight, then multiply:
-    engine.quant.triton_kernels) or "auto" (blocks where it applies). The split is fixed by the matrix shape alone
-    (benchmarks may try others)."""
-    from engine.quant import triton_kernels
+                         rows_per_program: int = ROWS_PER_PROGRAM, num_warps: int = 4) -> torch.Tensor:
+    """The Triton GEMV on x's device (the CPU only under TRITON_INTERPRET=1); the split is fixed by the matrix
+    shape alone (benchmarks may try others)."""
+    from engine.quant.triton_kernels import TYPE_CODE, tile_shape
+    from engine.quant.triton_kernels import gathered_gemv as gathered_gemv_kernel
 
     x = x.contiguous()
     out = torch.empty(rows.numel(), spec.out_features, dtype=x.dtype, device=x.device)
-    blocks = kernel == "blocks" or (kernel == "auto" and spec.qtype in BLOCK_TYPES)
-    block = rows_per_program or (BLOCK_ROWS_PER_PROGRAM if blocks else ROWS_PER_PROGRAM)
-    grid = (rows.numel(), _cdiv(spec.out_features, block))
-    args = (x, table, rows, out, table.shape[1], spec.byte_offset, spec.row_bytes, spec.out_features,
-            spec.in_features, x.shape[-1], x_div)
-    code = triton_kernels.TYPE_CODE[spec.qtype]
-    if blocks:
-        from engine.quant.gemv_kernels import gathered_gemv_blocks
-
-        gathered_gemv_blocks[grid](*args, QTYPE=code, GLU=glu, BN=block, num_warps=num_warps, enable_fp_fusion=True)
-    else:
-        group, lanes = triton_kernels.tile_shape(spec.qtype)
-        triton_kernels.gathered_gemv[grid](*args, QTYPE=code, GLU=glu, BN=block, G=group, L=lanes,
-                                           num_warps=num_warps, enable_fp_fusion=False)
+    group, lanes = tile_shape(spec.qtype)
+    grid = (rows.numel(), _cdiv(spec.out_features, rows_per_program))
+    gathered_gemv_kernel[grid](x, table, rows, out, table.shape[1], spec.byte_offset, spec.row_bytes, spec.out_features,
+                       spec.in_features, x.shape[-1], x_div, QTYPE=TYPE_CODE[spec.qtype], GLU=glu,
+                       BN=rows_per_program, G=group, L=lanes, num_warps=num_warps, enable_fp_fusion=False)
     return out
 
 

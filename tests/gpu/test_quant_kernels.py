@@ -10,8 +10,7 @@ import torch
 
 from engine.experts.kernel import combine_grouped, plan_dispatch
 from engine.quant.expert_format import QuantExpertFormat
-from engine.quant.linear import (BLOCK_TYPES, QuantLinearSpec, dequantize, gathered_gemv_reference,
-                                 gathered_gemv_triton)
+from engine.quant.linear import QuantLinearSpec, dequantize, gathered_gemv, gathered_gemv_reference
 from engine.quant.reference import dequantize_reference
 from tests.quant.blocks import ALL_TYPES, random_experts, random_matrix, random_rows
 from tests.quant.moe_reference import FORMATS, dense_experts, float64_moe, routed
@@ -45,38 +44,22 @@ def table_of(qtype, cuda, num_slots=5):
     return spec, table.to(cuda)
 
 
-KERNELS = [(kernel, qtype) for kernel in ("dequantize", "blocks") for qtype in ALL_TYPES
-           if kernel == "dequantize" or qtype in BLOCK_TYPES]
-CONFIGS = [(8, 2), (16, 2), (16, 4), (32, 4), (32, 8)]  # bench/quant_gemv_probe.py's
-
-
-def check_gemv(cuda, qtype, dtype, glu, **launch):
+@pytest.mark.parametrize("qtype", ALL_TYPES, ids=lambda t: t.name)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("glu", [False, True], ids=["plain", "glu"])
+def test_gathered_gemv(cuda, qtype, dtype, glu):
     spec, table = table_of(qtype, cuda)
     rows = torch.tensor([4, 0, 2, 2, 1, 3, 0, 4], device=cuda)
     x = torch.randn(8, IN * (2 if glu else 1), device=cuda, generator=torch.Generator(cuda).manual_seed(1)).to(dtype)
-    got = gathered_gemv_triton(x, table, rows, spec, glu=glu, **launch)
+    got = gathered_gemv(x, table, rows, spec, glu=glu)
     expected = gathered_gemv_reference(x.cpu(), table.cpu(), rows.cpu(), spec, glu=glu).to(cuda)
     tolerance = 1e-5 if dtype == torch.float32 else 2**-6
     torch.testing.assert_close(got.float(), expected.float(), rtol=tolerance,
                                atol=tolerance * expected.float().abs().max().item())
     for i in range(8):  # batch invariance: each entry alone gives the same bits
-        alone = gathered_gemv_triton(x[i : i + 1], table, rows[i : i + 1], spec, glu=glu, **launch)
-        assert torch.equal(alone, got[i : i + 1])
-    shared = gathered_gemv_triton(x[:2], table, rows[:6], spec, glu=glu, x_div=3, **launch)  # 0-2 read x[0]
-    assert torch.equal(shared, gathered_gemv_triton(x[[0, 0, 0, 1, 1, 1]], table, rows[:6], spec, glu=glu, **launch))
-
-
-@pytest.mark.parametrize("kernel, qtype", KERNELS, ids=lambda v: getattr(v, "name", v))
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("glu", [False, True], ids=["plain", "glu"])
-def test_gathered_gemv(cuda, kernel, qtype, dtype, glu):
-    check_gemv(cuda, qtype, dtype, glu, kernel=kernel)
-
-
-@pytest.mark.parametrize("qtype", BLOCK_TYPES, ids=lambda t: t.name)
-@pytest.mark.parametrize("block, warps", CONFIGS)
-def test_blocks_gemv_launch_configs(cuda, qtype, block, warps):
-    check_gemv(cuda, qtype, torch.bfloat16, True, kernel="blocks", rows_per_program=block, num_warps=warps)
+        assert torch.equal(gathered_gemv(x[i : i + 1], table, rows[i : i + 1], spec, glu=glu), got[i : i + 1])
+    shared = gathered_gemv(x[:2], table, rows[:6], spec, glu=glu, x_div=3)  # entries 0-2 read x[0], 3-5 x[1]
+    assert torch.equal(shared, gathered_gemv(x[[0, 0, 0, 1, 1, 1]], table, rows[:6], spec, glu=glu))
 
 
 @pytest.mark.parametrize("name", list(FORMATS))

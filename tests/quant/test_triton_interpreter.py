@@ -1,6 +1,6 @@
 """The Triton kernels on tiny shapes in Triton's interpreter (CPU): dequantization bit-exact against the torch
-reference; both gathered GEMVs (dequantize-then-multiply, and scaled block sums) within fp32 rounding of the
-reference GEMV (they sum in other orders), exactly batch invariant."""
+reference; the gathered GEMV within fp32 rounding of the reference GEMV (the two sum in different orders),
+exactly batch invariant."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from engine.quant.linear import BLOCK_TYPES, QuantLinearSpec, dequantize_triton, gathered_gemv_reference, gathered_gemv_triton
+from engine.quant.linear import QuantLinearSpec, dequantize_triton, gathered_gemv_reference, gathered_gemv_triton
 from engine.quant.reference import dequantize_reference
 from engine.triton_support import HAS_TRITON
 from tests.quant.blocks import ALL_TYPES, random_matrix, random_rows
@@ -45,39 +45,24 @@ def table_of(qtype, num_slots=3):
     return spec, table
 
 
-KERNELS = [(kernel, qtype) for kernel in ("dequantize", "blocks") for qtype in ALL_TYPES
-           if kernel == "dequantize" or qtype in BLOCK_TYPES]
-
-
-@pytest.mark.parametrize("kernel, qtype", KERNELS, ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("qtype", ALL_TYPES, ids=lambda t: t.name)
 @pytest.mark.parametrize("glu", [False, True], ids=["plain", "glu"])
-def test_gathered_gemv_kernel_matches_reference(kernel, qtype, glu):
+def test_gathered_gemv_kernel_matches_reference(qtype, glu):
     spec, table = table_of(qtype)
     rows = torch.tensor([2, 0, 2, 1])
     x = torch.randn(2, IN * (2 if glu else 1), generator=torch.Generator().manual_seed(qtype.ggml_id))
-    got = gathered_gemv_triton(x, table, rows, spec, glu=glu, x_div=2, kernel=kernel)
+    got = gathered_gemv_triton(x, table, rows, spec, glu=glu, x_div=2)
     expected = gathered_gemv_reference(x, table, rows, spec, glu=glu, x_div=2)
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
-    single = gathered_gemv_triton(x[1:], table, rows[3:], spec, glu=glu, kernel=kernel)
+    single = gathered_gemv_triton(x[1:], table, rows[3:], spec, glu=glu)
     assert torch.equal(single, got[3:])  # entry 3 alone: the same bits
-
-
-def test_blocks_kernel_masks_rows_and_a_partial_tile():
-    qtype = ALL_TYPES[3]  # Q8_0: 96 columns are three of a tile's eight blocks; 20 rows are 1.25 programs
-    spec = QuantLinearSpec(qtype, 20, 96)
-    table = torch.from_numpy(random_matrix(qtype, 20, 96, seed=9).reshape(1, -1))
-    x = torch.randn(1, 96, generator=torch.Generator().manual_seed(9))
-    rows = torch.zeros(1, dtype=torch.long)
-    got = gathered_gemv_triton(x, table, rows, spec, kernel="blocks")
-    expected = gathered_gemv_reference(x, table, rows, spec)
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5 * expected.abs().max().item())
 
 
 def test_gathered_gemv_kernel_bf16_activations():
     spec, table = table_of(ALL_TYPES[4])
     rows = torch.tensor([1, 2, 0])
     x = torch.randn(3, 2 * IN, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
-    got = gathered_gemv_triton(x, table, rows, spec, glu=True)  # the blocks kernel
+    got = gathered_gemv_triton(x, table, rows, spec, glu=True)
     expected = gathered_gemv_reference(x, table, rows, spec, glu=True)
     assert got.dtype == torch.bfloat16
     # silu's exp differs in the last bits between Triton and torch, which can move h by one bf16 step
