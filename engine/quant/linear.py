@@ -97,8 +97,8 @@ def dequantize_triton(buffer: torch.Tensor, spec: QuantLinearSpec, dtype: torch.
     group, lanes = tile_shape(spec.qtype)
     grid = (_cdiv(spec.out_features, ROWS_PER_PROGRAM), _cdiv(spec.in_features, TILE))
     dequantize_kernel[grid](spec.raw(buffer), out, spec.out_features, spec.in_features, spec.row_bytes,
-                       QTYPE=TYPE_CODE[spec.qtype], BN=ROWS_PER_PROGRAM, G=group, L=lanes, num_warps=4,
-                       enable_fp_fusion=False)
+                            QTYPE=TYPE_CODE[spec.qtype], BN=ROWS_PER_PROGRAM, G=group, L=lanes, num_warps=4,
+                            enable_fp_fusion=False)
     return out
 
 
@@ -113,9 +113,10 @@ def gathered_gemv_triton(x, table, rows, spec: QuantLinearSpec, glu: bool = Fals
     out = torch.empty(rows.numel(), spec.out_features, dtype=x.dtype, device=x.device)
     group, lanes = tile_shape(spec.qtype)
     grid = (rows.numel(), _cdiv(spec.out_features, rows_per_program))
-    gathered_gemv_kernel[grid](x, table, rows, out, table.shape[1], spec.byte_offset, spec.row_bytes, spec.out_features,
-                       spec.in_features, x.shape[-1], x_div, QTYPE=TYPE_CODE[spec.qtype], GLU=glu,
-                       BN=rows_per_program, G=group, L=lanes, num_warps=num_warps, enable_fp_fusion=False)
+    gathered_gemv_kernel[grid](x, table, rows, out, table.shape[1], spec.byte_offset, spec.row_bytes,
+                               spec.out_features, spec.in_features, x.shape[-1], x_div, QTYPE=TYPE_CODE[spec.qtype],
+                               GLU=glu, BN=rows_per_program, G=group, L=lanes, num_warps=num_warps,
+                               enable_fp_fusion=False)
     return out
 
 
