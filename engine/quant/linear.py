@@ -57,6 +57,14 @@ def dequantize(buffer: torch.Tensor, spec: QuantLinearSpec, dtype: torch.dtype) 
     return dequantize_reference(spec.raw(buffer), spec.qtype).to(dtype)
 
 
+def dequantize_rows(buffer: torch.Tensor, spec: QuantLinearSpec, ids: torch.Tensor, dtype: torch.dtype):
+    """Rows ids [n] of the matrix spec describes (an embedding lookup) -> [n, in_features] of dtype. The rows'
+    blocks are gathered first, so only they are dequantized."""
+    picked = spec.raw(buffer)[ids.reshape(-1)].reshape(-1)  # [n * row_bytes], contiguous
+    rows = QuantLinearSpec(spec.qtype, ids.numel(), spec.in_features)
+    return dequantize(picked, rows, dtype).view(*ids.shape, spec.in_features)
+
+
 def gathered_gemv(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, spec: QuantLinearSpec,
                   glu: bool = False, x_div: int = 1) -> torch.Tensor:
     """Entry i multiplies the matrix at spec's offset of slot table[rows[i]] by x[i // x_div] -> [E, out] in

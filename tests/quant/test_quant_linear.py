@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.quant.linear import QuantLinearSpec, dequantize, gathered_gemv
+from engine.quant.linear import QuantLinearSpec, dequantize, dequantize_rows, gathered_gemv
 from tests.quant.blocks import ALL_TYPES, gguf_type, random_matrix
 
 gguf_quants = pytest.importorskip("gguf.quants")
@@ -72,3 +72,11 @@ def test_gemv_refuses_the_wrong_width():
         gathered_gemv(torch.zeros(1, IN + 32), table, torch.zeros(1, dtype=torch.long), spec)
     with pytest.raises(ValueError, match="twice"):
         gathered_gemv(torch.zeros(1, IN), table, torch.zeros(1, dtype=torch.long), spec, glu=True)
+
+
+@pytest.mark.parametrize("qtype", ALL_TYPES[3:], ids=lambda t: t.name)
+def test_dequantize_rows_is_an_embedding_lookup(qtype):
+    spec, table, dense = slot_table(qtype)
+    ids = torch.tensor([[3, 0], [3, 23]])
+    got = dequantize_rows(table[2], spec, ids, torch.float32)
+    assert got.shape == (2, 2, IN) and torch.equal(got.double(), torch.from_numpy(dense[2][ids.numpy()]))

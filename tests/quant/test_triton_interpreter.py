@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from engine.quant.linear import QuantLinearSpec, dequantize_triton, gathered_gemv_reference, gathered_gemv_triton
+from engine.quant.linear import QuantLinearSpec, dequantize_rows, dequantize_triton, gathered_gemv_reference, gathered_gemv_triton
 from engine.quant.reference import dequantize_reference
 from engine.triton_support import HAS_TRITON
 from tests.quant.blocks import ALL_TYPES, random_matrix, random_rows
@@ -35,6 +35,17 @@ def test_dequantize_kernel_masks_a_partial_tile():
     raw = torch.from_numpy(random_rows(qtype, 5, 96, seed=3))
     got = dequantize_triton(raw.reshape(-1), QuantLinearSpec(qtype, 5, 96), torch.float32)
     assert torch.equal(got, dequantize_reference(raw, qtype))
+
+
+def test_dequantize_rows_through_the_kernel(monkeypatch):
+    import engine.quant.linear as linear
+
+    qtype = ALL_TYPES[6]  # Q6_K
+    raw = torch.from_numpy(random_rows(qtype, 30, 256, seed=4))
+    spec = QuantLinearSpec(qtype, 30, 256)
+    monkeypatch.setattr(linear, "uses_triton", lambda device: True)  # the CUDA path, run by the interpreter
+    got = dequantize_rows(raw.reshape(-1), spec, torch.tensor([29, 0, 29]), torch.bfloat16)
+    assert torch.equal(got, dequantize_reference(raw, qtype)[[29, 0, 29]].to(torch.bfloat16))
 
 
 def table_of(qtype, num_slots=3):
