@@ -68,7 +68,7 @@ class DevicePager(GraphedExperts):
         blocks = self.pager.pool.tensor[rows]
         if ids.numel() > self.pager.lru[layer].capacity:  # some misses may find no slot: they come straight to `blocks`
             self.state.copy_misses(self.host_words[layer], as_words(blocks), over_src, over_dst)
-        return combine(self.pager.layout.run_gathered(x, blocks, weights), ids)
+        return combine(self.pager.layout.for_layer(layer).run_gathered(x, blocks, weights), ids)
 
     def settle(self) -> None:
         """Fold the device counters and the graphed steps' routing into the host view (never changes the owner)."""

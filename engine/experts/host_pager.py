@@ -86,7 +86,7 @@ class HostPager:
                 rows = np.flatnonzero(flat == expert)
                 if len(rows) > 1:
                     blocks[torch.from_numpy(rows[1:]).to(self.device)] = blocks[int(rows[0])].clone()
-        return self.layout.run_gathered(x, blocks, weights)
+        return self.layout.for_layer(layer).run_gathered(x, blocks, weights)
 
     def _slots(self, layer: int, experts: np.ndarray) -> torch.Tensor:
         """Each entry's pool row; entries whose expert has no slot get row 0 (overwritten by the caller)."""
@@ -126,5 +126,5 @@ class HostPager:
     def _compute(self, layer, experts, index, dispatch, out, pending: set[int]) -> None:
         lru = self.lru[layer]
         for expert in experts:
-            self.layout.run_expert(self.pool.tensor[lru.slot_of(expert)], dispatch, index[expert], out)
+            self.layout.for_layer(layer).run_expert(self.pool.tensor[lru.slot_of(expert)], dispatch, index[expert], out)
             pending.discard(expert)

@@ -29,6 +29,12 @@ class ExpertLayout(Protocol):
         """Bytes of one expert's block: what a miss copies."""
         return self.numel * torch.empty((), dtype=self.dtype).element_size()
 
+    def for_layer(self, layer: int) -> "ExpertLayout":
+        """The layout of one MoE layer's blocks. Quantized files mix types by layer (a Q4_K_M file's ffn_down is
+        Q6_K in some layers, Q4_K in others): every layer's blocks are rows of the same size, but only the layer's
+        own layout knows what its rows hold. Providers compute through this, never through a store-wide layout."""
+        return self
+
     def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Small step. x [T, D]; blocks [T*K, numel]: the block of every (token, k) entry; weights [T, K].
         -> weighted outputs [T, K, D] in x's dtype. No host sync (runs inside CUDA graphs)."""

@@ -42,7 +42,7 @@ class ResidentExperts(ExpertProvider):
             self.settle()  # graphed steps first: listeners hear steps in order
             self.feed.publish_ids(layer, ids.cpu().numpy())
         self.uses.record(layer, ids, is_hit=True)
-        return self.layout.run_blocks(x, ids, weights, self.store.blocks[layer])
+        return self.layout.for_layer(layer).run_blocks(x, ids, weights, self.store.blocks[layer])
 
     def graph_path(self, tokens: int, top_k: int) -> GraphedExperts | None:
         small = is_small_step(tokens, top_k, self.store.expert_bytes)
@@ -77,4 +77,4 @@ class ResidentGraphed(GraphedExperts):
 
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         self.owner.ring.record(layer, ids)
-        return self.owner.layout.run_blocks(x, ids, weights, self.owner.store.blocks[layer])
+        return self.owner.layout.for_layer(layer).run_blocks(x, ids, weights, self.owner.store.blocks[layer])

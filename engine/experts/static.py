@@ -50,7 +50,8 @@ class StaticOffloadExperts(ExpertProvider):
         if self.feed.has_listeners:
             self.feed.publish_ids(layer, ids.cpu().numpy())
         self.uses.record(layer, ids, is_hit=not offloaded)
-        return self.layout.run_blocks(x, ids, weights, self.staging if offloaded else self.device_blocks[layer])
+        blocks = self.staging if offloaded else self.device_blocks[layer]
+        return self.layout.for_layer(layer).run_blocks(x, ids, weights, blocks)
 
     def graph_path(self, tokens: int, top_k: int) -> GraphedExperts | None:
         """None: each step's whole-layer copies run between per-layer graphs, as vLLM's offload runs them."""

@@ -53,12 +53,12 @@ class TouchedCopyExperts(ExpertProvider):
         used = np.unique(ids_host)
         if layer not in self.offloaded:
             self._counters.count(layer, used.size, 0)
-            return self.layout.run_blocks(x, ids, weights, self.device_blocks[layer])
+            return self.layout.for_layer(layer).run_blocks(x, ids, weights, self.device_blocks[layer])
         for expert in used:
             self.scratch[expert].copy_(self.host.blocks[layer][expert], non_blocking=True)
         self._counters.count(layer, 0, used.size)
         self._counters.h2d_bytes += used.size * self.host.expert_bytes
-        return self.layout.run_blocks(x, ids, weights, self.scratch)
+        return self.layout.for_layer(layer).run_blocks(x, ids, weights, self.scratch)
 
     def graph_path(self, tokens: int, top_k: int) -> GraphedExperts | None:
         usable = (not self.graphed.failed and pager_kernels.runs_on(self.device)
@@ -111,9 +111,9 @@ class TouchedCopyGraphed(GraphedExperts):
         owner = self.owner
         if layer not in owner.offloaded:
             owner.ring.record(layer, ids)
-            return owner.layout.run_blocks(x, ids, weights, owner.device_blocks[layer])
+            return owner.layout.for_layer(layer).run_blocks(x, ids, weights, owner.device_blocks[layer])
         if owner.feed.has_listeners:  # only listeners need an offloaded layer's ids (its counts come from reader)
             owner.ring.record(layer, ids)
         rows, miss_src, miss_dst, _, _ = self.reader.step(layer, ids, forget=True)  # forget: every miss has a row
         self.reader.copy_misses(self.words[layer], self.scratch_words, miss_src, miss_dst)
-        return owner.layout.run_rows(x, owner.scratch, rows, ids, weights)
+        return owner.layout.for_layer(layer).run_rows(x, owner.scratch, rows, ids, weights)
