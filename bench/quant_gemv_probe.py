@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.experts.kernel import combine, gathered_experts  # noqa: E402
+from engine.experts.dispatch import combine  # noqa: E402
+from engine.experts.kernel import gathered_experts  # noqa: E402
 from engine.quant.expert_format import QuantExpertFormat  # noqa: E402
 from engine.quant.linear import gathered_gemv_triton  # noqa: E402
 

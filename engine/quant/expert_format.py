@@ -1,17 +1,20 @@
 """The slot format of a quantized expert: its three matrices in their file's block types, one contiguous uint8 row
-(a miss is one copy), and the two compute paths engine.experts.kernel has for bf16 experts.
+(a miss is one copy), and the two compute paths of an ExpertLayout (engine.experts.layout).
 
 Slot row: [gate (I x D) | up (I x D) | down (D x I)], each matrix at a 16-byte-aligned offset and the row padded to
-a multiple of 16 bytes (the pager's copy kernels move 4- and 16-byte words). Q4_K_M files mix types (Q4_K gate
-and up, Q6_K down in some layers), so each matrix has its own type; gate and up of one type with a 16-byte
-multiple of bytes between them are one [2I, D] matrix and run as one GEMV."""
+a multiple of 16 bytes (the pager's copy kernels move 4- and 16-byte words), or to the store's row size when the
+layers' formats differ (engine.quant.layout). Q4_K_M files mix types (Q4_K gate and up, Q6_K down in some layers),
+so each matrix has its own type; gate and up of one type with nothing between them are one [2I, D] matrix and run
+as one GEMV."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from engine.experts.kernel import Dispatch, combine, run_expert
+from engine.experts.dispatch import Dispatch, combine
+from engine.experts.kernel import run_expert
+from engine.experts.layout import ExpertLayout
 from engine.quant.linear import QuantLinearSpec, dequantize, gathered_gemv
 from engine.quant.types import quant_type
 
@@ -22,28 +25,40 @@ def align(nbytes: int) -> int:
     return -(-nbytes // ALIGN) * ALIGN
 
 
-class QuantExpertFormat:
-    """One expert of hidden size D and intermediate size I, its matrices of the given types (names or ids)."""
+class QuantExpertFormat(ExpertLayout):
+    """One expert of hidden size D and intermediate size I, its matrices of the given types (names or ids);
+    slot_bytes: the row size when it must exceed this format's own (a store whose layers differ)."""
 
     dtype = torch.uint8  # a slot is bytes
 
-    def __init__(self, hidden: int, intermediate: int, gate_type, up_type, down_type):
+    def __init__(self, hidden: int, intermediate: int, gate_type, up_type, down_type, slot_bytes: int = 0):
         self.hidden, self.intermediate = hidden, intermediate
         self.gate = QuantLinearSpec(quant_type(gate_type), intermediate, hidden, 0)
         self.up = QuantLinearSpec(quant_type(up_type), intermediate, hidden, align(self.gate.end))
         self.down = QuantLinearSpec(quant_type(down_type), hidden, intermediate, align(self.up.end))
-        self.slot_bytes = align(self.down.end)
+        self.slot_bytes = max(align(self.down.end), slot_bytes)
+        if self.slot_bytes % ALIGN:
+            raise ValueError(f"slot rows must be a multiple of {ALIGN} bytes, got {slot_bytes}")
         fused = self.gate.qtype == self.up.qtype and self.up.byte_offset == self.gate.end
         self.gate_up = QuantLinearSpec(self.gate.qtype, 2 * intermediate, hidden, 0) if fused else None
 
     @property
     def numel(self) -> int:
-        """Elements of a slot row (bytes: its dtype is uint8), as ExpertLayout.numel."""
+        """Elements of a slot row (bytes: its dtype is uint8)."""
         return self.slot_bytes
 
+    @property
+    def types(self) -> tuple[str, str, str]:
+        return self.gate.qtype.name, self.up.qtype.name, self.down.qtype.name
+
     def __repr__(self) -> str:
-        types = "/".join(s.qtype.name for s in (self.gate, self.up, self.down))
-        return f"QuantExpertFormat({self.hidden}, {self.intermediate}, {types}, {self.slot_bytes} bytes)"
+        return f"QuantExpertFormat({self.hidden}, {self.intermediate}, {'/'.join(self.types)}, {self.slot_bytes} B)"
+
+    def padding(self) -> list[tuple[int, int]]:
+        """The byte ranges of a row no matrix uses."""
+        edges = [(self.gate.end, self.up.byte_offset), (self.up.end, self.down.byte_offset),
+                 (self.down.end, self.slot_bytes)]
+        return [(start, end) for start, end in edges if end > start]
 
     def pack(self, gate, up, down) -> torch.Tensor:
         """The file's raw bytes of one expert's three matrices (uint8 arrays or tensors) -> its slot row."""
@@ -53,9 +68,10 @@ class QuantExpertFormat:
 
     def pack_into(self, row: torch.Tensor, gate, up, down) -> None:
         """Write one expert into a slot row in place (a row of a pinned store, say); padding bytes are zeroed."""
-        row.zero_()
+        for start, end in self.padding():
+            row[start:end] = 0
         for spec, raw in ((self.gate, gate), (self.up, up), (self.down, down)):
-            data = torch.as_tensor(np.asarray(raw, dtype=np.uint8) if not torch.is_tensor(raw) else raw)
+            data = raw if torch.is_tensor(raw) else torch.from_numpy(np.array(raw, dtype=np.uint8, copy=True))
             if data.numel() != spec.nbytes:
                 raise ValueError(f"a {spec.qtype.name} [{spec.out_features}, {spec.in_features}] matrix is "
                                  f"{spec.nbytes} bytes, got {data.numel()}")
@@ -72,8 +88,13 @@ class QuantExpertFormat:
         y = gathered_gemv(gate_up, table, rows, self.down, glu=True)  # [T*K, D]
         return (y * weights.reshape(-1, 1)).to(x.dtype).view(T, K, self.hidden)
 
+    def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """blocks [T*K, slot_bytes]: the slot of every (token, k) entry -> weighted outputs [T, K, D]."""
+        return self.gathered(x, blocks, torch.arange(blocks.shape[0], device=blocks.device), weights)
+
     def run_rows(self, x, table, rows, ids, weights) -> torch.Tensor:
-        """Small step: entry i of ids [T, K] uses slot table[rows[i]] -> [T, D], combined in expert-id order."""
+        """Small step: entry i of ids [T, K] uses slot table[rows[i]] (read in place, no gathered copy)
+        -> [T, D], combined in expert-id order."""
         return combine(self.gathered(x, table, rows, weights), ids)
 
     def weights(self, slot: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,8 +105,8 @@ class QuantExpertFormat:
             gate_up = torch.cat([dequantize(slot, self.gate, dtype), dequantize(slot, self.up, dtype)])
         return gate_up, dequantize(slot, self.down, dtype)
 
-    def run_expert(self, slot: torch.Tensor, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
+    def run_expert(self, block: torch.Tensor, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
         """Large step: expert u of the dispatch from its slot row, dequantized to out's dtype, then
         engine.experts.kernel.run_expert's math in place in its span of out [T*K, D]."""
-        gate_up, down = self.weights(slot, out.dtype)
+        gate_up, down = self.weights(block, out.dtype)
         run_expert(gate_up, down, dispatch, u, out)

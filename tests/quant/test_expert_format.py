@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.experts.kernel import combine_grouped, plan_dispatch
+from engine.experts.dispatch import combine_grouped, plan_dispatch
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.reference import dequantize_reference
 from tests.quant import moe_reference
