@@ -1,17 +1,25 @@
 """The quantized-expert Triton kernels on the H200: `pytest -m gpu tests/gpu/test_quant_kernels.py`.
 Dequantization bit-exact against the torch reference (fp fusion off), the gathered GEMV within fp32 rounding of
-the reference and exactly batch invariant, the expert format's two paths against float64."""
+the reference and exactly batch invariant, the expert format's two paths against float64, and every provider
+giving the same bits on quantized experts."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-from engine.experts.kernel import combine_grouped, plan_dispatch
+from engine.experts.dispatch import combine_grouped, plan_dispatch
+from engine.experts.pager import PagedExperts
+from engine.experts.resident import ResidentExperts
+from engine.experts.static import StaticOffloadExperts
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.linear import QuantLinearSpec, dequantize, gathered_gemv, gathered_gemv_reference
 from engine.quant.reference import dequantize_reference
+from engine.quant.synthetic import synthetic_quant_experts
+from tests.quant import test_quant_providers as providers
 from tests.quant.blocks import ALL_TYPES, random_experts, random_matrix, random_rows
 from tests.quant.moe_reference import FORMATS, dense_experts, float64_moe, routed
 
@@ -85,3 +93,19 @@ def test_expert_format_paths(cuda, name):
     for t in range(4):
         one = layout.run_rows(x_gpu[t : t + 1], table_gpu, ids_gpu[t], ids_gpu[t : t + 1], w_gpu[t : t + 1])
         assert torch.equal(one, small[t : t + 1])
+
+
+def test_providers_give_the_same_bits(cuda):
+    """Resident, static offload and paged (host pager, and the graphed path's device LRU and copy kernel) at
+    several slot counts, on synthetic experts whose layers mix types; pinned host experts for the offloaded."""
+    args = SimpleNamespace(hidden_size=providers.D, moe_intermediate_size=providers.I, num_experts=providers.E)
+    resident = ResidentExperts(synthetic_quant_experts(args, providers.TYPES, cuda, host=False))
+    host = synthetic_quant_experts(args, providers.TYPES, cuda, host=True)
+    assert host.is_pinned and torch.equal(host.blocks[0], resident.store.blocks[0].cpu())
+    expected = providers.outputs(resident, device=cuda)
+    runs = [(StaticOffloadExperts(host, cuda, num_offloaded_layers=2), False)]
+    runs += [(PagedExperts(host, cuda, {layer: slots for layer in providers.TYPES}), graphed)
+             for slots in (2, 5, providers.E) for graphed in (False, True)]
+    for provider, graphed in runs:
+        for got, want in zip(providers.outputs(provider, graphed, device=cuda), expected):
+            assert torch.equal(got, want), (provider.name, graphed)

@@ -1,0 +1,39 @@
+"""The layout of a store of quantized experts: one QuantExpertFormat per MoE layer, every layer's rows one size.
+
+A file's types can differ by layer (llama.cpp's Q4_K_M gives ffn_down Q6_K in some layers, Q4_K in others), while
+the store, the slot pool and the copy kernels move rows of one size: the largest layer's slot. Each layer's format
+is padded to it, so a step's small/large decision and every miss copy are the same in every layer and provider."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.experts.layout import ExpertLayout
+from engine.quant.expert_format import QuantExpertFormat
+
+
+class QuantLayout(ExpertLayout):
+    """{layer: (gate, up, down) type names or ids} of [I, D], [I, D], [D, I] matrices -> per-layer formats."""
+
+    dtype = torch.uint8
+
+    def __init__(self, hidden: int, intermediate: int, types_by_layer: dict[int, tuple]):
+        if not types_by_layer:
+            raise ValueError("a quantized expert store needs at least one MoE layer")
+        own = {layer: QuantExpertFormat(hidden, intermediate, *types) for layer, types in types_by_layer.items()}
+        self.numel = max(f.slot_bytes for f in own.values())
+        self.hidden, self.intermediate = hidden, intermediate
+        self.formats = {layer: QuantExpertFormat(hidden, intermediate, *f.types, slot_bytes=self.numel)
+                        for layer, f in own.items()}
+
+    def for_layer(self, layer: int) -> QuantExpertFormat:
+        return self.formats[layer]
+
+    def __repr__(self) -> str:
+        kinds = sorted({"/".join(f.types) for f in self.formats.values()})
+        return f"QuantLayout({len(self.formats)} layers: {', '.join(kinds)}; {self.numel} B per slot)"
+
+    def _per_layer(self, *_args, **_kwargs):
+        raise TypeError("a quantized store's blocks differ by layer: compute through layout.for_layer(layer)")
+
+    run_gathered = run_expert = run_rows = run_blocks = _per_layer

@@ -1,0 +1,49 @@
+"""Synthetic quantized experts with a real file's geometry and types, generated on the GPU: random valid blocks
+(every f16 scale finite and small, so a model on them computes finite values), for benchmarks and tests."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.experts.store import ExpertStore
+from engine.quant.layout import QuantLayout
+from engine.quant.linear import QuantLinearSpec
+from engine.quant.types import BF16, F16, F32, Q4_K, Q5_K, Q6_K, Q8_0
+
+WEIGHT_SCALE = 0.05  # the largest |weight| a block can hold
+F16_FIELDS = {Q8_0: (0,), Q4_K: (0, 2), Q5_K: (0, 2), Q6_K: (208,)}  # byte offsets of a block's f16 scales
+LARGEST_MULTIPLE = {Q8_0: 128, Q4_K: 63 * 15, Q5_K: 63 * 31, Q6_K: 128 * 32}  # of d in a dequantized weight
+FLOAT_TYPES = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16}
+
+
+def random_blocks(spec: QuantLinearSpec, count: int, generator: torch.Generator, device) -> torch.Tensor:
+    """uint8 [count, spec.nbytes]: count random matrices of spec's type and shape."""
+    if spec.qtype in FLOAT_TYPES:
+        values = torch.rand(count, spec.out_features * spec.in_features, generator=generator, device=device)
+        return ((values * 2 - 1) * WEIGHT_SCALE).to(FLOAT_TYPES[spec.qtype]).view(torch.uint8)
+    blocks = torch.randint(0, 256, (count * spec.nbytes // spec.qtype.block_bytes, spec.qtype.block_bytes),
+                           dtype=torch.uint8, generator=generator, device=device)
+    for offset in F16_FIELDS[spec.qtype]:
+        scale = torch.rand(blocks.shape[0], 1, generator=generator, device=device)
+        scale = (scale * WEIGHT_SCALE / LARGEST_MULTIPLE[spec.qtype]).to(torch.float16)
+        blocks[:, offset : offset + 2] = scale.view(torch.uint8)
+    return blocks.view(count, spec.nbytes)
+
+
+def synthetic_quant_experts(args, types_by_layer: dict[int, tuple], gpu: torch.device, host: bool,
+                            seed: int = 1) -> ExpertStore:
+    """Every MoE layer of args (engine.model.args.ModelArgs) with types_by_layer[layer] = (gate, up, down) types,
+    generated layer by layer on `gpu` and kept there (host=False) or copied into pinned host memory."""
+    layout = QuantLayout(args.hidden_size, args.moe_intermediate_size, types_by_layer)
+    store = ExpertStore(layout, list(types_by_layer), args.num_experts, "cpu" if host else gpu,
+                        pin=host and gpu.type == "cuda")
+    generator = torch.Generator(device=gpu).manual_seed(seed)
+    for layer in types_by_layer:
+        fmt = layout.for_layer(layer)
+        rows = torch.zeros(args.num_experts, fmt.slot_bytes, dtype=torch.uint8, device=gpu)
+        for spec in (fmt.gate, fmt.up, fmt.down):
+            rows[:, spec.byte_offset : spec.end] = random_blocks(spec, args.num_experts, generator, gpu)
+        store.blocks[layer].copy_(rows)
+    if gpu.type == "cuda":
+        torch.cuda.synchronize(gpu)
+    return store
