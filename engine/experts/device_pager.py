@@ -65,10 +65,12 @@ class DevicePager(GraphedExperts):
         rows, miss_src, miss_dst, over_src, over_dst = self.state.step(layer, ids)
         self.state.copy_misses(self.host_words[layer], self.pool_words, miss_src, miss_dst)
         self.ring.record(layer, ids)
-        blocks = self.pager.pool.tensor[rows]
-        if ids.numel() > self.pager.lru[layer].capacity:  # some misses may find no slot: they come straight to `blocks`
-            self.state.copy_misses(self.host_words[layer], as_words(blocks), over_src, over_dst)
-        return combine(self.pager.layout.for_layer(layer).run_gathered(x, blocks, weights), ids)
+        layout = self.pager.layout.for_layer(layer)
+        if ids.numel() <= self.pager.lru[layer].capacity:  # every entry has a slot: read them in place
+            return layout.run_rows(x, self.pager.pool.tensor, rows, ids, weights)
+        blocks = self.pager.pool.tensor[rows]  # some misses may find no slot: they come straight to `blocks`
+        self.state.copy_misses(self.host_words[layer], as_words(blocks), over_src, over_dst)
+        return combine(layout.run_gathered(x, blocks, weights), ids)
 
     def settle(self) -> None:
         """Fold the device counters and the graphed steps' routing into the host view (never changes the owner)."""

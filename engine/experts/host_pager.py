@@ -66,27 +66,30 @@ class HostPager:
         self.copies.wait_prefetch(layer)
         self.counters.prefetch_used += self.copies.take_prefetched(layer, hits)
         if is_small_step(ids.shape[0], ids.shape[1], self.layout.expert_bytes):
-            out = combine(self._gathered(layer, x, ids_host, weights, misses, set(needed)), ids)
+            out = self._gathered(layer, x, ids, ids_host, weights, misses, set(needed))
         else:
             out = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed))
         self.lru[layer].touch(needed)
         return out
 
-    def _gathered(self, layer, x, ids_host, weights, misses, pending) -> torch.Tensor:
-        """Small step: every entry's block gathered into one buffer. -> [T, K, D]"""
+    def _gathered(self, layer, x, ids, ids_host, weights, misses, pending) -> torch.Tensor:
+        """Small step: every entry reads its slot (layout.run_rows); when some misses found no slot, every entry's
+        block is gathered into one buffer and those misses are copied straight into it. -> [T, D]"""
         flat = ids_host.reshape(-1)
         group = self.load(layer, misses, keep=pending)
         self.copies.wait()
         over = misses[len(group):]
-        blocks = self.pool.tensor[self._slots(layer, flat)]
-        if over:
-            self.copies.copy([(blocks[np.flatnonzero(flat == e)[0]], self.host.blocks[layer][e]) for e in over])
-            self.copies.wait()
-            for expert in over:  # an expert routed by several tokens: copied once, repeated on the device
-                rows = np.flatnonzero(flat == expert)
-                if len(rows) > 1:
-                    blocks[torch.from_numpy(rows[1:]).to(self.device)] = blocks[int(rows[0])].clone()
-        return self.layout.for_layer(layer).run_gathered(x, blocks, weights)
+        layout, slots = self.layout.for_layer(layer), self._slots(layer, flat)
+        if not over:
+            return layout.run_rows(x, self.pool.tensor, slots, ids, weights)
+        blocks = self.pool.tensor[slots]
+        self.copies.copy([(blocks[np.flatnonzero(flat == e)[0]], self.host.blocks[layer][e]) for e in over])
+        self.copies.wait()
+        for expert in over:  # an expert routed by several tokens: copied once, repeated on the device
+            rows = np.flatnonzero(flat == expert)
+            if len(rows) > 1:
+                blocks[torch.from_numpy(rows[1:]).to(self.device)] = blocks[int(rows[0])].clone()
+        return combine(layout.run_gathered(x, blocks, weights), ids)
 
     def _slots(self, layer: int, experts: np.ndarray) -> torch.Tensor:
         """Each entry's pool row; entries whose expert has no slot get row 0 (overwritten by the caller)."""
