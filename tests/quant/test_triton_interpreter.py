@@ -9,7 +9,8 @@ import os
 import pytest
 import torch
 
-from engine.quant.linear import QuantLinearSpec, dequantize_rows, dequantize_triton, gathered_gemv_reference, gathered_gemv_triton
+from engine.quant.linear import (QuantLinearSpec, dequantize_rows, dequantize_triton, gathered_gemv_reference,
+                                 gathered_gemv_triton)
 from engine.quant.reference import dequantize_reference
 from engine.triton_support import HAS_TRITON
 from tests.quant.blocks import ALL_TYPES, random_matrix, random_rows
