@@ -30,7 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate  # noqa: E402
 from engine.bench.graph_timing import replay_ms, whole_step_graphs  # noqa: E402
-from engine.bench.profile_decode import engine_for  # noqa: E402
+from bench.profile_decode import engine_for  # noqa: E402
 from engine.bench.shapes import add_shape_options, shape_of  # noqa: E402
 from engine.bench.suite import (RESIDENT_VARIANTS, decode_once, plan_for, reset_peak, resident_weights,  # noqa: E402
                                 run_arm)

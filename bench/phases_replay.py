@@ -1,8 +1,8 @@
-"""The online controller's decisions on engine.bench.phases's workload, replayed at the routing level on the CPU
+"""The online controller's decisions on bench.phases's workload, replayed at the routing level on the CPU
 (no model, no GPU): the same trace streams, the same plans and KV floor as the H200 run, each layer's LRU
 simulated, so a controller rule can be tried in seconds before spending device time on it.
 
-    python bench/phases_replay.py --budget 12      # engine.bench.phases's default workload (4x7000+64, 2x256+128)
+    python bench/phases_replay.py --budget 12      # bench.phases's default workload (4x7000+64, 2x256+128)
     python bench/phases_replay.py --budget 24 --burst 8x6144+16 --chat 3x256+128 --max-len 8192
 
 Prints each re-split (where and why) and the replayed decode hit rate of every phase. Approximations: the burst
@@ -25,8 +25,8 @@ from engine.alloc.expert_lru import ExpertLRU  # noqa: E402
 from engine.alloc.memory_plan import GiB, kv_floor_bytes  # noqa: E402
 from engine.alloc.miss_curve import step_unique  # noqa: E402
 from engine.alloc.online_controller import OnlineController  # noqa: E402
-from engine.bench.phases import parse_phase  # noqa: E402
-from engine.bench.shapes import SHAPES, shape  # noqa: E402
+from bench.phases import parse_phase  # noqa: E402
+from engine.model.shapes import SHAPES, shape  # noqa: E402
 from engine.bench.suite import mvwsa_plan  # noqa: E402
 from engine.bench.trace_router import replay_streams  # noqa: E402
 from engine.experts.calibrate import estimated_compute  # noqa: E402

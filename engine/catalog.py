@@ -9,7 +9,7 @@ from pathlib import Path
 from engine.alloc.memory_plan import MemoryPlan, PlanRequest, plan_memory
 from engine.errors import WispError
 from engine.model.args import ModelArgs
-from engine.model.loader import read_args
+from engine.model.config_file import read_args
 from engine.model.sizes import model_sizes
 from engine.model_path import DEMO_MODEL, cached_snapshot, hf_hub_cache
 

@@ -32,10 +32,9 @@ from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.miss_curve import hit_rate_curve, stack_depths_many
 from engine.alloc.mvwsa import greedy_layers, greedy_steps
 
-# Seconds one re-split stalls the engine beyond copying the kept experts back: on the H200 at the Qwen3-30B-A3B
-# shape, 9 re-splits cost the online arm ~7.6 s in all (bench/results/2026-11-29-h200-session5, call 4). Applying
-# one measured 0.15-0.25 s (sessions 6-8), the next step's graph capture 0.16-0.28 s; with the controller's own
-# work, 3 re-splits held the phases bench's online arm 1.6 s in all (session 8, call 4).
+# Seconds one re-split stalls the engine beyond copying the kept experts back: applying the plan, the next decode
+# step's graph capture and the controller's own work, at the Qwen3-30B-A3B shape on an H200
+# (bench/results/2026-11-29-h200-session8/NOTES.md has the measured parts).
 RESIZE_S = 0.75
 
 

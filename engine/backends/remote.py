@@ -28,8 +28,9 @@ from engine.errors import RequestError, WispError
 from engine.experts.counters import ExpertCounters
 from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
 from engine.requests import GenerateRequest
-from engine.runtime.builder import ModelInfo
-from engine.runtime.throughput import Throughput
+from engine.generation.core import FixedMemory
+from engine.generation.model_info import ModelInfo
+from engine.generation.throughput import Throughput
 
 API_KEY_ENV = "WISP_REMOTE_API_KEY"
 POLL_S = 0.02
@@ -159,6 +160,7 @@ class RemoteCore:
         self.pieces: queue.Queue[Piece] = queue.Queue()
         self.active: dict[str, Active] = {}
         self.throughput = Throughput()
+        self.memory = FixedMemory(REMOTE_PLAN, refusal=None)  # the server's device is not ours to plan
 
     @property
     def has_work(self) -> bool:
@@ -231,15 +233,6 @@ class RemoteCore:
             active.worker.is_cancelled = True
             events.append(self.finish(active, "error", error=message))
         return events
-
-    def request_budget(self, budget_bytes: int | None) -> list:
-        return []
-
-    def at_barrier(self) -> list:
-        return []
-
-    def admission_barrier(self) -> list:
-        return []
 
     def expert_counters(self) -> ExpertCounters:
         """Zeros: the server does not report expert traffic."""

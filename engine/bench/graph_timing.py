@@ -1,5 +1,5 @@
 """GPU time of a decode step from its whole-step CUDA graphs, replayed back to back with nothing else between
-them (no host work, no sampling): what `engine.bench.profile_decode` reports per arm and `wisp bench` records
+them (no host work, no sampling): what `bench.profile_decode` reports per arm and `wisp bench` records
 per row (`step_gpu_ms`), so a row's decode tok/s can be split into the GPU's part and the rest."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ shape (shared/BENCH.md). One process builds the weights once (dense on the GPU, 
 memory) and runs every arm on them; each arm gets exactly its planned device memory.
 
     wisp bench --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz --budgets 12,24,32 --out DIR
-    python -m engine.bench.report DIR/qwen3-30b-a3b-b1-p512.json   # results.md + PNG plots
+    python -m bench.report DIR/qwen3-30b-a3b-b1-p512.json   # results.md + PNG plots
 
 Arm wisp-sweep measures uniform slot caps at several expert shares of the pool, so the configured split
 (arm wisp) can be checked against the best measured one. bench/h200_suite.sh runs the whole suite on the H200.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from engine.alloc.cost_model import LinkCost, routing_profile
+from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB, MemoryPlan, PlanRequest, kv_floor_bytes, plan_memory
 from engine.alloc.mvwsa import PoolSpec, configure
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate
@@ -42,6 +42,7 @@ from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine
 from engine.sampling import SamplingParams
 from engine.traces.format import load as load_trace
+from engine.traces.profile import routing_profile
 
 
 def sync(device: torch.device) -> None:
@@ -409,7 +410,7 @@ def run_session(args, host, device, facts: dict) -> None:
         path.write_text(json.dumps({"facts": facts, "rows": rows}))  # what is done survives a timeout
         rows += budget_rows(host, budget, arms, args, device, router, trace, link)
     path.write_text(json.dumps({"facts": facts, "rows": rows}))
-    print(f"results: {path}; tables and plots: python -m engine.bench.report {path}")
+    print(f"results: {path}; tables and plots: python -m bench.report {path}")
 
 
 if __name__ == "__main__":

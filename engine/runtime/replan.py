@@ -5,24 +5,13 @@ chat prefixes that still fit survive a KV resize."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
 from engine.alloc.memory_plan import MemoryPlan, ModelSizes, PlanRequest, plan_memory
 from engine.errors import BudgetError
-
-
-@dataclass(frozen=True)
-class PlanEvent:
-    """The memory split changed (or a requested change was refused: then `error` says why)."""
-
-    time: float
-    old: MemoryPlan
-    new: MemoryPlan | None
-    reason: str
-    error: str | None = None
-    stall_s: float = 0.0  # how long applying it held the engine (device work included); captures come later
+from engine.generation.plan_event import PlanEvent
 
 
 class Replanner:

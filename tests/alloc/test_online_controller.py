@@ -164,7 +164,7 @@ def test_the_controller_sees_every_decode_step_before_it_decides(tiny_model_dir,
     """Graphed decode steps keep their routing on the device until someone reads it; a barrier drains it before
     the controller decides (the engine core alone: no stats poll of the API thread drains it for the barrier).
     The whole-step path runs eagerly here, its kernels in Triton's interpreter."""
-    from engine.runtime.builder import build_engine
+    from engine.launch import build_engine
     from engine.runtime.decode_graphs import StaticDecode
 
     monkeypatch.setattr(StaticDecode, "eager_whole", True)

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from engine.alloc.memory_plan import GiB, kv_floor_bytes
-from engine.bench import report
-from engine.bench.report import table
-from engine.bench.shapes import shape
+from bench import report
+from bench.report import table
+from engine.model.shapes import shape
 from engine.bench.suite import expert_share, shape_plan, sweep_plans
 from engine.cli import main
 from engine.model.sizes import model_sizes

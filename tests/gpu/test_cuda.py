@@ -66,7 +66,7 @@ def test_expert_modes_bitwise_on_cuda(bf16_model_dir, model_type):
 
 
 def test_paged_qwen3_shape_stays_within_budget():
-    from engine.bench.shapes import shape
+    from engine.model.shapes import shape
     from engine.bench.suite import decode_once, plan_for
     from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
     from engine.runtime.builder import assemble_engine
@@ -191,7 +191,7 @@ def test_expert_arms_bitwise_at_the_qwen3_shape(capsys):
     """At the real Qwen3-30B-A3B shape (4 layers), every arm repeats resident's tokens and logprobs bit for bit,
     through CUDA graphs and the eager path. With SDPA's decode kernels a second resident run did not repeat the
     first at 48 layers; the engine's own decode attention (engine.model.decode_attention) does."""
-    from engine.bench import identity
+    from bench import identity
 
     status = identity.main(["--shape", "qwen3-30b-a3b", "--layers", "4", "--trace",
                             "resources/traces/qwen3-twin_code.npz", "--budget", "4.5", "--tokens", "40", "--seeds", "2",
