@@ -120,8 +120,8 @@ def recaptures(weights, args, device, router, times: int = 6, keep: bool = False
     gpu_ms, kept = [], []
     for _ in range(times):
         if keep:
-            kept += list(engine.runner.static_decode.by_batch.values())
-        engine.runner.static_decode.invalidate()
+            kept += list(engine.runner.padded_decode.by_batch.values())
+        engine.runner.padded_decode.invalidate()
         decode_once(engine, args.prompt, 8, 1, seed=1000)  # captures the decode graph again
         gpu_ms.append(replay_ms(whole_step_graphs(engine)))
         print("RECAPTURE", gpu_ms[-1], flush=True)

@@ -66,7 +66,7 @@ def kv_plan(weights, budget: int, kv_bytes: int, burst: int, max_len: int) -> Me
     if slots < weights.args.num_experts_per_tok:
         return None
     kv = pool_bytes(base) - slots * row
-    return replace(base, slots_per_layer=int(slots), layer_slots=None, kv_blocks=kv // base.kv_block_bytes)
+    return replace(base, layer_slots=(int(slots),) * base.num_moe_layers, kv_blocks=kv // base.kv_block_bytes)
 
 
 def run_requests(engine, specs: list[tuple[str, list[int], int]], together: bool) -> list:
@@ -108,9 +108,9 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
         run_requests(engine, warm[:size], together=True)
     engine.plan_changes, engine.plan_stall_s, engine.plan_reasons = 0, 0.0, []  # the measured phases' re-splits only
     engine.scheduler.block_manager.hash_to_block.clear()
-    row = {"arm": name, "kv_gib": plan.kv_bytes / GiB, "slots_total": sum(plan.slots_by_layer), "phases": {},
+    row = {"arm": name, "kv_gib": plan.kv_bytes / GiB, "slots_total": sum(plan.layer_slots), "phases": {},
            "tokens": []}
-    graphs = engine.runner.static_decode
+    graphs = engine.runner.padded_decode
     started = time.perf_counter()
     with TritonCompiles() as compiles:
         for phase, together, specs in workload(args, weights.args.vocab_size):

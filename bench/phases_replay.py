@@ -55,7 +55,7 @@ class Replay:
         self.controller.min_steps = 8  # as engine.bench.suite.attach_online sets it
         self.streams = replay_streams(trace)
         self.stream_of: dict[str, int] = {}
-        self.lrus = [ExpertLRU(slots) for slots in self.plan.slots_by_layer]
+        self.lrus = [ExpertLRU(slots) for slots in self.plan.layer_slots]
         self.next_slot = itertools.count()  # slot numbers only tell experts apart here
         self.phase_counts: dict[str, list[int]] = {}
 
@@ -85,7 +85,7 @@ class Replay:
     def apply(self, decision, where: str) -> None:
         if decision is None:
             return
-        slots = np.asarray(decision.plan.slots_by_layer)
+        slots = np.asarray(decision.plan.layer_slots)
         print(f"  {where}: {decision.reason} | slots {slots.sum()} (per layer {slots.min()}-{slots.max()})")
         self.plan = decision.plan
         for lru, capacity in zip(self.lrus, slots):  # the pager keeps each layer's most recent experts that fit
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         replay = Replay(args)
     except TraceFormatError as err:
         parser.error(str(err))
-    print(f"configured: KV {replay.plan.kv_bytes / GiB:.2f} GiB, {sum(replay.plan.slots_by_layer)} slots")
+    print(f"configured: KV {replay.plan.kv_bytes / GiB:.2f} GiB, {sum(replay.plan.layer_slots)} slots")
     replay.run([("warm-up", 64, 4)], "warm-up")
     for cycle in range(args.cycles):
         (count, prompt, tokens), (chats, chat_prompt, chat_tokens) = args.burst, args.chat

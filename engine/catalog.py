@@ -114,7 +114,7 @@ def fit_summary(path: str, budget_bytes: int) -> str:
         pass
     try:
         plan = estimate_plan(path, budget_bytes, mode="paged")
-        return f"pages experts ({plan.slots_per_layer} slots per layer)"
+        return f"pages experts ({plan.min_layer_slots} slots per layer)"
     except WispError as err:
         return f"too small: {err}"
 

@@ -36,7 +36,7 @@ API_KEY_ENV = "WISP_REMOTE_API_KEY"
 POLL_S = 0.02
 EXTENSION_OWNERS = ("wisp", "vllm")  # servers that accept top_k, ignore_eos, return_tokens_as_token_ids
 TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=60.0)
-REMOTE_PLAN = MemoryPlan(mode="remote", budget_bytes=None, dense_bytes=0, expert_bytes=0, slots_per_layer=0,
+REMOTE_PLAN = MemoryPlan(mode="remote", budget_bytes=None, dense_bytes=0, expert_bytes=0, layer_slots=(),
                          num_moe_layers=0, offloaded_layers=0, static_resident_bytes=0, kv_blocks=0,
                          kv_block_bytes=0, workspace_bytes=0)
 

@@ -13,9 +13,9 @@ REPLAYS = 100
 
 
 def whole_step_graphs(engine, batch: int = 1):
-    """The StaticDecode of this batch size, if its step ran as whole-step graphs (else None)."""
-    static_decode = engine.runner.static_decode
-    static = static_decode.by_batch.get(batch) if static_decode is not None else None
+    """The PaddedDecode of this batch size, if its step ran as whole-step graphs (else None)."""
+    padded_decode = engine.runner.padded_decode
+    static = padded_decode.by_batch.get(batch) if padded_decode is not None else None
     return static if static is not None and static.whole is not None else None
 
 

@@ -24,7 +24,7 @@ WHOLE_CHUNK_LAYERS: int | None = None  # layers per graph of a whole decode step
 # (bench.profile_decode --chunk-layers measures others; tests set 1 to cross every hand-over)
 
 
-class StaticDecode:
+class PaddedDecode:
     """Buffers and per-layer graphs of one batch size."""
 
     eager_whole = False  # tests: run the whole-step path without capturing it (CPU, Triton's interpreter)
@@ -179,11 +179,11 @@ class StaticDecode:
 
 
 class DecodeGraphs:
-    """StaticDecode per batch size, created on first use; dropped when the KV cache is reallocated."""
+    """PaddedDecode per batch size, created on first use; dropped when the KV cache is reallocated."""
 
     def __init__(self, model: MoeTransformer, cache: KVCache, max_len: int, use_graphs: bool):
         self.model, self.cache, self.max_len, self.use_graphs = model, cache, max_len, use_graphs
-        self.by_batch: dict[int, StaticDecode] = {}
+        self.by_batch: dict[int, PaddedDecode] = {}
         self._dropped = (0, 0.0)  # captures and their seconds of the batch sizes' graphs dropped so far
 
     def invalidate(self) -> None:
@@ -199,7 +199,7 @@ class DecodeGraphs:
     def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, context: MoeContext) -> torch.Tensor:
         batch = len(input_ids)
         if batch not in self.by_batch:
-            self.by_batch[batch] = StaticDecode(self.model, self.cache, batch, self.max_len, self.use_graphs)
+            self.by_batch[batch] = PaddedDecode(self.model, self.cache, batch, self.max_len, self.use_graphs)
         static = self.by_batch[batch]
         static.load(input_ids, lengths, kv_index)
         return static.run(context)

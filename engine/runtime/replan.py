@@ -24,7 +24,7 @@ class Replanner:
 
 
 def check_live_change(old: MemoryPlan, new: MemoryPlan) -> None:
-    same_experts = old.slots_by_layer == new.slots_by_layer and old.offloaded_layers == new.offloaded_layers
+    same_experts = old.layer_slots == new.layer_slots and old.offloaded_layers == new.offloaded_layers
     if old.mode != "paged" and not same_experts:
         raise BudgetError(f"this budget needs a different expert layout; live changes need --experts paged "
                           f"(the model runs with --experts {old.mode})")
@@ -36,10 +36,10 @@ def apply_plan(engine, new: MemoryPlan) -> None:
     check_live_change(old, new)
     if new.kv_blocks < old.kv_blocks:
         resize_kv(engine, new.kv_blocks)
-    if engine.runner.static_decode is not None:
-        engine.runner.static_decode.invalidate()  # drop captured graphs (and their memory) before the pool moves
+    if engine.runner.padded_decode is not None:
+        engine.runner.padded_decode.invalidate()  # drop captured graphs (and their memory) before the pool moves
     if old.mode == "paged":  # the other modes' layouts are fixed (check_live_change)
-        engine.runner.experts.resize(new.slots_by_layer)
+        engine.runner.experts.resize(new.layer_slots)
     if new.kv_blocks > old.kv_blocks:
         resize_kv(engine, new.kv_blocks)
     if engine.device.type == "cuda":
@@ -51,8 +51,8 @@ def resize_kv(engine, num_blocks: int) -> None:
     manager = engine.scheduler.block_manager
     moves = manager.resize(num_blocks)
     engine.runner.cache.resize(num_blocks * manager.block_size, moves, manager.block_size)
-    if engine.runner.static_decode is not None:
-        engine.runner.static_decode.invalidate()  # its graphs read the old KV tensors
+    if engine.runner.padded_decode is not None:
+        engine.runner.padded_decode.invalidate()  # its graphs read the old KV tensors
 
 
 def budget_change(engine, budget_bytes: int | None, reason: str) -> PlanEvent:

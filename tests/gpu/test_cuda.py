@@ -91,7 +91,7 @@ def test_paged_qwen3_shape_stays_within_budget():
           f"experts {plan.expert_device_bytes / 1e6:.0f}, kv {plan.kv_bytes / 1e6:.0f}, workspace "
           f"{plan.workspace_bytes / 1e6:.0f}); not this engine's {others / 1e6:.0f} MB; this engine's peak after "
           f"build {built / 1e6:.0f}, prefill {prefill / 1e6:.0f}, decode {peak / 1e6:.0f} MB")
-    assert 8 <= plan.slots_per_layer < 128
+    assert 8 <= plan.min_layer_slots < 128
     assert peak <= budget
 
 
@@ -151,7 +151,7 @@ def test_graphed_paged_decode_counts_like_the_host_pager(bf16_model_dir):
             counters = expert_counters(engine)
             seen[decode] = (result.token_ids, result.logprobs, counters.hits, counters.misses, counters.evictions)
             if decode == "graphs":
-                static = next(iter(engine._core.runner.static_decode.by_batch.values()))
+                static = next(iter(engine._core.runner.padded_decode.by_batch.values()))
                 assert static.whole is not None, "the decode step did not run as whole-step CUDA graphs"
                 assert len(static.whole) == 1  # one graph per step unless WHOLE_CHUNK_LAYERS splits it
                 gpu_ms = step_gpu_ms(engine._core, 1)  # what `wisp bench` records per row, after the timed runs
@@ -181,7 +181,7 @@ def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir, mo
             seen[decode] = ([(r.token_ids, r.logprobs) for r in results], counters.hits, counters.misses,
                             counters.evictions, counters.h2d_bytes)
             if decode == "graphs":
-                graphed = [s for s in engine._core.runner.static_decode.by_batch.values() if s.whole is not None]
+                graphed = [s for s in engine._core.runner.padded_decode.by_batch.values() if s.whole is not None]
                 assert any(s.batch > 1 for s in graphed), "the batched decode step did not run as whole-step graphs"
                 assert all(len(s.whole) == read_args(folder).num_hidden_layers for s in graphed)
     assert seen["graphs"] == seen["static"]
