@@ -1,18 +1,17 @@
-"""The one door to the engine: `api()` returns `engine.api`, imported on first use.
+"""The one door to the engine: `api()` returns `engine.api`.
 
-Importing engine.api imports torch (about two seconds), so no app module imports it at import time: the window
-opens first and a background task warms the import up (see main_window)."""
+engine.api imports no torch (torch loads with the first model), so importing it costs little and app modules
+may import its names directly."""
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
+
+import engine.api
+from engine.api import format_bytes
+
+__all__ = ["api", "format_bytes"]
 
 
 def api() -> ModuleType:
-    return importlib.import_module("engine.api")
-
-
-def format_bytes(num_bytes: float) -> str:
-    """engine.api.format_bytes, for widgets built before the engine API is imported."""
-    return api().format_bytes(num_bytes)
+    return engine.api

@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app.background import run_in_background
 from app.engine_api import api
-from app.remote_server import is_remote_url
+from engine.api import is_remote_url
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,6 @@ the "model" the loader is given, and the optional API key is kept with it in the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 URL_EXAMPLE = "http://gpu-box:8000/v1"
 
@@ -14,10 +13,3 @@ class RemoteServer:
     url: str  # the OpenAI base URL, usually ending in /v1
     api_key: str | None = field(default=None, repr=False)
 
-
-def is_remote_url(model: str | None) -> bool:
-    """A model string that names a server (http(s)://host[:port][/v1]) rather than a file or folder."""
-    if not model:
-        return False
-    parts = urlsplit(model.strip())
-    return parts.scheme in ("http", "https") and bool(parts.hostname)

@@ -30,7 +30,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate  # noqa: E402
 from engine.bench.graph_timing import replay_ms, whole_step_graphs  # noqa: E402
-from engine.bench.profile_decode import engine_for  # noqa: E402
+from bench.profile_decode import engine_for  # noqa: E402
 from engine.bench.shapes import add_shape_options, shape_of  # noqa: E402
 from engine.bench.suite import (RESIDENT_VARIANTS, decode_once, plan_for, reset_peak, resident_weights,  # noqa: E402
                                 run_arm)
@@ -120,8 +120,8 @@ def recaptures(weights, args, device, router, times: int = 6, keep: bool = False
     gpu_ms, kept = [], []
     for _ in range(times):
         if keep:
-            kept += list(engine.runner.static_decode.by_batch.values())
-        engine.runner.static_decode.invalidate()
+            kept += list(engine.runner.padded_decode.by_batch.values())
+        engine.runner.padded_decode.invalidate()
         decode_once(engine, args.prompt, 8, 1, seed=1000)  # captures the decode graph again
         gpu_ms.append(replay_ms(whole_step_graphs(engine)))
         print("RECAPTURE", gpu_ms[-1], flush=True)

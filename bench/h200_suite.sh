@@ -5,7 +5,7 @@
 #
 #   bench/h200_suite.sh [OUT_DIR] [main|splits|shapes|phases|hf|identity]   default: $OUT, else bench/results/<date>-h200; main
 # SPLIT_BUDGETS=24 narrows the splits part (default 12,24). PHASES replaces the phases part's budget and workload
-# (default "--budget 12 --static-kv 0.75,1.3": engine.bench.phases's workload, bursts of 4 x 7000+64 and chats of
+# (default "--budget 12 --static-kv 0.75,1.3": bench.phases's workload, bursts of 4 x 7000+64 and chats of
 # 2 x 256+128, against the configured split and statics with KV for one and for two of the burst's requests; a
 # run of more arms than fit one 10-minute command is split over two with --arms and --static-kv, e.g.
 # "--budget 24 --burst 8x6144+16 --chat 3x256+128 --max-len 8192 --arms online,static --static-kv 2.5" then
@@ -68,20 +68,20 @@ shapes)  # ~3 min: OLMoE-1B-7B (whole) and Mixtral-8x7B (first 8 layers: host RA
         --arms resident,paged-all,wisp,static-uva,static-copy --label "$label" --out "$out" ;;
 phases)  # ~7 min: the online controller against static splits on bursts of long requests alternating with chats
     # shellcheck disable=SC2086  # PHASES holds several options
-    step phases "$python" -m engine.bench.phases --shape qwen3-30b-a3b --trace "$turns" --cycles 2 --out "$out" \
+    step phases "$python" -m bench.phases --shape qwen3-30b-a3b --trace "$turns" --cycles 2 --out "$out" \
         ${PHASES:---budget 12 --static-kv 0.75,1.3}
     echo "== done in ${SECONDS}s: $out"
     exit 0 ;;
 hf)  # ~3 min: transformers + accelerate offload of the same shape (its own process: a second host copy of the model)
-    step hf "$python" -m engine.bench.hf_offload --shape qwen3-30b-a3b --budgets 12,22 --tokens 8 --out "$out"
+    step hf "$python" -m bench.hf_offload --shape qwen3-30b-a3b --budgets 12,22 --tokens 8 --out "$out"
     echo "== done in ${SECONDS}s: $out"
     exit 0 ;;
-identity)  # ~3 min: every arm against resident, bit for bit, at the whole Qwen3 shape (engine.bench.identity)
-    step identity "$python" -m engine.bench.identity --shape qwen3-30b-a3b --layers 48 --trace "$code" --budget 12 \
+identity)  # ~3 min: every arm against resident, bit for bit, at the whole Qwen3 shape (bench.identity)
+    step identity "$python" -m bench.identity --shape qwen3-30b-a3b --layers 48 --trace "$code" --budget 12 \
         --arms resident,paged-all,wisp,static-uva --tokens 24 --seeds 1 --warmup || true
     echo "== done in ${SECONDS}s: $out"
     exit 0 ;;
 *) echo "part must be main, splits, shapes, phases, hf or identity" >&2; exit 2 ;;
 esac
-step report "$python" -m engine.bench.report "$out"/*.json --out "$out"
+step report "$python" -m bench.report "$out"/*.json --out "$out"
 echo "== done in ${SECONDS}s: $out"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Are the expert arms bitwise identical to resident at the Qwen3-30B-A3B shape on this GPU? (engine.bench.identity)
+# Are the expert arms bitwise identical to resident at the Qwen3-30B-A3B shape on this GPU? (bench.identity)
 #   bench/identity_probe.sh [LAYERS [BUDGET_GIB [EXPERIMENTS]]]   default 8 layers at 4 GiB, experiments "1 2 3 4 5 6";
 #   48 layers (the whole shape) default to 12 GiB and take 2-3 min per experiment (~80 s of it building the
 #   weights): run them in two device calls, e.g. "1 2 3" then "5 6".
@@ -15,7 +15,7 @@ layers="${1:-8}"
 budget="${2:-$([ "$layers" -ge 24 ] && echo 12 || echo 4)}"
 experiments=" ${3:-1 2 3 4 5 6} "
 run() { [[ "$experiments" == *" $1 "* ]]; }
-p="python3 -m engine.bench.identity --shape qwen3-30b-a3b --layers $layers --trace resources/traces/qwen3-twin_code.npz --budget $budget --prompt 512 --tokens 24 --seeds 1 --warmup"
+p="python3 -m bench.identity --shape qwen3-30b-a3b --layers $layers --trace resources/traces/qwen3-twin_code.npz --budget $budget --prompt 512 --tokens 24 --seeds 1 --warmup"
 run 1 && echo "== 1. deterministic kernels, every arm" && $p 2>&1 | grep "^{"
 run 2 && echo "== 2. resident twice" && $p --arms resident,resident-again 2>&1 | grep "^{"
 run 3 && echo "== 3. NaN-filled memory" && $p --arms resident,resident-again,paged-all,wisp --fill-uninitialized 2>&1 | grep "^{"

@@ -1,8 +1,8 @@
-"""The online controller's decisions on engine.bench.phases's workload, replayed at the routing level on the CPU
+"""The online controller's decisions on bench.phases's workload, replayed at the routing level on the CPU
 (no model, no GPU): the same trace streams, the same plans and KV floor as the H200 run, each layer's LRU
 simulated, so a controller rule can be tried in seconds before spending device time on it.
 
-    python bench/phases_replay.py --budget 12      # engine.bench.phases's default workload (4x7000+64, 2x256+128)
+    python bench/phases_replay.py --budget 12      # bench.phases's default workload (4x7000+64, 2x256+128)
     python bench/phases_replay.py --budget 24 --burst 8x6144+16 --chat 3x256+128 --max-len 8192
 
 Prints each re-split (where and why) and the replayed decode hit rate of every phase. Approximations: the burst
@@ -25,8 +25,8 @@ from engine.alloc.expert_lru import ExpertLRU  # noqa: E402
 from engine.alloc.memory_plan import GiB, kv_floor_bytes  # noqa: E402
 from engine.alloc.miss_curve import step_unique  # noqa: E402
 from engine.alloc.online_controller import OnlineController  # noqa: E402
-from engine.bench.phases import parse_phase  # noqa: E402
-from engine.bench.shapes import SHAPES, shape  # noqa: E402
+from bench.phases import parse_phase  # noqa: E402
+from engine.model.shapes import SHAPES, shape  # noqa: E402
 from engine.bench.suite import mvwsa_plan  # noqa: E402
 from engine.bench.trace_router import replay_streams  # noqa: E402
 from engine.experts.calibrate import estimated_compute  # noqa: E402
@@ -55,7 +55,7 @@ class Replay:
         self.controller.min_steps = 8  # as engine.bench.suite.attach_online sets it
         self.streams = replay_streams(trace)
         self.stream_of: dict[str, int] = {}
-        self.lrus = [ExpertLRU(slots) for slots in self.plan.slots_by_layer]
+        self.lrus = [ExpertLRU(slots) for slots in self.plan.layer_slots]
         self.next_slot = itertools.count()  # slot numbers only tell experts apart here
         self.phase_counts: dict[str, list[int]] = {}
 
@@ -85,7 +85,7 @@ class Replay:
     def apply(self, decision, where: str) -> None:
         if decision is None:
             return
-        slots = np.asarray(decision.plan.slots_by_layer)
+        slots = np.asarray(decision.plan.layer_slots)
         print(f"  {where}: {decision.reason} | slots {slots.sum()} (per layer {slots.min()}-{slots.max()})")
         self.plan = decision.plan
         for lru, capacity in zip(self.lrus, slots):  # the pager keeps each layer's most recent experts that fit
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> None:
         replay = Replay(args)
     except TraceFormatError as err:
         parser.error(str(err))
-    print(f"configured: KV {replay.plan.kv_bytes / GiB:.2f} GiB, {sum(replay.plan.slots_by_layer)} slots")
+    print(f"configured: KV {replay.plan.kv_bytes / GiB:.2f} GiB, {sum(replay.plan.layer_slots)} slots")
     replay.run([("warm-up", 64, 4)], "warm-up")
     for cycle in range(args.cycles):
         (count, prompt, tokens), (chats, chat_prompt, chat_tokens) = args.burst, args.chat

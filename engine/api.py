@@ -14,14 +14,14 @@ from typing import Callable, Iterator
 
 from engine.alloc.memory_plan import MemoryPlan
 from engine.catalog import ModelEntry, estimate_plan, fit_summary, scan_models
-from engine.config import EngineOptions
+from engine.config import EngineOptions, Progress
 from engine.errors import BudgetError, WispError
 from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
-from engine.hardware import HardwareInfo, detect as detect_hardware
-from engine.model.loader import Progress
+from engine.hardware_info import HardwareInfo
+from engine.model_path import is_remote_url
+from engine.generation.model_info import ModelInfo
+from engine.generation.plan_event import PlanEvent
 from engine.requests import GenerateRequest
-from engine.runtime.builder import ModelInfo, build_engine
-from engine.runtime.replan import PlanEvent
 from engine.sampling import SamplingParams
 from engine.units import format_bytes, parse_size
 
@@ -29,7 +29,7 @@ __all__ = [
     "Engine", "EngineOptions", "GenerateRequest", "SamplingParams", "TokenEvent", "FinishEvent", "RequestStats",
     "ModelInfo", "RequestHandle", "EngineStats", "PlanEvent", "MemoryPlan", "WispError", "BudgetError",
     "ModelEntry", "scan_models", "estimate_plan", "fit_summary", "HardwareInfo", "detect_hardware",
-    "parse_size", "format_bytes", "start_server",
+    "parse_size", "format_bytes", "start_server", "is_remote_url",
 ]
 
 EventCallback = Callable[[Event], None]
@@ -70,6 +70,8 @@ class Engine:
 
     def __init__(self, options: EngineOptions, progress: Progress | None = None):
         """Loads the model on the calling thread (blocking); raises WispError with a readable message."""
+        from engine.launch import build_engine  # torch and the backends: imported when a model loads
+
         self.options = options
         self._core, self.info = build_engine(options, progress)
         self._inbox: queue.Queue = queue.Queue()
@@ -160,12 +162,12 @@ class Engine:
         if item is not ...:
             self._take(item)
             return  # drain the inbox before the next step
-        self._announce(self._core.admission_barrier())  # before a burst is admitted: KV for all of it
+        self._announce(self._core.memory.admission_barrier())  # before a burst is admitted: KV for all of it
         self._emit(self._step())
         drained = not self._core.has_work
         if drained:
             self._core.throughput.idle()
-            self._announce(self._core.at_barrier())
+            self._announce(self._core.memory.at_barrier())
         now = time.monotonic()
         if drained or now - self._stats_time >= STATS_PERIOD_S:  # settling counters reads the device
             self._stats, self._stats_time = self._core.stats(), now
@@ -183,9 +185,9 @@ class Engine:
         elif item[0] == "cancel":
             self._emit(self._core.cancel(item[1]))
             if not self._core.has_work:  # a cancel can drain the engine: that is a barrier too
-                self._announce(self._core.at_barrier())
+                self._announce(self._core.memory.at_barrier())
         elif item[0] == "budget":
-            self._announce(self._core.request_budget(item[1]))
+            self._announce(self._core.memory.request_budget(item[1]))
         elif item[0] == "call":
             _, fn, done = item
             try:
@@ -221,6 +223,13 @@ class Engine:
 def _error_event(request_id: str, message: str) -> FinishEvent:
     stats = RequestStats(0, 0, 0, 0.0, 0.0, 0.0, 0)
     return FinishEvent(request_id, "error", "", (), (), stats, error=message)
+
+
+def detect_hardware() -> HardwareInfo:
+    """What this machine has: torch, CUDA, GPUs and their memory, host RAM (imports torch)."""
+    from engine.hardware import detect
+
+    return detect()
 
 
 def start_server(engine: Engine, host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None):

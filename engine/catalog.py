@@ -9,7 +9,7 @@ from pathlib import Path
 from engine.alloc.memory_plan import MemoryPlan, PlanRequest, plan_memory
 from engine.errors import WispError
 from engine.model.args import ModelArgs
-from engine.model.loader import read_args
+from engine.model.config_file import read_args
 from engine.model.sizes import model_sizes
 from engine.model_path import DEMO_MODEL, cached_snapshot, hf_hub_cache
 
@@ -114,7 +114,7 @@ def fit_summary(path: str, budget_bytes: int) -> str:
         pass
     try:
         plan = estimate_plan(path, budget_bytes, mode="paged")
-        return f"pages experts ({plan.slots_per_layer} slots per layer)"
+        return f"pages experts ({plan.min_layer_slots} slots per layer)"
     except WispError as err:
         return f"too small: {err}"
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from engine.errors import RequestError
 
+Progress = Callable[[float, str], None]  # (fraction done, what is loading now), called while a model loads
 EXPERT_MODES = ("resident", "paged", "static")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")

@@ -8,20 +8,20 @@ import json
 from argparse import Namespace
 from pathlib import Path
 
-from engine.alloc.cost_model import routing_profile
 from engine.alloc.memory_plan import GiB, kv_floor_bytes, workspace_bytes
 from engine.alloc.mvwsa import PoolSpec, Split, configure
 from engine.errors import BudgetError, RequestError
 from engine.model.args import ModelArgs
 from engine.model.sizes import model_sizes
 from engine.traces.format import load as load_trace
+from engine.traces.profile import routing_profile
 from engine.units import parse_size
 
 
 def model_args_for(name: str) -> ModelArgs:
     """A model folder / HF cache id, or a benchmark shape name (qwen3-30b-a3b, olmoe-1b-7b, mixtral-8x7b)."""
-    from engine.bench.shapes import SHAPES
-    from engine.model.loader import read_args
+    from engine.model.config_file import read_args
+    from engine.model.shapes import SHAPES
     from engine.model_path import resolve_model
 
     if name in SHAPES:

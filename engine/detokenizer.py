@@ -6,10 +6,16 @@ Both run on the engine thread, one instance per sequence.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from engine.tokenizer import Tokenizer
+
+class Decoder(Protocol):
+    """What detokenizing needs of a tokenizer (engine.tokenizer.Tokenizer, the GGUF tokenizer)."""
+
+    special_token_ids: frozenset[int]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        ...
 
 REPLACEMENT_CHARACTER = "\ufffd"
 # Tokens of context decoded before the new ones, so that decoders that treat the first token specially
@@ -26,7 +32,7 @@ class IncrementalDetokenizer:
     with `prompt_ids` they concatenate to the text the generated ids add after the prompt.
     """
 
-    def __init__(self, tokenizer: Tokenizer, prompt_ids: Sequence[int] = (), skip_special_tokens: bool = True):
+    def __init__(self, tokenizer: Decoder, prompt_ids: Sequence[int] = (), skip_special_tokens: bool = True):
         self._tokenizer = tokenizer
         self._skipped_ids = tokenizer.special_token_ids if skip_special_tokens else frozenset()
         # decode() drops skipped tokens before its decoder runs, so dropping them on arrival changes no text

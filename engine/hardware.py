@@ -2,32 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import psutil
 import torch
 
-
-@dataclass(frozen=True)
-class GpuInfo:
-    index: int
-    name: str
-    total_bytes: int
-    free_bytes: int
-
-
-@dataclass(frozen=True)
-class HardwareInfo:
-    torch_version: str
-    cuda_version: str | None
-    gpus: tuple[GpuInfo, ...]
-    host_total_bytes: int
-    host_available_bytes: int
-    cpu_count: int
-
-    @property
-    def has_cuda(self) -> bool:
-        return bool(self.gpus)
+from engine.hardware_info import GpuInfo, HardwareInfo
 
 
 def nvml_gpus() -> tuple[GpuInfo, ...] | None:

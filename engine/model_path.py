@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from engine.errors import ModelFormatError
 
@@ -33,8 +34,11 @@ def cached_snapshot(repo_id: str, cache: Path | None = None) -> Path | None:
 
 
 def is_remote_url(model) -> bool:
-    """MODEL given as an OpenAI-compatible server's URL (http(s)://host:port/v1): the remote backend."""
-    return isinstance(model, str) and model.lower().startswith(("http://", "https://"))
+    """MODEL given as an OpenAI-compatible server's URL (http(s)://host[:port][/v1]): the remote backend."""
+    if not isinstance(model, str) or not model:
+        return False
+    parts = urlsplit(model.strip())
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
 
 
 def resolve_model(model: str | os.PathLike | None) -> Path:

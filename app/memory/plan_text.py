@@ -14,7 +14,7 @@ def is_remote(plan) -> bool:
 
 def slot_counts(plan) -> tuple[int, ...]:
     """Expert slots of each MoE layer (MV-WSA may give layers different counts)."""
-    return tuple(getattr(plan, "slots_by_layer", None) or (plan.slots_per_layer,) * plan.num_moe_layers)
+    return tuple(plan.layer_slots)
 
 
 def per_layer(counts: tuple[int, ...]) -> str:

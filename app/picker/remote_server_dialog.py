@@ -6,7 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
-from app.remote_server import URL_EXAMPLE, RemoteServer, is_remote_url
+from app.remote_server import URL_EXAMPLE, RemoteServer
+from engine.api import is_remote_url
 
 
 class RemoteServerDialog(QDialog):

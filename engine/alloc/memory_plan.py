@@ -40,24 +40,24 @@ class MemoryPlan:
     budget_bytes: int | None
     dense_bytes: int
     expert_bytes: int
-    slots_per_layer: int  # paged: capacity of each MoE layer; resident: all experts
+    layer_slots: tuple[int, ...]  # device expert slots of each MoE layer (resident: all; static: 0; MV-WSA varies)
     num_moe_layers: int
     offloaded_layers: int  # static: MoE layers whose experts stream from the host every forward
     static_resident_bytes: int
     kv_blocks: int
     kv_block_bytes: int
     workspace_bytes: int
-    layer_slots: tuple[int, ...] | None = None  # paged, per MoE layer (MV-WSA); None = slots_per_layer everywhere
 
     @property
-    def slots_by_layer(self) -> tuple[int, ...]:
-        return self.layer_slots or (self.slots_per_layer,) * self.num_moe_layers
+    def min_layer_slots(self) -> int:
+        """The fewest slots of any MoE layer (every layer's count where the split is uniform)."""
+        return min(self.layer_slots, default=0)
 
     @property
     def expert_device_bytes(self) -> int:
         if self.mode == "static":
             return self.static_resident_bytes
-        return sum(self.slots_by_layer) * self.expert_bytes
+        return sum(self.layer_slots) * self.expert_bytes
 
     @property
     def kv_bytes(self) -> int:
@@ -117,13 +117,14 @@ def plan_memory(sizes: ModelSizes, request: PlanRequest) -> MemoryPlan:
     if request.mode == "resident":
         experts = sizes.num_moe_layers * layer_bytes
         kv = kv_bytes_within(request, fixed + experts, kv_floor, "all experts resident", paged_hint=True)
-        return with_kv(MemoryPlan(**base, slots_per_layer=sizes.num_experts, kv_blocks=kv // block_bytes), request)
+        return with_kv(MemoryPlan(**base, layer_slots=(sizes.num_experts,) * sizes.num_moe_layers,
+                                     kv_blocks=kv // block_bytes), request)
     if request.mode == "static":
         return plan_static(sizes, request, base, fixed, kv_floor, layer_bytes)
     slots = paged_slots(sizes, request, fixed, kv_floor)
     kv = kv_bytes_within(request, fixed + slots * sizes.num_moe_layers * sizes.expert_bytes, kv_floor,
                          f"{slots} expert slots per layer")
-    return with_kv(MemoryPlan(**base, slots_per_layer=slots, kv_blocks=kv // block_bytes), request)
+    return with_kv(MemoryPlan(**base, layer_slots=(slots,) * sizes.num_moe_layers, kv_blocks=kv // block_bytes), request)
 
 
 def minimum_budget(sizes: ModelSizes, request: PlanRequest) -> int:
@@ -180,7 +181,7 @@ def plan_static(sizes: ModelSizes, request: PlanRequest, base: dict, fixed: int,
     device_experts = int(resident) * layer_bytes + (layer_bytes if offloaded else 0)
     kv = kv_bytes_within(request, fixed + device_experts, kv_floor, f"{offloaded} offloaded layers")
     plan = MemoryPlan(**{**base, "offloaded_layers": offloaded, "static_resident_bytes": device_experts},
-                      slots_per_layer=0, kv_blocks=kv // base["kv_block_bytes"])
+                      layer_slots=(0,) * num_layers, kv_blocks=kv // base["kv_block_bytes"])
     return with_kv(plan, request)
 
 

@@ -32,10 +32,9 @@ from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.miss_curve import hit_rate_curve, stack_depths_many
 from engine.alloc.mvwsa import greedy_layers, greedy_steps
 
-# Seconds one re-split stalls the engine beyond copying the kept experts back: on the H200 at the Qwen3-30B-A3B
-# shape, 9 re-splits cost the online arm ~7.6 s in all (bench/results/2026-11-29-h200-session5, call 4). Applying
-# one measured 0.15-0.25 s (sessions 6-8), the next step's graph capture 0.16-0.28 s; with the controller's own
-# work, 3 re-splits held the phases bench's online arm 1.6 s in all (session 8, call 4).
+# Seconds one re-split stalls the engine beyond copying the kept experts back: applying the plan, the next decode
+# step's graph capture and the controller's own work, at the Qwen3-30B-A3B shape on an H200
+# (bench/results/2026-11-29-h200-session8/NOTES.md has the measured parts).
 RESIZE_S = 0.75
 
 
@@ -103,10 +102,10 @@ class OnlineController:
         total_slots = max(min((pool - kv_target) // plan.expert_bytes, most_slots), plan.num_moe_layers * self.top_k)
         profile = self.profile() if self.windows else None
         slots = (greedy_layers(profile, total_slots, self.top_k) if profile is not None
-                 else scaled_slots(plan.slots_by_layer, total_slots, self.top_k))
+                 else scaled_slots(plan.layer_slots, total_slots, self.top_k))
         if slots.sum() * plan.expert_bytes > pool - self.kv_floor_bytes:
             return None
-        new = replace(plan, layer_slots=tuple(int(s) for s in slots), slots_per_layer=int(slots.min()),
+        new = replace(plan, layer_slots=tuple(int(s) for s in slots),
                       kv_blocks=(pool - int(slots.sum()) * plan.expert_bytes) // plan.kv_block_bytes)
         self.new_steps, self.peak_kv_blocks = 0, 0
         self.preemptions_at_decision = self.preemptions
@@ -117,7 +116,7 @@ class OnlineController:
         why = f"waiting requests need {waiting_blocks} KV blocks" if urgent else "recent routing and KV use"
         reason = f"{why}: KV {plan.kv_bytes / 2**30:.2f} -> {new.kv_bytes / 2**30:.2f} GiB"
         if profile is not None:
-            before = decode_step_s(profile, np.asarray(plan.slots_by_layer), self.link, plan.expert_bytes)
+            before = decode_step_s(profile, np.asarray(plan.layer_slots), self.link, plan.expert_bytes)
             after = decode_step_s(profile, slots, self.link, plan.expert_bytes)
             reason += f", predicted decode {1 / before:.1f} -> {1 / after:.1f} tok/s"
             stretch = self.decode_since_change / len(self.windows)  # decode steps run under the current split
@@ -131,7 +130,7 @@ class OnlineController:
 
     def stall_s(self, old: MemoryPlan, new: MemoryPlan) -> float:
         """Predicted stall of re-splitting old -> new: the fixed cost plus copying back the experts both keep."""
-        kept = np.minimum(np.asarray(old.slots_by_layer), np.asarray(new.slots_by_layer)).sum()
+        kept = np.minimum(np.asarray(old.layer_slots), np.asarray(new.layer_slots)).sum()
         return self.resize_s + int(kept) * old.expert_bytes / self.link.h2d_bytes_per_s
 
 
@@ -147,7 +146,7 @@ def scaled_slots(current, total_slots: int, min_slots: int) -> np.ndarray:
 
 
 def in_deadzone(old: MemoryPlan, new: MemoryPlan) -> bool:
-    moved = np.abs(np.asarray(old.slots_by_layer) - np.asarray(new.slots_by_layer)).max()
+    moved = np.abs(np.asarray(old.layer_slots) - np.asarray(new.layer_slots)).max()
     return moved <= 1 and abs(old.kv_bytes - new.kv_bytes) < old.expert_bytes
 
 

@@ -102,7 +102,7 @@ def memory_plan(info: GgufInfo, placement: Placement, n_ctx: int, workspace_byte
     kv_per_token = info.kv_bytes_per_token * device_layers // max(info.num_layers, 1)
     return MemoryPlan(
         mode="llama.cpp", budget_bytes=None, dense_bytes=dense, expert_bytes=info.expert_bytes,
-        slots_per_layer=info.num_experts, num_moe_layers=len(moe_layers),
+        num_moe_layers=len(moe_layers),
         offloaded_layers=sum(1 for count in slots if count == 0), static_resident_bytes=0,
         kv_blocks=n_ctx // KV_BLOCK_TOKENS, kv_block_bytes=KV_BLOCK_TOKENS * kv_per_token,
         workspace_bytes=workspace_bytes, layer_slots=slots,

@@ -1,6 +1,6 @@
 """GGUF models on llama.cpp (llama-cpp-python) behind engine.api: `build()` reads the file's header, places the
 model (engine/backends/gguf_placement.py), loads it through the low-level API and returns the EngineCore
-(engine/backends/llama_cpp_core.py) with its ModelInfo. runtime.builder calls it for .gguf paths.
+(engine/backends/llama_cpp_core.py) with its ModelInfo. engine.launch calls it for .gguf paths.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from engine.backends.gguf_placement import Placement, compute_buffer_bytes, memo
 from engine.backends.gguf_tokenizer import GgufTokenizer
 from engine.backends.llama_cpp_core import LlamaCppCore
 from engine.backends.llama_cpp_model import LOG, ContextSettings, LlamaCppModel
-from engine.config import EngineOptions
-from engine.model.loader import Progress
-from engine.runtime.builder import DEFAULT_MAX_MODEL_LEN, ModelInfo
+from engine.config import EngineOptions, Progress
+from engine.generation.model_info import DEFAULT_MAX_MODEL_LEN, ModelInfo
 
 
 def build(path: Path, options: EngineOptions, progress: Progress | None = None) -> tuple[LlamaCppCore, ModelInfo]:

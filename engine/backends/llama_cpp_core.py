@@ -1,4 +1,4 @@
-"""The EngineCore of a GGUF model on llama.cpp: the contract of engine/backends/base.py, emitting the same
+"""The EngineCore of a GGUF model on llama.cpp: the contract of engine/generation/core.py, emitting the same
 TokenEvents and FinishEvents as Wisp's own engine.
 
 Requests run one at a time, first come first served (the llama.cpp context holds one sequence); a chat's next
@@ -25,11 +25,11 @@ from engine.backends.llama_cpp_model import LlamaCppModel
 from engine.experts.counters import ExpertCounters
 from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
 from engine.requests import GenerateRequest
-from engine.runtime.prompt import prompt_token_ids
-from engine.runtime.replan import PlanEvent
-from engine.runtime.sampler import sample_row
-from engine.runtime.text_stream import TextStream
-from engine.runtime.throughput import Throughput
+from engine.generation.core import FixedMemory
+from engine.generation.prompt import prompt_token_ids
+from engine.generation.sampler import sample_row
+from engine.generation.text_stream import TextStream
+from engine.generation.throughput import Throughput
 from engine.sampling import SamplingParams
 
 BUDGET_REFUSAL = ("llama.cpp places a GGUF model when it loads it: reload it with other --n-gpu-layers / "
@@ -60,6 +60,7 @@ class LlamaCppCore:
         self.waiting: deque[GgufRequest] = deque()
         self.running: GgufRequest | None = None
         self.throughput = Throughput()
+        self.memory = FixedMemory(plan, BUDGET_REFUSAL)  # llama.cpp places the model (n_gpu_layers, n_cpu_moe) once
 
     # --- the EngineCore contract ---
     def add(self, request: GenerateRequest) -> None:
@@ -100,16 +101,6 @@ class LlamaCppCore:
     @property
     def has_work(self) -> bool:
         return self.running is not None or bool(self.waiting)
-
-    def request_budget(self, budget_bytes: int | None) -> list[PlanEvent]:
-        """Refused: llama.cpp fixes its placement (n_gpu_layers, n_cpu_moe) when it loads the model."""
-        return [PlanEvent(time.time(), self.plan, None, "budget changed", error=BUDGET_REFUSAL)]
-
-    def at_barrier(self) -> list:
-        return []
-
-    def admission_barrier(self) -> list:
-        return []
 
     def stats(self) -> EngineStats:
         self.throughput.prune()
@@ -170,7 +161,7 @@ class LlamaCppCore:
 
 
 def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> tuple[int, float]:
-    """logits [V] fp32 -> (token, its log-probability under the unmodified distribution), as runtime.sampler."""
+    """logits [V] fp32 -> (token, its log-probability under the unmodified distribution), as engine.generation.sampler."""
     token = int(torch.argmax(logits)) if params.is_greedy else int(sample_row(logits, params, generator)[0])
     return token, float(torch.log_softmax(logits, dim=-1)[token])
 

@@ -28,14 +28,15 @@ from engine.errors import RequestError, WispError
 from engine.experts.counters import ExpertCounters
 from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
 from engine.requests import GenerateRequest
-from engine.runtime.builder import ModelInfo
-from engine.runtime.throughput import Throughput
+from engine.generation.core import FixedMemory
+from engine.generation.model_info import ModelInfo
+from engine.generation.throughput import Throughput
 
 API_KEY_ENV = "WISP_REMOTE_API_KEY"
 POLL_S = 0.02
 EXTENSION_OWNERS = ("wisp", "vllm")  # servers that accept top_k, ignore_eos, return_tokens_as_token_ids
 TIMEOUT = httpx.Timeout(connect=10.0, read=600.0, write=60.0, pool=60.0)
-REMOTE_PLAN = MemoryPlan(mode="remote", budget_bytes=None, dense_bytes=0, expert_bytes=0, slots_per_layer=0,
+REMOTE_PLAN = MemoryPlan(mode="remote", budget_bytes=None, dense_bytes=0, expert_bytes=0, layer_slots=(),
                          num_moe_layers=0, offloaded_layers=0, static_resident_bytes=0, kv_blocks=0,
                          kv_block_bytes=0, workspace_bytes=0)
 
@@ -159,6 +160,7 @@ class RemoteCore:
         self.pieces: queue.Queue[Piece] = queue.Queue()
         self.active: dict[str, Active] = {}
         self.throughput = Throughput()
+        self.memory = FixedMemory(REMOTE_PLAN, refusal=None)  # the server's device is not ours to plan
 
     @property
     def has_work(self) -> bool:
@@ -231,15 +233,6 @@ class RemoteCore:
             active.worker.is_cancelled = True
             events.append(self.finish(active, "error", error=message))
         return events
-
-    def request_budget(self, budget_bytes: int | None) -> list:
-        return []
-
-    def at_barrier(self) -> list:
-        return []
-
-    def admission_barrier(self) -> list:
-        return []
 
     def expert_counters(self) -> ExpertCounters:
         """Zeros: the server does not report expert traffic."""

@@ -1,5 +1,5 @@
 """GPU time of a decode step from its whole-step CUDA graphs, replayed back to back with nothing else between
-them (no host work, no sampling): what `engine.bench.profile_decode` reports per arm and `wisp bench` records
+them (no host work, no sampling): what `bench.profile_decode` reports per arm and `wisp bench` records
 per row (`step_gpu_ms`), so a row's decode tok/s can be split into the GPU's part and the rest."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ REPLAYS = 100
 
 
 def whole_step_graphs(engine, batch: int = 1):
-    """The StaticDecode of this batch size, if its step ran as whole-step graphs (else None)."""
-    static_decode = engine.runner.static_decode
-    static = static_decode.by_batch.get(batch) if static_decode is not None else None
+    """The PaddedDecode of this batch size, if its step ran as whole-step graphs (else None)."""
+    padded_decode = engine.runner.padded_decode
+    static = padded_decode.by_batch.get(batch) if padded_decode is not None else None
     return static if static is not None and static.whole is not None else None
 
 

@@ -3,7 +3,7 @@ shape (shared/BENCH.md). One process builds the weights once (dense on the GPU, 
 memory) and runs every arm on them; each arm gets exactly its planned device memory.
 
     wisp bench --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz --budgets 12,24,32 --out DIR
-    python -m engine.bench.report DIR/qwen3-30b-a3b-b1-p512.json   # results.md + PNG plots
+    python -m bench.report DIR/qwen3-30b-a3b-b1-p512.json   # results.md + PNG plots
 
 Arm wisp-sweep measures uniform slot caps at several expert shares of the pool, so the configured split
 (arm wisp) can be checked against the best measured one. bench/h200_suite.sh runs the whole suite on the H200.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from engine.alloc.cost_model import LinkCost, routing_profile
+from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB, MemoryPlan, PlanRequest, kv_floor_bytes, plan_memory
 from engine.alloc.mvwsa import PoolSpec, configure
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate
@@ -42,6 +42,7 @@ from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine
 from engine.sampling import SamplingParams
 from engine.traces.format import load as load_trace
+from engine.traces.profile import routing_profile
 
 
 def sync(device: torch.device) -> None:
@@ -95,7 +96,7 @@ def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len) -> Memory
     spec = PoolSpec(pool, sizes.expert_bytes, kv_floor_bytes(sizes, batch, max_len))
     profile = routing_profile(trace).first_layers(weights.args.num_moe_layers)  # --layers cuts the model
     chosen = configure(profile, link, spec)["configured"]
-    return replace(base, layer_slots=chosen.layer_slots, slots_per_layer=min(chosen.layer_slots),
+    return replace(base, layer_slots=chosen.layer_slots,
                    kv_blocks=chosen.kv_bytes // base.kv_block_bytes)
 
 
@@ -105,9 +106,9 @@ def share_plan(model_args: ModelArgs, budget: int, share: float, batch: int, max
     base = shape_plan(model_args, "paged", budget, None, batch, max_len)
     row_bytes = base.num_moe_layers * base.expert_bytes  # one slot in every MoE layer
     wanted = int(share * pool_bytes(base)) // row_bytes
-    slots = min(base.slots_per_layer, max(model_args.num_experts_per_tok, wanted))
+    slots = min(base.min_layer_slots, max(model_args.num_experts_per_tok, wanted))
     kv = pool_bytes(base) - slots * row_bytes
-    return replace(base, slots_per_layer=int(slots), layer_slots=None, kv_blocks=kv // base.kv_block_bytes)
+    return replace(base, layer_slots=(int(slots),) * base.num_moe_layers, kv_blocks=kv // base.kv_block_bytes)
 
 
 def fifty_fifty_plan(weights, budget, batch, max_len) -> MemoryPlan:
@@ -120,7 +121,7 @@ def sweep_plans(model_args: ModelArgs, budget: int, batch: int, max_len: int) ->
     by_slots: dict[int, MemoryPlan] = {}
     for share in SWEEP_SHARES:
         plan = share_plan(model_args, budget, share, batch, max_len)
-        by_slots.setdefault(plan.slots_per_layer, plan)
+        by_slots.setdefault(plan.min_layer_slots, plan)
     return [by_slots[slots] for slots in sorted(by_slots)]
 
 
@@ -204,7 +205,7 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
     # expert_share is that of the plan the arm starts with (wisp-online may re-split it: plan_changes).
     row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None, "batch": args.batch,
            "prompt": args.prompt, "num_tokens": tokens, "mode": plan.mode, "expert_share": expert_share(plan),
-           "slots_per_layer_min": plan.slots_per_layer, "slots_total": sum(plan.slots_by_layer),
+           "slots_per_layer_min": plan.min_layer_slots, "slots_total": sum(plan.layer_slots),
            "offloaded_layers": plan.offloaded_layers, "kv_gib": plan.kv_bytes / GiB, "plan_gib": plan.total_bytes / GiB,
            "peak_gib": peak_gib(device), **result}
     engine.close()
@@ -409,7 +410,7 @@ def run_session(args, host, device, facts: dict) -> None:
         path.write_text(json.dumps({"facts": facts, "rows": rows}))  # what is done survives a timeout
         rows += budget_rows(host, budget, arms, args, device, router, trace, link)
     path.write_text(json.dumps({"facts": facts, "rows": rows}))
-    print(f"results: {path}; tables and plots: python -m engine.bench.report {path}")
+    print(f"results: {path}; tables and plots: python -m bench.report {path}")
 
 
 if __name__ == "__main__":

@@ -16,9 +16,8 @@ from engine.alloc.expert_lru import ExpertLRU
 from engine.experts import pager_kernels
 from engine.experts.pager_kernels import STAMP_STRIDE, next_pow2
 
-# Warps of the one lru_step program per layer-step. On the H200 (bench/lru_step_probe.py, 2026-11-29 session 9) 4 warps
-# were the fastest at batch 1: 2.8 us per hit-only step in a replayed graph (1 warp: 5.0) and 7.9 with 8 misses (8.4);
-# 1 warp was faster only at batch 4 with 32 misses (15 us against 22).
+# Warps of the one lru_step program per layer-step: the fastest at batch 1, hits only or a few misses
+# (bench/lru_step_probe.py; bench/results/2026-11-29-h200-session9/NOTES.md).
 LRU_WARPS = 4
 
 
@@ -86,7 +85,7 @@ class DeviceLRU:
         rows = torch.empty(5, entries, dtype=torch.int64, device=self.device)
         cap = entries if forget else self.capacity[layer]
         # The slot block spans every slot a layer can ever have (num_experts), not this split's: a re-split must
-        # not compile a kernel (on the H200 a re-split's first step compiled two lru_step variants, 2.3 s).
+        # not compile a kernel (a compile takes seconds, inside the step that follows the re-split).
         widest = entries if forget else self.num_experts
         self.lru_step[(1,)](ids.reshape(-1), self.expert_slot[p], self.slot_expert[p], self.last_use[p],
                             self.clock[p:], self.counts[p], rows[0], rows[1], rows[2], rows[3], rows[4], entries,

@@ -20,5 +20,5 @@ def make_provider(plan: MemoryPlan, store: ExpertStore, device: torch.device, to
     if plan.mode == "static":
         return StaticOffloadExperts(store, device, plan.offloaded_layers)
     layers = list(store.blocks)
-    predictor = CoOccurrencePredictor(layers, store.num_experts, count=max(top_k, plan.slots_per_layer // 2)) if prefetch else None
-    return PagedExperts(store, device, dict(zip(layers, plan.slots_by_layer)), predictor)
+    predictor = CoOccurrencePredictor(layers, store.num_experts, count=max(top_k, plan.min_layer_slots // 2)) if prefetch else None
+    return PagedExperts(store, device, dict(zip(layers, plan.layer_slots)), predictor)

@@ -46,8 +46,8 @@ class PagedExperts(ExpertProvider):
         self.device_pager.to_host()
         self.host_pager.resize(capacity, self.device_pager.release)
 
-    def resize(self, slots_by_layer: list[int]) -> None:
-        self.set_capacity(dict(zip(self.moe_layers, slots_by_layer)))
+    def resize(self, layer_slots: list[int]) -> None:
+        self.set_capacity(dict(zip(self.moe_layers, layer_slots)))
 
     def warm(self, experts: dict[int, list[int]]) -> None:
         """Page in the given experts of each layer (up to its capacity) before serving, e.g. from a trace."""

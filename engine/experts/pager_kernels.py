@@ -79,8 +79,8 @@ def _define():
             num_placed = tl.minimum(num_miss, tl.sum((key < big).to(tl.int32), axis=0))
             # The r-th miss (in order of first appearance) takes the r-th victim (smallest key, then slot); misses
             # past the last victim are read straight into the step's gathered buffer and not cached. One pass per
-            # placed miss over [slots] and [experts] vectors, not a [slots, slots] ranking: on the H200 a step with 8
-            # misses took 7.9 us instead of 33 (bench/lru_step_probe.py), with 512 bytes of shared memory, not 16 KB.
+            # placed miss over [slots] and [experts] vectors, not a [slots, slots] ranking: a few times faster at a
+            # handful of misses, with 512 bytes of shared memory instead of 16 KB (bench/lru_step_probe.py).
             order = tl.where(miss_e, first, NB)
             r = num_placed * 0
             while r < num_placed:

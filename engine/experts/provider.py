@@ -67,7 +67,7 @@ class ExpertProvider(ExpertForward, Protocol):
         """Fold graphed steps' routing into the counters and listeners (barriers call it before deciding)."""
         ...
 
-    def resize(self, slots_by_layer: list[int]) -> None:
+    def resize(self, layer_slots: list[int]) -> None:
         """Device expert slots per MoE layer, in layer order (between steps, nothing running)."""
         ...
 

@@ -53,7 +53,7 @@ class ResidentExperts(ExpertProvider):
             self.uses.counters.count(layer, int(np.unique(ids).size), 0)
             self.feed.publish_ids(layer, ids, is_decode=True)
 
-    def resize(self, slots_by_layer: list[int]) -> None:
+    def resize(self, layer_slots: list[int]) -> None:
         raise BudgetError("resident experts have no slots to resize; live changes need --experts paged")
 
     def synchronize(self) -> None:

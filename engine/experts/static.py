@@ -60,7 +60,7 @@ class StaticOffloadExperts(ExpertProvider):
     def settle(self) -> None:
         self.uses.settle()
 
-    def resize(self, slots_by_layer: list[int]) -> None:
+    def resize(self, layer_slots: list[int]) -> None:
         raise BudgetError("statically offloaded experts have a fixed layout; live changes need --experts paged")
 
     def synchronize(self) -> None:

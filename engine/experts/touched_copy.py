@@ -77,7 +77,7 @@ class TouchedCopyExperts(ExpertProvider):
                 self._counters.count(layer, 0, int(misses))
                 self._counters.h2d_bytes += int(misses) * self.host.expert_bytes
 
-    def resize(self, slots_by_layer: list[int]) -> None:
+    def resize(self, layer_slots: list[int]) -> None:
         raise BudgetError("statically offloaded experts have a fixed layout; live changes need --experts paged")
 
     def synchronize(self) -> None:

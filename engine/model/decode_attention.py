@@ -1,14 +1,12 @@
 """Decode attention as Triton kernels over the paged KV cache: the engine's choice on CUDA (EngineOptions.attention).
 
-SDPA's decode kernels gave different last bits from one run of the same engine to the next at the whole
-Qwen3-30B-A3B shape on the H200, even under torch's deterministic algorithms, so no expert mode could promise a
-full-memory run's bits. Here each sequence's own cache slots are read in place (through its kv_index row) in
+SDPA's decode kernels are not bitwise repeatable from one run of the same engine to the next at full model
+shapes on CUDA, even under torch's deterministic algorithms, so no expert mode could promise a full-memory
+run's bits with them. Here each sequence's own cache slots are read in place (through its kv_index row) in
 chunks of CHUNK positions, one program per (sequence, KV head, chunk) for all the query heads that share the
 KV head (tl.dot, fp32 softmax), as flash-decoding does; a second kernel merges the chunks in position order.
 Every reduction's order depends only on positions, never on the padding, the batch or where a slot lives.
-H200, Qwen3 shape, batch 1, 512-token prompt: 99.2 tok/s resident against 98.2 with SDPA
-(bench/results/2026-11-29-h200-identity). A first version with one program per (sequence, KV head) and no
-tensor cores ran at 12.4."""
+Its speed against SDPA: bench/results/2026-11-29-h200-identity/NOTES.md."""
 
 from __future__ import annotations
 

@@ -2,49 +2,27 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
-from engine.errors import ModelFormatError
+from engine.config import Progress
 from engine.experts.dense_layout import DenseLayout
 from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
-from engine.model.registry import architecture, parse_config
+from engine.model.config_file import read_args
+from engine.model.registry import architecture
 from engine.model.transformer import MoeTransformer, meta_model
 from engine.model.weight_names import MoeWeightNames
 
-Progress = Callable[[float, str], None]
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-
-
-def read_config(folder: Path) -> dict:
-    path = folder / "config.json"
-    if not folder.is_dir():
-        raise ModelFormatError(f"{folder}: not a folder")
-    if not path.exists():
-        raise ModelFormatError(f"{path}: missing (a Hugging Face model folder needs config.json)")
-    try:
-        config = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ModelFormatError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(config, dict):
-        raise ModelFormatError(f"{path}: must hold a JSON object")
-    return config
-
-
-def read_args(folder: Path) -> ModelArgs:
-    return parse_config(read_config(folder))
 
 
 def resolve_dtype(requested: str, args: ModelArgs, device: torch.device) -> torch.dtype:
     """'auto' honours the checkpoint's torch_dtype on a GPU; on the CPU it computes in fp32, because CPUs
-    without bf16/fp16 matrix units run half types many times slower (measured: the demo model decodes at
-    3 tok/s in bf16 and 100 tok/s in fp32 on this project's 2-core machines)."""
+    without bf16/fp16 matrix units run half types many times slower."""
     if requested != "auto":
         return DTYPES[requested]
     if device.type == "cpu":

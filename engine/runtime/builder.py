@@ -1,24 +1,26 @@
-"""Assemble a ready LLMEngine from EngineOptions: resolve the model, plan device memory, load tokenizer
-and weights, pick the expert provider, size the KV cache."""
+"""Assemble a ready LLMEngine for a Hugging Face model folder: plan device memory, load tokenizer and weights,
+pick the expert provider, size the KV cache."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from engine.alloc.memory_plan import MemoryPlan, PlanRequest, plan_memory
 from engine.config import EngineOptions
+from engine.config import Progress
 from engine.errors import RequestError, UnsupportedModelError
 from engine.experts.factory import make_provider
 from engine.experts.pager_kernels import runs_on
 from engine.hardware import pick_device
 from engine.kv.block_manager import BlockManager
 from engine.model.attention import KVCache
-from engine.model.loader import LoadedWeights, Progress, load_weights, read_args, resolve_dtype
+from engine.generation.model_info import DEFAULT_MAX_MODEL_LEN, ModelInfo
+from engine.model.config_file import read_args
+from engine.model.loader import LoadedWeights, load_weights, resolve_dtype
 from engine.model.sizes import model_sizes
-from engine.model_path import DEMO_MODEL, is_remote_url, resolve_model
+from engine.model_path import DEMO_MODEL
 from engine.runtime.llm_engine import LLMEngine
 from engine.runtime.decode_graphs import DecodeGraphs
 from engine.runtime.determinism import use_deterministic_kernels
@@ -27,26 +29,6 @@ from engine.runtime.replan import Replanner
 from engine.runtime.scheduler import Scheduler
 from engine.tokenizer import Tokenizer
 from engine.triton_support import HAS_TRITON
-
-DEFAULT_MAX_MODEL_LEN = 4096
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What the app and CLI show about a loaded model."""
-
-    path: str
-    name: str
-    model_type: str
-    num_layers: int
-    num_experts: int
-    top_k: int
-    max_model_len: int
-    device: str
-    dtype: str
-    has_chat_template: bool
-    plan: MemoryPlan
-    warnings: tuple[str, ...] = ()
 
 
 def display_name(folder: Path) -> str:
@@ -58,12 +40,8 @@ def display_name(folder: Path) -> str:
     return folder.name
 
 
-def build_engine(options: EngineOptions, progress: Progress | None = None) -> tuple[LLMEngine, ModelInfo]:
-    if is_remote_url(options.model):
-        return build_remote(options.model, options, progress)
-    folder = resolve_model(options.model)
-    if folder.suffix == ".gguf":
-        return build_gguf(folder, options, progress)
+def build_engine(folder: Path, options: EngineOptions, progress: Progress | None = None) -> tuple[LLMEngine, ModelInfo]:
+    """Wisp's own engine on a resolved model folder (engine.launch picks the backend)."""
     device = pick_device(options.device)
     args = read_args(folder)  # refuse an unsupported or malformed config before reading anything large
     tokenizer = Tokenizer.from_folder(folder)
@@ -113,10 +91,9 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
 
 
 def decode_attention_kernel(options: EngineOptions, device: torch.device) -> str:
-    """auto: the Triton kernel on CUDA. SDPA's decode kernels gave different last bits from one run to the next at
-    the whole Qwen3-30B-A3B shape on the H200, even under deterministic algorithms; the Triton kernel's did not
-    (bench/results/2026-11-29-h200-identity). The CPU keeps SDPA (Triton needs a GPU), and so do GPUs older
-    than Ampere (the kernel's bf16 tl.dot)."""
+    """auto: the Triton kernel on CUDA, because SDPA's decode kernels do not repeat their last bits from run to run
+    (engine.model.decode_attention). The CPU keeps SDPA (Triton needs a GPU), and so do GPUs older than Ampere
+    (the kernel's bf16 tl.dot)."""
     if options.attention == "triton" and not runs_on(device):
         raise RequestError("--attention triton needs a CUDA GPU and Triton installed; use auto or sdpa")
     if options.attention != "auto":
@@ -147,22 +124,3 @@ def attach_controller(engine: LLMEngine, sizes, request: PlanRequest, device: to
     controller = OnlineController(sizes.num_experts, sizes.top_k, kv_floor_bytes(sizes, 1, request.max_model_len), link)
     engine.controller = controller
     engine.runner.experts.add_routing_listener(controller.observe_routing)
-
-
-def build_gguf(path: Path, options: EngineOptions, progress: Progress | None):
-    """GGUF files run on llama.cpp (the optional llama-cpp-python dependency)."""
-    try:
-        from engine.backends.llama_cpp import build
-    except ImportError:
-        raise UnsupportedModelError(
-            f"{path}: GGUF files need the llama.cpp backend: pip install 'wisp[gguf]'") from None
-    return build(path, options, progress)
-
-
-def build_remote(url: str, options: EngineOptions, progress: Progress | None):
-    """An OpenAI-compatible server (vLLM, llama.cpp's server, another `wisp serve`) as the engine."""
-    try:
-        from engine.backends.remote import build
-    except ImportError:
-        raise UnsupportedModelError(f"{url}: remote servers need httpx: pip install 'wisp[remote]'") from None
-    return build(url, options, progress)

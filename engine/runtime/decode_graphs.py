@@ -1,17 +1,12 @@
 """Decode steps with static shapes: the dense part of every layer (norms, attention over a context padded to
 max_model_len, routing) reads and writes fixed buffers, so on CUDA the step runs as CUDA graph replays.
 
-Where the expert provider can run the step without the host (resident experts; the pager with its LRU on
-the device, engine.experts.device_lru), the whole step - every layer, routed experts and miss copies
-included - runs as CUDA graphs replayed back to back: one graph per step unless WHOLE_CHUNK_LAYERS splits it. On
-the H200 at the Qwen3 shape, in one process with no profiler attached, one graph per step takes 8.54 ms of GPU
-time resident and 8.75 ms paged with every expert resident; six graphs of 8 layers took 9.47 and 9.71 ms (session
-10). The graphs launch in 14-82 us either way (slow launches, 1.3-2 ms, come only after the torch profiler has
-run in the process). Those are the times of a process's first three captures: from the fourth capture on (a new
-engine, or this one again after invalidate()), the same step's graph replays in 9.42 ms, and plain torch graphs
-slow down the same way (bench/results/2026-11-30-h200-session11, bench/graph_capture_probe.py).
-Otherwise each layer's dense part is one graph and the experts run eagerly between replays. Every expert mode
-computes the same kernels in the same order, so outputs stay bitwise equal."""
+Where the expert provider has a graphed path (resident experts; the pager with its LRU on the device,
+engine.experts.device_pager), the whole step - every layer, routed experts and miss copies included - runs as
+CUDA graphs replayed back to back: one graph per step unless WHOLE_CHUNK_LAYERS splits it (one graph launches
+least; bench.profile_decode --chunk-layers compares). Otherwise each layer's dense part is one graph and the
+experts run eagerly between replays. Every expert mode computes the same kernels in the same order, so outputs
+stay bitwise equal."""
 
 from __future__ import annotations
 
@@ -26,10 +21,10 @@ from engine.model.attention import KVCache, PaddedDecodeMetadata
 from engine.model.transformer import MoeContext, MoeTransformer
 
 WHOLE_CHUNK_LAYERS: int | None = None  # layers per graph of a whole decode step; None: the whole step as one graph
-# (engine.bench.profile_decode --chunk-layers measures others; tests set 1 to cross every hand-over)
+# (bench.profile_decode --chunk-layers measures others; tests set 1 to cross every hand-over)
 
 
-class StaticDecode:
+class PaddedDecode:
     """Buffers and per-layer graphs of one batch size."""
 
     eager_whole = False  # tests: run the whole-step path without capturing it (CPU, Triton's interpreter)
@@ -184,11 +179,11 @@ class StaticDecode:
 
 
 class DecodeGraphs:
-    """StaticDecode per batch size, created on first use; dropped when the KV cache is reallocated."""
+    """PaddedDecode per batch size, created on first use; dropped when the KV cache is reallocated."""
 
     def __init__(self, model: MoeTransformer, cache: KVCache, max_len: int, use_graphs: bool):
         self.model, self.cache, self.max_len, self.use_graphs = model, cache, max_len, use_graphs
-        self.by_batch: dict[int, StaticDecode] = {}
+        self.by_batch: dict[int, PaddedDecode] = {}
         self._dropped = (0, 0.0)  # captures and their seconds of the batch sizes' graphs dropped so far
 
     def invalidate(self) -> None:
@@ -204,7 +199,7 @@ class DecodeGraphs:
     def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, context: MoeContext) -> torch.Tensor:
         batch = len(input_ids)
         if batch not in self.by_batch:
-            self.by_batch[batch] = StaticDecode(self.model, self.cache, batch, self.max_len, self.use_graphs)
+            self.by_batch[batch] = PaddedDecode(self.model, self.cache, batch, self.max_len, self.use_graphs)
         static = self.by_batch[batch]
         static.load(input_ids, lengths, kv_index)
         return static.run(context)

@@ -9,19 +9,20 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.errors import PromptTooLongError
-from engine.events import Event, FinishEvent, RequestStats, TokenEvent
-from engine.requests import GenerateRequest
-from engine.runtime.prompt import prompt_token_ids
 from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.online_controller import predicted_curve
+from engine.errors import PromptTooLongError
+from engine.events import Event, FinishEvent, RequestStats, TokenEvent
+from engine.generation.plan_event import PlanEvent
+from engine.generation.prompt import prompt_token_ids
+from engine.generation.sampler import sample
+from engine.generation.text_stream import TextStream
+from engine.generation.throughput import Throughput
+from engine.requests import GenerateRequest
 from engine.runtime.model_runner import ModelRunner
-from engine.runtime.replan import PlanEvent, Replanner, budget_change, plan_change
-from engine.runtime.throughput import Throughput
-from engine.runtime.sampler import sample
+from engine.runtime.replan import Replanner, budget_change, plan_change
 from engine.runtime.scheduler import Scheduler
 from engine.runtime.sequence import Sequence
-from engine.runtime.text_stream import TextStream
 from engine.tokenizer import Tokenizer
 
 
@@ -29,6 +30,7 @@ from engine.tokenizer import Tokenizer
 class Active:
     seq: Sequence
     stream: TextStream
+    generator: torch.Generator  # this request's sampling randomness, on the engine's device
 
 
 class LLMEngine:
@@ -43,6 +45,11 @@ class LLMEngine:
         self.throughput = Throughput()
         self.controller = None  # OnlineController, attached for paged mode with a budget
         self.wsa_curve = None  # MV-WSA's predicted (expert share, tok/s) curve, refreshed at barriers
+
+    @property
+    def memory(self) -> "LLMEngine":
+        """This engine re-splits device memory itself at drained barriers (engine.generation.core.MemoryControl)."""
+        return self
 
     def request_budget(self, budget_bytes: int | None, reason: str = "budget changed") -> list[PlanEvent]:
         """Re-plan for a new budget at the next drained barrier (now, if nothing is running)."""
@@ -90,8 +97,8 @@ class LLMEngine:
                 f"the prompt has {len(seq.token_ids)} tokens, more than the whole KV cache holds; shorten it"
             )
         seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
-        seq.generator = torch.Generator(device=self.device).manual_seed(seed)
-        self.active[request.request_id] = Active(seq, TextStream(self.tokenizer, request.sampling.stop))
+        generator = torch.Generator(device=self.device).manual_seed(seed)
+        self.active[request.request_id] = Active(seq, TextStream(self.tokenizer, request.sampling.stop), generator)
         self.scheduler.add(seq)
 
     def cancel(self, request_id: str) -> list[Event]:
@@ -127,7 +134,8 @@ class LLMEngine:
         if not seqs:
             return []
         logits = self.runner.run(seqs, is_prefill)
-        tokens, logprobs = sample(logits, seqs)
+        rows = [self.active[seq.request_id] for seq in seqs]
+        tokens, logprobs = sample(logits, [seq.sampling for seq in seqs], [active.generator for active in rows])
         if self.controller is not None:
             self.controller.observe_kv(self.scheduler.block_manager.num_used_blocks, self.scheduler.preemptions)
         now = time.perf_counter()

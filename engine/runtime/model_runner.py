@@ -22,10 +22,10 @@ def kv_slots(block_table: list[int], num_tokens: int, block_size: int) -> np.nda
 
 class ModelRunner:
     def __init__(self, model: MoeTransformer, experts: ExpertProvider, cache: KVCache, block_manager: BlockManager,
-                 device: torch.device, static_decode: DecodeGraphs | None = None):
+                 device: torch.device, padded_decode: DecodeGraphs | None = None):
         self.model, self.experts, self.cache, self.block_manager = model, experts, cache, block_manager
         self.device = device
-        self.static_decode = static_decode  # decode with static shapes (CUDA graphs on CUDA)
+        self.padded_decode = padded_decode  # decode with static shapes (CUDA graphs on CUDA)
         self.step_hook = None  # (seqs, is_prefill) -> None before each forward; trace-driven benchmarks
         self.routing_observer: RoutingObserver | None = None
         self.routing_override: RoutingOverride | None = None  # trace-driven benchmarks
@@ -64,16 +64,16 @@ class ModelRunner:
         if self.step_hook is not None:
             self.step_hook(seqs, is_prefill)
         context = MoeContext(self.experts, self.routing_observer, self.routing_override)
-        if self.static_decode is not None and not is_prefill:
-            return self.model.logits(self.decode_static(seqs, context))
+        if self.padded_decode is not None and not is_prefill:
+            return self.model.logits(self.decode_padded(seqs, context))
         input_ids, positions, meta, last_rows = self.prepare(seqs, is_prefill)
         hidden = self.model(input_ids, positions, meta, self.cache, context)  # [T, D]
         return self.model.logits(hidden[last_rows])
 
-    def decode_static(self, seqs: list[Sequence], context: MoeContext) -> torch.Tensor:
-        max_len, block_size = self.static_decode.max_len, self.block_manager.block_size
+    def decode_padded(self, seqs: list[Sequence], context: MoeContext) -> torch.Tensor:
+        max_len, block_size = self.padded_decode.max_len, self.block_manager.block_size
         kv_index = np.zeros((len(seqs), max_len), dtype=np.int64)
         for row, seq in enumerate(seqs):
             kv_index[row, : len(seq.token_ids)] = kv_slots(seq.block_table, len(seq.token_ids), block_size)
         lengths = [len(seq.token_ids) for seq in seqs]
-        return self.static_decode.step([seq.token_ids[-1] for seq in seqs], lengths, kv_index, context)
+        return self.padded_decode.step([seq.token_ids[-1] for seq in seqs], lengths, kv_index, context)

@@ -5,24 +5,13 @@ chat prefixes that still fit survive a KV resize."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
 from engine.alloc.memory_plan import MemoryPlan, ModelSizes, PlanRequest, plan_memory
 from engine.errors import BudgetError
-
-
-@dataclass(frozen=True)
-class PlanEvent:
-    """The memory split changed (or a requested change was refused: then `error` says why)."""
-
-    time: float
-    old: MemoryPlan
-    new: MemoryPlan | None
-    reason: str
-    error: str | None = None
-    stall_s: float = 0.0  # how long applying it held the engine (device work included); captures come later
+from engine.generation.plan_event import PlanEvent
 
 
 class Replanner:
@@ -35,7 +24,7 @@ class Replanner:
 
 
 def check_live_change(old: MemoryPlan, new: MemoryPlan) -> None:
-    same_experts = old.slots_by_layer == new.slots_by_layer and old.offloaded_layers == new.offloaded_layers
+    same_experts = old.layer_slots == new.layer_slots and old.offloaded_layers == new.offloaded_layers
     if old.mode != "paged" and not same_experts:
         raise BudgetError(f"this budget needs a different expert layout; live changes need --experts paged "
                           f"(the model runs with --experts {old.mode})")
@@ -47,10 +36,10 @@ def apply_plan(engine, new: MemoryPlan) -> None:
     check_live_change(old, new)
     if new.kv_blocks < old.kv_blocks:
         resize_kv(engine, new.kv_blocks)
-    if engine.runner.static_decode is not None:
-        engine.runner.static_decode.invalidate()  # drop captured graphs (and their memory) before the pool moves
+    if engine.runner.padded_decode is not None:
+        engine.runner.padded_decode.invalidate()  # drop captured graphs (and their memory) before the pool moves
     if old.mode == "paged":  # the other modes' layouts are fixed (check_live_change)
-        engine.runner.experts.resize(new.slots_by_layer)
+        engine.runner.experts.resize(new.layer_slots)
     if new.kv_blocks > old.kv_blocks:
         resize_kv(engine, new.kv_blocks)
     if engine.device.type == "cuda":
@@ -62,8 +51,8 @@ def resize_kv(engine, num_blocks: int) -> None:
     manager = engine.scheduler.block_manager
     moves = manager.resize(num_blocks)
     engine.runner.cache.resize(num_blocks * manager.block_size, moves, manager.block_size)
-    if engine.runner.static_decode is not None:
-        engine.runner.static_decode.invalidate()  # its graphs read the old KV tensors
+    if engine.runner.padded_decode is not None:
+        engine.runner.padded_decode.invalidate()  # its graphs read the old KV tensors
 
 
 def budget_change(engine, budget_bytes: int | None, reason: str) -> PlanEvent:

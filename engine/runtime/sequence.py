@@ -1,12 +1,11 @@
-"""One generation in flight: its tokens, KV block table, sampling state and streaming state."""
+"""One generation in flight as the scheduler sees it: its tokens, KV block table and sampling parameters
+(torch-free; the engine keeps each sequence's random generator)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from enum import Enum, auto
-
-import torch
 
 from engine.sampling import SamplingParams
 
@@ -27,7 +26,6 @@ class Sequence:
     num_cached_tokens: int = 0
     status: SeqStatus = SeqStatus.WAITING
     logprobs: list[float] = field(default_factory=list)
-    generator: torch.Generator | None = None
     arrival_time: float = field(default_factory=time.perf_counter)
     first_token_time: float | None = None
     prompt_cache_hits: int = 0

@@ -18,15 +18,15 @@ def request(mode="paged", budget=12 * GiB, **kw):
 def test_paged_plan_fits_budget_and_gives_experts_the_rest(budget_gib):
     plan = plan_memory(QWEN3_30B, request(budget=budget_gib * GiB))
     assert plan.total_bytes <= budget_gib * GiB
-    assert 8 <= plan.slots_per_layer <= 128
+    assert 8 <= plan.min_layer_slots <= 128
     assert plan.kv_bytes >= GiB // 2
-    if plan.slots_per_layer < 128:
+    if plan.min_layer_slots < 128:
         assert plan.free_bytes < 48 * QWEN3_30B.expert_bytes + plan.kv_block_bytes  # nothing useful left over
 
 
 def test_budget_below_minimum_names_the_minimum():
     minimum = minimum_budget(QWEN3_30B, request())
-    assert plan_memory(QWEN3_30B, request(budget=minimum)).slots_per_layer == 8
+    assert plan_memory(QWEN3_30B, request(budget=minimum)).min_layer_slots == 8
     with pytest.raises(BudgetError, match=f"minimum is {minimum / GiB:.2f} GiB"):
         plan_memory(QWEN3_30B, request(budget=minimum - 10 * MiB))
 
@@ -34,7 +34,7 @@ def test_budget_below_minimum_names_the_minimum():
 def test_resident_refuses_a_model_larger_than_the_budget_and_suggests_paging():
     with pytest.raises(BudgetError, match="--experts paged"):
         plan_memory(QWEN3_30B, request(mode="resident", budget=24 * GiB))
-    assert plan_memory(QWEN3_30B, request(mode="resident", budget=80 * GiB)).slots_per_layer == 128
+    assert plan_memory(QWEN3_30B, request(mode="resident", budget=80 * GiB)).min_layer_slots == 128
 
 
 def test_static_offloads_the_leading_layers_that_do_not_fit():
@@ -47,7 +47,7 @@ def test_static_offloads_the_leading_layers_that_do_not_fit():
 
 def test_expert_slots_override_and_kv_gets_the_rest():
     plan = plan_memory(QWEN3_30B, request(expert_slots=16, budget=16 * GiB))
-    assert plan.slots_per_layer == 16
+    assert plan.min_layer_slots == 16
     assert plan.total_bytes <= 16 * GiB and plan.free_bytes < plan.kv_block_bytes
     with pytest.raises(BudgetError):
         plan_memory(QWEN3_30B, request(expert_slots=128, budget=16 * GiB))

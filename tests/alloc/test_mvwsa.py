@@ -2,9 +2,10 @@
 
 import numpy as np
 
-from engine.alloc.cost_model import LinkCost, routing_profile
+from engine.alloc.cost_model import LinkCost
 from engine.alloc.mvwsa import PoolSpec, configure, greedy_layers, uniform_layers
 from engine.traces.format import Trace, TraceHeader
+from engine.traces.profile import routing_profile
 
 LINK = LinkCost(h2d_bytes_per_s=50e9, per_miss_s=0.0, dense_step_s=0.01, prefill_token_s=0.0)
 EXPERT = 10_000_000  # bytes: one miss = 0.2 ms

@@ -14,7 +14,7 @@ LINK = LinkCost(h2d_bytes_per_s=50e9, per_miss_s=0.0, dense_step_s=0.01, prefill
 
 def plan(layer_slots=(8, 8), kv_blocks=100) -> MemoryPlan:
     return MemoryPlan(mode="paged", budget_bytes=4 * GiB, dense_bytes=GiB, expert_bytes=10 * MiB,
-                      slots_per_layer=min(layer_slots), num_moe_layers=2, offloaded_layers=0,
+                      num_moe_layers=2, offloaded_layers=0,
                       static_resident_bytes=0, kv_blocks=kv_blocks, kv_block_bytes=10 * MiB,
                       workspace_bytes=0, layer_slots=layer_slots)
 
@@ -64,7 +64,7 @@ def test_engine_controller_acts_at_drained_barriers_with_identical_outputs(tiny_
     options = EngineOptions(model=folder, device="cpu", experts="paged", budget_bytes=GiB, block_size=4)
     with Engine(options) as engine:
         core = engine._core  # idle engine thread: start from a deliberately starved split
-        apply_plan(core, replace(core.plan, layer_slots=(2, 2), slots_per_layer=2))
+        apply_plan(core, replace(core.plan, layer_slots=(2, 2)))
         core.controller.min_steps, core.controller.resize_s = 4, 0.0
         engine.add_plan_listener(lambda e: (events.append(e), arrived.set()))
         results = [engine.generate(GenerateRequest(prompt=p, sampling=sampling)) for p in PROMPTS]
@@ -164,10 +164,10 @@ def test_the_controller_sees_every_decode_step_before_it_decides(tiny_model_dir,
     """Graphed decode steps keep their routing on the device until someone reads it; a barrier drains it before
     the controller decides (the engine core alone: no stats poll of the API thread drains it for the barrier).
     The whole-step path runs eagerly here, its kernels in Triton's interpreter."""
-    from engine.runtime.builder import build_engine
-    from engine.runtime.decode_graphs import StaticDecode
+    from engine.launch import build_engine
+    from engine.runtime.decode_graphs import PaddedDecode
 
-    monkeypatch.setattr(StaticDecode, "eager_whole", True)
+    monkeypatch.setattr(PaddedDecode, "eager_whole", True)
     options = EngineOptions(model=str(tiny_model_dir("qwen3_moe")), device="cpu", experts="paged", budget_bytes=GiB,
                             decode="static")
     core, _ = build_engine(options)

@@ -5,14 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.alloc.cost_model import DEFAULT_LINK, routing_profile
+from engine.alloc.cost_model import DEFAULT_LINK
 from engine.alloc.memory_plan import GiB, kv_floor_bytes, workspace_bytes
 from engine.alloc.mvwsa import PoolSpec, configure
-from engine.bench.shapes import SHAPES
-from engine.model.loader import read_args
+from engine.model.config_file import read_args
+from engine.model.shapes import SHAPES
 from engine.model.sizes import model_sizes
 from engine.model_path import DEMO_MODEL
 from engine.traces.format import load
+from engine.traces.profile import routing_profile
 
 TRACES = sorted(Path("resources/traces").glob("*.npz"))
 SHAPE_OF = {"qwen3-twin": "qwen3-30b-a3b", "olmoe-twin": "olmoe-1b-7b", "mixtral-twin": "mixtral-8x7b",

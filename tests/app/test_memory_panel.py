@@ -69,7 +69,7 @@ def test_a_curve_provider_draws_the_curve_with_the_current_point(qtbot, start_ap
 
 
 class _Plan:
-    mode, budget_bytes, dense_bytes, expert_bytes, slots_per_layer, num_moe_layers = "paged", 1000, 100, 10, 4, 2
+    mode, budget_bytes, dense_bytes, expert_bytes, layer_slots, num_moe_layers = "paged", 1000, 100, 10, (4, 4), 2
     kv_block_bytes, kv_blocks, workspace_bytes = 20, 10, 50
     expert_device_bytes, kv_bytes, total_bytes, free_bytes = 80, 200, 430, 570
 
@@ -92,10 +92,10 @@ def test_a_re_split_says_how_long_it_paused_the_engine():
     from engine.api import MemoryPlan, PlanEvent
     from app.memory.plan_text import describe_plan_event
 
-    old = MemoryPlan(mode="paged", budget_bytes=GiB, dense_bytes=256 * MiB, expert_bytes=MiB, slots_per_layer=8,
+    old = MemoryPlan(mode="paged", budget_bytes=GiB, dense_bytes=256 * MiB, expert_bytes=MiB, layer_slots=(8, 8),
                      num_moe_layers=2, offloaded_layers=0, static_resident_bytes=0, kv_blocks=100,
                      kv_block_bytes=MiB, workspace_bytes=0)
-    new = replace(old, kv_blocks=60, slots_per_layer=28)
+    new = replace(old, kv_blocks=60, layer_slots=(28, 28))
     text = describe_plan_event(PlanEvent(0.0, old, new, "recent routing and KV use", stall_s=0.42), lambda b: f"{b}B")
     assert "KV" in text and "expert slots 16 → 56" in text and text.endswith("(paused 0.42 s)")
     quick = describe_plan_event(PlanEvent(0.0, old, new, "budget changed", stall_s=0.001), lambda b: f"{b}B")

@@ -24,9 +24,9 @@ def test_the_plan_counts_what_llama_cpp_offloads(demo_gguf):
     split = memory_plan(info, Placement("cuda", n_gpu_layers=5, n_cpu_moe=5, num_layers=8), n_ctx=4096)
     all_tensors = sum(info.layer_bytes.values()) + sum(info.expert_layer_bytes.values()) + sum(info.other_bytes.values())
     assert everything.dense_bytes + everything.expert_device_bytes == all_tensors
-    assert everything.slots_by_layer == (16,) * 8 and everything.offloaded_layers == 0
+    assert everything.layer_slots == (16,) * 8 and everything.offloaded_layers == 0
     # n_gpu_layers 5 = the output layer and layers 4..7; experts of layers 0..4 stay on the CPU
-    assert split.slots_by_layer == (0, 0, 0, 0, 0, 16, 16, 16) and split.offloaded_layers == 5
+    assert split.layer_slots == (0, 0, 0, 0, 0, 16, 16, 16) and split.offloaded_layers == 5
     assert split.expert_device_bytes == 3 * 16 * info.expert_bytes
     assert split.kv_bytes == everything.kv_bytes // 2 and split.dense_bytes < everything.dense_bytes
 

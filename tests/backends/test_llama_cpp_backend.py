@@ -88,7 +88,7 @@ def test_stats_and_info_describe_llama_cpp(gguf_engine):
     stats, info = gguf_engine.stats(), gguf_engine.info
     assert (info.model_type, info.num_experts, info.top_k, info.num_layers) == ("qwen3moe", 16, 4, 8)
     assert info.device == "cpu" and info.dtype == "f32"
-    assert stats.plan.mode == "llama.cpp" and stats.plan.slots_by_layer == (16,) * 8
+    assert stats.plan.mode == "llama.cpp" and stats.plan.layer_slots == (16,) * 8
     assert 0 < stats.kv_blocks_used <= stats.kv_blocks_total
 
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from engine.alloc.memory_plan import GiB, kv_floor_bytes
-from engine.bench import report
-from engine.bench.report import table
-from engine.bench.shapes import shape
+from bench import report
+from bench.report import table
+from engine.model.shapes import shape
 from engine.bench.suite import expert_share, shape_plan, sweep_plans
 from engine.cli import main
 from engine.model.sizes import model_sizes
@@ -78,7 +78,7 @@ def test_a_model_cut_to_its_first_layers_is_configured_from_those_layers_of_the_
     weights = synthetic_weights(args, torch.device("cpu"), experts_on_host=False)
     plan = mvwsa_plan(weights, int(0.75 * GiB), load_trace("resources/traces/qwen3-twin_chat.npz"),
                       LinkCost(20e9, 20e-6, 0.012, 0.0004), batch=1, max_len=128)
-    assert len(plan.slots_by_layer) == 6 and plan.kv_blocks > 0
+    assert len(plan.layer_slots) == 6 and plan.kv_blocks > 0
     assert plan.total_bytes <= plan.budget_bytes
 
 
@@ -108,8 +108,8 @@ def test_sweep_spans_the_pool_and_keeps_the_kv_floor():
     shares = [expert_share(plan) for plan in plans]
     assert len(plans) == 5 and shares == sorted(shares) and shares[0] < 0.35 < 0.9 < shares[-1]
     assert all(plan.kv_bytes >= kv_floor_bytes(model_sizes(qwen3, 2), 1, 4096) for plan in plans)
-    assert all(plan.free_bytes >= 0 and plan.layer_slots is None for plan in plans)
-    assert plans[-1].slots_per_layer == shape_plan(qwen3, "paged", budget, None, 1, 4096).slots_per_layer
+    assert all(plan.free_bytes >= 0 and len(set(plan.layer_slots)) == 1 for plan in plans)
+    assert plans[-1].min_layer_slots == shape_plan(qwen3, "paged", budget, None, 1, 4096).min_layer_slots
 
 
 def test_report_has_floors_and_the_split_check(bench_json):

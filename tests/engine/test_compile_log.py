@@ -1,8 +1,8 @@
-"""engine.bench.compile_log: Triton compiles counted through Triton's post-compile hook, the previous hook kept."""
+"""bench.compile_log: Triton compiles counted through Triton's post-compile hook, the previous hook kept."""
 
 from types import SimpleNamespace
 
-from engine.bench.compile_log import TritonCompiles
+from bench.compile_log import TritonCompiles
 
 
 def test_compiles_are_recorded_by_name_and_the_previous_hook_is_chained_and_restored():

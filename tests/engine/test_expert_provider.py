@@ -37,9 +37,9 @@ def test_every_provider_implements_the_whole_contract(protocol, classes):
 
 
 def heard(folder, monkeypatch, whole_step: bool, **options) -> list[tuple]:
-    from engine.runtime.decode_graphs import StaticDecode
+    from engine.runtime.decode_graphs import PaddedDecode
 
-    monkeypatch.setattr(StaticDecode, "eager_whole", whole_step)
+    monkeypatch.setattr(PaddedDecode, "eager_whole", whole_step)
     decode = dict(decode="static") if whole_step else {}
     steps = []
     with Engine(EngineOptions(model=str(folder), device="cpu", max_model_len=128, **decode, **options)) as engine:

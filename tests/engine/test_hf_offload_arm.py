@@ -1,4 +1,4 @@
-"""The transformers + accelerate arm of the benchmarks (engine.bench.hf_offload), on the CPU at a tiny shape."""
+"""The transformers + accelerate arm of the benchmarks (bench.hf_offload), on the CPU at a tiny shape."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import torch
 
 from engine.alloc.memory_plan import MiB
-from engine.bench import hf_offload
-from engine.bench.shapes import shape
+from bench import hf_offload
+from engine.model.shapes import shape
 
 
 def test_accelerate_keeps_the_layers_beyond_the_budget_on_the_host():

@@ -1,4 +1,4 @@
-"""engine.bench.identity: every arm against resident, bit for bit (CPU here; tests/gpu runs it at the Qwen3 shape)."""
+"""bench.identity: every arm against resident, bit for bit (CPU here; tests/gpu runs it at the Qwen3 shape)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import torch
 
-from engine.bench import identity
+from bench import identity
 from engine.cli import build_parser
 from engine.cli_commands import engine_options
 from engine.runtime.determinism import use_deterministic_kernels

@@ -1,4 +1,4 @@
-"""engine.bench.phases: the phase-switching workload for the online controller, on the CPU at a tiny shape."""
+"""bench.phases: the phase-switching workload for the online controller, on the CPU at a tiny shape."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from engine.bench import phases, phases_summary
+from bench import phases, phases_summary
 
 
 def test_every_arm_runs_every_phase_with_the_same_tokens(tmp_path, capsys):

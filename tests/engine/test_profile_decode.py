@@ -1,9 +1,9 @@
-"""engine.bench.profile_decode refuses what it cannot run before it builds any weights."""
+"""bench.profile_decode refuses what it cannot run before it builds any weights."""
 
 import pytest
 import torch
 
-from engine.bench import profile_decode
+from bench import profile_decode
 
 TRACE = "resources/traces/qwen3-twin_code.npz"
 

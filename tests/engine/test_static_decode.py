@@ -39,7 +39,7 @@ def test_whole_step_path_is_bitwise_equal_and_counts_like_the_host_pager(tiny_mo
     chunk, so every chunk boundary (hidden states handed over in x[layer]) is on the path."""
     pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
     from engine.runtime import decode_graphs
-    from engine.runtime.decode_graphs import StaticDecode
+    from engine.runtime.decode_graphs import PaddedDecode
 
     monkeypatch.setattr(decode_graphs, "WHOLE_CHUNK_LAYERS", 1)
 
@@ -47,14 +47,14 @@ def test_whole_step_path_is_bitwise_equal_and_counts_like_the_host_pager(tiny_mo
     top_k = read_args(folder).num_experts_per_tok
 
     def run(whole: bool, **options):
-        monkeypatch.setattr(StaticDecode, "eager_whole", whole)
+        monkeypatch.setattr(PaddedDecode, "eager_whole", whole)
         with Engine(EngineOptions(model=str(folder), device="cpu", max_model_len=128, decode="static",
                                   **options)) as engine:
             result = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SAMPLING))
             batch = [h.result() for h in engine.submit_batch([GenerateRequest(prompt=p, sampling=SAMPLING)
                                                                for p in PROMPTS[:2]])]
             counters = expert_counters(engine)
-            used_whole = any(getattr(s, "whole_steps", 0) for s in engine._core.runner.static_decode.by_batch.values())
+            used_whole = any(getattr(s, "whole_steps", 0) for s in engine._core.runner.padded_decode.by_batch.values())
         outputs = [(r.token_ids, r.logprobs) for r in [result, *batch]]
         return outputs, (counters.hits, counters.misses, counters.evictions, counters.h2d_bytes), used_whole
 
@@ -72,7 +72,7 @@ def test_a_failing_one_graph_step_falls_back_and_loses_nothing(tiny_model_dir, m
     per-layer way with a warning: same tokens, and slots that a failed copy might have left stale are dropped."""
     pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
     from engine.experts.device_lru import DeviceLRU
-    from engine.runtime.decode_graphs import StaticDecode
+    from engine.runtime.decode_graphs import PaddedDecode
 
     folder = tiny_model_dir("qwen3_moe")
     options = dict(model=str(folder), device="cpu", max_model_len=128, decode="static", experts="paged",
@@ -83,7 +83,7 @@ def test_a_failing_one_graph_step_falls_back_and_loses_nothing(tiny_model_dir, m
     def broken(*args, **kwargs):
         raise RuntimeError("no kernel for this GPU")
 
-    monkeypatch.setattr(StaticDecode, "eager_whole", True)
+    monkeypatch.setattr(PaddedDecode, "eager_whole", True)
     monkeypatch.setattr(DeviceLRU, "copy_misses", broken)
     with pytest.warns(UserWarning, match="no kernel for this GPU"):
         with Engine(EngineOptions(**options)) as engine:

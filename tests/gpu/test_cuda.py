@@ -66,7 +66,7 @@ def test_expert_modes_bitwise_on_cuda(bf16_model_dir, model_type):
 
 
 def test_paged_qwen3_shape_stays_within_budget():
-    from engine.bench.shapes import shape
+    from engine.model.shapes import shape
     from engine.bench.suite import decode_once, plan_for
     from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
     from engine.runtime.builder import assemble_engine
@@ -91,7 +91,7 @@ def test_paged_qwen3_shape_stays_within_budget():
           f"experts {plan.expert_device_bytes / 1e6:.0f}, kv {plan.kv_bytes / 1e6:.0f}, workspace "
           f"{plan.workspace_bytes / 1e6:.0f}); not this engine's {others / 1e6:.0f} MB; this engine's peak after "
           f"build {built / 1e6:.0f}, prefill {prefill / 1e6:.0f}, decode {peak / 1e6:.0f} MB")
-    assert 8 <= plan.slots_per_layer < 128
+    assert 8 <= plan.min_layer_slots < 128
     assert peak <= budget
 
 
@@ -151,7 +151,7 @@ def test_graphed_paged_decode_counts_like_the_host_pager(bf16_model_dir):
             counters = expert_counters(engine)
             seen[decode] = (result.token_ids, result.logprobs, counters.hits, counters.misses, counters.evictions)
             if decode == "graphs":
-                static = next(iter(engine._core.runner.static_decode.by_batch.values()))
+                static = next(iter(engine._core.runner.padded_decode.by_batch.values()))
                 assert static.whole is not None, "the decode step did not run as whole-step CUDA graphs"
                 assert len(static.whole) == 1  # one graph per step unless WHOLE_CHUNK_LAYERS splits it
                 gpu_ms = step_gpu_ms(engine._core, 1)  # what `wisp bench` records per row, after the timed runs
@@ -181,7 +181,7 @@ def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir, mo
             seen[decode] = ([(r.token_ids, r.logprobs) for r in results], counters.hits, counters.misses,
                             counters.evictions, counters.h2d_bytes)
             if decode == "graphs":
-                graphed = [s for s in engine._core.runner.static_decode.by_batch.values() if s.whole is not None]
+                graphed = [s for s in engine._core.runner.padded_decode.by_batch.values() if s.whole is not None]
                 assert any(s.batch > 1 for s in graphed), "the batched decode step did not run as whole-step graphs"
                 assert all(len(s.whole) == read_args(folder).num_hidden_layers for s in graphed)
     assert seen["graphs"] == seen["static"]
@@ -191,7 +191,7 @@ def test_expert_arms_bitwise_at_the_qwen3_shape(capsys):
     """At the real Qwen3-30B-A3B shape (4 layers), every arm repeats resident's tokens and logprobs bit for bit,
     through CUDA graphs and the eager path. With SDPA's decode kernels a second resident run did not repeat the
     first at 48 layers; the engine's own decode attention (engine.model.decode_attention) does."""
-    from engine.bench import identity
+    from bench import identity
 
     status = identity.main(["--shape", "qwen3-30b-a3b", "--layers", "4", "--trace",
                             "resources/traces/qwen3-twin_code.npz", "--budget", "4.5", "--tokens", "40", "--seeds", "2",

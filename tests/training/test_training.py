@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from engine.training import corpus
-from engine.training.chat_samples import render_chat
-from engine.training.export import save_checkpoint
-from engine.training.presets import PRESETS
-from engine.training.train import train
+from training import corpus
+from training.chat_samples import render_chat
+from training.export import save_checkpoint
+from training.presets import PRESETS
+from training.train import train
 
 transformers = pytest.importorskip("transformers")
 DEMO = Path(__file__).resolve().parents[2] / "resources" / "demo_model"

@@ -5,7 +5,7 @@ part (norms, attention, router, MoE block) of every step gets a checksum, so the
 that differs is named. "resident-again" (a second resident engine) checks that a run repeats itself at all,
 and the dense weights' checksums after every arm catch a stray write into them.
 
-    python -m engine.bench.identity --shape qwen3-30b-a3b --layers 8 --trace resources/traces/qwen3-twin_code.npz
+    python -m bench.identity --shape qwen3-30b-a3b --layers 8 --trace resources/traces/qwen3-twin_code.npz
 
 Prints one JSON line per arm and exits 1 if any arm differs or the weights changed."""
 
@@ -162,7 +162,7 @@ def arms(host, resident, device, budget: int, names: list[str]):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.bench.identity")
+    parser = argparse.ArgumentParser(prog="python -m bench.identity")
     add_shape_options(parser, layers=8)
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--budget", type=float, default=4.0, help="GiB for the paged and static arms")

@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from engine.training.moe_model import MoeLM
-from engine.training.presets import ArchSpec
+from training.moe_model import MoeLM
+from training.presets import ArchSpec
 
 END_OF_TEXT_ID, IM_END_ID = 0, 2
 MOE_PREFIX = {"qwen3_moe": "mlp", "olmoe": "mlp", "mixtral": "block_sparse_moe"}

@@ -1,6 +1,6 @@
 """Tokenize the corpus into the arrays training reads (built here on CPU, carried to the GPU).
 
-``python -m engine.training.dataset --tokenizer resources/demo_model --out .corpus`` writes
+``python -m training.dataset --tokenizer resources/demo_model --out .corpus`` writes
 tokens.npz with uint16 streams ``train``, ``heldout_code`` and ``heldout_chat`` (documents
 joined by <|endoftext|>, training documents shuffled with a fixed seed) and dataset.json with
 the counts and the corpus manifest.
@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer
 
-from engine.training import corpus
-from engine.training.chat_samples import samples_for_file
+from training import corpus
+from training.chat_samples import samples_for_file
 
 END_OF_TEXT_ID = 0
 CHAT_REPEATS = 2  # chat samples are ~8% of the text; seen twice they are ~15% of training tokens

@@ -1,7 +1,7 @@
 """Turn `wisp bench` JSONs into one markdown file (a section per JSON: the arm table, the split check) and PNG
 plots per JSON (tok/s vs budget, hit rate vs slots, measured vs floor), named after the JSON's stem.
 
-    python -m engine.bench.report bench/results/DIR/qwen3-30b-a3b-b1-p512.json [more.json ...] [--out DIR]
+    python -m bench.report bench/results/DIR/qwen3-30b-a3b-b1-p512.json [more.json ...] [--out DIR]
 
 Floors (shared/BENCH.md), both from the all-resident row of the same JSON (no resident row: '-'):
   run floor  = the run's H2D bytes / pinned copy-loop rate + the resident time for as many tokens;
@@ -281,7 +281,7 @@ def plot(result: dict, out: Path, prefix: str) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m engine.bench.report")
+    parser = argparse.ArgumentParser(prog="python -m bench.report")
     parser.add_argument("results", type=Path, nargs="+", help="JSONs written by wisp bench")
     parser.add_argument("--out", type=Path, default=None, help="folder for results.md and plots (default: the "
                                                                 "first JSON's folder)")

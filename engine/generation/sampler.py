@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import torch
 
-from engine.runtime.sequence import Sequence
 from engine.sampling import SamplingParams
 
 
@@ -34,11 +33,13 @@ def sample_row(logits: torch.Tensor, params: SamplingParams, generator: torch.Ge
     return torch.multinomial(probs, 1, generator=generator)
 
 
-def sample(logits: torch.Tensor, seqs: list[Sequence]) -> tuple[list[int], list[float]]:
-    """logits [B, V] fp32 -> (token ids, their log-probabilities under the unmodified model distribution)."""
+def sample(logits: torch.Tensor, params: list[SamplingParams],
+           generators: list[torch.Generator | None]) -> tuple[list[int], list[float]]:
+    """logits [B, V] fp32, each row's params and generator -> (token ids, their log-probabilities under the
+    unmodified model distribution)."""
     tokens = torch.argmax(logits, dim=-1)  # [B]
-    for row, seq in enumerate(seqs):
-        if not seq.sampling.is_greedy:
-            tokens[row] = sample_row(logits[row], seq.sampling, seq.generator)[0]
+    for row, (row_params, generator) in enumerate(zip(params, generators)):
+        if not row_params.is_greedy:
+            tokens[row] = sample_row(logits[row], row_params, generator)[0]
     logprobs = torch.log_softmax(logits, dim=-1).gather(1, tokens[:, None])[:, 0]  # [B]
     return tokens.tolist(), logprobs.tolist()

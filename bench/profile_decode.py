@@ -3,7 +3,7 @@ replayed back to back), the host time around it (the difference), the launch tim
 host's top functions (cProfile) and the GPU's top kernels (torch profiler). Trace-driven routing on a synthetic
 model of a real shape, as `wisp bench`.
 
-    python -m engine.bench.profile_decode --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz \\
+    python -m bench.profile_decode --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz \\
         --arms resident,paged-all --tokens 64
 
 resident: every expert on the device; paged-all: the pager with a slot for every expert, all warm (the pager's
@@ -30,11 +30,11 @@ from pathlib import Path
 
 import torch
 
+from bench.phases import parse_list
 from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB
 from engine.bench.copy_rates import copy_loop_rate
 from engine.bench.graph_timing import replay_ms, replay_whole, timed_launches, whole_step_graphs
-from engine.bench.phases import parse_list
 from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.suite import decode_once, mvwsa_plan, plan_for, resident_weights, sync
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
@@ -117,7 +117,7 @@ class Arms:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m engine.bench.profile_decode")
+    parser = argparse.ArgumentParser(prog="python -m bench.profile_decode")
     add_shape_options(parser, device=False)
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--arms", default="resident,paged-all",

@@ -1,6 +1,6 @@
 """The prompts of the trace workloads, made from held-out corpus files (never trained on).
 
-``python -m engine.training.workloads --out resources/traces/workloads.json`` writes
+``python -m training.workloads --out resources/traces/workloads.json`` writes
 {"code": [...], "chat": [...], "multi_turn": [...], "batched": [...]}: code prompts are a
 function's signature and docstring opening (the model writes the body), chat prompts are
 questions about held-out modules in the chat template, the multi-turn session alternates a
@@ -15,8 +15,8 @@ import json
 import random
 from pathlib import Path
 
-from engine.training import corpus
-from engine.training.chat_samples import CODE_QUESTIONS, PROSE_QUESTIONS, module_name, render_chat
+from training import corpus
+from training.chat_samples import CODE_QUESTIONS, PROSE_QUESTIONS, module_name, render_chat
 
 NUM_PROMPTS = 4
 NUM_TURNS = 6

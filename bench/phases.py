@@ -6,7 +6,7 @@ online_controller). Arms, all at one budget: the offline configurator's split fo
 (`configured`), uniform static splits at several KV sizes (`static-kv-<GiB>`), and `online` (the
 configured split, then the controller).
 
-    python -m engine.bench.phases --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_multi_turn.npz \\
+    python -m bench.phases --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_multi_turn.npz \\
         --budget 12 --burst 4x7000+64 --chat 2x256+128 --max-len 8192 --cycles 2 --out DIR
 
 The default workload is one where the two phases want different splits: the burst's KV (2.6 GiB at 12 GiB) is
@@ -27,11 +27,11 @@ from pathlib import Path
 
 import torch
 
+from bench.compile_log import TritonCompiles
+from bench.phases_summary import summary, verdict
 from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB, MemoryPlan, kv_floor_bytes
-from engine.bench.compile_log import TritonCompiles
 from engine.bench.copy_rates import copy_loop_rate
-from engine.bench.phases_summary import summary, verdict
 from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.suite import attach_online, mvwsa_plan, peak_gib, pool_bytes, reset_peak, shape_plan, sync
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
@@ -66,7 +66,7 @@ def kv_plan(weights, budget: int, kv_bytes: int, burst: int, max_len: int) -> Me
     if slots < weights.args.num_experts_per_tok:
         return None
     kv = pool_bytes(base) - slots * row
-    return replace(base, slots_per_layer=int(slots), layer_slots=None, kv_blocks=kv // base.kv_block_bytes)
+    return replace(base, layer_slots=(int(slots),) * base.num_moe_layers, kv_blocks=kv // base.kv_block_bytes)
 
 
 def run_requests(engine, specs: list[tuple[str, list[int], int]], together: bool) -> list:
@@ -108,9 +108,9 @@ def measure(weights, name: str, plan: MemoryPlan, args, device, router, online: 
         run_requests(engine, warm[:size], together=True)
     engine.plan_changes, engine.plan_stall_s, engine.plan_reasons = 0, 0.0, []  # the measured phases' re-splits only
     engine.scheduler.block_manager.hash_to_block.clear()
-    row = {"arm": name, "kv_gib": plan.kv_bytes / GiB, "slots_total": sum(plan.slots_by_layer), "phases": {},
+    row = {"arm": name, "kv_gib": plan.kv_bytes / GiB, "slots_total": sum(plan.layer_slots), "phases": {},
            "tokens": []}
-    graphs = engine.runner.static_decode
+    graphs = engine.runner.padded_decode
     started = time.perf_counter()
     with TritonCompiles() as compiles:
         for phase, together, specs in workload(args, weights.args.vocab_size):
@@ -174,7 +174,7 @@ def parse_list(kind):
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m engine.bench.phases")
+    parser = argparse.ArgumentParser(prog="python -m bench.phases")
     add_shape_options(parser)
     parser.add_argument("--trace", type=Path, required=True)
     parser.add_argument("--budget", type=float, default=12.0, help="GiB")

@@ -1,7 +1,7 @@
 """CPU head-to-head on the bundled demo model: Wisp's engine (safetensors, fp32 compute) vs llama.cpp through
 Wisp's GGUF backend (the demo's GGUF twins: f32, bf16, f16, q8_0), same prompts, greedy, same thread count.
 
-    python bench/results/2026-11-29-cpu-llamacpp/compare.py --out bench/results/2026-11-29-cpu-llamacpp
+    python bench/llamacpp_cpu_compare.py --out bench/results/2026-11-29-cpu-llamacpp
 
 Each arm loads once, runs one warm-up, then --runs measured requests per prompt; every run starts with a
 different first line ("# sample N"), so neither engine's prefix cache serves the prompt. decode tok/s and
@@ -89,7 +89,7 @@ def markdown(results: list[dict], meta: dict) -> str:
              f"{meta['versions']}", "",
              f"1-minute load average before/after (the machine is shared): {meta['load_average_1min']}", "",
              f"greedy, {meta['max_tokens']} new tokens (ignore_eos), median of {meta['runs']} runs after 1 warm-up", "",
-             f"`PYTHONPATH=. python bench/results/2026-11-29-cpu-llamacpp/compare.py --out "
+             f"`PYTHONPATH=. python bench/llamacpp_cpu_compare.py --out "
              f"bench/results/2026-11-29-cpu-llamacpp --runs {meta['runs']} --max-tokens {meta['max_tokens']}` "
              "(per-run numbers in results.json)", "",
              "| arm | weights | prompt | prompt tokens | TTFT ms | decode tok/s | same tokens as Wisp |",

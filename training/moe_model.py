@@ -17,7 +17,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from engine.model.layers import RMSNorm
-from engine.training.presets import ArchSpec
+from training.presets import ArchSpec
 
 
 @dataclasses.dataclass

@@ -1,6 +1,6 @@
 """Train the demo model's byte-level BPE tokenizer with `tokenizers` and save it in HF format.
 
-``python -m engine.training.bpe --out resources/demo_model`` trains on the corpus' training
+``python -m training.bpe --out resources/demo_model`` trains on the corpus' training
 files (corpus.py) and writes tokenizer.json, tokenizer_config.json (with the chat template),
 chat_template.jinja and special_tokens_map.json.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from engine.training import corpus
+from training import corpus
 
 VOCAB_SIZE = 4096
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")  # ids 0, 1, 2

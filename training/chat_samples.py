@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import random
 
-from engine.training.corpus import SourceFile
+from training.corpus import SourceFile
 
 SYSTEM_PROMPTS = (
     "You are Wisp, a small demo model trained on Python source code.",

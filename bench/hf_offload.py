@@ -3,7 +3,7 @@ weights), the way people run a model that does not fit: `device_map` inferred un
 the layers that do not fit stay in host memory and accelerate copies their weights to the GPU at every
 forward. Greedy `generate` on a random prompt; no traces (transformers routes with its own router).
 
-    python -m engine.bench.hf_offload --shape qwen3-30b-a3b --layers 24 --budgets 12,22 --out DIR
+    python -m bench.hf_offload --shape qwen3-30b-a3b --layers 24 --budgets 12,22 --out DIR
 
 A whole copy of the model lives in host memory, so on the H200 host the Qwen3 shape runs cut to its first
 layers (--layers); per-token time scales with the offloaded layers. Writes DIR/hf-offload-<shape>-l<L>.json."""
@@ -115,7 +115,7 @@ def measure(args: ModelArgs, budget_gib: float, prompt: int, tokens: int, device
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m engine.bench.hf_offload")
+    parser = argparse.ArgumentParser(prog="python -m bench.hf_offload")
     add_shape_options(parser)
     parser.add_argument("--budgets", default="12,22")
     parser.add_argument("--prompt", type=int, default=512)

@@ -1,6 +1,6 @@
 """Train a preset on the tokenized corpus and write an HF checkpoint plus a loss log.
 
-    python -m engine.training.train --out DIR --preset demo|qwen3-twin|olmoe-twin|mixtral-twin \
+    python -m training.train --out DIR --preset demo|qwen3-twin|olmoe-twin|mixtral-twin \
         [--data .corpus/tokens.npz] [--time-budget S] [--max-steps N] [--traces DIR]
 
 Runs until max_steps or the time budget, whichever comes first; the learning-rate schedule
@@ -23,9 +23,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.training.export import save_checkpoint
-from engine.training.moe_model import MoeLM, init_weights, load_balancing_loss
-from engine.training.presets import PRESETS, Preset, TrainSpec
+from training.export import save_checkpoint
+from training.moe_model import MoeLM, init_weights, load_balancing_loss
+from training.presets import PRESETS, Preset, TrainSpec
 
 
 class Batches:
@@ -176,7 +176,7 @@ def main() -> None:
     log.save(args.out / "train_log.json")
     save_checkpoint(model, args.out)
     if args.traces:
-        from engine.training.record_traces import record_all
+        from training.record_traces import record_all
         record_all(model, preset, json.loads(args.workloads.read_text()), args.traces)
 
 

@@ -2,7 +2,7 @@
 combines the JSONs of one workload run in parts (a run of more arms than fit one 10-minute device command is
 split over several with --arms and --static-kv) into one verdict.
 
-    python -m engine.bench.phases_summary ONLINE_PART.json STATIC_PART.json [--out MERGED.json]
+    python -m bench.phases_summary ONLINE_PART.json STATIC_PART.json [--out MERGED.json]
 
 The parts must be one workload (the same shape, trace, phases, cycles, budget, maximum length and GPU) whose arms
 all produced the same tokens; otherwise the comparison would mean nothing, and it stops with the reason."""

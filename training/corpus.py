@@ -11,7 +11,7 @@ Recipe (deterministic for a given Python installation):
 - chat samples (``chat_samples``) are made from the docstrings and source of each split's own
   files, so held-out chat samples come only from held-out files.
 
-``python -m engine.training.corpus --out .corpus`` writes the text documents and a manifest.
+``python -m training.corpus --out .corpus`` writes the text documents and a manifest.
 """
 
 from __future__ import annotations

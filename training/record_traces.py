@@ -17,9 +17,9 @@ from tokenizers import Tokenizer
 
 from engine.traces.format import TraceHeader, save
 from engine.traces.recorder import TraceRecorder
-from engine.training.chat_samples import render_chat
-from engine.training.moe_model import MoeLM
-from engine.training.presets import Preset
+from training.chat_samples import render_chat
+from training.moe_model import MoeLM
+from training.presets import Preset
 
 MAX_NEW_TOKENS = 128
 TEMPERATURE = 0.8
@@ -94,7 +94,7 @@ def multi_turn(model, tokenizer, turns, recorder, generator, device) -> None:
 def record_workload(model, preset: Preset, tag: str, prompts: list, tokenizer, device):
     arch = preset.arch
     header = TraceHeader(preset.model_name, arch.model_type, arch.num_layers, arch.num_experts, arch.top_k, tag,
-                         {"recorded_by": "engine.training.record_traces", "twin_preset": preset.name,
+                         {"recorded_by": "training.record_traces", "twin_preset": preset.name,
                           "hidden_size": arch.hidden_size, "temperature": TEMPERATURE,
                           "max_new_tokens": MAX_NEW_TOKENS})
     recorder = TraceRecorder(header)

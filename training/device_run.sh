@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One H200 call: train the demo model and the three topology twins concurrently (each is
 # launch-bound, so they share the GPU well), record every twin's trace workloads, and pack the
-# results into at most 8 files under $OUT. Needs .corpus/ (carried: python -m engine.training.dataset).
-# Usage: bash engine/training/device_run.sh [PRESET...]   (default: all four)
+# results into at most 8 files under $OUT. Needs .corpus/ (carried: python -m training.dataset).
+# Usage: bash training/device_run.sh [PRESET...]   (default: all four)
 set -u
 export PYTHONUNBUFFERED=1
 RUN=/tmp/wisp_run
@@ -12,7 +12,7 @@ python3 -c "import torch; print('torch', torch.__version__)"
 PRESETS=("$@")
 [ ${#PRESETS[@]} -gt 0 ] || PRESETS=(demo qwen3-twin olmoe-twin mixtral-twin)
 for preset in "${PRESETS[@]}"; do
-  python3 -m engine.training.train --out "$RUN/$preset" --preset "$preset" --traces "$RUN/traces" \
+  python3 -m training.train --out "$RUN/$preset" --preset "$preset" --traces "$RUN/traces" \
     > "$RUN/$preset.log" 2>&1 &
 done
 wait

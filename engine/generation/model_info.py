@@ -1,0 +1,27 @@
+"""What the app and CLI show about a loaded model, whichever backend runs it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.alloc.memory_plan import MemoryPlan
+
+DEFAULT_MAX_MODEL_LEN = 4096
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the app and CLI show about a loaded model."""
+
+    path: str
+    name: str
+    model_type: str
+    num_layers: int
+    num_experts: int
+    top_k: int
+    max_model_len: int
+    device: str
+    dtype: str
+    has_chat_template: bool
+    plan: MemoryPlan
+    warnings: tuple[str, ...] = ()

@@ -1,0 +1,45 @@
+"""Which backend serves EngineOptions.model: the one place that knows every backend (engine.api calls it).
+
+A remote URL runs on an OpenAI-compatible server, a .gguf file on llama.cpp, anything else (a folder, a Hugging
+Face cache id, the bundled demo) on Wisp's own engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.config import EngineOptions, Progress
+from engine.errors import UnsupportedModelError
+from engine.generation.core import EngineCore
+from engine.generation.model_info import ModelInfo
+from engine.model_path import is_remote_url, resolve_model
+
+
+def build_engine(options: EngineOptions, progress: Progress | None = None) -> tuple[EngineCore, ModelInfo]:
+    """Load the model on the calling thread; raises WispError subclasses with readable messages."""
+    if is_remote_url(options.model):
+        return build_remote(options.model, options, progress)
+    folder = resolve_model(options.model)
+    if folder.suffix == ".gguf":
+        return build_gguf(folder, options, progress)
+    from engine.runtime.builder import build_engine as build_wisp  # torch: imported when a model loads
+
+    return build_wisp(folder, options, progress)
+
+
+def build_gguf(path: Path, options: EngineOptions, progress: Progress | None):
+    """GGUF files run on llama.cpp (the optional llama-cpp-python dependency)."""
+    try:
+        from engine.backends.llama_cpp import build
+    except ImportError:
+        raise UnsupportedModelError(
+            f"{path}: GGUF files need the llama.cpp backend: pip install 'wisp[gguf]'") from None
+    return build(path, options, progress)
+
+
+def build_remote(url: str, options: EngineOptions, progress: Progress | None):
+    """An OpenAI-compatible server (vLLM, llama.cpp's server, another `wisp serve`) as the engine."""
+    try:
+        from engine.backends.remote import build
+    except ImportError:
+        raise UnsupportedModelError(f"{url}: remote servers need httpx: pip install 'wisp[remote]'") from None
+    return build(url, options, progress)

@@ -1,0 +1,44 @@
+"""Layer geometry of well-known MoE models, by name: `wisp configure --model qwen3-30b-a3b` plans for one
+without its weights, and `wisp bench` builds synthetic weights of the same shape (shared/BENCH.md)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from engine.model.args import ModelArgs
+
+
+def _args(**kw) -> ModelArgs:
+    layers = kw["num_hidden_layers"]
+    defaults = dict(rms_norm_eps=1e-6, max_position_embeddings=32768, tie_word_embeddings=False,
+                    intermediate_size=0, torch_dtype="bfloat16", moe_layers=(True,) * layers)
+    return ModelArgs(**{**defaults, **kw})
+
+
+SHAPES: dict[str, ModelArgs] = {
+    "qwen3-30b-a3b": _args(model_type="qwen3_moe", vocab_size=151936, hidden_size=2048, num_hidden_layers=48,
+                           num_attention_heads=32, num_key_value_heads=4, head_dim=128, rope_theta=1e6,
+                           num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
+                           norm_topk_prob=True, qk_norm="per_head"),
+    "olmoe-1b-7b": _args(model_type="olmoe", vocab_size=50304, hidden_size=2048, num_hidden_layers=16,
+                         num_attention_heads=16, num_key_value_heads=16, head_dim=128, rope_theta=1e4,
+                         num_experts=64, num_experts_per_tok=8, moe_intermediate_size=1024,
+                         norm_topk_prob=False, qk_norm="full", rms_norm_eps=1e-5),
+    "mixtral-8x7b": _args(model_type="mixtral", vocab_size=32000, hidden_size=4096, num_hidden_layers=32,
+                          num_attention_heads=32, num_key_value_heads=8, head_dim=128, rope_theta=1e6,
+                          num_experts=8, num_experts_per_tok=2, moe_intermediate_size=14336,
+                          norm_topk_prob=True, router_weights_fp32=True, rms_norm_eps=1e-5),
+    # The Qwen3-30B-A3B expert topology at toy width: CPU tests of the benchmark harness with its traces.
+    "qwen3-topology-tiny": _args(model_type="qwen3_moe", vocab_size=512, hidden_size=64, num_hidden_layers=48,
+                                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, rope_theta=1e6,
+                                 num_experts=128, num_experts_per_tok=8, moe_intermediate_size=32,
+                                 norm_topk_prob=True, qk_norm="per_head", torch_dtype="float32"),
+}
+
+
+def shape(name: str, num_layers: int | None = None) -> ModelArgs:
+    """A named shape, optionally cut to its first num_layers layers (host RAM limits)."""
+    args = SHAPES[name]
+    if num_layers is None or num_layers == args.num_hidden_layers:
+        return args
+    return replace(args, num_hidden_layers=num_layers, moe_layers=args.moe_layers[:num_layers])
