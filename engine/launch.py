@@ -1,7 +1,8 @@
 """Which backend serves EngineOptions.model: the one place that knows every backend (engine.api calls it).
 
-A remote URL runs on an OpenAI-compatible server, a .gguf file on llama.cpp, anything else (a folder, a Hugging
-Face cache id, the bundled demo) on Wisp's own engine."""
+A remote URL runs on an OpenAI-compatible server, a .gguf file on Wisp's engine when it supports the file (else
+llama.cpp: engine.gguf.backend_choice), anything else (a folder, a Hugging Face cache id, the bundled demo) on
+Wisp's own engine."""
 
 from __future__ import annotations
 
@@ -27,12 +28,19 @@ def build_engine(options: EngineOptions, progress: Progress | None = None) -> tu
 
 
 def build_gguf(path: Path, options: EngineOptions, progress: Progress | None):
-    """GGUF files run on llama.cpp (the optional llama-cpp-python dependency)."""
+    """Wisp's own engine when it runs the file's architecture and every tensor's quant type (or --backend wisp
+    asks for it), else llama.cpp (the optional llama-cpp-python dependency)."""
+    from engine.gguf.backend_choice import WISP, choose_backend
+
+    if choose_backend(path, options.backend).backend == WISP:
+        from engine.runtime.builder import build_gguf_engine  # torch: imported when a model loads
+
+        return build_gguf_engine(path, options, progress)
     try:
         from engine.backends.llama_cpp import build
     except ImportError:
         raise UnsupportedModelError(
-            f"{path}: GGUF files need the llama.cpp backend: pip install 'wisp[gguf]'") from None
+            f"{path}: this GGUF file runs on llama.cpp: pip install 'wisp[gguf]'") from None
     return build(path, options, progress)
 
 

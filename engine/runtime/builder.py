@@ -46,22 +46,42 @@ def build_engine(folder: Path, options: EngineOptions, progress: Progress | None
     args = read_args(folder)  # refuse an unsupported or malformed config before reading anything large
     tokenizer = Tokenizer.from_folder(folder)
     dtype = resolve_dtype(options.dtype, args, device)
-    max_model_len = min(options.max_model_len or DEFAULT_MAX_MODEL_LEN, args.max_position_embeddings)
     sizes = model_sizes(args, dtype.itemsize)
-    plan_request = PlanRequest(
-        mode=options.experts, budget_bytes=options.budget_bytes, block_size=options.block_size,
-        max_model_len=max_model_len, max_num_seqs=options.max_num_seqs, max_batched_tokens=max_model_len,
-        expert_slots=options.expert_slots, kv_blocks=options.kv_blocks)
-    plan = plan_memory(sizes, plan_request)
+    plan_request, plan = plan_for_options(options, args, sizes)
     on_host = options.experts != "resident"
     weights = load_weights(folder, device, str(dtype).replace("torch.", ""),
                            expert_device=torch.device("cpu") if on_host else device,
                            pin_experts=on_host and device.type == "cuda", progress=progress)
+    return finish_engine(weights, tokenizer, options, sizes, plan_request, plan, device, folder)
+
+
+def build_gguf_engine(path: Path, options: EngineOptions, progress: Progress | None = None):
+    """Wisp's own engine on a GGUF file: experts paged in their block formats (engine.runtime.gguf_build)."""
+    from engine.runtime.gguf_build import load_gguf
+
+    return finish_engine(*load_gguf(path, options, progress), path)
+
+
+def plan_for_options(options: EngineOptions, args, sizes) -> tuple[PlanRequest, MemoryPlan]:
+    """The planner's request for these options and the plan it gives; raises BudgetError below the minimum."""
+    max_model_len = min(options.max_model_len or DEFAULT_MAX_MODEL_LEN, args.max_position_embeddings)
+    plan_request = PlanRequest(
+        mode=options.experts, budget_bytes=options.budget_bytes, block_size=options.block_size,
+        max_model_len=max_model_len, max_num_seqs=options.max_num_seqs, max_batched_tokens=max_model_len,
+        expert_slots=options.expert_slots, kv_blocks=options.kv_blocks)
+    return plan_request, plan_memory(sizes, plan_request)
+
+
+def finish_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineOptions, sizes,
+                  plan_request: PlanRequest, plan: MemoryPlan, device: torch.device,
+                  path: Path) -> tuple[LLMEngine, ModelInfo]:
+    """Loaded weights (a safetensors folder's or a GGUF file's) -> the engine, its controller and its ModelInfo."""
+    args, max_model_len = weights.args, plan_request.max_model_len
     engine = assemble_engine(weights, tokenizer, options, plan, device, max_model_len, Replanner(sizes, plan_request))
     if plan.mode == "paged" and options.budget_bytes and options.online and options.expert_slots is None:
         attach_controller(engine, sizes, plan_request, device, args.num_hidden_layers)
     info = ModelInfo(
-        path=str(folder), name=display_name(folder), model_type=args.model_type, num_layers=args.num_hidden_layers,
+        path=str(path), name=display_name(path), model_type=args.model_type, num_layers=args.num_hidden_layers,
         num_experts=args.num_experts, top_k=args.num_experts_per_tok, max_model_len=max_model_len,
         device=str(device), dtype=str(weights.dtype).replace("torch.", ""),
         has_chat_template=tokenizer.has_chat_template, plan=plan,

@@ -15,5 +15,5 @@ def gguf_engine(demo_gguf):
     """One llama.cpp engine on the demo twin, shared by the tests that only generate."""
     from engine.api import Engine, EngineOptions
 
-    with Engine(EngineOptions(model=str(demo_gguf), device="cpu")) as engine:
+    with Engine(EngineOptions(model=str(demo_gguf), device="cpu", backend="llama.cpp")) as engine:
         yield engine

@@ -36,7 +36,8 @@ def write_tiny(folder, model_type):
 
 def greedy_tokens(model: str, max_tokens: int = 16) -> tuple[int, ...]:
     request = GenerateRequest(prompt="def fib(n):", sampling=SamplingParams(max_tokens=max_tokens, ignore_eos=True))
-    with Engine(EngineOptions(model=model, device="cpu")) as engine:
+    backend = "llama.cpp" if model.endswith(".gguf") else "auto"  # the converted file as llama.cpp runs it
+    with Engine(EngineOptions(model=model, device="cpu", backend=backend)) as engine:
         return engine.generate(request).token_ids
 
 

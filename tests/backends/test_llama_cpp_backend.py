@@ -77,7 +77,7 @@ def test_the_next_chat_turn_reuses_the_cached_prefix(gguf_engine):
 
 
 def test_a_prompt_longer_than_the_context_is_refused(demo_gguf):
-    with Engine(EngineOptions(model=str(demo_gguf), device="cpu", max_model_len=16)) as engine:
+    with Engine(EngineOptions(model=str(demo_gguf), device="cpu", max_model_len=16, backend="llama.cpp")) as engine:
         finish = engine.generate(GenerateRequest(prompt="x = 1\n" * 40, sampling=greedy()))
         assert finish.reason == "error" and "context holds 16" in finish.error
         assert engine.info.max_model_len == 16
