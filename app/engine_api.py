@@ -13,6 +13,11 @@ def api() -> ModuleType:
     return importlib.import_module("engine.api")
 
 
+def parse_size(text: str) -> int:
+    """engine.api.parse_size ("6 GiB", "900MiB"), for widgets built before the engine API is imported."""
+    return api().parse_size(text)
+
+
 def format_bytes(num_bytes: float) -> str:
     """engine.api.format_bytes, for widgets built before the engine API is imported."""
     return api().format_bytes(num_bytes)

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QApplication
 from app.app_paths import AppPaths
 from app.crash_handler import CrashHandler
 from app.launch_options import LaunchOptions
+from app.none_refcount_guard import guard_none_refcount
 from app.settings import THEMES
 from app.single_instance import SingleInstance, instance_key, raise_window
 
@@ -60,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     application.setDesktopFileName(APP_ID)
     paths = AppPaths.resolve(options.data_dir).create()
     instance = SingleInstance(instance_key(paths.data_dir), application)
+    guard_none_refcount()
     if not instance.claim():
         print("wisp-desktop is already running: its window was brought to the front.")
         return 0
-    CrashHandler(paths.log_dir, application).install()
+    CrashHandler(paths.log_dir, application).install(capture_stderr=True)
     window = open_main_window(options, paths)
     instance.activation_requested.connect(lambda: raise_window(window))
     return application.exec()

@@ -14,7 +14,7 @@ from app.chat.conversation_model import ConversationModel
 from app.chat.conversation_store import ConversationStore
 from app.chat.generation_controller import GenerationController
 from app.chat.token_counter import TokenCounter
-from app.engine_api import api, format_bytes
+from app.engine_api import api, format_bytes, parse_size
 from app.engine_bridge import EngineBridge
 from app.error_dialog import show_error
 from app.icons import icon
@@ -24,7 +24,8 @@ from app.memory.budget_controller import BudgetController
 from app.memory.budget_range import budget_range
 from app.memory.memory_panel_widget import MemoryPanelWidget
 from app.memory.plan_text import plan_summary
-from app.model_loader import LoadRequest, ModelLoader
+from app.model_loader import LoadRequest, ModelLoader, budget_marks
+from app.none_refcount_guard import guard_none_refcount
 from app.picker.model_picker_dialog import ModelPickerDialog
 from app.server_controller import ServerController
 from app.server_widget import ServerWidget
@@ -40,6 +41,7 @@ class MainWindowWidget(QMainWindow):
         self.launch = launch
         self.paths = AppPaths.resolve(launch.data_dir).create()
         setup_logging(self.paths.log_file)
+        guard_none_refcount()
         self._settings_store = SettingsStore(self.paths.settings_file)
         self.settings = self._settings_store.load()
         if launch.theme:
@@ -70,7 +72,7 @@ class MainWindowWidget(QMainWindow):
         build_tool_bar(self, self.window_actions)
         self.conversations = ConversationListWidget(self.store, self)
         self.chat = ChatWidget(self.conversation, self.generation, self.theme.render_style, self)
-        self.memory_panel = MemoryPanelWidget(self.theme, format_bytes, self)
+        self.memory_panel = MemoryPanelWidget(self.theme, format_bytes, parse_size, self)
         self.memory_panel.set_engine_source(lambda: self.loader.engine)
         self.budget = BudgetController(self.memory_panel.budget_slider, lambda: self.loader.engine, self)
         self.server_panel = ServerWidget(self.server, self.settings.server_port, self)
@@ -113,9 +115,10 @@ class MainWindowWidget(QMainWindow):
         self.loader.ready.connect(self._on_loader_ready)
         self.loader.failed.connect(lambda message: show_error(self, "Could not load the model", message))
         self.loader.unloaded.connect(self._on_loader_unloaded)
+        self.loader.budget_refused.connect(self._on_loader_budget_refused)
+        self.memory_panel.budget_slider.load_at_minimum_requested.connect(self._on_load_at_minimum_requested)
         self.bridge.plan_changed.connect(self._on_bridge_plan_changed)
         self.budget.applied.connect(lambda num_bytes: self._save_settings(budget_bytes=num_bytes))
-        self.budget.refused.connect(lambda message: show_error(self, "Budget refused", message))
         self.generation.failed.connect(lambda message: show_error(self, "Generation failed", message))
         self.server.failed.connect(lambda message: show_error(self, "Could not start the API server", message))
         self.server.started.connect(lambda url: self._save_settings(server_port=self.server_panel.port))
@@ -199,6 +202,24 @@ class MainWindowWidget(QMainWindow):
             model = self.settings.last_model if self.launch.model is None else self.launch.model
             self.load_model(None if model == DEMO else model)
 
+    @Slot(str, object)
+    def _on_loader_budget_refused(self, message: str, minimum: int | None) -> None:
+        """Said next to the slider (no dialog), with an offer to load at the minimum when it is known."""
+        slider = self.memory_panel.budget_slider
+        slider.set_state(f"Not loaded: {message}", is_error=True)
+        slider.offer_minimum(minimum)
+        if self.loader.engine is None:
+            self.status.show_no_model("No model loaded: the budget is too small (see the memory panel)")
+
+    @Slot(object)
+    def _on_load_at_minimum_requested(self, num_bytes: int) -> None:
+        request = self.loader.refused_request
+        if request is None:
+            return
+        self.memory_panel.budget_slider.set_budget(num_bytes)
+        self.memory_panel.budget_slider.set_state("")
+        self.load_model(request.model)
+
     def _on_hardware_task_failed(self, error: BaseException) -> None:
         show_error(self, "Could not start the engine", f"{type(error).__name__}: {error}")
         self.status.show_no_model("The engine could not start (see Help → Open logs)")
@@ -218,6 +239,11 @@ class MainWindowWidget(QMainWindow):
         self.chat.code_context.set_token_counter(TokenCounter(info.path))
         plan = self.loader.engine.stats().plan  # a model kept after a refused load may have re-planned since
         self.budget.show_plan(plan)
+        self.memory_panel.budget_slider.set_marks(None)
+        request = self.loader.request
+        if request is not None:
+            run_in_background(lambda report: budget_marks(request),
+                              on_success=self.memory_panel.budget_slider.set_marks)
         self.memory_panel.refresh()
         self.memory_panel.plan_log.add_text(f"serving {info.name}: {plan_summary(plan, format_bytes)}")
         request = self.loader.request
@@ -239,7 +265,7 @@ class MainWindowWidget(QMainWindow):
         if not is_busy:
             self.budget.retry_if_stranded()
 
-    @Slot(int)
+    @Slot("qint64")
     def _on_conversations_conversation_deleted(self, conversation_id: int) -> None:
         current = self.conversation.conversation
         if current is not None and current.id == conversation_id:

@@ -124,3 +124,56 @@ def gguf_fit_summary(path: Path, budget_bytes: int) -> str:
     if path.stat().st_size <= budget_bytes:
         return "fits (llama.cpp)"
     return "larger than the budget: llama.cpp with experts on the CPU (--n-cpu-moe)"
+
+
+@dataclass(frozen=True)
+class BudgetMarks:
+    """What a model needs, sized as the engine sizes it at load: `minimum` holds the dense weights, top_k expert
+    slots per layer, the KV floor and the workspace (experts paged); `all_resident` holds every expert too."""
+
+    minimum: int
+    all_resident: int
+
+
+def engine_plan_request(options, args: ModelArgs) -> tuple[PlanRequest, int]:
+    """The PlanRequest (and bytes per weight) that engine.runtime.builder.build_engine makes for these
+    EngineOptions, without loading anything; estimates that must agree with the loaded engine start here."""
+    import torch
+
+    from engine.hardware import pick_device
+    from engine.model.loader import resolve_dtype
+
+    dtype = resolve_dtype(options.dtype, args, pick_device(options.device))
+    max_model_len = min(options.max_model_len or ENGINE_MAX_MODEL_LEN, args.max_position_embeddings)
+    request = PlanRequest(mode=options.experts, budget_bytes=options.budget_bytes, block_size=options.block_size,
+                          max_model_len=max_model_len, max_num_seqs=options.max_num_seqs,
+                          max_batched_tokens=max_model_len, expert_slots=options.expert_slots,
+                          kv_blocks=options.kv_blocks)
+    return request, torch.empty((), dtype=dtype).element_size()
+
+
+ENGINE_MAX_MODEL_LEN = 4096  # engine.runtime.builder.DEFAULT_MAX_MODEL_LEN
+
+
+def engine_plan(options) -> MemoryPlan:
+    """The memory plan the engine would load `options.model` (a checkpoint folder or None for the demo) with;
+    raises BudgetError (naming the minimum) when the budget is too small."""
+    from engine.model_path import resolve_model
+
+    args = read_args(resolve_model(options.model))
+    request, dtype_bytes = engine_plan_request(options, args)
+    return plan_memory(model_sizes(args, dtype_bytes), request)
+
+
+def budget_marks(options) -> BudgetMarks:
+    """The minimum and all-resident budgets of `options.model` under `options` (its budget is ignored)."""
+    from engine.alloc.memory_plan import kv_floor_bytes, minimum_budget, workspace_bytes
+    from engine.model_path import resolve_model
+
+    args = read_args(resolve_model(options.model))
+    request, dtype_bytes = engine_plan_request(options, args)
+    sizes = model_sizes(args, dtype_bytes)
+    fixed = sizes.dense_bytes + workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
+    experts = sizes.num_moe_layers * sizes.num_experts * sizes.expert_bytes
+    kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
+    return BudgetMarks(minimum_budget(sizes, request), fixed + experts + kv_floor)

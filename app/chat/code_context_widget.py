@@ -14,7 +14,7 @@ from app.icons import icon
 
 
 class CodeContextWidget(QWidget):
-    attachments_changed = Signal(int)  # token count of the attached context
+    attachments_changed = Signal("qint64")  # token count of the attached context
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)

@@ -42,7 +42,7 @@ def finish_info(event) -> dict:
 
 class GenerationController(QObject):
     busy_changed = Signal(bool)
-    context_used = Signal(int, int)  # tokens in the last request (prompt + reply), the model's context length
+    context_used = Signal("qint64", "qint64")  # tokens in the last request (prompt + reply), the model's context length
     failed = Signal(str)  # an engine error a user should see
 
     def __init__(self, model: ConversationModel, bridge, engine_source: Callable[[], object],

@@ -8,13 +8,13 @@ from typing import Callable
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.memory.budget_slider_widget import BudgetSliderWidget
-from app.memory.plan_text import is_remote
+from app.memory.plan_text import has_pager, is_remote
 
 PENDING_TEXT = "Pending: applies when nothing is generating."
 
 
 class BudgetController(QObject):
-    applied = Signal(int)  # the budget now in force (or chosen while no model is loaded), in bytes
+    applied = Signal(object)  # the budget now in force (or chosen while no model is loaded), in bytes
     refused = Signal(str)  # why the engine refused it
 
     def __init__(self, slider: BudgetSliderWidget, engine_source: Callable[[], object], parent: QObject | None = None):
@@ -27,7 +27,7 @@ class BudgetController(QObject):
     def is_pending(self) -> bool:
         return self._is_pending
 
-    @Slot(int)
+    @Slot(object)
     def _on_slider_budget_requested(self, num_bytes: int) -> None:
         engine = self._engine_source()
         if engine is None:
@@ -65,6 +65,6 @@ class BudgetController(QObject):
     def show_plan(self, plan) -> None:
         """A model was loaded with this plan."""
         self._is_pending = False
-        self._slider.set_remote(is_remote(plan))
+        self._slider.set_remote(is_remote(plan), is_applicable=has_pager(plan))
         if plan.budget_bytes is not None:
             self._slider.set_budget(plan.budget_bytes)

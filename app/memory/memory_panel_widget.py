@@ -24,16 +24,16 @@ REMOTE_TEXT = "Memory is managed by the remote server: nothing of this model is 
 
 
 class MemoryPanelWidget(QFrame):
-    budget_requested = Signal(int)
+    budget_requested = Signal(object)  # bytes
 
-    def __init__(self, theme, format_bytes, parent: QWidget | None = None):
+    def __init__(self, theme, format_bytes, parse_size=None, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("sidePanel")
         self._format_bytes = format_bytes
         self._engine_source: Callable[[], object] = lambda: None
         self._curve_provider: CurveProvider = engine_curve
         self._num_polls = 0
-        self.budget_slider = BudgetSliderWidget(format_bytes, self)
+        self.budget_slider = BudgetSliderWidget(format_bytes, parse_size, self)
         self.bar = MemoryBarWidget(self)
         self.legend_labels = {key: QLabel(self, objectName="legendLabel") for key in SEGMENT_LABELS}
         self.plan_label = QLabel("No model loaded", self, wordWrap=True)

@@ -12,6 +12,12 @@ def is_remote(plan) -> bool:
     return plan.mode == "remote"
 
 
+def has_pager(plan) -> bool:
+    """Wisp's own engine with an expert pager (paged mode): the budget, hit rate and host->device rate apply.
+    llama.cpp places a model itself and a remote server has no local memory."""
+    return plan.mode not in ("remote", "llama.cpp")
+
+
 def slot_counts(plan) -> tuple[int, ...]:
     """Expert slots of each MoE layer (MV-WSA may give layers different counts)."""
     return tuple(getattr(plan, "slots_by_layer", None) or (plan.slots_per_layer,) * plan.num_moe_layers)
