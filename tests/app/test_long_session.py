@@ -34,3 +34,19 @@ def test_painting_the_live_charts_longer_than_none_lasts_does_not_abort(tmp_path
                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert "none_dealloc" not in run.stderr
     assert run.returncode == 0 and "alive" in run.stdout, run.stderr[-2000:]
+
+
+SOAK_S = float(os.environ.get("WISP_SOAK_S", "300"))
+
+
+@pytest.mark.slow
+def test_five_minutes_of_streaming_and_idling_end_without_a_crash(tmp_path, tiny_model_dir):
+    data_dir = tmp_path / "wisp-data"
+    run = subprocess.run([sys.executable, "-m", "tests.app.soak_session", str(data_dir),
+                          str(tiny_model_dir("qwen3_moe")), str(SOAK_S)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=SOAK_S + 300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0 and "alive after" in run.stdout, run.stderr[-3000:]
+    replies = int(run.stdout.split(": ")[1].split()[0])
+    assert replies >= SOAK_S // 60, run.stdout  # it streamed throughout, not only at the start
+    crash_log = data_dir / "logs" / "crash.log"
+    assert not crash_log.exists() or "Fatal" not in crash_log.read_text()
