@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QUrl, Qt, Slot
+from PySide6.QtCore import QByteArray, QTimer, QUrl, Qt, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
@@ -35,6 +35,9 @@ from app.theme import apply_theme, resolve_theme
 from app.window_actions import build_menus, build_tool_bar, create_actions
 
 
+GEOMETRY_SAVE_MS = 500  # a drag or resize writes the settings file once it pauses, not at every pixel
+
+
 class MainWindowWidget(QMainWindow):
     def __init__(self, launch: LaunchOptions = LaunchOptions()):
         super().__init__()
@@ -60,6 +63,8 @@ class MainWindowWidget(QMainWindow):
         self._connect()
         self._restore()
         self._picker: ModelPickerDialog | None = None
+        self._geometry_saver = QTimer(self, singleShot=True, interval=GEOMETRY_SAVE_MS)
+        self._geometry_saver.timeout.connect(self._save_geometry)
         run_in_background(lambda report: api().detect_hardware(), on_success=self._on_hardware_task_succeeded,
                           on_failure=self._on_hardware_task_failed)
 
@@ -128,6 +133,7 @@ class MainWindowWidget(QMainWindow):
         self.conversations.conversation_deleted.connect(self._on_conversations_conversation_deleted)
         self.conversation.conversation_saved.connect(self._on_conversation_saved)
         self.chat.mode_changed.connect(self._on_chat_mode_changed)
+        self.chat.settings_bar.changed.connect(self._save_sampling)
 
     def _restore(self) -> None:
         settings = self.settings
@@ -135,6 +141,8 @@ class MainWindowWidget(QMainWindow):
         self.chat.set_mode(settings.mode)
         self.window_actions.themes[settings.theme].setChecked(True)
         self.window_actions.repeatable.setChecked(settings.repeatable)
+        if settings.window_geometry:
+            self.restoreGeometry(QByteArray.fromBase64(settings.window_geometry.encode("ascii")))
         if settings.last_conversation_id is not None:
             self.open_conversation(settings.last_conversation_id)
         self.status.show_no_model("Starting the engine…")
@@ -298,10 +306,27 @@ class MainWindowWidget(QMainWindow):
         if self.settings.theme == "system":
             self.set_theme("system")
 
-    def closeEvent(self, event) -> None:
-        self.generation.abandon()
+    def _save_sampling(self) -> None:
         sampling = self.chat.settings_bar.settings()
         self._save_settings(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens)
+
+    def _save_geometry(self) -> None:
+        self._save_settings(window_geometry=bytes(self.saveGeometry().toBase64()).decode("ascii"))
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self.isVisible():
+            self._geometry_saver.start()
+
+    def moveEvent(self, event) -> None:
+        super().moveEvent(event)
+        if self.isVisible():
+            self._geometry_saver.start()
+
+    def closeEvent(self, event) -> None:
+        self.generation.abandon()
+        self._save_sampling()
+        self._save_geometry()
         self.loader.shutdown()
         wait_for_background_tasks()
         self.store.close()
