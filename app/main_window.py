@@ -169,8 +169,12 @@ class MainWindowWidget(QMainWindow):
 
     def open_model_picker(self) -> ModelPickerDialog:
         budget = self.memory_panel.budget_slider.budget_bytes
+        request = self.loader.request if self.loader.engine is not None else None
+        loaded = (self.loader.engine.info.path if request is not None and not request.is_remote
+                  else request.model if request is not None else None)
         self._picker = ModelPickerDialog(self.settings.model_folders, budget, self.theme, self,
-                                         remote_servers=self.settings.remote_servers)
+                                         remote_servers=self.settings.remote_servers, device=self.launch.device,
+                                         loaded=loaded)
         self._picker.model_chosen.connect(self.load_model)
         self._picker.folders_changed.connect(lambda folders: self._save_settings(model_folders=folders))
         self._picker.remote_servers_changed.connect(lambda servers: self._save_settings(remote_servers=servers))

@@ -37,6 +37,31 @@ def weights_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.glob("*.safetensors"))
 
 
+def safetensors_problem(folder: Path) -> str | None:
+    """Why the folder's weights cannot be read, from each file's header and size alone (cheap: no tensor is
+    read): a missing file, an unreadable header, or a file shorter than its header says (truncated)."""
+    import json
+    import struct
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return f"{folder}: no .safetensors weights"
+    for file in files:
+        size = file.stat().st_size
+        try:
+            with open(file, "rb") as handle:
+                (header_len,) = struct.unpack("<Q", handle.read(8))
+                header = json.loads(handle.read(header_len)) if 8 + header_len <= size else None
+        except (OSError, ValueError, struct.error) as err:
+            return f"{file.name}: unreadable safetensors header ({err})"
+        if header is None:
+            return f"{file.name}: truncated (its header runs past the end of the file)"
+        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+        if size < 8 + header_len + end:
+            return f"{file.name}: truncated ({size} bytes on disk, its header describes {8 + header_len + end})"
+    return None
+
+
 def describe(path: Path, name: str | None = None, source: str = "folder") -> ModelEntry:
     name = name or path.name
     if path.suffix == ".gguf":
@@ -47,6 +72,10 @@ def describe(path: Path, name: str | None = None, source: str = "folder") -> Mod
         return ModelEntry(str(path), name, source, error=str(err))
     if not (path / "tokenizer.json").exists():
         return ModelEntry(str(path), name, source, args.model_type, error=f"{path / 'tokenizer.json'}: missing")
+    problem = safetensors_problem(path)
+    if problem is not None:
+        return ModelEntry(str(path), name, source, args.model_type, args.num_hidden_layers, args.num_experts,
+                          args.num_experts_per_tok, weights_size(path), error=problem)
     return ModelEntry(str(path), name, source, args.model_type, args.num_hidden_layers, args.num_experts,
                       args.num_experts_per_tok, weights_size(path))
 
