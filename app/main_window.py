@@ -11,7 +11,7 @@ from app.background import run_in_background, wait_for_background_tasks
 from app.chat.chat_widget import ChatWidget
 from app.chat.conversation_list_widget import ConversationListWidget
 from app.chat.conversation_model import ConversationModel
-from app.chat.conversation_store import ConversationStore
+from app.chat.store_opening import open_store
 from app.chat.generation_controller import GenerationController
 from app.chat.token_counter import TokenCounter
 from app.engine_api import api, format_bytes, parse_size
@@ -51,7 +51,7 @@ class MainWindowWidget(QMainWindow):
             self.settings = self.settings.with_changes(theme=launch.theme)
         self.theme = resolve_theme(self.settings.theme)
         apply_theme(self.theme)
-        self.store = ConversationStore(self.paths.database)
+        self.store, store_problem = open_store(self.paths.database)
         self.bridge = EngineBridge(self)
         self.loader = ModelLoader(self.bridge, self)
         self.server = ServerController(lambda: self.loader.engine, self)
@@ -63,6 +63,8 @@ class MainWindowWidget(QMainWindow):
         self._connect()
         self._restore()
         self._picker: ModelPickerDialog | None = None
+        if store_problem:
+            QTimer.singleShot(0, lambda: show_error(self, "Saved conversations could not be read", store_problem))
         self._geometry_saver = QTimer(self, singleShot=True, interval=GEOMETRY_SAVE_MS)
         self._geometry_saver.timeout.connect(self._save_geometry)
         run_in_background(lambda report: api().detect_hardware(), on_success=self._on_hardware_task_succeeded,
