@@ -63,6 +63,7 @@ class MainWindowWidget(QMainWindow):
         self._connect()
         self._restore()
         self._picker: ModelPickerDialog | None = None
+        self._announced_engine = None
         if store_problem:
             QTimer.singleShot(0, lambda: show_error(self, "Saved conversations could not be read", store_problem))
         self._geometry_saver = QTimer(self, singleShot=True, interval=GEOMETRY_SAVE_MS)
@@ -259,7 +260,9 @@ class MainWindowWidget(QMainWindow):
             run_in_background(lambda report: budget_marks(request),
                               on_success=self.memory_panel.budget_slider.set_marks)
         self.memory_panel.refresh()
-        self.memory_panel.plan_log.add_text(f"serving {info.name}: {plan_summary(plan, format_bytes)}")
+        if self.loader.engine is not self._announced_engine:  # a refused load keeps the model already announced
+            self._announced_engine = self.loader.engine
+            self.memory_panel.plan_log.add_text(f"serving {info.name}: {plan_summary(plan, format_bytes)}")
         request = self.loader.request
         self._save_settings(last_model=request.model if request else None)
 

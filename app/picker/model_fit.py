@@ -21,9 +21,12 @@ class Fit:
         return self.minimum_bytes is not None
 
 
-def fit_at_budget(entry, budget_bytes: int, device: str) -> Fit:
-    """Worker thread: the fit of a usable engine.api.ModelEntry (not a remote server)."""
+def fit_at_budget(entry, budget_bytes: int | None, device: str) -> Fit:
+    """Worker thread: the fit of a usable engine.api.ModelEntry (not a remote server); no budget yet (the
+    hardware is still being detected): no fit."""
     engine_api = api()
+    if budget_bytes is None:
+        return Fit("–")
     if entry.source == "gguf":
         return Fit(engine_api.fit_summary(entry.path, budget_bytes))
     options = engine_api.EngineOptions(model=entry.path, device=device, experts="paged", budget_bytes=budget_bytes)

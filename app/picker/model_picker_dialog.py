@@ -128,9 +128,9 @@ class ModelPickerDialog(QDialog):
     def _on_scan_task_succeeded(self, rows: list[ModelRow]) -> None:
         self.model.set_rows(rows)
         num_broken = sum(not row.is_usable for row in rows)
-        budget = api().format_bytes(self._budget)
-        self.status_label.setText(f"{len(rows)} model(s) found, {num_broken} not usable (hover for the reason). "
-                                  f"Fit shown for a budget of {budget}.")
+        fit = ("Fit shown once the hardware is known." if self._budget is None
+               else f"Fit shown for a budget of {api().format_bytes(self._budget)}.")
+        self.status_label.setText(f"{len(rows)} model(s) found, {num_broken} not usable (hover for the reason). {fit}")
         self.scanned.emit()
 
     def _on_scan_task_failed(self, error: BaseException) -> None:

@@ -29,6 +29,8 @@ def test_a_broken_folder_is_refused_and_the_current_model_keeps_serving(qtbot, s
     dialog = wait_for_error_dialog(qtbot, window)
     assert "config.json" in dialog.text()
     qtbot.waitUntil(lambda: window.loader.engine is engine)
+    qtbot.wait(100)
+    assert sum("serving" in entry for entry in window.memory_panel.plan_log.entries()) == 1
     dialog.accept()
     use_greedy_sampling(window, max_tokens=8)
     type_and_send(qtbot, window, "still there?")
