@@ -94,6 +94,8 @@ class MainWindowWidget(QMainWindow):
         panel_scroll.setFrameShape(panel_scroll.frameShape().NoFrame)
         panel_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         panel_scroll.verticalScrollBar().setAccessibleName("Scroll the side panel")
+        scroll_bar = panel_scroll.verticalScrollBar().sizeHint().width()
+        panel_scroll.setMinimumWidth(side.minimumSizeHint().width() + scroll_bar)  # never narrower than it needs
         splitter = QSplitter(self)
         for widget, width in ((self.conversations, 230), (self.chat, 760), (panel_scroll, 390)):
             splitter.addWidget(widget)

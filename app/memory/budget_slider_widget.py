@@ -69,7 +69,7 @@ class BudgetSliderWidget(QWidget):
         grid.addWidget(QLabel("Budget", self), 0, 0)
         grid.addWidget(self.slider, 0, 1)
         grid.addWidget(self.size_edit, 0, 2)
-        grid.addWidget(self.marks, 1, 1)
+        grid.addWidget(self.marks, 1, 0, 1, 3)  # ticks line up with the slider, the links take the full width
         grid.setColumnStretch(1, 1)
         offer = QHBoxLayout()
         offer.addWidget(self.offer_button)

@@ -43,7 +43,8 @@ class MemoryPanelWidget(QFrame):
         self._rates = RecentRates()
         self.budget_slider = BudgetSliderWidget(format_bytes, parse_size, self)
         self.bar = MemoryBarWidget(self)
-        self.legend_labels = {key: QLabel(self, objectName="legendLabel") for key in SEGMENT_LABELS}
+        # Word-wrapped, so that growing numbers wrap inside the panel instead of widening it past the window.
+        self.legend_labels = {key: QLabel(self, objectName="legendLabel", wordWrap=True) for key in SEGMENT_LABELS}
         self.plan_label = QLabel("No model loaded", self, wordWrap=True)
         self.plan_label.setAccessibleName("Memory plan")
         self.hit_rate_chart = SparklineWidget("Expert hit rate", lambda v: f"{v:.1%}", self, fixed_maximum=1.0)

@@ -68,7 +68,7 @@ class ThroughputCurveWidget(QWidget):
         painter.setPen(QPen(self._muted, 0.8))
         painter.drawLine(chart.bottomLeft(), chart.bottomRight())
         painter.drawLine(chart.bottomLeft(), chart.topLeft())
-        painter.drawText(QRectF(0, 0, MARGIN_LEFT + 60, 12), Qt.AlignmentFlag.AlignLeft, "tok/s")
+        painter.drawText(QRectF(chart.left() + 6, 0, 80, 12), Qt.AlignmentFlag.AlignLeft, "tok/s")
         for i in range(3):
             y = chart.bottom() - chart.height() * i / 2
             painter.drawLine(QPointF(chart.left() - 3, y), QPointF(chart.left(), y))

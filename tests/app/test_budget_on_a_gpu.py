@@ -119,3 +119,20 @@ def test_no_signal_in_the_app_carries_a_32_bit_int():
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "Signal":
                 assert not any(isinstance(arg, ast.Name) and arg.id == "int" for arg in node.args), path
+
+
+def test_the_marks_name_the_models_minimum_and_all_resident_size_and_set_them(qtbot, gpu_window, tiny_model):
+    from engine.api import EngineOptions, budget_marks
+
+    window = gpu_window
+    slider = window.memory_panel.budget_slider
+    marks = budget_marks(EngineOptions(model=tiny_model, device="cpu", experts="paged"))
+    qtbot.waitUntil(lambda: len(slider.marks.texts) == 2)
+    assert slider.marks.texts == [f"minimum {window.memory_panel._format_bytes(marks.minimum)}",
+                                  f"all resident {window.memory_panel._format_bytes(marks.all_resident)}"]
+    event = replan(qtbot, window, lambda: slider.marks.click(0))
+    assert_landed(qtbot, window, event, marks.minimum)
+    assert min(event.new.slots_by_layer) == window.loader.engine.info.top_k  # the least that loads: top_k slots
+    event = replan(qtbot, window, lambda: slider.marks.click(1))
+    assert_landed(qtbot, window, event, marks.all_resident)
+    assert min(event.new.slots_by_layer) == window.loader.engine.info.num_experts

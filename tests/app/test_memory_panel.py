@@ -99,3 +99,15 @@ def test_a_re_split_says_how_long_it_paused_the_engine():
     assert "KV" in text and "expert slots 16 → 56" in text and text.endswith("(paused 0.42 s)")
     quick = describe_plan_event(PlanEvent(0.0, old, new, "budget changed", stall_s=0.001), lambda b: f"{b}B")
     assert "paused" not in quick
+
+
+def test_the_side_panel_fits_its_column_when_the_numbers_grow(qtbot, start_app):
+    window = start_app()
+    panel = window.memory_panel
+    scroll_area = panel.parentWidget().parentWidget().parentWidget()
+    for label in panel.legend_labels.values():
+        label.setText('<span>■</span> Expert slots, filled 1234567.9 GiB and then some more')
+    qtbot.wait(50)
+    for label in panel.legend_labels.values():
+        right = label.mapTo(scroll_area, label.rect().topRight()).x()
+        assert right <= scroll_area.viewport().width(), "a legend entry runs past the panel's right edge"
