@@ -58,6 +58,9 @@ class CodeContextWidget(QWidget):
         """Read the files (folders expanded) off the GUI thread, then list them and count their tokens."""
         run_in_background(lambda report: read_attachments(paths), on_success=self._on_read_task_succeeded)
 
+    def attached_paths(self) -> tuple[str, ...]:
+        return tuple(str(attachment.path) for attachment in self._attachments)
+
     def context_text(self) -> str:
         return context_block(self._attachments)
 
