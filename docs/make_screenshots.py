@@ -65,10 +65,15 @@ def save_small(widget, name: str) -> None:
 
 def panel_while_streaming(window) -> None:
     """The memory panel two seconds into a long reply: the rates are those of the last seconds."""
+    panel = window.memory_panel
     window.chat.settings_bar.set_sampling(0.9, 0.95, 1500)
-    ask(window, "Write a long Python module with many small helper functions.", wait=False)
-    pause(2.0)
-    save_small(window.memory_panel, "screenshot-memory-panel.png")
+    for attempt in range(20):  # the demo model may end a reply early: ask again until one is mid-stream
+        ask(window, f"Write a long Python module with many small helper functions ({attempt}).", wait=False)
+        pause(1.5)
+        if window.generation.is_busy and (panel.decode_chart.values or [0])[-1]:
+            break
+        wait_until(lambda: not window.generation.is_busy)
+    save_small(panel, "screenshot-memory-panel.png")
     window.generation.stop()
     wait_until(lambda: not window.generation.is_busy)
 
