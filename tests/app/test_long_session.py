@@ -46,6 +46,7 @@ def test_five_minutes_of_streaming_and_idling_end_without_a_crash(tmp_path, tiny
                           str(tiny_model_dir("qwen3_moe")), str(SOAK_S)], cwd=ROOT, capture_output=True, text=True,
                          timeout=SOAK_S + 300, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert run.returncode == 0 and "alive after" in run.stdout, run.stderr[-3000:]
+    print(run.stdout)  # what it did, and on which PySide6 (pytest -rA shows it)
     replies = int(run.stdout.split(": ")[1].split()[0])
     assert replies >= SOAK_S // 60, run.stdout  # it streamed throughout, not only at the start
     crash_log = data_dir / "logs" / "crash.log"
