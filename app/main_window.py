@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QTimer, QUrl, Qt, Slot
+from PySide6.QtCore import QTimer, QUrl, Qt, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
@@ -24,7 +24,7 @@ from app.memory.budget_controller import BudgetController
 from app.memory.budget_range import budget_range
 from app.memory.memory_panel_widget import MemoryPanelWidget
 from app.memory.plan_text import plan_summary
-from app.model_loader import LoadRequest, ModelLoader, budget_marks
+from app.model_loader import LoadRequest, ModelLoader
 from app.none_refcount_guard import guard_none_refcount
 from app.picker.model_picker_dialog import ModelPickerDialog
 from app.server_controller import ServerController
@@ -32,10 +32,8 @@ from app.server_widget import ServerWidget
 from app.settings import SettingsStore
 from app.status_bar_widget import StatusBarWidget
 from app.theme import apply_theme, resolve_theme
+from app.window_geometry import GeometrySaver, restore_geometry
 from app.window_actions import build_menus, build_tool_bar, create_actions
-
-
-GEOMETRY_SAVE_MS = 500  # a drag or resize writes the settings file once it pauses, not at every pixel
 
 
 class MainWindowWidget(QMainWindow):
@@ -66,8 +64,7 @@ class MainWindowWidget(QMainWindow):
         self._announced_engine = None
         if store_problem:
             QTimer.singleShot(0, lambda: show_error(self, "Saved conversations could not be read", store_problem))
-        self._geometry_saver = QTimer(self, singleShot=True, interval=GEOMETRY_SAVE_MS)
-        self._geometry_saver.timeout.connect(self._save_geometry)
+        self._geometry = GeometrySaver(self, lambda text: self._save_settings(window_geometry=text))
         run_in_background(lambda report: api().detect_hardware(), on_success=self._on_hardware_task_succeeded,
                           on_failure=self._on_hardware_task_failed)
 
@@ -126,7 +123,7 @@ class MainWindowWidget(QMainWindow):
         self.loader.failed.connect(lambda message: show_error(self, "Could not load the model", message))
         self.loader.unloaded.connect(self._on_loader_unloaded)
         self.loader.budget_refused.connect(self._on_loader_budget_refused)
-        self.memory_panel.budget_slider.load_at_minimum_requested.connect(self._on_load_at_minimum_requested)
+        self.budget.load_requested.connect(self.load_model)
         self.bridge.plan_changed.connect(self._on_bridge_plan_changed)
         self.budget.applied.connect(lambda num_bytes: self._save_settings(budget_bytes=num_bytes))
         self.generation.failed.connect(lambda message: show_error(self, "Generation failed", message))
@@ -146,8 +143,7 @@ class MainWindowWidget(QMainWindow):
         self.chat.set_mode(settings.mode)
         self.window_actions.themes[settings.theme].setChecked(True)
         self.window_actions.repeatable.setChecked(settings.repeatable)
-        if settings.window_geometry:
-            self.restoreGeometry(QByteArray.fromBase64(settings.window_geometry.encode("ascii")))
+        restore_geometry(self, settings.window_geometry)
         if settings.last_conversation_id is not None:
             self.open_conversation(settings.last_conversation_id)
         self.status.show_no_model("Starting the engine…")
@@ -221,21 +217,9 @@ class MainWindowWidget(QMainWindow):
 
     @Slot(str, object)
     def _on_loader_budget_refused(self, message: str, minimum: int | None) -> None:
-        """Said next to the slider (no dialog), with an offer to load at the minimum when it is known."""
-        slider = self.memory_panel.budget_slider
-        slider.set_state(f"Not loaded: {message}", is_error=True)
-        slider.offer_minimum(minimum)
+        self.budget.show_load_refused(self.loader.refused_request.model, message, minimum)
         if self.loader.engine is None:
             self.status.show_no_model("No model loaded: the budget is too small (see the memory panel)")
-
-    @Slot(object)
-    def _on_load_at_minimum_requested(self, num_bytes: int) -> None:
-        request = self.loader.refused_request
-        if request is None:
-            return
-        self.memory_panel.budget_slider.set_budget(num_bytes)
-        self.memory_panel.budget_slider.set_state("")
-        self.load_model(request.model)
 
     def _on_hardware_task_failed(self, error: BaseException) -> None:
         show_error(self, "Could not start the engine", f"{type(error).__name__}: {error}")
@@ -256,11 +240,7 @@ class MainWindowWidget(QMainWindow):
         self.chat.code_context.set_token_counter(TokenCounter(info.path))
         plan = self.loader.engine.stats().plan  # a model kept after a refused load may have re-planned since
         self.budget.show_plan(plan)
-        self.memory_panel.budget_slider.set_marks(None)
-        request = self.loader.request
-        if request is not None:
-            run_in_background(lambda report: budget_marks(request),
-                              on_success=self.memory_panel.budget_slider.set_marks)
+        self.budget.fetch_marks(self.loader.request)
         self.memory_panel.refresh()
         if self.loader.engine is not self._announced_engine:  # a refused load keeps the model already announced
             self._announced_engine = self.loader.engine
@@ -321,23 +301,10 @@ class MainWindowWidget(QMainWindow):
         sampling = self.chat.settings_bar.settings()
         self._save_settings(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens)
 
-    def _save_geometry(self) -> None:
-        self._save_settings(window_geometry=bytes(self.saveGeometry().toBase64()).decode("ascii"))
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        if self.isVisible():
-            self._geometry_saver.start()
-
-    def moveEvent(self, event) -> None:
-        super().moveEvent(event)
-        if self.isVisible():
-            self._geometry_saver.start()
-
     def closeEvent(self, event) -> None:
         self.generation.abandon()
         self._save_sampling()
-        self._save_geometry()
+        self._geometry.save_now()
         self.loader.shutdown()
         wait_for_background_tasks()
         self.store.close()
