@@ -17,7 +17,7 @@ from PySide6.QtCore import QTimer
 
 log = logging.getLogger(__name__)
 PROBE_CALLS = 200
-LIFT = 1 << 50  # ~10^15 references: centuries of calls at a million a second
+LIFT = 1 << 50  # ~10^15 references: some 35 years of calls at a million a second
 _state = {"is_lifted": False}
 
 
