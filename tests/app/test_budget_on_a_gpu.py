@@ -73,7 +73,8 @@ def test_every_budget_across_a_24_gib_range_reaches_the_engine(qtbot, gpu_window
     event = replan(qtbot, window, lambda: qtbot.keyClick(widget, Qt.Key.Key_End))
     assert_landed(qtbot, window, event, GPU_TOTAL)
     events = []
-    window.bridge.plan_changed.connect(events.append)
+    record = events.append  # one bound method, so that disconnect finds what connect was given
+    window.bridge.plan_changed.connect(record)
     def three_presses():  # as a user types: the event loop runs between the presses, within the debounce
         for _ in range(3):
             qtbot.keyClick(widget, Qt.Key.Key_PageDown)
@@ -83,7 +84,7 @@ def test_every_budget_across_a_24_gib_range_reaches_the_engine(qtbot, gpu_window
     assert_landed(qtbot, window, event, bytes_at(STEPS - 3 * widget.pageStep(), 256 * MiB, GPU_TOTAL))
     qtbot.wait(600)
     assert len(events) == 1, "after a mouse release, key presses still wait for the debounce: one re-plan"
-    window.bridge.plan_changed.disconnect(events.append)
+    window.bridge.plan_changed.disconnect(record)
     left_of_handle = handle_center(widget) - QPoint(40, 0)
     event = replan(qtbot, window, lambda: qtbot.mouseClick(widget, Qt.MouseButton.LeftButton, pos=left_of_handle))
     assert_landed(qtbot, window, event, bytes_at(widget.value(), 256 * MiB, GPU_TOTAL))
