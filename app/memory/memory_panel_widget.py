@@ -16,7 +16,8 @@ from app.memory.budget_slider_widget import BudgetSliderWidget
 from app.memory.memory_bar_widget import MemoryBarWidget
 from app.memory.memory_segments import SEGMENT_LABELS, expert_share, memory_segments
 from app.memory.plan_log_widget import PlanLogWidget
-from app.memory.plan_text import controller_status, has_pager, is_remote, plan_summary
+from app.memory.plan_text import (BUDGET_REASON, controller_status, describe_plan_event, has_pager, is_remote,
+                                  plan_summary)
 from app.memory.recent_rates import RecentRates
 from app.memory.sparkline_widget import SparklineWidget
 from app.memory.throughput_curve_widget import ThroughputCurveWidget
@@ -40,6 +41,7 @@ class MemoryPanelWidget(QFrame):
         self._curve_provider: CurveProvider = engine_curve
         self._num_polls = 0
         self._polled_engine = None
+        self._last_decision: str | None = None  # the online controller's latest re-split, said under its status
         self._rates = RecentRates()
         self.budget_slider = BudgetSliderWidget(format_bytes, parse_size, self)
         self.bar = MemoryBarWidget(self)
@@ -108,6 +110,8 @@ class MemoryPanelWidget(QFrame):
 
     def add_plan_event(self, event) -> None:
         self.plan_log.add_event(event)
+        if event.error is None and event.reason != BUDGET_REASON:  # the online controller decided
+            self._last_decision = describe_plan_event(event, self._format_bytes)
         self.refresh()
 
     @Slot()
@@ -131,6 +135,7 @@ class MemoryPanelWidget(QFrame):
     def _start_afresh(self, engine) -> None:
         """Another engine serves: the charts and rates describe the previous model, so they start over."""
         self._polled_engine = engine
+        self._last_decision = None
         self._rates.clear()
         for chart in (self.hit_rate_chart, self.decode_chart, self.h2d_chart):
             chart.clear()
@@ -176,4 +181,6 @@ class MemoryPanelWidget(QFrame):
         plan = engine.stats().plan if engine is not None else None
         share = expert_share(plan) if points else None
         self.curve.set_curve(points, share)
-        self.controller_label.setText(controller_status(plan, points, share) if plan is not None else "")
+        status = controller_status(plan, points, share) if plan is not None else ""
+        last = f"\nLast re-split: {self._last_decision}" if self._last_decision else ""
+        self.controller_label.setText(status + last)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 REMOTE_TEXT = "memory managed by the remote server"
+BUDGET_REASON = "budget changed"  # a PlanEvent's reason when the budget (the slider) changed, not the controller
 
 
 def is_remote(plan) -> bool:

@@ -126,3 +126,20 @@ def test_the_curve_spans_the_chart_over_the_feasible_range(panel):
                if QColor(image.pixel(x, y)).rgb() == line.rgb()}
     assert len(columns) > image.width() * 0.6, "the curve is squeezed into a corner"
     assert "Watching" in panel.controller_label.text() or "Keeping" in panel.controller_label.text()
+
+
+def test_a_controller_decision_is_said_under_its_status_and_a_budget_change_is_not(panel):
+    from engine.api import PlanEvent
+
+    engine = StandInEngine(Stats(plan(), wsa_curve=((0.1, 50.0), (0.2, 60.0))))
+    panel.set_engine_source(lambda: engine)
+    old = plan()
+    panel.add_plan_event(PlanEvent(0.0, old, replace(old, budget_bytes=2 * GiB), "budget changed"))
+    assert "Last re-split" not in panel.controller_label.text()
+    new = replace(old, kv_blocks=60, layer_slots=(10, 14), slots_per_layer=10)
+    panel.add_plan_event(PlanEvent(0.0, old, new, "recent routing and KV use: KV 0.10 -> 0.06 GiB", stall_s=0.3))
+    text = panel.controller_label.text()
+    assert "Last re-split" in text and "recent routing and KV use" in text and "paused 0.30 s" in text
+    assert "recent routing" in panel.plan_log.entries()[0]
+    poll(panel, engine)
+    assert "Last re-split" in panel.controller_label.text()  # kept while the status refreshes
