@@ -1,13 +1,18 @@
 """Crashes leave a trace a user can send: faulthandler writes native crashes (segfaults, aborts) of every
 thread to crash.log in the log folder, and an uncaught Python exception (on any thread, or in a Qt slot) is
-written to the app log and to crash.log and shown in a dialog while the app keeps running."""
+written to the app log and to crash.log and shown in a dialog while the app keeps running.
+
+The app also sends its stderr there: CPython reports a fatal error ("Fatal Python error: ...") on stderr after
+switching faulthandler off, and an app started from a desktop menu has no terminal to show it."""
 
 from __future__ import annotations
 
 import faulthandler
 import logging
+import os
 import sys
 import threading
+import time
 import traceback
 from pathlib import Path
 
@@ -34,14 +39,27 @@ class CrashHandler(QObject):
         self._previous_hooks = (sys.excepthook, threading.excepthook)
         self.crashed.connect(self._on_crashed)
 
-    def install(self) -> "CrashHandler":
+    def install(self, capture_stderr: bool = False) -> "CrashHandler":
+        """Start writing crashes to crash.log; with capture_stderr, everything written to stderr (file descriptor
+        2: Python, Qt and native libraries alike) goes there too."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._fault_file = open(self.crash_log, "a", encoding="utf-8")  # kept open: faulthandler writes raw fds
-        faulthandler.enable(self._fault_file, all_threads=True)
+        self._fault_file = open(self.crash_log, "a", encoding="utf-8", buffering=1)  # kept open: faulthandler
+        faulthandler.enable(self._fault_file, all_threads=True)  # writes to its raw file descriptor
+        if capture_stderr:
+            self._capture_stderr()
         sys.excepthook = self.report
         threading.excepthook = lambda hook_args: self.report(hook_args.exc_type, hook_args.exc_value,
                                                              hook_args.exc_traceback)
         return self
+
+    def _capture_stderr(self) -> None:
+        if sys.stderr is not None and sys.stderr.isatty():
+            print(f"wisp-desktop: errors are written to {self.crash_log}", file=sys.stderr, flush=True)
+        self._fault_file.write(f"--- wisp-desktop started {time.strftime('%Y-%m-%d %H:%M:%S')} "
+                               f"(pid {os.getpid()})\n")
+        if sys.stderr is not None:
+            sys.stderr.flush()
+        os.dup2(self._fault_file.fileno(), 2)
 
     def uninstall(self) -> None:
         sys.excepthook, threading.excepthook = self._previous_hooks

@@ -8,9 +8,9 @@ from __future__ import annotations
 from types import ModuleType
 
 import engine.api
-from engine.api import format_bytes
+from engine.api import format_bytes, parse_size
 
-__all__ = ["api", "format_bytes"]
+__all__ = ["api", "format_bytes", "parse_size"]
 
 
 def api() -> ModuleType:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from PySide6.QtWidgets import QApplication
 
 from app.app_paths import AppPaths
 from app.crash_handler import CrashHandler
-from app.launch_options import LaunchOptions
+from app.launch_options import DEMO, LaunchOptions
+from app.none_refcount_guard import guard_none_refcount
 from app.settings import THEMES
 from app.single_instance import SingleInstance, instance_key, raise_window
 
@@ -60,12 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     application.setDesktopFileName(APP_ID)
     paths = AppPaths.resolve(options.data_dir).create()
     instance = SingleInstance(instance_key(paths.data_dir), application)
-    if not instance.claim():
+    guard_none_refcount()
+    requested = options.model if options.model in (None, DEMO) else str(Path(options.model).expanduser().resolve())
+    if not instance.claim(requested):
         print("wisp-desktop is already running: its window was brought to the front.")
         return 0
-    CrashHandler(paths.log_dir, application).install()
+    CrashHandler(paths.log_dir, application).install(capture_stderr=True)
     window = open_main_window(options, paths)
     instance.activation_requested.connect(lambda: raise_window(window))
+    instance.model_requested.connect(lambda model: window.load_model(None if model == DEMO else model))
     return application.exec()
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QUrl, Qt, Slot
+from PySide6.QtCore import QTimer, QUrl, Qt, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
@@ -11,10 +11,10 @@ from app.background import run_in_background, wait_for_background_tasks
 from app.chat.chat_widget import ChatWidget
 from app.chat.conversation_list_widget import ConversationListWidget
 from app.chat.conversation_model import ConversationModel
-from app.chat.conversation_store import ConversationStore
+from app.chat.store_opening import open_store
 from app.chat.generation_controller import GenerationController
 from app.chat.token_counter import TokenCounter
-from app.engine_api import api, format_bytes
+from app.engine_api import api, format_bytes, parse_size
 from app.engine_bridge import EngineBridge
 from app.error_dialog import show_error
 from app.icons import icon
@@ -25,12 +25,14 @@ from app.memory.budget_range import budget_range
 from app.memory.memory_panel_widget import MemoryPanelWidget
 from app.memory.plan_text import plan_summary
 from app.model_loader import LoadRequest, ModelLoader
+from app.none_refcount_guard import guard_none_refcount
 from app.picker.model_picker_dialog import ModelPickerDialog
 from app.server_controller import ServerController
 from app.server_widget import ServerWidget
 from app.settings import SettingsStore
 from app.status_bar_widget import StatusBarWidget
 from app.theme import apply_theme, resolve_theme
+from app.window_geometry import GeometrySaver, restore_geometry
 from app.window_actions import build_menus, build_tool_bar, create_actions
 
 
@@ -40,13 +42,14 @@ class MainWindowWidget(QMainWindow):
         self.launch = launch
         self.paths = AppPaths.resolve(launch.data_dir).create()
         setup_logging(self.paths.log_file)
+        guard_none_refcount()
         self._settings_store = SettingsStore(self.paths.settings_file)
         self.settings = self._settings_store.load()
         if launch.theme:
             self.settings = self.settings.with_changes(theme=launch.theme)
         self.theme = resolve_theme(self.settings.theme)
         apply_theme(self.theme)
-        self.store = ConversationStore(self.paths.database)
+        self.store, store_problem = open_store(self.paths.database)
         self.bridge = EngineBridge(self)
         self.loader = ModelLoader(self.bridge, self)
         self.server = ServerController(lambda: self.loader.engine, self)
@@ -58,6 +61,10 @@ class MainWindowWidget(QMainWindow):
         self._connect()
         self._restore()
         self._picker: ModelPickerDialog | None = None
+        self._announced_engine = None
+        if store_problem:
+            QTimer.singleShot(0, lambda: show_error(self, "Saved conversations could not be read", store_problem))
+        self._geometry = GeometrySaver(self, lambda text: self._save_settings(window_geometry=text))
         run_in_background(lambda report: api().detect_hardware(), on_success=self._on_hardware_task_succeeded,
                           on_failure=self._on_hardware_task_failed)
 
@@ -70,7 +77,7 @@ class MainWindowWidget(QMainWindow):
         build_tool_bar(self, self.window_actions)
         self.conversations = ConversationListWidget(self.store, self)
         self.chat = ChatWidget(self.conversation, self.generation, self.theme.render_style, self)
-        self.memory_panel = MemoryPanelWidget(self.theme, format_bytes, self)
+        self.memory_panel = MemoryPanelWidget(self.theme, format_bytes, parse_size, self)
         self.memory_panel.set_engine_source(lambda: self.loader.engine)
         self.budget = BudgetController(self.memory_panel.budget_slider, lambda: self.loader.engine, self)
         self.server_panel = ServerWidget(self.server, self.settings.server_port, self)
@@ -84,6 +91,8 @@ class MainWindowWidget(QMainWindow):
         panel_scroll.setFrameShape(panel_scroll.frameShape().NoFrame)
         panel_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         panel_scroll.verticalScrollBar().setAccessibleName("Scroll the side panel")
+        scroll_bar = panel_scroll.verticalScrollBar().sizeHint().width()
+        panel_scroll.setMinimumWidth(side.minimumSizeHint().width() + scroll_bar)  # never narrower than it needs
         splitter = QSplitter(self)
         for widget, width in ((self.conversations, 230), (self.chat, 760), (panel_scroll, 390)):
             splitter.addWidget(widget)
@@ -113,9 +122,10 @@ class MainWindowWidget(QMainWindow):
         self.loader.ready.connect(self._on_loader_ready)
         self.loader.failed.connect(lambda message: show_error(self, "Could not load the model", message))
         self.loader.unloaded.connect(self._on_loader_unloaded)
+        self.loader.budget_refused.connect(self._on_loader_budget_refused)
+        self.budget.load_requested.connect(self.load_model)
         self.bridge.plan_changed.connect(self._on_bridge_plan_changed)
         self.budget.applied.connect(lambda num_bytes: self._save_settings(budget_bytes=num_bytes))
-        self.budget.refused.connect(lambda message: show_error(self, "Budget refused", message))
         self.generation.failed.connect(lambda message: show_error(self, "Generation failed", message))
         self.server.failed.connect(lambda message: show_error(self, "Could not start the API server", message))
         self.server.started.connect(lambda url: self._save_settings(server_port=self.server_panel.port))
@@ -125,6 +135,7 @@ class MainWindowWidget(QMainWindow):
         self.conversations.conversation_deleted.connect(self._on_conversations_conversation_deleted)
         self.conversation.conversation_saved.connect(self._on_conversation_saved)
         self.chat.mode_changed.connect(self._on_chat_mode_changed)
+        self.chat.settings_bar.changed.connect(self._save_sampling)
 
     def _restore(self) -> None:
         settings = self.settings
@@ -132,6 +143,7 @@ class MainWindowWidget(QMainWindow):
         self.chat.set_mode(settings.mode)
         self.window_actions.themes[settings.theme].setChecked(True)
         self.window_actions.repeatable.setChecked(settings.repeatable)
+        restore_geometry(self, settings.window_geometry)
         if settings.last_conversation_id is not None:
             self.open_conversation(settings.last_conversation_id)
         self.status.show_no_model("Starting the engine…")
@@ -158,8 +170,12 @@ class MainWindowWidget(QMainWindow):
 
     def open_model_picker(self) -> ModelPickerDialog:
         budget = self.memory_panel.budget_slider.budget_bytes
+        request = self.loader.request if self.loader.engine is not None else None
+        loaded = (self.loader.engine.info.path if request is not None and not request.is_remote
+                  else request.model if request is not None else None)
         self._picker = ModelPickerDialog(self.settings.model_folders, budget, self.theme, self,
-                                         remote_servers=self.settings.remote_servers)
+                                         remote_servers=self.settings.remote_servers, device=self.launch.device,
+                                         loaded=loaded)
         self._picker.model_chosen.connect(self.load_model)
         self._picker.folders_changed.connect(lambda folders: self._save_settings(model_folders=folders))
         self._picker.remote_servers_changed.connect(lambda servers: self._save_settings(remote_servers=servers))
@@ -199,6 +215,12 @@ class MainWindowWidget(QMainWindow):
             model = self.settings.last_model if self.launch.model is None else self.launch.model
             self.load_model(None if model == DEMO else model)
 
+    @Slot(str, object)
+    def _on_loader_budget_refused(self, message: str, minimum: int | None) -> None:
+        self.budget.show_load_refused(self.loader.refused_request.model, message, minimum)
+        if self.loader.engine is None:
+            self.status.show_no_model("No model loaded: the budget is too small (see the memory panel)")
+
     def _on_hardware_task_failed(self, error: BaseException) -> None:
         show_error(self, "Could not start the engine", f"{type(error).__name__}: {error}")
         self.status.show_no_model("The engine could not start (see Help → Open logs)")
@@ -218,8 +240,11 @@ class MainWindowWidget(QMainWindow):
         self.chat.code_context.set_token_counter(TokenCounter(info.path))
         plan = self.loader.engine.stats().plan  # a model kept after a refused load may have re-planned since
         self.budget.show_plan(plan)
+        self.budget.fetch_marks(self.loader.request)
         self.memory_panel.refresh()
-        self.memory_panel.plan_log.add_text(f"serving {info.name}: {plan_summary(plan, format_bytes)}")
+        if self.loader.engine is not self._announced_engine:  # a refused load keeps the model already announced
+            self._announced_engine = self.loader.engine
+            self.memory_panel.plan_log.add_text(f"serving {info.name}: {plan_summary(plan, format_bytes)}")
         request = self.loader.request
         self._save_settings(last_model=request.model if request else None)
 
@@ -239,7 +264,7 @@ class MainWindowWidget(QMainWindow):
         if not is_busy:
             self.budget.retry_if_stranded()
 
-    @Slot(int)
+    @Slot("qint64")
     def _on_conversations_conversation_deleted(self, conversation_id: int) -> None:
         current = self.conversation.conversation
         if current is not None and current.id == conversation_id:
@@ -272,10 +297,14 @@ class MainWindowWidget(QMainWindow):
         if self.settings.theme == "system":
             self.set_theme("system")
 
-    def closeEvent(self, event) -> None:
-        self.generation.abandon()
+    def _save_sampling(self) -> None:
         sampling = self.chat.settings_bar.settings()
         self._save_settings(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens)
+
+    def closeEvent(self, event) -> None:
+        self.generation.abandon()
+        self._save_sampling()
+        self._geometry.save_now()
         self.loader.shutdown()
         wait_for_background_tasks()
         self.store.close()

@@ -86,11 +86,30 @@ def connect_before_unload(request: LoadRequest, report):
         raise _RefusedBeforeUnload() from err
 
 
+def minimum_budget(request: LoadRequest) -> int | None:
+    """The engine planner's minimum budget for a local checkpoint (None when it cannot say)."""
+    try:
+        return api().budget_marks(request.options()).minimum
+    except Exception:
+        return None
+
+
+def budget_marks(request: LoadRequest):
+    """engine.api.BudgetMarks of a local checkpoint, or None (remote, GGUF, unreadable)."""
+    if request.is_remote or (request.model or "").endswith(".gguf"):
+        return None
+    try:
+        return api().budget_marks(request.options())
+    except Exception:
+        return None
+
+
 class ModelLoader(QObject):
     loading = Signal(str)  # a description of what is loading
     progressed = Signal(float, str)
     ready = Signal(object)  # engine.api.ModelInfo of the model now serving
     failed = Signal(str)  # a message a user can act on
+    budget_refused = Signal(str, object)  # the message, the model's minimum budget in bytes (or None)
     unloaded = Signal()  # no model is loaded any more
 
     def __init__(self, bridge, parent: QObject | None = None):
@@ -98,6 +117,7 @@ class ModelLoader(QObject):
         self._bridge = bridge
         self._engine = None
         self._request: LoadRequest | None = None
+        self.refused_request: LoadRequest | None = None  # the last load refused for its budget
         self._is_loading = False
         self._is_shut_down = False
         self._release_hooks: list[Callable[[object], None]] = []
@@ -145,7 +165,7 @@ class ModelLoader(QObject):
             return engine
 
         run_in_background(work, on_success=lambda engine: self._on_load_task_succeeded(engine, request),
-                          on_failure=lambda error: self._on_load_task_failed(error, previous, old_engine),
+                          on_failure=lambda error: self._on_load_task_failed(error, previous, old_engine, request),
                           on_progress=self.progressed.emit)
         return True
 
@@ -158,10 +178,16 @@ class ModelLoader(QObject):
         log.info("loaded %s: %s", engine.info.name, engine.info.plan)
         self.ready.emit(engine.info)
 
-    def _on_load_task_failed(self, error: BaseException, previous: LoadRequest | None, old_engine) -> None:
+    def _on_load_task_failed(self, error: BaseException, previous: LoadRequest | None, old_engine,
+                             request: LoadRequest) -> None:
         self._is_loading = False
         kept_old = isinstance(error, _RefusedBeforeUnload)
-        self.failed.emit(user_message(error))
+        cause = error.__cause__ if kept_old and error.__cause__ else error
+        if isinstance(cause, api().BudgetError):
+            self.refused_request = request
+            self.budget_refused.emit(str(cause), minimum_budget(request))
+        else:
+            self.failed.emit(user_message(error))
         if self._is_shut_down:
             return
         if kept_old and old_engine is not None:

@@ -31,6 +31,7 @@ class AppSettings:
     remote_servers: tuple[RemoteServer, ...] = ()
     server_port: int = 8000  # the app's OpenAI-compatible server (0: any free port)
     repeatable: bool = True  # CUDA: deterministic kernels (the same prompt, the same reply); False is faster
+    window_geometry: str | None = None  # QWidget.saveGeometry(), base64: size, position and maximized state
 
     def with_changes(self, **changes) -> "AppSettings":
         return replace(self, **changes)
@@ -53,6 +54,8 @@ def _clean(raw: dict) -> dict:
         values["remote_servers"] = tuple(RemoteServer(str(server["url"]), server.get("api_key") or None)
                                          for server in values["remote_servers"]
                                          if isinstance(server, dict) and server.get("url"))
+    if not isinstance(values.get("window_geometry") or "", str):
+        values.pop("window_geometry")
     if not isinstance(values.get("repeatable", True), bool):
         values.pop("repeatable")
     if not isinstance(values.get("server_port"), int) or not 0 <= values["server_port"] <= 65535:

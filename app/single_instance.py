@@ -1,7 +1,8 @@
 """One running app per user and data folder: a second launch asks the first to raise its window and exits.
 
 The first instance holds a lock file and listens on a local socket (QLocalServer); a later one finds the lock
-taken, connects (QLocalSocket), sends "activate" and quits. A lock left by a crashed instance is stale (its
+taken, connects (QLocalSocket), sends "activate" (or "open MODEL" when it was given a model: the first one then
+loads it) and quits. A lock left by a crashed instance is stale (its
 process is gone) and is taken over, as is the crashed instance's leftover socket."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from PySide6.QtWidgets import QWidget
 
 log = logging.getLogger(__name__)
 ACTIVATE = b"activate\n"
+OPEN = b"open "
 CONNECT_TIMEOUT_MS = 2_000
 
 
@@ -31,6 +33,7 @@ class SingleInstance(QObject):
     """claim() once at start: True means this is the first instance (keep it alive while the app runs)."""
 
     activation_requested = Signal()  # GUI thread: a later launch asked this instance to show its window
+    model_requested = Signal(str)  # GUI thread: a later launch was given this model (a path, or "demo")
 
     def __init__(self, key: str, parent: QObject | None = None):
         super().__init__(parent)
@@ -39,11 +42,13 @@ class SingleInstance(QObject):
         self._lock.setStaleLockTime(0)  # stale only when the owning process is gone, never by age
         self._server: QLocalServer | None = None
 
-    def claim(self) -> bool:
+    def claim(self, model: str | None = None) -> bool:
+        """`model`: what this launch was asked to open; a running first instance is asked to load it."""
         if self._lock.tryLock(0):
             self._listen()
             return True
-        if self._send_activate():
+        message = ACTIVATE if model is None else OPEN + model.encode("utf-8") + b"\n"
+        if self._send(message):
             return False
         log.warning("another instance holds %s but does not answer; starting anyway", self.key)
         return True
@@ -61,14 +66,14 @@ class SingleInstance(QObject):
         if not self._server.listen(self.key):
             log.warning("single instance: cannot listen on %s: %s", self.key, self._server.errorString())
 
-    def _send_activate(self) -> bool:
+    def _send(self, message: bytes) -> bool:
         """Blocking, before the event loop runs; retries while the first instance is still starting."""
         deadline = QDeadlineTimer(CONNECT_TIMEOUT_MS)
         while not deadline.hasExpired():
             socket = QLocalSocket()
             socket.connectToServer(self.key)
             if socket.waitForConnected(int(deadline.remainingTime())):
-                socket.write(ACTIVATE)
+                socket.write(message)
                 is_sent = socket.waitForBytesWritten(int(deadline.remainingTime()))
                 socket.disconnectFromServer()
                 return is_sent
@@ -95,6 +100,9 @@ class SingleInstance(QObject):
         socket.deleteLater()
         if message == ACTIVATE:
             self.activation_requested.emit()
+        elif message.startswith(OPEN) and message.endswith(b"\n"):
+            self.activation_requested.emit()
+            self.model_requested.emit(message[len(OPEN):-1].decode("utf-8", "replace"))
 
 
 def raise_window(window: QWidget) -> None:

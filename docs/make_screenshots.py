@@ -3,7 +3,8 @@
     xvfb-run -s "-screen 0 1600x1000x24" python docs/make_screenshots.py
 
 Chat mode (light theme) and code mode (dark theme), each with the live memory panel, after moving the budget
-so that the demo model pages its experts (8 of 16 slots per layer)."""
+so that the demo model pages its experts (8 of 16 slots per layer); the memory panel alone while a reply streams
+(rates over the last seconds, the controller's status and decisions); the budget slider with its marks."""
 
 from __future__ import annotations
 
@@ -46,10 +47,34 @@ def paging_budget(plan) -> int:
     return plan.dense_bytes + plan.workspace_bytes + KV_FLOOR + slots + MiB
 
 
-def ask(window, text: str, continue_code: bool = False) -> None:
+def ask(window, text: str, continue_code: bool = False, wait: bool = True) -> None:
     window.chat.composer.editor.setPlainText(text)
     (window.chat.composer.continue_button if continue_code else window.chat.composer.send_button).click()
     wait_until(lambda: window.generation.is_busy)
+    if wait:
+        wait_until(lambda: not window.generation.is_busy)
+
+
+def save_small(widget, name: str) -> None:
+    """The widget as a PNG under docs/ (8-bit palette: these are flat UI colours, and the file stays small)."""
+    from PySide6.QtGui import QImage
+
+    image = widget.grab().toImage().convertToFormat(QImage.Format.Format_Indexed8)
+    image.save(str(ROOT / "docs" / name), "PNG", 9)
+
+
+def panel_while_streaming(window) -> None:
+    """The memory panel two seconds into a long reply: the rates are those of the last seconds."""
+    panel = window.memory_panel
+    window.chat.settings_bar.set_sampling(0.9, 0.95, 1500)
+    for attempt in range(20):  # the demo model may end a reply early: ask again until one is mid-stream
+        ask(window, f"Write a long Python module with many small helper functions ({attempt}).", wait=False)
+        pause(1.5)
+        if window.generation.is_busy and (panel.decode_chart.values or [0])[-1]:
+            break
+        wait_until(lambda: not window.generation.is_busy)
+    save_small(panel, "screenshot-memory-panel.png")
+    window.generation.stop()
     wait_until(lambda: not window.generation.is_busy)
 
 
@@ -68,6 +93,8 @@ def main() -> None:
     ask(window, "Now write a short docstring for it.")
     pause(1.5)
     window.grab().save(str(ROOT / "docs" / "screenshot-chat.png"))
+    panel_while_streaming(window)
+    save_small(window.memory_panel.budget_slider, "screenshot-budget-slider.png")
 
     window.set_theme("dark")
     window.new_chat()

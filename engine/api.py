@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine.alloc.memory_plan import MemoryPlan
-from engine.catalog import ModelEntry, estimate_plan, fit_summary, scan_models
+from engine.catalog import BudgetMarks, ModelEntry, budget_marks, engine_plan, estimate_plan, fit_summary, scan_models
 from engine.config import EngineOptions, Progress
 from engine.errors import BudgetError, WispError
 from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
@@ -28,8 +28,8 @@ from engine.units import format_bytes, parse_size
 __all__ = [
     "Engine", "EngineOptions", "GenerateRequest", "SamplingParams", "TokenEvent", "FinishEvent", "RequestStats",
     "ModelInfo", "RequestHandle", "EngineStats", "PlanEvent", "MemoryPlan", "WispError", "BudgetError",
-    "ModelEntry", "scan_models", "estimate_plan", "fit_summary", "HardwareInfo", "detect_hardware",
-    "parse_size", "format_bytes", "start_server", "is_remote_url",
+    "ModelEntry", "scan_models", "estimate_plan", "fit_summary", "engine_plan", "budget_marks", "BudgetMarks",
+    "HardwareInfo", "detect_hardware", "parse_size", "format_bytes", "start_server", "is_remote_url",
 ]
 
 EventCallback = Callable[[Event], None]

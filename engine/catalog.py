@@ -37,6 +37,31 @@ def weights_size(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.glob("*.safetensors"))
 
 
+def safetensors_problem(folder: Path) -> str | None:
+    """Why the folder's weights cannot be read, from each file's header and size alone (cheap: no tensor is
+    read): a missing file, an unreadable header, or a file shorter than its header says (truncated)."""
+    import json
+    import struct
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return f"{folder}: no .safetensors weights"
+    for file in files:
+        size = file.stat().st_size
+        try:
+            with open(file, "rb") as handle:
+                (header_len,) = struct.unpack("<Q", handle.read(8))
+                header = json.loads(handle.read(header_len)) if 8 + header_len <= size else None
+        except (OSError, ValueError, struct.error) as err:
+            return f"{file.name}: unreadable safetensors header ({err})"
+        if header is None:
+            return f"{file.name}: truncated (its header runs past the end of the file)"
+        end = max((t["data_offsets"][1] for k, t in header.items() if k != "__metadata__"), default=0)
+        if size < 8 + header_len + end:
+            return f"{file.name}: truncated ({size} bytes on disk, its header describes {8 + header_len + end})"
+    return None
+
+
 def describe(path: Path, name: str | None = None, source: str = "folder") -> ModelEntry:
     name = name or path.name
     if path.suffix == ".gguf":
@@ -47,6 +72,10 @@ def describe(path: Path, name: str | None = None, source: str = "folder") -> Mod
         return ModelEntry(str(path), name, source, error=str(err))
     if not (path / "tokenizer.json").exists():
         return ModelEntry(str(path), name, source, args.model_type, error=f"{path / 'tokenizer.json'}: missing")
+    problem = safetensors_problem(path)
+    if problem is not None:
+        return ModelEntry(str(path), name, source, args.model_type, args.num_hidden_layers, args.num_experts,
+                          args.num_experts_per_tok, weights_size(path), error=problem)
     return ModelEntry(str(path), name, source, args.model_type, args.num_hidden_layers, args.num_experts,
                       args.num_experts_per_tok, weights_size(path))
 
@@ -124,3 +153,56 @@ def gguf_fit_summary(path: Path, budget_bytes: int) -> str:
     if path.stat().st_size <= budget_bytes:
         return "fits (llama.cpp)"
     return "larger than the budget: llama.cpp with experts on the CPU (--n-cpu-moe)"
+
+
+@dataclass(frozen=True)
+class BudgetMarks:
+    """What a model needs, sized as the engine sizes it at load: `minimum` holds the dense weights, top_k expert
+    slots per layer, the KV floor and the workspace (experts paged); `all_resident` holds every expert too."""
+
+    minimum: int
+    all_resident: int
+
+
+def engine_plan_request(options, args: ModelArgs) -> tuple[PlanRequest, int]:
+    """The PlanRequest (and bytes per weight) that engine.runtime.builder.build_engine makes for these
+    EngineOptions, without loading anything; estimates that must agree with the loaded engine start here."""
+    import torch
+
+    from engine.hardware import pick_device
+    from engine.model.loader import resolve_dtype
+
+    dtype = resolve_dtype(options.dtype, args, pick_device(options.device))
+    max_model_len = min(options.max_model_len or ENGINE_MAX_MODEL_LEN, args.max_position_embeddings)
+    request = PlanRequest(mode=options.experts, budget_bytes=options.budget_bytes, block_size=options.block_size,
+                          max_model_len=max_model_len, max_num_seqs=options.max_num_seqs,
+                          max_batched_tokens=max_model_len, expert_slots=options.expert_slots,
+                          kv_blocks=options.kv_blocks)
+    return request, torch.empty((), dtype=dtype).element_size()
+
+
+ENGINE_MAX_MODEL_LEN = 4096  # engine.runtime.builder.DEFAULT_MAX_MODEL_LEN
+
+
+def engine_plan(options) -> MemoryPlan:
+    """The memory plan the engine would load `options.model` (a checkpoint folder or None for the demo) with;
+    raises BudgetError (naming the minimum) when the budget is too small."""
+    from engine.model_path import resolve_model
+
+    args = read_args(resolve_model(options.model))
+    request, dtype_bytes = engine_plan_request(options, args)
+    return plan_memory(model_sizes(args, dtype_bytes), request)
+
+
+def budget_marks(options) -> BudgetMarks:
+    """The minimum and all-resident budgets of `options.model` under `options` (its budget is ignored)."""
+    from engine.alloc.memory_plan import kv_floor_bytes, minimum_budget, workspace_bytes
+    from engine.model_path import resolve_model
+
+    args = read_args(resolve_model(options.model))
+    request, dtype_bytes = engine_plan_request(options, args)
+    sizes = model_sizes(args, dtype_bytes)
+    fixed = sizes.dense_bytes + workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
+    experts = sizes.num_moe_layers * sizes.num_experts * sizes.expert_bytes
+    kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
+    return BudgetMarks(minimum_budget(sizes, request), fixed + experts + kv_floor)

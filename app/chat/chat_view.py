@@ -16,8 +16,8 @@ EMPTY_TEXT = ("<h3>Ask anything</h3><p>Ctrl+Enter sends · Esc stops · Ctrl+N s
 
 
 class ChatView(QScrollArea):
-    regenerate_requested = Signal(int)
-    resend_requested = Signal(int, str)
+    regenerate_requested = Signal("qint64")
+    resend_requested = Signal("qint64", str)
     continue_code_requested = Signal(str)
 
     def __init__(self, model: ConversationModel, style: RenderStyle, parent: QWidget | None = None):
@@ -71,7 +71,7 @@ class ChatView(QScrollArea):
             self._on_model_message_appended(index)
         self._is_following = True
 
-    @Slot(int)
+    @Slot("qint64")
     def _on_model_message_appended(self, index: int) -> None:
         widget = MessageWidget(self._model.messages[index], self._style, self.widget())
         widget.set_code_mode(self._is_code_mode)
@@ -83,11 +83,11 @@ class ChatView(QScrollArea):
         self._widgets.append(widget)
         self._empty_label.hide()
 
-    @Slot(int)
+    @Slot("qint64")
     def _on_model_message_changed(self, index: int) -> None:
         self._widgets[index].set_message(self._model.messages[index])
 
-    @Slot(int)
+    @Slot("qint64")
     def _on_model_truncated(self, index: int) -> None:
         for widget in self._widgets[index:]:
             self._column.removeWidget(widget)

@@ -64,8 +64,10 @@ class ChatWidget(QWidget):
 
     @Slot(str)
     def _on_composer_send_requested(self, text: str) -> None:
-        context = self.code_context.context_text() if self._mode == "code" else ""
-        if self._controller.send(f"{context}\n\n{text}" if context else text):
+        is_code = self._mode == "code"
+        context = self.code_context.context_text() if is_code else ""
+        attached = self.code_context.attached_paths() if is_code else ()
+        if self._controller.send(text, context, attached):
             self.composer.clear()
             self.code_context.clear()
 

@@ -14,7 +14,7 @@ from app.icons import icon
 
 
 class CodeContextWidget(QWidget):
-    attachments_changed = Signal(int)  # token count of the attached context
+    attachments_changed = Signal("qint64")  # token count of the attached context
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -57,6 +57,9 @@ class CodeContextWidget(QWidget):
     def attach(self, paths: list[Path]) -> None:
         """Read the files (folders expanded) off the GUI thread, then list them and count their tokens."""
         run_in_background(lambda report: read_attachments(paths), on_success=self._on_read_task_succeeded)
+
+    def attached_paths(self) -> tuple[str, ...]:
+        return tuple(str(attachment.path) for attachment in self._attachments)
 
     def context_text(self) -> str:
         return context_block(self._attachments)

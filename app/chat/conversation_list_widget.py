@@ -18,8 +18,8 @@ EXPORT_FORMATS = {"markdown": ("Markdown (*.md)", ".md", to_markdown), "json": (
 
 
 class ConversationListWidget(QWidget):
-    conversation_activated = Signal(int)
-    conversation_deleted = Signal(int)
+    conversation_activated = Signal("qint64")
+    conversation_deleted = Signal("qint64")
 
     def __init__(self, store: ConversationStore, parent: QWidget | None = None):
         super().__init__(parent)

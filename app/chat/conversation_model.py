@@ -17,9 +17,9 @@ def title_from(text: str) -> str:
 
 class ConversationModel(QObject):
     reset = Signal()  # another conversation (or none) is open
-    message_appended = Signal(int)
-    message_changed = Signal(int)
-    truncated = Signal(int)  # messages from this index on are gone
+    message_appended = Signal("qint64")
+    message_changed = Signal("qint64")
+    truncated = Signal("qint64")  # messages from this index on are gone
     conversation_saved = Signal(object)  # Conversation: created, renamed or touched (the list re-sorts)
 
     def __init__(self, store: ConversationStore, parent: QObject | None = None):

@@ -40,9 +40,15 @@ def finish_info(event) -> dict:
     return info
 
 
+def prompt_content(message: Message) -> str:
+    """What the model reads for a message: its attached context first, then the text."""
+    context = message.info.get("context") if message.role == "user" else None
+    return f"{context}\n\n{message.content}" if context else message.content
+
+
 class GenerationController(QObject):
     busy_changed = Signal(bool)
-    context_used = Signal(int, int)  # tokens in the last request (prompt + reply), the model's context length
+    context_used = Signal("qint64", "qint64")  # tokens in the last request (prompt + reply), the model's context length
     failed = Signal(str)  # an engine error a user should see
 
     def __init__(self, model: ConversationModel, bridge, engine_source: Callable[[], object],
@@ -64,8 +70,11 @@ class GenerationController(QObject):
     def can_send(self) -> bool:
         return not self.is_busy and self._engine_source() is not None
 
-    def send(self, text: str) -> bool:
-        return self._ask(Message("user", text))
+    def send(self, text: str, context: str = "", attachments: tuple[str, ...] = ()) -> bool:
+        """Ask `text`; `context` (attached files, formatted) goes to the model before it, and the message keeps
+        it in its info with the attached paths, so that the bubble shows the question and chips, not the files."""
+        info = {"context": context, "attachments": list(attachments)} if context else {}
+        return self._ask(Message("user", text, info=info))
 
     def continue_code(self, code: str) -> bool:
         """Send code as a raw completion prompt: the model continues it instead of chatting about it."""
@@ -133,7 +142,7 @@ class GenerationController(QObject):
         if history[-1].kind == "completion":
             return engine_api.GenerateRequest(prompt=history[-1].content, sampling=sampling)
         system = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
-        chat = [{"role": m.role, "content": m.content} for m in history]
+        chat = [{"role": m.role, "content": prompt_content(m)} for m in history]
         return engine_api.GenerateRequest(messages=tuple(system + chat), sampling=sampling)
 
     def _set_request(self, request_id: str | None) -> None:

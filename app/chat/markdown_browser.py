@@ -13,7 +13,7 @@ from app.chat.markdown_render import CODE_SCHEME
 
 
 class MarkdownBrowserView(QTextBrowser):
-    code_action_requested = Signal(str, int)  # action ("copy" | "save" | "continue"), code block index
+    code_action_requested = Signal(str, "qint64")  # action ("copy" | "save" | "continue"), code block index
 
     def __init__(self, parent=None):
         super().__init__(parent)

@@ -14,6 +14,7 @@ from app.chat.conversation_store import Message
 from app.chat.markdown_browser import MarkdownBrowserView
 from app.chat.markdown_render import RenderStyle, code_blocks, render_markdown
 
+MAX_CHIPS = 6  # more attached files are summed up as "+N more"
 ROLE_NAMES = {("user", "chat"): "You", ("assistant", "chat"): "Wisp",
               ("user", "completion"): "Code to continue", ("assistant", "completion"): "Continuation"}
 
@@ -60,6 +61,7 @@ class MessageWidget(QFrame):
         self.regenerate_button = self._action_button("Regenerate", "Write this reply again")
         self.edit_button.setVisible(message.role == "user")
         self.regenerate_button.setVisible(message.role == "assistant")
+        self.chips = self._attachment_chips(message.info.get("attachments") or [])
         self.body = MarkdownBrowserView(self)
         self.body.setAccessibleName(f"{self.role_label.text()} message")
         self.editor = QPlainTextEdit(self, accessibleName="Edit message")
@@ -99,6 +101,22 @@ class MessageWidget(QFrame):
         button.setAccessibleName(description)
         return button
 
+    def _attachment_chips(self, paths: list[str]) -> QWidget:
+        """One small label per attached file (its name; the full path on hover) above the question."""
+        box = QWidget(self)
+        row = QHBoxLayout(box)
+        row.setContentsMargins(0, 0, 0, 0)
+        for path in paths[:MAX_CHIPS]:
+            chip = QLabel(f"📄 {Path(path).name}", box, objectName="attachmentChip", toolTip=path)
+            chip.setAccessibleName(f"Attached file {path}")
+            row.addWidget(chip)
+        if len(paths) > MAX_CHIPS:
+            row.addWidget(QLabel(f"+{len(paths) - MAX_CHIPS} more", box, objectName="statsLabel",
+                                 toolTip="\n".join(paths[MAX_CHIPS:])))
+        row.addStretch(1)
+        box.setVisible(bool(paths))
+        return box
+
     def _editor_buttons(self) -> QWidget:
         box = QWidget(self)
         row = QHBoxLayout(box)
@@ -120,6 +138,7 @@ class MessageWidget(QFrame):
         layout.setContentsMargins(12, 8, 12, 8)
         layout.setSpacing(4)
         layout.addLayout(header)
+        layout.addWidget(self.chips)
         layout.addWidget(self.body)
         layout.addWidget(self.editor)
         layout.addWidget(self.editor_buttons)

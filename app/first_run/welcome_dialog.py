@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QDialog, QFormLayout, QHBoxLayout, QHeaderView,
-                               QLabel, QPushButton, QTableView, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QDialog, QFormLayout, QFrame, QHBoxLayout, QHeaderView,
+                               QLabel, QPushButton, QScrollArea, QTableView, QVBoxLayout, QWidget)
 
 from app.app_paths import AppPaths
 from app.background import run_in_background
@@ -58,8 +58,9 @@ class WelcomeDialog(QDialog):
         self.plan_label = _text("…", self)
         self.privacy_label = _text(PRIVACY, self)
         self.folders_label = _text(self._folders_text(paths), self, "mutedLabel")
-        self.choose_button = QPushButton("Choose another model…", self)
-        self.load_button = QPushButton(self)
+        self.models_hint = _text(MODELS_HINT, self, "mutedLabel")
+        self.choose_button = QPushButton("Choose another model…", self, autoDefault=False)  # Return: Start
+        self.load_button = QPushButton(self, autoDefault=False)
         self.load_button.hide()
         self.start_button = QPushButton("Start", self, objectName="primaryButton", default=True)
         self._build_layout()
@@ -92,21 +93,29 @@ class WelcomeDialog(QDialog):
         buttons.addWidget(self.load_button)
         buttons.addWidget(self.start_button)
         sections = (("This computer", [self.hardware_form]),
-                    ("Models found", [self.models_table, _text(MODELS_HINT, self, "mutedLabel")]),
+                    ("Models found", [self.models_table, self.models_hint]),
                     ("Recommended start", [recommended]),
                     ("Your privacy", [self.privacy_label, self.folders_label]))
-        layout = QVBoxLayout(self)
-        layout.setSpacing(8)
-        layout.addLayout(self._build_header())
+        content = QWidget(self)
+        column = QVBoxLayout(content)
+        column.setSpacing(8)
+        column.addLayout(self._build_header())
         for title, parts in sections:
-            layout.addSpacing(6)
-            layout.addWidget(_section(title, self))
+            column.addSpacing(6)
+            column.addWidget(_section(title, self))
             for part in parts:
                 if isinstance(part, QFormLayout):
-                    layout.addLayout(part)
+                    column.addLayout(part)
                 else:
-                    layout.addWidget(part)
-        layout.addStretch(1)
+                    column.addWidget(part)
+        column.addStretch(1)
+        # In a scroll area the sections keep their natural heights on a small screen instead of being squeezed
+        # over each other; the buttons stay in view below.
+        self.scroll_area = QScrollArea(self, widgetResizable=True, frameShape=QFrame.Shape.NoFrame)
+        self.scroll_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.scroll_area.setWidget(content)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.scroll_area, 1)
         layout.addLayout(buttons)
 
     def _build_header(self) -> QHBoxLayout:

@@ -33,19 +33,21 @@ class WelcomeFacts:
 
 def recommended_row(rows: tuple[ModelRow, ...]) -> ModelRow | None:
     """The largest usable model the user brought, else the bundled demo."""
-    usable = [row for row in rows if row.is_usable]
+    usable = [row for row in rows if row.is_usable and row.minimum_bytes is None]
     own = [row for row in usable if row.entry.source != "demo"]
     if own:
         return max(own, key=lambda row: row.entry.size_bytes)
     return usable[0] if usable else None
 
 
-def plan_text(row: ModelRow, budget_bytes: int, dtype_bytes: int) -> str:
+def plan_text(row: ModelRow, budget_bytes: int) -> str:
+    """The plan the engine would load the row's model with at this budget (the engine's own planner)."""
     engine_api = api()
     if Path(row.entry.path).suffix == ".gguf":
         return row.fit
     try:
-        plan = engine_api.estimate_plan(row.entry.path, budget_bytes, dtype_bytes=dtype_bytes)
+        plan = engine_api.engine_plan(engine_api.EngineOptions(model=row.entry.path, experts="paged",
+                                                                 budget_bytes=budget_bytes))
     except engine_api.WispError as err:
         return str(err)
     return f"{row.fit}: {plan_summary(plan, engine_api.format_bytes)}"
@@ -58,8 +60,7 @@ def gather_facts(model_folders: tuple[str, ...] = ()) -> WelcomeFacts:
     budget = budget_range(hardware, engine_api.format_bytes)
     rows = tuple(scan_rows(tuple(model_folders), budget.default))
     row = recommended_row(rows)
-    dtype_bytes = 2 if hardware.has_cuda else 4  # the engine computes in bf16/fp16 on a GPU, fp32 on the CPU
-    recommendation = Recommendation(row, plan_text(row, budget.default, dtype_bytes)) if row is not None else None
+    recommendation = Recommendation(row, plan_text(row, budget.default)) if row is not None else None
     return WelcomeFacts(hardware, budget, rows, recommendation)
 
 

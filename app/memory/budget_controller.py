@@ -7,27 +7,32 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.background import run_in_background
 from app.memory.budget_slider_widget import BudgetSliderWidget
-from app.memory.plan_text import is_remote
+from app.model_loader import budget_marks
+from app.memory.plan_text import has_pager, is_remote
 
 PENDING_TEXT = "Pending: applies when nothing is generating."
 
 
 class BudgetController(QObject):
-    applied = Signal(int)  # the budget now in force (or chosen while no model is loaded), in bytes
+    applied = Signal(object)  # the budget now in force (or chosen while no model is loaded), in bytes
     refused = Signal(str)  # why the engine refused it
+    load_requested = Signal(object)  # a model (path, or None for the demo) to load at the slider's budget
 
     def __init__(self, slider: BudgetSliderWidget, engine_source: Callable[[], object], parent: QObject | None = None):
         super().__init__(parent)
         self._slider, self._engine_source = slider, engine_source
         self._is_pending = False
+        self._refused_model: tuple[str | None] | None = None  # the model a load refused for its budget
         slider.budget_requested.connect(self._on_slider_budget_requested)
+        slider.load_at_minimum_requested.connect(self._on_slider_load_at_minimum_requested)
 
     @property
     def is_pending(self) -> bool:
         return self._is_pending
 
-    @Slot(int)
+    @Slot(object)
     def _on_slider_budget_requested(self, num_bytes: int) -> None:
         engine = self._engine_source()
         if engine is None:
@@ -62,9 +67,31 @@ class BudgetController(QObject):
             self._slider.set_budget(event.new.budget_bytes)
             self.applied.emit(event.new.budget_bytes)
 
+    def show_load_refused(self, model: str | None, message: str, minimum: int | None) -> None:
+        """A load was refused for its budget: said next to the slider (no dialog), with an offer to load at the
+        model's minimum when the planner knows it."""
+        self._refused_model = (model,)
+        self._slider.set_state(f"Not loaded: {message}", is_error=True)
+        self._slider.offer_minimum(minimum)
+
+    @Slot(object)
+    def _on_slider_load_at_minimum_requested(self, num_bytes: int) -> None:
+        if self._refused_model is None:
+            return
+        (model,), self._refused_model = self._refused_model, None
+        self._slider.set_budget(num_bytes)
+        self._slider.set_state("")
+        self.load_requested.emit(model)
+
+    def fetch_marks(self, request) -> None:
+        """Show the marks of the model just loaded (app.model_loader.LoadRequest), read off the GUI thread."""
+        self._slider.set_marks(None)
+        if request is not None:
+            run_in_background(lambda report: budget_marks(request), on_success=self._slider.set_marks)
+
     def show_plan(self, plan) -> None:
         """A model was loaded with this plan."""
         self._is_pending = False
-        self._slider.set_remote(is_remote(plan))
+        self._slider.set_remote(is_remote(plan), is_applicable=has_pager(plan))
         if plan.budget_bytes is not None:
             self._slider.set_budget(plan.budget_bytes)

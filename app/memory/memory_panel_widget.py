@@ -1,9 +1,12 @@
 """The live memory-split panel: budget slider, the budget as a bar with a legend, the plan in words, expert
-hit rate / decode tok/s / H2D GB/s as live charts, the MV-WSA curve, and the controller's decisions.
-It polls a stats source (engine.stats(), cheap) four times a second on the GUI thread."""
+hit rate / decode tok/s / H2D GB/s over the last seconds as live charts, the MV-WSA curve, and the controller's
+decisions. It polls a stats source (engine.stats(), cheap) four times a second on the GUI thread; another engine
+(a model switch) starts the charts afresh, and what does not apply to it (the pager's charts for llama.cpp or a
+remote server) is hidden."""
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from PySide6.QtCore import QTimer, Signal, Slot
@@ -13,7 +16,9 @@ from app.memory.budget_slider_widget import BudgetSliderWidget
 from app.memory.memory_bar_widget import MemoryBarWidget
 from app.memory.memory_segments import SEGMENT_LABELS, expert_share, memory_segments
 from app.memory.plan_log_widget import PlanLogWidget
-from app.memory.plan_text import is_remote, plan_summary
+from app.memory.plan_text import (BUDGET_REASON, controller_status, describe_plan_event, has_pager, is_remote,
+                                  plan_summary)
+from app.memory.recent_rates import RecentRates
 from app.memory.sparkline_widget import SparklineWidget
 from app.memory.throughput_curve_widget import ThroughputCurveWidget
 from app.memory.wsa_curve import CurveProvider, engine_curve
@@ -24,24 +29,33 @@ REMOTE_TEXT = "Memory is managed by the remote server: nothing of this model is 
 
 
 class MemoryPanelWidget(QFrame):
-    budget_requested = Signal(int)
+    budget_requested = Signal(object)  # bytes
 
-    def __init__(self, theme, format_bytes, parent: QWidget | None = None):
+    def __init__(self, theme, format_bytes, parse_size=None, parent: QWidget | None = None,
+                 clock: Callable[[], float] = time.monotonic):
         super().__init__(parent)
+        self._clock = clock
         self.setObjectName("sidePanel")
         self._format_bytes = format_bytes
         self._engine_source: Callable[[], object] = lambda: None
         self._curve_provider: CurveProvider = engine_curve
         self._num_polls = 0
-        self.budget_slider = BudgetSliderWidget(format_bytes, self)
+        self._polled_engine = None
+        self._last_decision: str | None = None  # the online controller's latest re-split, said under its status
+        self._rates = RecentRates()
+        self.budget_slider = BudgetSliderWidget(format_bytes, parse_size, self)
         self.bar = MemoryBarWidget(self)
-        self.legend_labels = {key: QLabel(self, objectName="legendLabel") for key in SEGMENT_LABELS}
+        # Word-wrapped, so that growing numbers wrap inside the panel instead of widening it past the window.
+        self.legend_labels = {key: QLabel(self, objectName="legendLabel", wordWrap=True) for key in SEGMENT_LABELS}
         self.plan_label = QLabel("No model loaded", self, wordWrap=True)
         self.plan_label.setAccessibleName("Memory plan")
         self.hit_rate_chart = SparklineWidget("Expert hit rate", lambda v: f"{v:.1%}", self, fixed_maximum=1.0)
         self.decode_chart = SparklineWidget("Decode", lambda v: f"{v:.1f} tok/s", self)
         self.h2d_chart = SparklineWidget("Host → device", lambda v: f"{v:.2f} GB/s", self)
         self.curve = ThroughputCurveWidget(self)
+        self.curve_title = QLabel("MV-WSA: predicted tok/s vs expert share", self, objectName="panelTitle")
+        self.controller_label = QLabel("", self, objectName="mutedLabel", wordWrap=True)
+        self.controller_label.setAccessibleName("Controller status")
         self.plan_log = PlanLogWidget(format_bytes, self)
         self._build_layout()
         self.set_theme(theme)
@@ -67,9 +81,10 @@ class MemoryPanelWidget(QFrame):
         layout.addWidget(QLabel("Live", self, objectName="panelTitle"))
         for chart in (self.hit_rate_chart, self.decode_chart, self.h2d_chart):
             layout.addWidget(chart)
-        layout.addWidget(QLabel("MV-WSA: predicted tok/s vs expert share", self, objectName="panelTitle"))
+        layout.addWidget(self.curve_title)
         layout.addWidget(self.curve)
         layout.addWidget(QLabel("Controller decisions", self, objectName="panelTitle"))
+        layout.addWidget(self.controller_label)
         layout.addWidget(self.plan_log)
         layout.addStretch(1)
 
@@ -95,6 +110,8 @@ class MemoryPanelWidget(QFrame):
 
     def add_plan_event(self, event) -> None:
         self.plan_log.add_event(event)
+        if event.error is None and event.reason != BUDGET_REASON:  # the online controller decided
+            self._last_decision = describe_plan_event(event, self._format_bytes)
         self.refresh()
 
     @Slot()
@@ -102,15 +119,26 @@ class MemoryPanelWidget(QFrame):
         engine = self._engine_source()
         if engine is None:
             return
+        if engine is not self._polled_engine:
+            self._start_afresh(engine)
         stats = engine.stats()
-        if not is_remote(stats.plan):  # a remote engine has no expert pager here
-            self.hit_rate_chart.add_value(stats.expert_hit_rate)
-            self.h2d_chart.add_value(stats.h2d_gb_per_s)
+        if has_pager(stats.plan):
+            self._rates.add(self._clock(), stats)
+            self.hit_rate_chart.add_value(self._rates.hit_rate)
+            self.h2d_chart.add_value(self._rates.h2d_gb_per_s)
         self.decode_chart.add_value(stats.decode_tok_s)
         self._show_plan(stats.plan, stats)
         self._num_polls += 1
         if self._num_polls % CURVE_EVERY_N_POLLS == 0:
             self._refresh_curve(engine)
+
+    def _start_afresh(self, engine) -> None:
+        """Another engine serves: the charts and rates describe the previous model, so they start over."""
+        self._polled_engine = engine
+        self._last_decision = None
+        self._rates.clear()
+        for chart in (self.hit_rate_chart, self.decode_chart, self.h2d_chart):
+            chart.clear()
 
     def refresh(self) -> None:
         """Show the serving engine's plan now (a model was loaded), without waiting for the next poll."""
@@ -125,7 +153,7 @@ class MemoryPanelWidget(QFrame):
         self._refresh_curve(engine)
 
     def _show_plan(self, plan, stats) -> None:
-        self._set_local_parts_visible(not is_remote(plan))
+        self._set_local_parts_visible(not is_remote(plan), has_pager(plan))
         if is_remote(plan):
             self.bar.set_segments([], REMOTE_TEXT)
             self.plan_label.setText(REMOTE_TEXT)
@@ -140,11 +168,19 @@ class MemoryPanelWidget(QFrame):
         budget = "no budget" if plan.budget_bytes is None else f"budget {self._format_bytes(plan.budget_bytes)}"
         self.plan_label.setText(f"{plan.mode} · {budget} · {plan_summary(plan, self._format_bytes)}")
 
-    def _set_local_parts_visible(self, is_visible: bool) -> None:
-        """The bar, its legend and the pager's charts describe local device memory; a remote engine has none."""
-        for widget in (self.bar, *self.legend_labels.values(), self.hit_rate_chart, self.h2d_chart):
-            widget.setVisible(is_visible)
+    def _set_local_parts_visible(self, is_local: bool, has_pager: bool = True) -> None:
+        """The bar and its legend describe local device memory (a remote engine has none); the hit rate, transfer
+        rate and MV-WSA curve describe Wisp's expert pager (llama.cpp and remote servers have none)."""
+        for widget in (self.bar, *self.legend_labels.values()):
+            widget.setVisible(is_local)
+        for widget in (self.hit_rate_chart, self.h2d_chart, self.curve_title, self.curve, self.controller_label):
+            widget.setVisible(has_pager)
 
     def _refresh_curve(self, engine) -> None:
         points = self._curve_provider(engine) if engine is not None else None
-        self.curve.set_curve(points, expert_share(engine.stats().plan) if points else None)
+        plan = engine.stats().plan if engine is not None else None
+        share = expert_share(plan) if points else None
+        self.curve.set_curve(points, share)
+        status = controller_status(plan, points, share) if plan is not None else ""
+        last = f"\nLast re-split: {self._last_decision}" if self._last_decision else ""
+        self.controller_label.setText(status + last)

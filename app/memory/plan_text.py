@@ -5,11 +5,35 @@ from __future__ import annotations
 import time
 
 REMOTE_TEXT = "memory managed by the remote server"
+BUDGET_REASON = "budget changed"  # a PlanEvent's reason when the budget (the slider) changed, not the controller
 
 
 def is_remote(plan) -> bool:
     """A remote engine's plan: no local budget, expert slots or KV cache (all its sizes are 0)."""
     return plan.mode == "remote"
+
+
+def has_pager(plan) -> bool:
+    """Wisp's own engine with an expert pager (paged mode): the budget, hit rate and host->device rate apply.
+    llama.cpp places a model itself and a remote server has no local memory."""
+    return plan.mode not in ("remote", "llama.cpp")
+
+
+def controller_status(plan, curve, share: float | None) -> str:
+    """What the online controller is doing between decisions, from its predicted curve: how far the current
+    split is from the best one it sees (a re-split must win back its pause, so small gaps are kept)."""
+    if plan.mode != "paged" or plan.budget_bytes is None:
+        return "The online controller re-splits paged models with a budget."
+    if not curve or share is None:
+        return "Watching: it decides at drained barriers once it has seen enough routing."
+    from app.memory.wsa_curve import value_at
+
+    best_share, best = max(curve, key=lambda point: point[1])
+    now = value_at(curve, share)
+    if best <= 0 or now >= best * 0.98:
+        return f"Keeping this split: it is the best predicted ({now:.1f} tok/s at {share:.0%} experts)."
+    return (f"Watching: {now:.1f} tok/s predicted now, {best:.1f} at {best_share:.0%} experts; it re-splits when "
+            f"the gain pays for the pause.")
 
 
 def slot_counts(plan) -> tuple[int, ...]:

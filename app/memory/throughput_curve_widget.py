@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.memory.wsa_curve import UNAVAILABLE_TEXT, CurvePoints, value_at
 
-MARGIN_LEFT, MARGIN_BOTTOM = 34, 18
+MARGIN_LEFT, MARGIN_BOTTOM = 34, 30
 
 
 class ThroughputCurveWidget(QWidget):
@@ -21,11 +21,11 @@ class ThroughputCurveWidget(QWidget):
                                                              QColor("#cf222e"))
         self.setAccessibleName("Predicted tokens per second against expert share")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
-        self.setFixedHeight(120)
+        self.setFixedHeight(150)
         self.set_curve(None, None)
 
     def sizeHint(self) -> QSize:
-        return QSize(300, 120)
+        return QSize(300, 150)
 
     def set_colors(self, line: QColor, text: QColor, muted: QColor, marker: QColor) -> None:
         self._line, self._text, self._muted, self._marker = line, text, muted, marker
@@ -51,10 +51,11 @@ class ThroughputCurveWidget(QWidget):
             painter.drawText(QRectF(self.rect()).adjusted(8, 4, -8, -4),
                              Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, UNAVAILABLE_TEXT)
             return
-        chart = QRectF(MARGIN_LEFT, 4, self.width() - MARGIN_LEFT - 4, self.height() - MARGIN_BOTTOM - 4)
-        top = max(y for _, y in self._points) or 1.0
-        to_screen = lambda x, y: QPointF(chart.left() + chart.width() * x, chart.bottom() - chart.height() * y / top)
-        self._paint_axes(painter, chart, top)
+        chart = QRectF(MARGIN_LEFT, 14, self.width() - MARGIN_LEFT - 10, self.height() - MARGIN_BOTTOM - 16)
+        left, right, top = axis_ranges(self._points, self._current)
+        to_screen = lambda x, y: QPointF(chart.left() + chart.width() * (x - left) / (right - left),
+                                         chart.bottom() - chart.height() * y / top)
+        self._paint_axes(painter, chart, left, right, top)
         painter.setPen(QPen(self._line, 1.8))
         painter.drawPolyline([to_screen(x, y) for x, y in self._points])
         if self._current is not None:
@@ -62,10 +63,31 @@ class ThroughputCurveWidget(QWidget):
             painter.setBrush(self._marker)
             painter.drawEllipse(to_screen(self._current, value_at(self._points, self._current)), 4, 4)
 
-    def _paint_axes(self, painter: QPainter, chart: QRectF, top: float) -> None:
+    def _paint_axes(self, painter: QPainter, chart: QRectF, left: float, right: float, top: float) -> None:
+        """Both axes with three labelled ticks each: tok/s from 0, expert share over the feasible range."""
         painter.setPen(QPen(self._muted, 0.8))
         painter.drawLine(chart.bottomLeft(), chart.bottomRight())
         painter.drawLine(chart.bottomLeft(), chart.topLeft())
-        painter.drawText(QRectF(0, chart.top() - 2, MARGIN_LEFT - 4, 14), Qt.AlignmentFlag.AlignRight, f"{top:.0f}")
-        painter.drawText(QRectF(chart.left(), chart.bottom() + 2, chart.width(), 14), Qt.AlignmentFlag.AlignCenter,
-                         "expert share of the pool → (tok/s ↑)")
+        painter.drawText(QRectF(chart.left() + 6, 0, 80, 12), Qt.AlignmentFlag.AlignLeft, "tok/s")
+        for i in range(3):
+            y = chart.bottom() - chart.height() * i / 2
+            painter.drawLine(QPointF(chart.left() - 3, y), QPointF(chart.left(), y))
+            painter.drawText(QRectF(0, y - 7, MARGIN_LEFT - 5, 14),
+                             Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, f"{top * i / 2:.0f}")
+            x = chart.left() + chart.width() * i / 2
+            painter.drawLine(QPointF(x, chart.bottom()), QPointF(x, chart.bottom() + 3))
+            align = (Qt.AlignmentFlag.AlignLeft, Qt.AlignmentFlag.AlignHCenter, Qt.AlignmentFlag.AlignRight)[i]
+            painter.drawText(QRectF(x - (0, 30, 60)[i], chart.bottom() + 3, 60, 14), align,
+                             f"{left + (right - left) * i / 2:.0%}")
+        painter.drawText(QRectF(chart.left(), chart.bottom() + 17, chart.width(), 14), Qt.AlignmentFlag.AlignCenter,
+                         "expert share of the pool")
+
+
+def axis_ranges(points, current: float | None) -> tuple[float, float, float]:
+    """The x range the curve (and the current split) covers, and a y top a little above the curve's best."""
+    xs = [x for x, _ in points] + ([current] if current is not None else [])
+    left, right = min(xs), max(xs)
+    if right - left < 1e-6:  # a single feasible split: show it in a 10% window
+        left = max(0.0, left - 0.05)
+        right = left + 0.1
+    return left, right, max(max(y for _, y in points), 1e-9) * 1.1

@@ -6,22 +6,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QFont
 
 COLUMNS = ("Model", "Source", "Architecture", "Experts", "Size", "At this budget")
 SOURCES = {"demo": "bundled demo", "hf-cache": "Hugging Face cache", "folder": "folder", "gguf": "GGUF file",
            "remote": "remote server"}
-REMOTE_FIT = "memory managed by the server"
+LOADED_MARK = " (loaded)"
 
 
 @dataclass(frozen=True)
 class ModelRow:
     entry: object  # engine.api.ModelEntry
-    fit: str  # engine.api.fit_summary, or the entry's error
+    fit: str  # app.picker.model_fit.Fit's text, or the entry's error
+    minimum_bytes: int | None = None  # the budget is too small: the least that loads it
+    is_loaded: bool = False
 
     @property
     def is_usable(self) -> bool:
-        return self.entry.error is None and not self.fit.startswith("too small")
+        """Loadable: a model that needs a larger budget is (at its minimum), a broken one is not."""
+        return self.entry.error is None
 
 
 class ModelListModel(QAbstractTableModel):
@@ -67,12 +70,16 @@ class ModelListModel(QAbstractTableModel):
             return row.entry.error or f"{row.entry.path}\n{row.fit}"
         if role == Qt.ItemDataRole.ForegroundRole and not row.is_usable:
             return self._error_color
+        if role == Qt.ItemDataRole.FontRole and row.is_loaded:
+            font = QFont()
+            font.setBold(True)
+            return font
         return None
 
     def _cell(self, row: ModelRow, column: int) -> str:
         entry = row.entry
         if column == 0:
-            return entry.name
+            return entry.name + (LOADED_MARK if row.is_loaded else "")
         if column == 1:
             return SOURCES.get(entry.source, entry.source)
         if column == 2:

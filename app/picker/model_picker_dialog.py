@@ -12,24 +12,31 @@ from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QFi
 
 from app.background import run_in_background
 from app.engine_api import api
-from app.picker.model_list_model import REMOTE_FIT, ModelListModel, ModelRow
+from app.picker.model_fit import REMOTE_FIT, fit_at_budget
+from app.picker.model_list_model import ModelListModel, ModelRow
 from app.picker.remote_server_dialog import RemoteServerDialog
 from app.remote_server import RemoteServer
 
 
-def scan_rows(folders: tuple[str, ...], budget_bytes: int, servers: tuple[RemoteServer, ...] = ()) -> list[ModelRow]:
-    """Worker thread: every model found, with how it fits the budget, then the remote servers (not contacted)."""
+def scan_rows(folders: tuple[str, ...], budget_bytes: int, servers: tuple[RemoteServer, ...] = (),
+              device: str = "auto", loaded: str | None = None) -> list[ModelRow]:
+    """Worker thread: every model found, with how it fits the budget, then the remote servers (not contacted).
+    `loaded` is the serving model's path or URL (its row is marked)."""
     engine_api = api()
     rows = []
     for entry in engine_api.scan_models(list(folders)):
+        is_loaded = loaded is not None and Path(entry.path) == Path(loaded)
+        if entry.error:
+            rows.append(ModelRow(entry, entry.error, is_loaded=is_loaded))
+            continue
         try:
-            fit = entry.error if entry.error else engine_api.fit_summary(entry.path, budget_bytes)
+            fit = fit_at_budget(entry, budget_bytes, device)
+            rows.append(ModelRow(entry, fit.text, fit.minimum_bytes, is_loaded))
         except Exception as err:  # an odd config must not hide the other models
-            fit = f"cannot estimate the memory plan: {err}"
-        rows.append(ModelRow(entry, fit))
+            rows.append(ModelRow(entry, f"cannot estimate the memory plan: {err}", is_loaded=is_loaded))
     for server in servers:
         entry = engine_api.ModelEntry(path=server.url, name=server.url, source="remote", model_type="remote")
-        rows.append(ModelRow(entry, REMOTE_FIT))
+        rows.append(ModelRow(entry, REMOTE_FIT, is_loaded=server.url == loaded))
     return rows
 
 
@@ -40,12 +47,13 @@ class ModelPickerDialog(QDialog):
     scanned = Signal()
 
     def __init__(self, folders: tuple[str, ...], budget_bytes: int, theme, parent: QWidget | None = None,
-                 remote_servers: tuple[RemoteServer, ...] = ()):
+                 remote_servers: tuple[RemoteServer, ...] = (), device: str = "auto", loaded: str | None = None):
         super().__init__(parent)
         self.setWindowTitle("Choose a model")
         self.resize(900, 420)
         self._folders, self._budget = tuple(folders), budget_bytes
         self._servers = tuple(remote_servers)
+        self._device, self._loaded = device, loaded
         self._num_scans = 0
         self.model = ModelListModel(api().format_bytes, self)
         self.model.set_error_color(theme.color("danger"))
@@ -97,7 +105,8 @@ class ModelPickerDialog(QDialog):
         self.status_label.setText("Scanning…")
         self._num_scans += 1
         folders, budget, servers, scan = self._folders, self._budget, self._servers, self._num_scans
-        run_in_background(lambda report: scan_rows(folders, budget, servers),
+        device, loaded = self._device, self._loaded
+        run_in_background(lambda report: scan_rows(folders, budget, servers, device, loaded),
                           on_success=lambda rows: scan == self._num_scans and self._on_scan_task_succeeded(rows),
                           on_failure=lambda error: scan == self._num_scans and self._on_scan_task_failed(error))
 
@@ -119,9 +128,9 @@ class ModelPickerDialog(QDialog):
     def _on_scan_task_succeeded(self, rows: list[ModelRow]) -> None:
         self.model.set_rows(rows)
         num_broken = sum(not row.is_usable for row in rows)
-        budget = api().format_bytes(self._budget)
-        self.status_label.setText(f"{len(rows)} model(s) found, {num_broken} not usable (hover for the reason). "
-                                  f"Fit shown for a budget of {budget}.")
+        fit = ("Fit shown once the hardware is known." if self._budget is None
+               else f"Fit shown for a budget of {api().format_bytes(self._budget)}.")
+        self.status_label.setText(f"{len(rows)} model(s) found, {num_broken} not usable (hover for the reason). {fit}")
         self.scanned.emit()
 
     def _on_scan_task_failed(self, error: BaseException) -> None:

@@ -131,3 +131,17 @@ def test_settings_survive_a_restart(qtbot, start_app, tiny_model):
     assert again.loader.request.model == tiny_model
     assert again.loader.engine.stats().plan.budget_bytes == 768 * 1024**2
     assert again.memory_panel.budget_slider.budget_bytes == 768 * 1024**2
+
+
+def test_settings_are_saved_when_they_change_and_the_window_comes_back_where_it_was(qtbot, start_app):
+    from app.settings import SettingsStore
+
+    window = start_app()
+    stored = lambda: SettingsStore(window.paths.settings_file).load()  # noqa: E731
+    window.chat.settings_bar.max_tokens.setValue(77)
+    assert stored().max_tokens == 77, "a crash would lose a change saved only on a clean close"
+    window.resize(1111, 640)  # the offscreen screen is 800 px high; the width is clamped to it on restore
+    qtbot.waitUntil(lambda: stored().window_geometry is not None, timeout=5_000)
+    window.close()
+    again = start_app()
+    assert again.height() == 640 and again.width() < 1400  # not the first run's 1400 x 860

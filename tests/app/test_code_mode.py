@@ -1,6 +1,7 @@
 """Coding-assistant mode: its system prompt preset, files as context with a token count, raw code continuation."""
 
 from PySide6.QtCore import Qt, QUrl
+from PySide6.QtWidgets import QLabel
 
 from app.chat.prompt_presets import load_presets
 from tests.app.driving import messages, type_and_send, use_greedy_sampling, wait_until_idle
@@ -28,8 +29,13 @@ def test_code_mode_uses_the_code_preset_and_attached_files(qtbot, start_app, tmp
     use_greedy_sampling(window, max_tokens=8)
     type_and_send(qtbot, window, "what does push do?")
     wait_until_idle(qtbot, window)
-    question = messages(window)[0].content
-    assert question.startswith(f"File `{source}`:\n```python\nclass Stack:") and question.endswith("what does push do?")
+    question = messages(window)[0]
+    assert question.content == "what does push do?", "the bubble shows the question, not the files pasted in"
+    assert question.info["attachments"] == [str(source)]
+    chips = window.chat.view.message_widgets[0].chips.findChildren(QLabel, "attachmentChip")
+    assert [chip.text() for chip in chips] == ["📄 stack.py"] and chips[0].toolTip() == str(source)
+    prompt = window.generation._request(messages(window)[:1]).messages[-1]["content"]
+    assert prompt.startswith(f"File `{source}`:\n```python\nclass Stack:") and prompt.endswith("what does push do?")
     assert window.chat.code_context.file_list.count() == 0
     assert window.store.get(window.conversation.conversation.id).mode == "code"
     assert window.settings.mode == "code"

@@ -47,3 +47,33 @@ def test_exports_show_code_continuations_as_code(tmp_path):
     markdown = to_markdown(conversation, store.messages(conversation.id))
     assert "```\ndef f():\n```" in markdown
     assert json.loads(to_json(conversation, store.messages(conversation.id)))["messages"][0]["kind"] == "completion"
+
+
+def test_a_corrupt_database_is_kept_aside_and_the_app_starts_empty(qtbot, start_app, data_dir):
+    from tests.app.driving import wait_for_error_dialog
+
+    data_dir.mkdir(parents=True)
+    (data_dir / "conversations.sqlite3").write_bytes(b"SQLite format 3\x00" + b"\x13" * 4000)
+    window = start_app()
+    dialog = wait_for_error_dialog(qtbot, window)
+    kept = list(data_dir.glob("conversations.sqlite3.corrupt-*"))
+    assert len(kept) == 1 and str(kept[0]) in dialog.text()
+    assert kept[0].read_bytes().startswith(b"SQLite format 3")
+    assert window.store.conversations() == []
+    dialog.accept()
+    use_greedy_sampling(window, max_tokens=4)
+    type_and_send(qtbot, window, "a fresh start")
+    wait_until_idle(qtbot, window)
+    assert len(window.store.conversations()) == 1
+
+
+def test_the_database_and_its_folder_are_owner_only(qtbot, start_app, data_dir):
+    window = start_app()
+    use_greedy_sampling(window, max_tokens=4)
+    type_and_send(qtbot, window, "private")
+    wait_until_idle(qtbot, window)
+    database = window.paths.database
+    assert database.stat().st_mode & 0o777 == 0o600
+    assert database.parent.stat().st_mode & 0o777 == 0o700
+    for journal in database.parent.glob("conversations.sqlite3-*"):
+        assert journal.stat().st_mode & 0o077 == 0, journal

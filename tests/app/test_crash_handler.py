@@ -68,3 +68,15 @@ def test_a_native_crash_leaves_a_trace_in_the_log_folder(tmp_path):
     crash = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=60)
     assert crash.returncode != 0
     assert "Segmentation fault" in (tmp_path / CRASH_LOG).read_text()
+
+
+def test_a_fatal_python_error_and_stderr_land_in_the_crash_log(tmp_path):
+    code = ("import ctypes, sys; from pathlib import Path; from app.crash_handler import CrashHandler; "
+            f"CrashHandler(Path({str(tmp_path)!r})).install(capture_stderr=True); "
+            "print('a warning on stderr', file=sys.stderr, flush=True); "
+            "ctypes.pythonapi.Py_FatalError(b'none_dealloc: simulated')")
+    crash = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, timeout=60)
+    assert crash.returncode != 0
+    text = (tmp_path / CRASH_LOG).read_text()
+    assert "wisp-desktop started" in text and "a warning on stderr" in text
+    assert "Fatal Python error" in text and "none_dealloc: simulated" in text

@@ -5,7 +5,7 @@ from PySide6.QtCore import Qt
 from app.memory.budget_controller import PENDING_TEXT
 from app.memory.memory_segments import expert_share, memory_segments
 from tests.app.conftest import GiB
-from tests.app.driving import error_dialogs, type_and_send, use_greedy_sampling, wait_for_error_dialog, wait_until_idle
+from tests.app.driving import error_dialogs, type_and_send, use_greedy_sampling, wait_until_idle
 
 MiB = 1024**2
 
@@ -34,18 +34,17 @@ def test_moving_the_slider_replans_at_the_next_drained_barrier(qtbot, start_app)
     wait_until_idle(qtbot, window)
 
 
-def test_a_budget_below_the_minimum_is_refused_with_the_number(qtbot, start_app):
+def test_a_budget_below_the_minimum_is_refused_inline_with_the_number(qtbot, start_app):
     window = start_app()
     slider, before = window.memory_panel.budget_slider, window.loader.engine.stats().plan
     with qtbot.waitSignal(window.bridge.plan_changed, timeout=10_000):
         slider.request(256 * MiB)
-    dialog = wait_for_error_dialog(qtbot, window)
-    assert "minimum is" in dialog.text()
-    assert slider.budget_bytes == GiB and slider.state_label.text().startswith("Refused")
+    assert "minimum is" in slider.state_label.text() and slider.state_label.text().startswith("Refused")
+    assert slider.budget_bytes == GiB and slider.size_edit.text() == "1.0 GiB"
     assert window.loader.engine.stats().plan == before
     assert "refused" in window.memory_panel.plan_log.entries()[0]
-    dialog.accept()
-    assert not error_dialogs(window)
+    qtbot.wait(200)
+    assert not error_dialogs(window), "a refusal is said next to the slider, not in a modal dialog"
 
 
 def test_the_panel_polls_live_counters(qtbot, start_app):
@@ -100,3 +99,15 @@ def test_a_re_split_says_how_long_it_paused_the_engine():
     assert "KV" in text and "expert slots 16 → 56" in text and text.endswith("(paused 0.42 s)")
     quick = describe_plan_event(PlanEvent(0.0, old, new, "budget changed", stall_s=0.001), lambda b: f"{b}B")
     assert "paused" not in quick
+
+
+def test_the_side_panel_fits_its_column_when_the_numbers_grow(qtbot, start_app):
+    window = start_app()
+    panel = window.memory_panel
+    scroll_area = panel.parentWidget().parentWidget().parentWidget()
+    for label in panel.legend_labels.values():
+        label.setText('<span>■</span> Expert slots, filled 1234567.9 GiB and then some more')
+    qtbot.wait(50)
+    for label in panel.legend_labels.values():
+        right = label.mapTo(scroll_area, label.rect().topRight()).x()
+        assert right <= scroll_area.viewport().width(), "a legend entry runs past the panel's right edge"

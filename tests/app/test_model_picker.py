@@ -29,6 +29,8 @@ def test_a_broken_folder_is_refused_and_the_current_model_keeps_serving(qtbot, s
     dialog = wait_for_error_dialog(qtbot, window)
     assert "config.json" in dialog.text()
     qtbot.waitUntil(lambda: window.loader.engine is engine)
+    qtbot.wait(100)
+    assert sum("serving" in entry for entry in window.memory_panel.plan_log.entries()) == 1
     dialog.accept()
     use_greedy_sampling(window, max_tokens=8)
     type_and_send(qtbot, window, "still there?")
@@ -62,7 +64,9 @@ def test_the_picker_lists_models_with_their_fit_and_broken_ones_with_the_reason(
         picker.add_path(tiny_model)
     rows = {row.entry.path: row for row in picker.model.rows}
     assert rows[str(broken)].entry.error and not rows[str(broken)].is_usable
-    assert rows[tiny_model].fit == "fits" and rows[tiny_model].is_usable
+    assert rows[tiny_model].fit == "fits: every expert resident" and rows[tiny_model].is_usable
+    assert rows[tiny_model].is_loaded and picker.model.data(picker.model.index(
+        list(rows).index(tiny_model), 0)).endswith("(loaded)")
     assert any(row.entry.source == "demo" for row in picker.model.rows)
     assert window.settings.model_folders == (str(broken), tiny_model)
     picker.select_row(list(rows).index(str(broken)))
@@ -72,3 +76,44 @@ def test_the_picker_lists_models_with_their_fit_and_broken_ones_with_the_reason(
     with qtbot.waitSignal(window.loader.ready, timeout=30_000):
         qtbot.mouseClick(picker.load_button, Qt.MouseButton.LeftButton)
     assert not error_dialogs(window)
+
+
+def test_the_picker_agrees_with_the_engine_it_would_load(qtbot, start_app, tiny_model):
+    """At a budget where the loaded engine pages experts, the picker says so, with the engine's slot count."""
+    from engine.api import EngineOptions, budget_marks
+
+    marks = budget_marks(EngineOptions(model=tiny_model, device="cpu", experts="paged"))
+    window = start_app(budget_bytes=marks.minimum + (marks.all_resident - marks.minimum) // 2)
+    plan, num_experts = window.loader.engine.stats().plan, window.loader.engine.info.num_experts
+    assert plan.slots_per_layer < num_experts
+    picker = window.open_model_picker()
+    with qtbot.waitSignal(picker.scanned, timeout=10_000):
+        picker.add_path(tiny_model)
+    row = next(row for row in picker.model.rows if row.entry.path == tiny_model)
+    assert row.fit == f"pages experts ({plan.slots_per_layer} of {num_experts} slots per layer)"
+
+
+def test_truncated_weights_are_listed_as_broken_while_scanning(qtbot, start_app, tmp_path, tiny_model):
+    window = start_app()
+    truncated = truncated_weights_folder(tmp_path, tiny_model)
+    picker = window.open_model_picker()
+    with qtbot.waitSignal(picker.scanned, timeout=10_000):
+        picker.add_path(str(truncated))
+    row = next(row for row in picker.model.rows if row.entry.path == str(truncated))
+    assert not row.is_usable and "truncated" in row.fit
+
+
+def test_a_budget_too_small_for_every_model_is_not_broken_and_offers_the_minimum(qtbot, start_app, tiny_model):
+    window = start_app(budget_bytes=100 * 1024**2, is_ready_awaited=False)
+    slider = window.memory_panel.budget_slider
+    qtbot.waitUntil(lambda: slider.offer_button.isVisible(), timeout=30_000)
+    assert "Not loaded" in slider.state_label.text() and not error_dialogs(window)
+    picker = window.open_model_picker()
+    with qtbot.waitSignal(picker.scanned, timeout=10_000):
+        picker.add_path(tiny_model)
+    row = next(row for row in picker.model.rows if row.entry.path == tiny_model)
+    assert row.fit.startswith("needs a larger budget") and row.is_usable and row.minimum_bytes
+    picker.reject()
+    with qtbot.waitSignal(window.loader.ready, timeout=30_000):
+        qtbot.mouseClick(slider.offer_button, Qt.MouseButton.LeftButton)
+    assert window.loader.engine.stats().plan.budget_bytes == slider.budget_bytes == row.minimum_bytes

@@ -80,3 +80,20 @@ def test_raise_window_restores_a_minimised_window(qtbot):
     raise_window(window)
     qtbot.waitUntil(lambda: not window.isMinimized() and window.isVisible())
     assert not window.windowState() & Qt.WindowState.WindowMinimized
+
+
+def test_a_second_launch_with_a_model_has_the_first_load_it(qtbot, tmp_path, tiny_model_dir):
+    data_dir = tmp_path / "wisp-data"
+    data_dir.mkdir()
+    model = tiny_model_dir("qwen3_moe")
+    first = claimed(instance_key(data_dir))
+    environment = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    try:
+        with qtbot.waitSignal(first.model_requested, timeout=LAUNCH_TIMEOUT_S * 1000) as requested:
+            launch = subprocess.Popen([sys.executable, "-m", "app.main", str(model), "--data-dir", str(data_dir)],
+                                      cwd=ROOT, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
+        launch.communicate(timeout=LAUNCH_TIMEOUT_S)
+    finally:
+        first.release()
+    assert launch.returncode == 0 and requested.args == [str(model.resolve())]

@@ -91,3 +91,17 @@ def test_it_opens_over_the_main_window_on_the_first_run_only(qtbot, data_dir):
     again = open_main_window(options, paths)
     qtbot.addWidget(again)
     assert again.isVisible() and again.findChild(WelcomeDialog) is None
+
+
+def test_nothing_overlaps_and_return_starts(qtbot, data_dir, tiny_model):
+    dialog = make_dialog(qtbot, data_dir, (tiny_model,))
+    with qtbot.waitSignal(dialog.facts_shown, timeout=FACTS_TIMEOUT_MS):
+        dialog.show()
+    qtbot.wait(50)
+    table, hint = dialog.models_table, dialog.models_hint
+    table_bottom = table.mapTo(dialog, table.rect().bottomLeft()).y()
+    assert table_bottom < hint.mapTo(dialog, hint.rect().topLeft()).y(), "the models table covers the text below"
+    assert hint.height() >= hint.heightForWidth(hint.width())  # not squeezed
+    with qtbot.assertNotEmitted(dialog.choose_model_requested):
+        qtbot.keyClick(dialog, Qt.Key.Key_Return)
+    assert dialog.result() == dialog.DialogCode.Accepted and not dialog.isVisible()
