@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.alloc.memory_plan import GiB, PlanRequest, plan_memory  # noqa: E402
-from engine.bench.shapes import SHAPES  # noqa: E402
+from engine.model.shapes import SHAPES  # noqa: E402
 from engine.model.sizes import model_sizes  # noqa: E402
 from engine.traces.format import Trace, load  # noqa: E402
 
@@ -100,7 +100,7 @@ def slots_per_layer(shape: str, layer_bytes: np.ndarray, budget_gib: float) -> t
     plan = plan_memory(sizes, request)
     parts = {"dense_gib": plan.dense_bytes / GiB, "workspace_gib": plan.workspace_bytes / GiB,
              "kv_gib": plan.kv_bytes / GiB, "experts_gib": plan.expert_device_bytes / GiB}
-    return plan.slots_per_layer, parts
+    return plan.min_layer_slots, parts
 
 
 def step_masks(trace) -> tuple[np.ndarray, np.ndarray]:

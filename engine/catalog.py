@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.alloc.memory_plan import MemoryPlan, PlanRequest, plan_memory
+from engine.alloc.memory_plan import MemoryPlan, ModelSizes, PlanRequest, plan_memory
 from engine.errors import WispError
 from engine.model.args import ModelArgs
 from engine.model.config_file import read_args
@@ -136,20 +136,32 @@ def fit_summary(path: str, budget_bytes: int) -> str:
     """"fits" (everything resident), "pages experts" (WiSP), or "too small: ..." at this budget."""
     if Path(path).suffix == ".gguf":
         return gguf_fit_summary(Path(path), budget_bytes)
+    return plan_summary(lambda mode: estimate_plan(path, budget_bytes, mode=mode))
+
+
+def plan_summary(plan_for_mode) -> str:
+    """"fits", "pages experts (N slots per layer)" or "too small: ..." from plan_for_mode("resident"/"paged")."""
     try:
-        estimate_plan(path, budget_bytes, mode="resident")
+        plan_for_mode("resident")
         return "fits"
     except WispError:
         pass
     try:
-        plan = estimate_plan(path, budget_bytes, mode="paged")
+        plan = plan_for_mode("paged")
         return f"pages experts ({plan.min_layer_slots} slots per layer)"
     except WispError as err:
         return f"too small: {err}"
 
 
 def gguf_fit_summary(path: Path, budget_bytes: int) -> str:
-    """llama.cpp places a GGUF model itself (no Wisp plan): compare the file with the budget."""
+    """On Wisp's engine (the file's architecture and quant types supported): its own plan at the budget, experts
+    at their stored bytes. Otherwise llama.cpp places the model itself: compare the file with the budget."""
+    from engine.config import EngineOptions
+    from engine.gguf.model_file import check_supported
+
+    if check_supported(path)[0]:
+        return plan_summary(lambda mode: engine_plan(EngineOptions(model=str(path), budget_bytes=budget_bytes,
+                                                                   experts=mode, max_num_seqs=1)))
     if path.stat().st_size <= budget_bytes:
         return "fits (llama.cpp)"
     return "larger than the budget: llama.cpp with experts on the CPU (--n-cpu-moe)"
@@ -164,44 +176,49 @@ class BudgetMarks:
     all_resident: int
 
 
-def engine_plan_request(options, args: ModelArgs) -> tuple[PlanRequest, int]:
-    """The PlanRequest (and bytes per weight) that engine.runtime.builder.build_engine makes for these
-    EngineOptions, without loading anything; estimates that must agree with the loaded engine start here."""
+def gguf_compute_dtype_bytes(options, device_type: str) -> int:
+    """engine.runtime.gguf_build.gguf_dtype's rule in bytes: a GGUF file computes in fp32 on the CPU, bf16 on a GPU."""
+    if options.dtype != "auto":
+        return 4 if options.dtype == "float32" else 2
+    return 4 if device_type == "cpu" else 2
+
+
+def engine_sizes(options) -> tuple[ModelSizes, PlanRequest]:
+    """The ModelSizes and PlanRequest the engine would load `options.model` with (a folder, None for the demo, or a
+    GGUF file that Wisp's engine runs: experts at their slot bytes), from headers alone; the dtype follows the
+    loaders' rules (engine.model.loader.resolve_dtype, engine.runtime.gguf_build.gguf_dtype)."""
     import torch
 
     from engine.hardware import pick_device
     from engine.model.loader import resolve_dtype
+    from engine.model_path import resolve_model
 
-    dtype = resolve_dtype(options.dtype, args, pick_device(options.device))
-    max_model_len = min(options.max_model_len or ENGINE_MAX_MODEL_LEN, args.max_position_embeddings)
-    request = PlanRequest(mode=options.experts, budget_bytes=options.budget_bytes, block_size=options.block_size,
-                          max_model_len=max_model_len, max_num_seqs=options.max_num_seqs,
-                          max_batched_tokens=max_model_len, expert_slots=options.expert_slots,
-                          kv_blocks=options.kv_blocks)
-    return request, torch.empty((), dtype=dtype).element_size()
+    path = resolve_model(options.model)
+    device = pick_device(options.device)
+    if path.suffix == ".gguf":
+        from engine.gguf.model_file import GgufModel
+        from engine.gguf.sizes import gguf_model_sizes
 
-
-ENGINE_MAX_MODEL_LEN = 4096  # engine.runtime.builder.DEFAULT_MAX_MODEL_LEN
+        model = GgufModel(path)
+        sizes = gguf_model_sizes(model, gguf_compute_dtype_bytes(options, device.type))
+        return sizes, options.plan_request(model.args.max_position_embeddings)
+    args = read_args(path)
+    dtype_bytes = torch.empty((), dtype=resolve_dtype(options.dtype, args, device)).element_size()
+    return model_sizes(args, dtype_bytes), options.plan_request(args.max_position_embeddings)
 
 
 def engine_plan(options) -> MemoryPlan:
-    """The memory plan the engine would load `options.model` (a checkpoint folder or None for the demo) with;
-    raises BudgetError (naming the minimum) when the budget is too small."""
-    from engine.model_path import resolve_model
-
-    args = read_args(resolve_model(options.model))
-    request, dtype_bytes = engine_plan_request(options, args)
-    return plan_memory(model_sizes(args, dtype_bytes), request)
+    """The memory plan the engine would load `options.model` with; raises BudgetError (naming the minimum) when
+    the budget is too small."""
+    sizes, request = engine_sizes(options)
+    return plan_memory(sizes, request)
 
 
 def budget_marks(options) -> BudgetMarks:
     """The minimum and all-resident budgets of `options.model` under `options` (its budget is ignored)."""
     from engine.alloc.memory_plan import kv_floor_bytes, minimum_budget, workspace_bytes
-    from engine.model_path import resolve_model
 
-    args = read_args(resolve_model(options.model))
-    request, dtype_bytes = engine_plan_request(options, args)
-    sizes = model_sizes(args, dtype_bytes)
+    sizes, request = engine_sizes(options)
     fixed = sizes.dense_bytes + workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
     experts = sizes.num_moe_layers * sizes.num_experts * sizes.expert_bytes
     kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
+from engine.alloc.memory_plan import PlanRequest
 from engine.errors import RequestError
 
 Progress = Callable[[float, str], None]  # (fraction done, what is loading now), called while a model loads
 EXPERT_MODES = ("resident", "paged", "static")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
+DEFAULT_MAX_MODEL_LEN = 4096  # context when neither the options nor a smaller model limit it
 BACKENDS = ("auto", "wisp", "llama.cpp")  # which engine runs a .gguf file (engine.gguf.backend_choice)
 
 
@@ -59,3 +61,15 @@ class EngineOptions:
             raise RequestError(f"max_model_len must be at least 2, got {self.max_model_len}")
         if (self.n_gpu_layers is not None and self.n_gpu_layers < 0) or self.n_cpu_moe < 0:
             raise RequestError("n_gpu_layers and n_cpu_moe must be 0 or more")
+
+    def context_length(self, max_position_embeddings: int) -> int:
+        """The longest sequence the engine plans for: the options' limit (or the default) within the model's."""
+        return min(self.max_model_len or DEFAULT_MAX_MODEL_LEN, max_position_embeddings)
+
+    def plan_request(self, max_position_embeddings: int) -> PlanRequest:
+        """What the memory planner is asked for a model of this context limit (the loader and the picker's
+        estimate both start here, so they agree)."""
+        max_model_len = self.context_length(max_position_embeddings)
+        return PlanRequest(mode=self.experts, budget_bytes=self.budget_bytes, block_size=self.block_size,
+                           max_model_len=max_model_len, max_num_seqs=self.max_num_seqs,
+                           max_batched_tokens=max_model_len, expert_slots=self.expert_slots, kv_blocks=self.kv_blocks)

@@ -35,7 +35,7 @@ def fit_at_budget(entry, budget_bytes: int | None, device: str) -> Fit:
     except engine_api.BudgetError:
         minimum = engine_api.budget_marks(options).minimum
         return Fit(f"needs a larger budget: at least {engine_api.format_bytes(minimum)}", minimum)
-    slots = min(plan.slots_by_layer)
+    slots = plan.min_layer_slots
     if slots >= entry.num_experts:
         return Fit("fits: every expert resident")
     return Fit(f"pages experts ({slots} of {entry.num_experts} slots per layer)")

@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.alloc.memory_plan import MemoryPlan
-
-DEFAULT_MAX_MODEL_LEN = 4096
+from engine.config import DEFAULT_MAX_MODEL_LEN  # noqa: F401  (the backends' default context)
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,14 @@ import dataclasses
 from engine.alloc.memory_plan import ModelSizes
 from engine.gguf.model_file import GgufModel
 from engine.model.sizes import model_sizes
-from engine.quant.gguf_store import quant_layout_of
+from engine.quant.types import slot_bytes
 
 
 def gguf_model_sizes(model: GgufModel, dtype_bytes: int) -> ModelSizes:
     """As engine.model.sizes.model_sizes, but `expert_bytes` is the slot of the engine's quantized store: the
     largest MoE layer's stored bytes per expert (llama.cpp's mixes give some layers' ffn_down more bits), each
-    matrix 16-byte aligned (engine.quant.layout); KV at `dtype_bytes`."""
+    matrix 16-byte aligned (engine.quant.types.slot_bytes, as engine.quant.layout lays rows out); KV at `dtype_bytes`."""
     sizes = model_sizes(model.args, dtype_bytes)
-    return dataclasses.replace(sizes, expert_bytes=quant_layout_of(model.expert_layers()).expert_bytes)
+    expert_bytes = max(slot_bytes(layer.gate.bytes_per_expert, layer.up.bytes_per_expert, layer.down.bytes_per_expert)
+                       for layer in model.expert_layers().values())
+    return dataclasses.replace(sizes, expert_bytes=expert_bytes)

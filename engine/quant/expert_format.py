@@ -16,13 +16,9 @@ from engine.experts.dispatch import Dispatch, combine
 from engine.experts.kernel import run_expert
 from engine.experts.layout import ExpertLayout
 from engine.quant.linear import QuantLinearSpec, dequantize, gathered_gemv
-from engine.quant.types import quant_type
+from engine.quant.types import SLOT_ALIGN, align, quant_type
 
-ALIGN = 16
-
-
-def align(nbytes: int) -> int:
-    return -(-nbytes // ALIGN) * ALIGN
+ALIGN = SLOT_ALIGN
 
 
 class QuantExpertFormat(ExpertLayout):

@@ -60,3 +60,15 @@ def _describe(kind) -> str:
         except (ImportError, ValueError):
             return f"ggml type {kind}"
     return str(kind)
+
+
+SLOT_ALIGN = 16  # bytes: slot rows and the matrices in them start on 16-byte words (the pager's copy kernels)
+
+
+def align(nbytes: int) -> int:
+    return -(-nbytes // SLOT_ALIGN) * SLOT_ALIGN
+
+
+def slot_bytes(gate_bytes: int, up_bytes: int, down_bytes: int) -> int:
+    """One quantized expert's slot row: gate, up and down each at an aligned offset, the row padded."""
+    return align(align(align(gate_bytes) + up_bytes) + down_bytes)

@@ -16,7 +16,7 @@ from engine.experts.pager_kernels import runs_on
 from engine.hardware import pick_device
 from engine.kv.block_manager import BlockManager
 from engine.model.attention import KVCache
-from engine.generation.model_info import DEFAULT_MAX_MODEL_LEN, ModelInfo
+from engine.generation.model_info import ModelInfo
 from engine.model.config_file import read_args
 from engine.model.loader import LoadedWeights, load_weights, resolve_dtype
 from engine.model.sizes import model_sizes
@@ -47,7 +47,8 @@ def build_engine(folder: Path, options: EngineOptions, progress: Progress | None
     tokenizer = Tokenizer.from_folder(folder)
     dtype = resolve_dtype(options.dtype, args, device)
     sizes = model_sizes(args, dtype.itemsize)
-    plan_request, plan = plan_for_options(options, args, sizes)
+    plan_request = options.plan_request(args.max_position_embeddings)
+    plan = plan_memory(sizes, plan_request)
     on_host = options.experts != "resident"
     weights = load_weights(folder, device, str(dtype).replace("torch.", ""),
                            expert_device=torch.device("cpu") if on_host else device,
@@ -60,16 +61,6 @@ def build_gguf_engine(path: Path, options: EngineOptions, progress: Progress | N
     from engine.runtime.gguf_build import load_gguf
 
     return finish_engine(*load_gguf(path, options, progress), path)
-
-
-def plan_for_options(options: EngineOptions, args, sizes) -> tuple[PlanRequest, MemoryPlan]:
-    """The planner's request for these options and the plan it gives; raises BudgetError below the minimum."""
-    max_model_len = min(options.max_model_len or DEFAULT_MAX_MODEL_LEN, args.max_position_embeddings)
-    plan_request = PlanRequest(
-        mode=options.experts, budget_bytes=options.budget_bytes, block_size=options.block_size,
-        max_model_len=max_model_len, max_num_seqs=options.max_num_seqs, max_batched_tokens=max_model_len,
-        expert_slots=options.expert_slots, kv_blocks=options.kv_blocks)
-    return plan_request, plan_memory(sizes, plan_request)
 
 
 def finish_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineOptions, sizes,

@@ -4,20 +4,20 @@ the device, planned at their stored bytes."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 import torch
 
+from engine.alloc.memory_plan import plan_memory
 from engine.config import EngineOptions, Progress
 from engine.gguf.model_file import GgufModel
+from engine.gguf.sizes import gguf_model_sizes
 from engine.gguf.weights import load_gguf_weights
 from engine.hardware import pick_device
 from engine.model.loader import DTYPES, LoadedWeights
-from engine.model.sizes import model_sizes
 from engine.model.transformer import meta_model
 from engine.quant.dense import dequantize_dense
-from engine.quant.gguf_store import quant_layout_of, quant_store_from_gguf
+from engine.quant.gguf_store import quant_store_from_gguf
 from engine.tokenizer import Tokenizer
 
 
@@ -30,19 +30,16 @@ def gguf_dtype(requested: str, device: torch.device) -> torch.dtype:
 
 
 def load_gguf(path: Path, options: EngineOptions, progress: Progress | None):
-    """-> (LoadedWeights, Tokenizer, options, ModelSizes, PlanRequest, MemoryPlan, device) for finish_engine.
-    The plan is made before anything large is read, so a budget below the minimum costs no loading."""
-    from engine.runtime.builder import plan_for_options
-
+    """-> (LoadedWeights, Tokenizer, options, ModelSizes, PlanRequest, MemoryPlan, device) for finish_engine."""
     device = pick_device(options.device)
     model_file = GgufModel(path)
     model_file.check()
     args = model_file.args
     tokenizer: Tokenizer = model_file.tokenizer()
     dtype = gguf_dtype(options.dtype, device)
-    layout = quant_layout_of(model_file.expert_layers())  # the slot size, before any expert is read
-    sizes = dataclasses.replace(model_sizes(args, dtype.itemsize), expert_bytes=layout.expert_bytes)
-    plan_request, plan = plan_for_options(options, args, sizes)
+    sizes = gguf_model_sizes(model_file, dtype.itemsize)  # experts at their slot bytes
+    plan_request = options.plan_request(args.max_position_embeddings)
+    plan = plan_memory(sizes, plan_request)  # BudgetError below the minimum, before anything large is read
     weights = load_gguf_weights(path, dtype, device, progress, dequantize=dequantize_dense)
     model = meta_model(args)
     model.load_state_dict(weights.state_dict, strict=True, assign=True)

@@ -61,7 +61,7 @@ def int_at_least(minimum: int):
 
 
 def add_synth(commands) -> None:
-    from engine.bench.shapes import SHAPES
+    from engine.model.shapes import SHAPES
 
     synth = commands.add_parser("synth", help="make a routing trace from stated statistics (carry-over, popularity)")
     synth.add_argument("--shape", default="qwen3-30b-a3b", choices=sorted(SHAPES), help="routing topology")

@@ -191,9 +191,9 @@ def synthesize(spec: SynthSpec) -> Trace:
 
 def spec_for_shape(shape: str, carry_over: float | None = None, skew: float | None = None,
                    cover90: int | None = None, top_share: float | None = None, **structure) -> SynthSpec:
-    """A benchmark shape's routing topology (engine.bench.shapes) with the published statistics as defaults.
+    """A benchmark shape's routing topology (engine.model.shapes) with the published statistics as defaults.
     `skew` alone states a pure Zipf law; otherwise `cover90` and `top_share` state the law with a cutoff."""
-    from engine.bench.shapes import SHAPES
+    from engine.model.shapes import SHAPES
 
     args = SHAPES[shape]
     published = PUBLISHED.get(shape, {})

@@ -141,7 +141,7 @@ def test_the_marks_name_the_models_minimum_and_all_resident_size_and_set_them(qt
                                   f"all resident {window.memory_panel._format_bytes(marks.all_resident)}"]
     event = replan(qtbot, window, lambda: slider.marks.click(0))
     assert_landed(qtbot, window, event, marks.minimum)
-    assert min(event.new.slots_by_layer) == window.loader.engine.info.top_k  # the least that loads: top_k slots
+    assert event.new.min_layer_slots == window.loader.engine.info.top_k  # the least that loads: top_k slots
     event = replan(qtbot, window, lambda: slider.marks.click(1))
     assert_landed(qtbot, window, event, marks.all_resident)
-    assert min(event.new.slots_by_layer) == window.loader.engine.info.num_experts
+    assert event.new.min_layer_slots == window.loader.engine.info.num_experts

@@ -85,12 +85,12 @@ def test_the_picker_agrees_with_the_engine_it_would_load(qtbot, start_app, tiny_
     marks = budget_marks(EngineOptions(model=tiny_model, device="cpu", experts="paged"))
     window = start_app(budget_bytes=marks.minimum + (marks.all_resident - marks.minimum) // 2)
     plan, num_experts = window.loader.engine.stats().plan, window.loader.engine.info.num_experts
-    assert plan.slots_per_layer < num_experts
+    assert plan.min_layer_slots < num_experts
     picker = window.open_model_picker()
     with qtbot.waitSignal(picker.scanned, timeout=10_000):
         picker.add_path(tiny_model)
     row = next(row for row in picker.model.rows if row.entry.path == tiny_model)
-    assert row.fit == f"pages experts ({plan.slots_per_layer} of {num_experts} slots per layer)"
+    assert row.fit == f"pages experts ({plan.min_layer_slots} of {num_experts} slots per layer)"
 
 
 def test_truncated_weights_are_listed_as_broken_while_scanning(qtbot, start_app, tmp_path, tiny_model):
