@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine.alloc.memory_plan import MemoryPlan
+from engine.budget_check import check_budget_fits
 from engine.catalog import ModelEntry, estimate_plan, fit_summary, scan_models
 from engine.config import EngineOptions
 from engine.errors import BudgetError, WispError
@@ -82,6 +83,7 @@ class Engine:
     def __init__(self, options: EngineOptions, progress: Progress | None = None):
         """Loads the model on the calling thread (blocking); raises WispError with a readable message."""
         self.options = options
+        check_budget_fits(options)
         self._core, self.info = build_engine(options, progress)
         self._inbox: queue.Queue = queue.Queue()
         self._handles: dict[str, tuple[RequestHandle, EventCallback | None]] = {}
