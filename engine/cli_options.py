@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 
 from engine.config import EngineOptions
 from engine.errors import RequestError, WispError
@@ -27,7 +28,10 @@ class Parser(argparse.ArgumentParser):
     engine.cli.main to print, instead of the whole usage text and a SystemExit."""
 
     def error(self, message: str):
-        hint = " (a value starting with '-' is written --option=-VALUE)" if "expected one argument" in message else ""
+        option = re.match(r"argument (--[\w-]+)", message)
+        hint = ""
+        if option and "expected one argument" in message:  # `--budget -1GiB`: argparse took -1GiB for an option
+            hint = f" (write a value that starts with '-' as {option.group(1)}=-VALUE)"
         raise UsageError(f"{message}{hint}; see `{self.prog} --help`")
 
 
