@@ -17,7 +17,8 @@ UNKNOWN_FIELD = "unknown field: this server takes the fields of OpenAI's API (pl
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # strict: JSON types as written (true is not the number 1, "5" is not 5); nested objects tolerate extras
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class StreamOptions(_Body):
@@ -41,7 +42,7 @@ class SamplingFields(_Body):
     """Fields shared by both endpoints. top_k, ignore_eos and return_tokens_as_token_ids are extensions
     that vLLM also accepts."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
