@@ -47,8 +47,8 @@ def check_seed(seed: object) -> None:
 
 
 def check_stop(stop: object) -> None:
-    if not isinstance(stop, tuple):
-        raise RequestError(f"stop must be a tuple of strings, got {type(stop).__name__}", "stop")
+    if not isinstance(stop, (tuple, list)):
+        raise RequestError(f"stop must be a sequence of strings, got {type(stop).__name__}", "stop")
     for index, text in enumerate(stop):
         if not check_text(text, f"stop.{index}"):
             raise RequestError("stop strings must not be empty", f"stop.{index}")

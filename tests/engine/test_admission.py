@@ -9,9 +9,17 @@ from engine.errors import RequestError
 GOOD = GenerateRequest(prompt="def fib(n):", sampling=SamplingParams(max_tokens=24, ignore_eos=True))
 
 
-@pytest.fixture(scope="module")
-def engine():
-    with Engine(EngineOptions(model=None, device="cpu")) as engine:
+@pytest.fixture(scope="module", params=["wisp", "llama.cpp"])
+def engine(request, tmp_path_factory):
+    """The demo model on Wisp's engine, and its GGUF twin on llama.cpp."""
+    model = None
+    if request.param == "llama.cpp":
+        pytest.importorskip("llama_cpp")
+        from engine.gguf.convert import convert
+        from engine.model_path import DEMO_MODEL
+
+        model = str(convert(DEMO_MODEL, tmp_path_factory.mktemp("gguf") / "demo-f32.gguf", "f32").path)
+    with Engine(EngineOptions(model=model, device="cpu")) as engine:
         yield engine
 
 
