@@ -18,7 +18,8 @@ from tests.cli.conftest import assert_one_line_error, wisp
 EXIT_WITHIN_S = 5.0
 FUZZ = settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 BASE = {"run": ["run", "--prompt", "hi", "--device", "cpu"], "chat": ["chat", "--device", "cpu"],
-        "serve": ["serve", "--device", "cpu"]}
+        "serve": ["serve", "--device", "cpu"], "doctor": ["doctor"],
+        "configure": ["configure", "qwen3-30b-a3b", "--trace", "resources/traces/demo_chat.npz", "--budget", "12GiB"]}
 INT_OPTIONS = {  # option: (lowest, highest) accepted
     "--max-tokens": (1, 2**31 - 1), "--top-k": (0, 2**31 - 1), "--seed": (-(2**63), 2**64 - 1),
     "--max-model-len": (2, 2**31 - 1), "--expert-slots": (1, 4096), "--n-gpu-layers": (0, 2**31 - 1),
@@ -77,8 +78,13 @@ def bad_command_lines() -> st.SearchStrategy[list[str]]:
         not_utf8.map(lambda v: ["run", "--device", "cpu", "--prompt", v]),
         not_utf8.map(lambda v: ["chat", "--device", "cpu", "--system", v]),
         word.map(lambda v: [*BASE["run"], "--system", v]),
-        st.builds(lambda c, o: [*BASE[c], "--" + o], engine_commands,
+        st.builds(lambda c, o: [*BASE[c], "--" + o], st.sampled_from(sorted(BASE)),
                   st.text("abcdefghijklmnopqrstuvwxyz-", min_size=3, max_size=10).filter(lambda o: not o.startswith("-"))),
+        st.one_of(out_of(1, 4096).map(lambda v: [*BASE["configure"], f"--concurrency={v}"]),
+                  out_of(2, 2**31 - 1).map(lambda v: [*BASE["configure"], f"--max-context={v}"]),
+                  word.filter(lambda t: not SIZE.fullmatch(t)).map(lambda v: [*BASE["configure"][:-2], f"--budget={v}"])),
+        word.filter(lambda t: t not in ("f32", "f16", "bf16", "q8_0", "auto")).map(
+            lambda v: ["convert-gguf", "resources/demo_model", "/nonexistent/x.gguf", f"--type={v}"]),
     ]
     return st.one_of(cases)
 
@@ -91,7 +97,8 @@ def known_prefix(argv: list[str]) -> bool:
                                                "--chat", "--system", "--stop", "--budget", "--temperature", "--top-p",
                                                "--nondeterministic", "--attention", "--n-cpu-moe", "--host",
                                                "--api-key", "--api-key-file", "--served-model-name",
-                                               "--max-tokens-limit", "--max-body-size"])
+                                               "--max-tokens-limit", "--max-body-size", "--concurrency",
+                                               "--max-context", "--trace", "--type"])
 
 
 @pytest.mark.slow
