@@ -10,7 +10,7 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from tests.server.conftest import API_KEY, LIMITS, is_idle, wait_until
+from tests.server.conftest import API_KEY, LIMITS, health, is_idle, wait_until
 from tests.server.hostile_bodies import field_changes, raw_bodies
 from tests.server.test_hostile_requests import GOOD, stream_tokens
 
@@ -70,5 +70,6 @@ def test_generated_bad_requests_fail_alone(server, demo_engine):
         bad_bytes()
     assert streams.results and all(tokens == alone for tokens in streams.results)
     assert wait_until(lambda: is_idle(demo_engine))
+    assert wait_until(lambda: health(server)["requests_in_flight"] == 0) and not demo_engine._handles
     assert wait_until(lambda: threading.active_count() <= threads_before)
     assert process.memory_info().rss - rss_before < RSS_MARGIN
