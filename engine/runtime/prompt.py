@@ -24,6 +24,6 @@ def prompt_token_ids(request: GenerateRequest, tokenizer, max_model_len: int) ->
 
 def check_vocabulary(ids: list[int], vocab_size: int | None) -> None:
     """An id past the embedding table would fail the whole batch's step, not just this request."""
-    outside = [i for i in ids if vocab_size is not None and i >= vocab_size]
-    if outside:
-        raise RequestError(f"prompt token id {outside[0]} is outside the vocabulary (0..{vocab_size - 1})", "prompt")
+    outside = next((i for i in ids if i >= vocab_size), None) if vocab_size is not None else None
+    if outside is not None:
+        raise RequestError(f"prompt token id {outside} is outside the vocabulary (0..{vocab_size - 1})", "prompt")

@@ -19,9 +19,9 @@ async def read_json(request: Request, max_body_bytes: int) -> dict:
     too_large = ApiError(413, f"the request body is larger than this server's limit of {max_body_bytes} bytes",
                          code="request_too_large")
     declared = request.headers.get("content-length") or "0"
-    if not declared.isdigit():
+    if not (declared.isascii() and declared.isdigit()):
         raise bad_request("the Content-Length header is not a number")
-    if int(declared) > max_body_bytes:
+    if len(declared) > 18 or int(declared) > max_body_bytes:  # 18 digits: int() of any length is not free
         raise too_large
     body = bytearray()
     async for chunk in request.stream():

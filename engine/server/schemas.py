@@ -13,7 +13,8 @@ from engine.server.api_errors import bad_request
 
 __all__ = ["ChatCompletionRequest", "CompletionRequest", "parse_body", "ValidationError"]
 
-UNKNOWN_FIELD = "unknown field: this server takes the fields of OpenAI's API (plus top_k and ignore_eos); check the spelling"
+UNKNOWN_FIELD = ("unknown field: this server takes the fields of OpenAI's API (plus top_k and ignore_eos); "
+                 "check the spelling")
 
 
 class _Body(BaseModel):
@@ -80,7 +81,7 @@ class ChatCompletionRequest(SamplingFields):
     function_call: Union[str, dict, None] = None
     audio: dict | None = None  # refused: text only
     modalities: list[str] | None = None
-    parallel_tool_calls: object = None  # accepted and ignored, with the hints below
+    parallel_tool_calls: object = None  # accepted and ignored: hints that change nothing without tools
     prompt_cache_key: object = None
     safety_identifier: object = None
     reasoning_effort: object = None

@@ -22,7 +22,7 @@ class Outcome:
     stderr: str
 
 
-def wisp(*args: str | bytes, stdin: bytes | None = None, timeout_s: float = EXIT_WITHIN_S, shell_pipe: str = "") -> Outcome:
+def wisp(*args: str | bytes, stdin: bytes | None = None, timeout_s: float = EXIT_WITHIN_S) -> Outcome:
     """`python -m engine.cli ARGS` (argv may hold bytes that are not UTF-8); a hang raises TimeoutExpired."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "engine.cli", *args]

@@ -19,7 +19,8 @@ EXIT_WITHIN_S = 5.0
 FUZZ = settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 BASE = {"run": ["run", "--prompt", "hi", "--device", "cpu"], "chat": ["chat", "--device", "cpu"],
         "serve": ["serve", "--device", "cpu"], "doctor": ["doctor"],
-        "configure": ["configure", "qwen3-30b-a3b", "--trace", "resources/traces/demo_chat.npz", "--budget", "12GiB"]}
+        "configure": ["configure", "qwen3-30b-a3b", "--trace", "resources/traces/demo_chat.npz", "--budget", "12GiB"],
+        "convert": ["convert-gguf", "resources/demo_model", "/nonexistent/x.gguf"]}
 INT_OPTIONS = {  # option: (lowest, highest) accepted
     "--max-tokens": (1, 2**31 - 1), "--top-k": (0, 2**31 - 1), "--seed": (-(2**63), 2**64 - 1),
     "--max-model-len": (2, 2**31 - 1), "--expert-slots": (1, 4096), "--n-gpu-layers": (0, 2**31 - 1),
@@ -51,42 +52,42 @@ def out_of(low: int, high: int) -> st.SearchStrategy[str]:
 
 
 word = st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), min_size=1, max_size=12)
-not_utf8 = st.builds(lambda a, b: a + chr(b), st.text(max_size=6), st.integers(0xDC80, 0xDCFF))  # argv's undecodable bytes
+not_utf8 = st.builds(lambda a, b: a + chr(b), st.text(max_size=6), st.integers(0xDC80, 0xDCFF))  # argv's bytes
+not_a_size = word.filter(lambda t: not SIZE.fullmatch(t))
+BAD_NUMBERS = ["nan", "inf", "-inf", "-1", "1e9"]
+GGUF_TYPES = ("f32", "f16", "bf16", "q8_0", "auto")
 
 
-def with_option(command: str, option: str, values: st.SearchStrategy[str]):
-    return values.map(lambda value: [*BASE[command], f"{option}={value}"])
+def option_value(commands: list[str], options: list[str], values) -> st.SearchStrategy[list[str]]:
+    """BASE[command] + `--option=value`; `values` is a strategy, or a function of the option giving one."""
+    pick = values if callable(values) else (lambda option: values)
+    return st.tuples(st.sampled_from(commands), st.sampled_from(options)).flatmap(
+        lambda pair: pick(pair[1]).map(lambda value: [*BASE[pair[0]], f"{pair[1]}={value}"]))
 
 
 def bad_command_lines() -> st.SearchStrategy[list[str]]:
-    engine_commands = st.sampled_from(["run", "chat", "serve"])
-    sampling_commands = st.sampled_from(["run", "chat"])
-    cases = [
-        st.builds(lambda c, o, v: [*BASE[c], f"{o}={v}"], sampling_commands, st.sampled_from(sorted(INT_OPTIONS)),
-                  word.filter(lambda t: not is_int(t))),
-        st.builds(lambda c, o: [*BASE[c], *o], sampling_commands, st.sampled_from(sorted(INT_OPTIONS)).flatmap(
-            lambda o: out_of(*INT_OPTIONS[o]).map(lambda v: [f"{o}={v}"]))),
-        st.sampled_from(sorted(SERVE_INT_OPTIONS)).flatmap(lambda o: with_option("serve", o, st.one_of(
-            out_of(*SERVE_INT_OPTIONS[o]), word.filter(lambda t: not is_int(t))))),
-        st.builds(lambda c, o, v: [*BASE[c], f"{o}={v}"], sampling_commands, st.sampled_from(["--temperature", "--top-p"]),
-                  st.one_of(word.filter(lambda t: not is_number(t)), st.sampled_from(["nan", "inf", "-inf", "-1", "1e9"]))),
-        st.builds(lambda c, v: [*BASE[c], f"--budget={v}"], engine_commands,
-                  st.one_of(word.filter(lambda t: not SIZE.fullmatch(t)), st.sampled_from(["0", "-1GiB", "0.0GiB"]))),
-        st.builds(lambda c, o, v: [*BASE[c], f"{o}={v}"], engine_commands, st.sampled_from(sorted(CHOICES)),
-                  word).filter(lambda argv: argv[-1].split("=", 1)[1] not in CHOICES[argv[-1].split("=", 1)[0]]),
-        st.builds(lambda c, v: [*BASE[c], "--stop", v], sampling_commands, st.one_of(st.just(""), not_utf8)),
-        not_utf8.map(lambda v: ["run", "--device", "cpu", "--prompt", v]),
-        not_utf8.map(lambda v: ["chat", "--device", "cpu", "--system", v]),
-        word.map(lambda v: [*BASE["run"], "--system", v]),
-        st.builds(lambda c, o: [*BASE[c], "--" + o], st.sampled_from(sorted(BASE)),
-                  st.text("abcdefghijklmnopqrstuvwxyz-", min_size=3, max_size=10).filter(lambda o: not o.startswith("-"))),
-        st.one_of(out_of(1, 4096).map(lambda v: [*BASE["configure"], f"--concurrency={v}"]),
-                  out_of(2, 2**31 - 1).map(lambda v: [*BASE["configure"], f"--max-context={v}"]),
-                  word.filter(lambda t: not SIZE.fullmatch(t)).map(lambda v: [*BASE["configure"][:-2], f"--budget={v}"])),
-        word.filter(lambda t: t not in ("f32", "f16", "bf16", "q8_0", "auto")).map(
-            lambda v: ["convert-gguf", "resources/demo_model", "/nonexistent/x.gguf", f"--type={v}"]),
-    ]
-    return st.one_of(cases)
+    engine, sampling = ["run", "chat", "serve"], ["run", "chat"]
+    unknown_option = st.text("abcdefghijklmnopqrstuvwxyz-", min_size=3, max_size=10).filter(lambda o: o[0] != "-")
+    return st.one_of(
+        option_value(sampling, sorted(INT_OPTIONS), word.filter(lambda t: not is_int(t))),
+        option_value(sampling, sorted(INT_OPTIONS), lambda option: out_of(*INT_OPTIONS[option])),
+        option_value(["serve"], sorted(SERVE_INT_OPTIONS), lambda option: out_of(*SERVE_INT_OPTIONS[option])),
+        option_value(["serve"], sorted(SERVE_INT_OPTIONS), word.filter(lambda t: not is_int(t))),
+        option_value(sampling, ["--temperature", "--top-p"],
+                     st.one_of(word.filter(lambda t: not is_number(t)), st.sampled_from(BAD_NUMBERS))),
+        option_value(engine, ["--budget"], st.one_of(not_a_size, st.sampled_from(["0", "-1GiB", "0.0GiB"]))),
+        option_value(engine, sorted(CHOICES), lambda option: word.filter(lambda t: t not in CHOICES[option])),
+        option_value(["configure"], ["--concurrency"], out_of(1, 4096)),
+        option_value(["configure"], ["--max-context"], out_of(2, 2**31 - 1)),
+        option_value(["configure"], ["--budget"], not_a_size),
+        option_value(["convert"], ["--type"], word.filter(lambda t: t not in GGUF_TYPES)),
+        st.tuples(st.sampled_from(sampling), st.one_of(st.just(""), not_utf8)).map(
+            lambda case: [*BASE[case[0]], "--stop", case[1]]),
+        not_utf8.map(lambda text: ["run", "--device", "cpu", "--prompt", text]),
+        not_utf8.map(lambda text: [*BASE["chat"], "--system", text]),
+        word.map(lambda text: [*BASE["run"], "--system", text]),
+        st.tuples(st.sampled_from(sorted(BASE)), unknown_option).map(lambda case: [*BASE[case[0]], "--" + case[1]]),
+    )
 
 
 def known_prefix(argv: list[str]) -> bool:

@@ -22,39 +22,55 @@ KNOWN_FIELDS = {
 lone_surrogate = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
 not_unicode = st.builds(lambda a, s, b: a + s + b, st.text(max_size=8), lone_surrogate, st.text(max_size=8))
 huge = st.one_of(st.integers(min_value=2**64), st.integers(max_value=-(2**63) - 1))
-not_a_number = st.one_of(st.text(max_size=8), st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=4), st.integers(), max_size=2), st.booleans())
-not_text = st.one_of(st.integers(), st.floats(allow_nan=False), st.lists(st.integers(), min_size=1, max_size=3), st.booleans())
+not_a_number = st.one_of(st.text(max_size=8), st.lists(st.integers(), max_size=3), st.booleans(),
+                         st.dictionaries(st.text(max_size=4), st.integers(), max_size=2))
+not_text = st.one_of(st.integers(), st.floats(allow_nan=False), st.booleans(),
+                     st.lists(st.integers(), min_size=1, max_size=3))
+ROLES = ("system", "developer", "user", "assistant")
 
 
 def nested(depth: int) -> str:
     return "[" * depth + "]" * depth
 
 
+def user_says(content) -> list[dict]:
+    return [{"role": "user", "content": content}]
+
+
+def bad_chat_field() -> st.SearchStrategy[tuple[str, object]]:
+    counts = st.one_of(huge, not_a_number, st.integers(max_value=-1))
+    probabilities = st.one_of(st.floats(min_value=2.0001, allow_nan=False), st.floats(max_value=-0.0001), not_a_number)
+    messages = st.one_of(
+        st.just([]), not_text, st.one_of(not_unicode, not_text).map(user_says),
+        st.text(max_size=6).filter(lambda role: role not in ROLES).map(lambda role: [{"role": role, "content": "hi"}]))
+    return st.one_of(
+        st.tuples(st.sampled_from(["max_tokens", "top_k", "n"]), counts),
+        st.tuples(st.just("seed"), st.one_of(huge, not_a_number.filter(lambda v: not isinstance(v, bool)))),
+        st.tuples(st.sampled_from(["temperature", "top_p"]), probabilities),
+        st.tuples(st.just("stop"), st.one_of(not_unicode, st.just([""]), st.lists(not_unicode, min_size=1))),
+        st.tuples(st.just("messages"), messages),
+        st.tuples(st.text(min_size=1, max_size=12).filter(lambda key: key not in KNOWN_FIELDS), st.integers()),
+    )
+
+
+def bad_completion_field() -> st.SearchStrategy[tuple[str, object]]:
+    ids_outside = st.one_of(st.lists(st.integers(max_value=-1), min_size=1, max_size=3),
+                            st.lists(st.integers(min_value=10**6), min_size=1, max_size=3))
+    return st.one_of(st.tuples(st.just("prompt"), st.one_of(not_unicode, st.just(""), st.just([]), ids_outside)),
+                     st.tuples(st.just("suffix"), not_unicode))
+
+
 def field_changes() -> st.SearchStrategy[tuple[str, dict]]:
     """(endpoint, body) with one field of a good body made bad."""
-    chat = st.one_of(
-        st.tuples(st.sampled_from(["max_tokens", "top_k", "n"]), st.one_of(huge, not_a_number, st.integers(max_value=-1))),
-        st.tuples(st.just("seed"), st.one_of(huge, not_a_number.filter(lambda v: not isinstance(v, bool)))),
-        st.tuples(st.sampled_from(["temperature", "top_p"]), st.one_of(st.floats(min_value=2.0001, allow_nan=False), st.floats(max_value=-0.0001), not_a_number)),
-        st.tuples(st.just("stop"), st.one_of(not_unicode, st.lists(not_unicode, min_size=1, max_size=3), st.just([""]))),
-        st.tuples(st.just("messages"), st.one_of(
-            st.just([]), not_text, st.builds(lambda c: [{"role": "user", "content": c}], st.one_of(not_unicode, not_text)),
-            st.builds(lambda r: [{"role": r, "content": "hi"}], st.text(max_size=6).filter(lambda r: r not in ("system", "developer", "user", "assistant"))))),
-        st.tuples(st.text(min_size=1, max_size=12).filter(lambda k: k not in KNOWN_FIELDS), st.integers()),
-    )
-    completion = st.one_of(
-        st.tuples(st.just("prompt"), st.one_of(not_unicode, st.just(""), st.just([]), st.lists(st.integers(max_value=-1), min_size=1, max_size=3),
-                                               st.lists(st.integers(min_value=10**6), min_size=1, max_size=3))),
-        st.tuples(st.just("suffix"), not_unicode),
-    )
-    return st.one_of(st.builds(lambda kv: ("/chat/completions", {**CHAT, kv[0]: kv[1]}), chat),
-                     st.builds(lambda kv: ("/completions", {**COMPLETION, kv[0]: kv[1]}), completion))
+    return st.one_of(bad_chat_field().map(lambda kv: ("/chat/completions", {**CHAT, kv[0]: kv[1]})),
+                     bad_completion_field().map(lambda kv: ("/completions", {**COMPLETION, kv[0]: kv[1]})))
 
 
 def raw_bodies(max_body_bytes: int) -> st.SearchStrategy[tuple[str, bytes]]:
     """(endpoint, raw bytes): deep nesting, NaN, invalid UTF-8, ints past Python's digit limit, too large."""
+    deep = st.integers(min_value=40, max_value=max_body_bytes // 2)
     bodies = st.one_of(
-        st.integers(min_value=40, max_value=max_body_bytes // 2).map(lambda d: ('{"messages": ' + nested(d) + "}").encode()),
+        deep.map(lambda depth: ('{"messages": ' + nested(depth) + "}").encode()),
         st.sampled_from([b'{"temperature": NaN}', b'{"top_p": Infinity}', b"\xff\xfe{}", b"[]", b"null", b"{"]),
         st.integers(min_value=4400, max_value=20000).map(lambda n: b'{"max_tokens": ' + b"9" * n + b"}"),
         st.integers(min_value=max_body_bytes + 1, max_value=2 * max_body_bytes).map(
