@@ -74,8 +74,8 @@ class ChatSession:
         try:
             with open(path, "w", encoding="utf-8") as file:
                 json.dump(self.messages(), file, ensure_ascii=False, indent=2)
-        except OSError as error:
-            self.note(f"wisp: error: cannot write {path}: {error.strerror or error}")
+        except (OSError, ValueError) as error:  # ValueError: a name with a NUL or an unencodable character
+            self.note(f"wisp: error: cannot write {path!r}: {getattr(error, 'strerror', None) or error}")
             return
         self.note(f"[saved {len(self.messages())} messages to {path}]")
 

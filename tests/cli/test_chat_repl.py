@@ -34,6 +34,8 @@ def test_commands_are_answered_by_the_repl(engine, tmp_path):
     assert json.loads((tmp_path / "chat.json").read_text()) == chat.turns
     chat.handle("/reset")
     assert chat.turns == [] and "conversation cleared: 2 messages" in err.getvalue()
+    chat.handle("/save bad\x00name.json")
+    assert "cannot write" in err.getvalue()
     chat.handle("/frobnicate")
     assert "unknown command /frobnicate" in err.getvalue()
     assert chat.handle("/exit") is False
