@@ -89,8 +89,9 @@ def test_bad_requests_leave_a_stream_in_flight_untouched(server):
 
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(stream_tokens, server, GOOD)
+        too_long = {**CHAT, "messages": [{"role": "user", "content": "word " * 2500}]}  # refused at admission
         bad = [{**CHAT, "messages": [{"role": "user", "content": "\ud800"}]}, {**CHAT, "seed": 2**70},
-               {**CHAT, "messages": [{"role": "user", "content": "x" * 10}], "top_k": 2**40}]
+               {**CHAT, "messages": [{"role": "user", "content": "x" * 10}], "top_k": 2**40}, too_long]
         statuses = [post(server, body).status_code for body in bad for _ in range(3)]
         assert running.result(timeout=60) == alone
     assert statuses == [400] * len(statuses) and len(alone) == GOOD["max_tokens"]
