@@ -35,22 +35,33 @@ __all__ = [
 EventCallback = Callable[[Event], None]
 STATS_PERIOD_S = 0.1  # how stale Engine.stats() may get while generating (the app's live charts poll it)
 PlanListener = Callable[[PlanEvent], None]
+HANDLE_POLL_S = 0.5  # how often a waiting RequestHandle checks that the engine thread still runs
 
 
 class RequestHandle:
-    """Events of one request, in order; iterate it (any thread) until the FinishEvent."""
+    """Events of one request, in order; iterate it (any thread) until the FinishEvent. If the engine thread
+    is gone (`is_serving()` turns false) the iteration ends with an error FinishEvent instead of waiting."""
 
-    def __init__(self, request_id: str):
+    def __init__(self, request_id: str, is_serving: Callable[[], bool] = lambda: True):
         self.request_id = request_id
         self.events: queue.Queue[Event] = queue.Queue()
         self.finish: FinishEvent | None = None
+        self._is_serving = is_serving
 
     def __iter__(self) -> Iterator[Event]:
         while self.finish is None:
-            event = self.events.get()
+            event = self._next_event()
             if isinstance(event, FinishEvent):
                 self.finish = event
             yield event
+
+    def _next_event(self) -> Event:
+        while True:
+            try:
+                return self.events.get(timeout=HANDLE_POLL_S)
+            except queue.Empty:
+                if not self._is_serving() and self.events.empty():
+                    return _error_event(self.request_id, "the engine stopped before this request finished")
 
     def result(self) -> FinishEvent:
         for _ in self:
@@ -93,7 +104,7 @@ class Engine:
         """Queue several requests so that they are admitted together (same first step)."""
         if self._closed:
             raise WispError("the engine is closed")
-        submissions = [_Submission(r, RequestHandle(r.request_id), callback) for r in requests]
+        submissions = [_Submission(r, RequestHandle(r.request_id, self._thread.is_alive), callback) for r in requests]
         self._inbox.put(submissions)
         return [s.handle for s in submissions]
 
@@ -198,12 +209,15 @@ class Engine:
         self._stats = self._core.stats()
 
     def _admit(self, submission: _Submission) -> None:
+        """Queue one request; anything that goes wrong while tokenising or seeding it fails it alone."""
         request_id = submission.request.request_id
         self._handles[request_id] = (submission.handle, submission.callback)
         try:
             self._core.add(submission.request)
         except WispError as err:
             self._emit([_error_event(request_id, str(err))])
+        except Exception as err:  # noqa: BLE001 - a tokenizer or generator refusing this request's values
+            self._emit([_error_event(request_id, f"the request was refused: {type(err).__name__}: {err}")])
 
     def _emit(self, events: list[Event]) -> None:
         for event in events:

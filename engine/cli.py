@@ -1,71 +1,33 @@
-"""`wisp` command line. User errors exit with status 2 and one readable line on stderr."""
+"""`wisp` command line. Whatever the input, a command ends: user errors (bad arguments, text that is not
+UTF-8, a budget the machine cannot hold, running out of memory) exit with status 2 and one line on stderr."""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
+import os
 import sys
 
+from engine.cli_commands import chat_command, doctor_command, run_command
+from engine.cli_options import Parser, add_engine_options, add_remote_options, add_sampling_options, remote_key_scope
 from engine.errors import WispError
 
 EXIT_USER_ERROR = 2
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head`
 
 
-def add_engine_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", nargs="?", default=None,
-                        help="model folder, .gguf file, Hugging Face cache id org/name, or an OpenAI-compatible "
-                             "server URL http(s)://host:port/v1 (default: bundled demo)")
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
-    parser.add_argument("--experts", default="resident", choices=["resident", "paged", "static"],
-                        help="where expert weights live: all on the device, paged WiSP slots, or static offload")
-    parser.add_argument("--expert-slots", type=int, default=None, help="paged mode: expert slots per MoE layer")
-    parser.add_argument("--budget", default=None, help="most device memory to use, e.g. 12GiB")
-    parser.add_argument("--max-model-len", type=int, default=None, help="context length (default: min(model, 4096))")
-    parser.add_argument("--decode", default="auto", choices=["auto", "graphs", "static", "dynamic"],
-                        help="decode path: CUDA graphs (auto on CUDA), static shapes without graphs, or dynamic")
-    parser.add_argument("--nondeterministic", action="store_true",
-                        help="CUDA: without torch's deterministic kernels (default: repeatable)")
-    parser.add_argument("--attention", default="auto", choices=["auto", "triton", "sdpa"],
-                        help="decode attention: the engine's Triton kernels (auto on Ampere+ CUDA; bitwise repeatable) "
-                             "or PyTorch's SDPA")
-    parser.add_argument("--n-gpu-layers", type=int, default=None,
-                        help=".gguf on llama.cpp: layers offloaded to the GPU (default: all)")
-    parser.add_argument("--n-cpu-moe", type=int, default=0,
-                        help=".gguf on llama.cpp: keep the experts of the first N layers on the CPU")
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError, version as installed
 
-
-def add_sampling_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--max-tokens", type=int, default=256)
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--top-k", type=int, default=0)
-    parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable)")
-
-
-def add_remote_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--api-key", dest="remote_api_key", default=None,
-                        help="API key when MODEL is a server URL, http(s)://host:port/v1 (default: $WISP_REMOTE_API_KEY)")
-
-
-def remote_key_scope(args: argparse.Namespace):
-    """Remote engines built by this command send --api-key (engine.backends.remote reads it)."""
-    key = getattr(args, "remote_api_key", None)
-    if not key:
-        return contextlib.nullcontext()
     try:
-        from engine.backends.remote import using_api_key
-    except ImportError:
-        raise WispError("remote servers need httpx: pip install 'wisp[remote]'") from None
-    return using_api_key(key)
+        return installed("wisp")
+    except PackageNotFoundError:
+        from engine import __version__
+
+        return __version__
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from engine.cli_commands import chat_command, doctor_command, run_command
-
-    parser = argparse.ArgumentParser(prog="wisp", description="Run Mixture-of-Experts LLMs on the GPU you have.")
+def build_parser() -> Parser:
+    parser = Parser(prog="wisp", description="Run Mixture-of-Experts LLMs on the GPU you have.")
+    parser.add_argument("--version", action="version", version=f"wisp {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="generate from one prompt")
     add_engine_options(run)
@@ -76,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--system", default=None, help="system prompt (with --chat)")
     run.add_argument("--json", action="store_true", help="print one JSON object with text, token_ids, logprobs, stats")
     run.set_defaults(handler=run_command)
-    chat = commands.add_parser("chat", help="interactive chat in the terminal")
+    chat = commands.add_parser("chat", help="interactive chat in the terminal (/help lists its commands)")
     add_engine_options(chat)
     add_sampling_options(chat)
     add_remote_options(chat)
@@ -86,13 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true")
     doctor.set_defaults(handler=doctor_command)
     from engine.configure_command import add_parser as add_configure
-
-    add_configure(commands)
     from engine.gguf.convert import add_parser as add_convert_gguf
-
-    add_convert_gguf(commands)
     from engine.server.command import add_parser as add_serve
 
+    add_configure(commands)
+    add_convert_gguf(commands)
     add_serve(commands)
     add_bench(commands)
     register_optional(commands)
@@ -120,21 +80,48 @@ def main(argv: list[str] | None = None) -> int:
 
         suite(argv[1:])
         return 0
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    handler = getattr(args, "handler", None) or args.func
     try:
+        args = build_parser().parse_args(argv)
         with remote_key_scope(args):
-            return handler(args) or 0
+            return args.handler(args) or 0
     except WispError as err:
-        print(f"wisp: error: {err}", file=sys.stderr)
-        return EXIT_USER_ERROR
+        return user_error(str(err))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return stdout_closed()
+    except (MemoryError, RuntimeError) as err:
+        message = out_of_memory_message(err)
+        if message is None:
+            raise
+        return user_error(message)
 
 
-def print_json(obj) -> None:
-    print(json.dumps(obj, ensure_ascii=False))
+def user_error(message: str) -> int:
+    """One line on stderr, whatever the message holds (a model's error text can span lines)."""
+    line = " ".join(message.split()) or "unknown error"
+    print(f"wisp: error: {line}", file=sys.stderr)
+    return EXIT_USER_ERROR
+
+
+def stdout_closed() -> int:
+    """The reader went away (`wisp run ... | head`): stop quietly, and keep Python's exit-time flush of stdout
+    from raising again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
+
+
+def out_of_memory_message(err: BaseException) -> str | None:
+    """A readable line for running out of host or device memory (torch raises RuntimeError subclasses), else None."""
+    text = str(err)
+    is_host = isinstance(err, MemoryError) or "can't allocate memory" in text or "DefaultCPUAllocator" in text
+    is_device = type(err).__name__ == "OutOfMemoryError" or "out of memory" in text.lower()
+    if not (is_host or is_device):
+        return None
+    where = "host RAM" if is_host else "device memory"
+    return (f"out of {where} while loading or generating ({type(err).__name__}); give a smaller --budget, "
+            "--experts paged, a smaller --max-model-len, or close other programs")
 
 
 if __name__ == "__main__":

@@ -5,26 +5,13 @@ from __future__ import annotations
 import sys
 from argparse import Namespace
 
-from engine.api import Engine, EngineOptions, FinishEvent, GenerateRequest, SamplingParams, TokenEvent
+from engine.api import Engine, FinishEvent, GenerateRequest, TokenEvent
 from engine.api import device_peak_bytes, expert_counters
-from engine.errors import WispError
-from engine.units import format_bytes, parse_size
+from engine.cli_options import engine_options, print_json, sampling_params
+from engine.errors import RequestError, WispError
+from engine.units import format_bytes
 
-
-def engine_options(args: Namespace) -> EngineOptions:
-    return EngineOptions(
-        model=args.model, device=args.device, dtype=args.dtype, experts=args.experts,
-        expert_slots=args.expert_slots, budget_bytes=parse_size(args.budget) if args.budget else None,
-        max_model_len=args.max_model_len, decode=getattr(args, "decode", "auto"),
-        deterministic=not getattr(args, "nondeterministic", False), attention=getattr(args, "attention", "auto"),
-        n_gpu_layers=getattr(args, "n_gpu_layers", None),
-        n_cpu_moe=getattr(args, "n_cpu_moe", 0),
-    )
-
-
-def sampling_params(args: Namespace) -> SamplingParams:
-    return SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-                          top_k=args.top_k, seed=args.seed, stop=tuple(args.stop))
+__all__ = ["run_command", "chat_command", "doctor_command", "engine_options", "sampling_params"]
 
 
 def chat_messages(system: str | None, turns: list[dict]) -> tuple[dict, ...]:
@@ -32,6 +19,8 @@ def chat_messages(system: str | None, turns: list[dict]) -> tuple[dict, ...]:
 
 
 def run_command(args: Namespace) -> int:
+    if args.system is not None and not args.chat:
+        raise RequestError("--system is the system turn of a chat: add --chat, or put it in --prompt")
     sampling = sampling_params(args)
     if args.chat:
         request = GenerateRequest(messages=chat_messages(args.system, [{"role": "user", "content": args.prompt}]),
@@ -45,8 +34,6 @@ def run_command(args: Namespace) -> int:
             raise WispError(finish.error)
         after = expert_counters(engine)
         if args.json:
-            from engine.cli import print_json
-
             print_json(run_result(finish, before, after, device_peak_bytes(engine)))
         else:
             print_summary(finish)
@@ -96,42 +83,19 @@ def print_summary(finish: FinishEvent) -> None:
 
 
 def chat_command(args: Namespace) -> int:
+    from engine.chat_input import open_reader
+    from engine.chat_repl import ChatSession
+
     sampling = sampling_params(args)
+    if args.system is not None:  # a system prompt that is not text is refused before the model loads
+        GenerateRequest(messages=({"role": "system", "content": args.system},))
     with Engine(engine_options(args)) as engine:
         if not engine.info.has_chat_template:
             raise WispError(f"{engine.info.path} has no chat template; use `wisp run --prompt` for raw completion")
-        print(f"{engine.info.name} on {engine.info.device}. Type a message; /reset starts over, /exit quits.",
+        print(f"{engine.info.name} on {engine.info.device}. Type a message; /help lists the commands, /exit quits.",
               file=sys.stderr)
-        turns: list[dict] = []
-        for line in read_lines():
-            if line.strip() in ("/exit", "/quit"):
-                break
-            if line.strip() == "/reset":
-                turns = []
-                continue
-            if not line.strip():
-                continue
-            turns.append({"role": "user", "content": line})
-            request = GenerateRequest(messages=chat_messages(args.system, turns), sampling=sampling)
-            finish = stream_to_stdout(engine, request)
-            if finish.reason == "error":
-                print(f"wisp: error: {finish.error}", file=sys.stderr)
-                turns.pop()
-                continue
-            turns.append({"role": "assistant", "content": finish.text})
-            print_summary(finish)
+        ChatSession(engine, sampling, args.system).run(open_reader())
     return 0
-
-
-def read_lines():
-    while True:
-        if sys.stdin.isatty():
-            sys.stderr.write("> ")
-            sys.stderr.flush()
-        line = sys.stdin.readline()
-        if not line:
-            return
-        yield line.rstrip("\n")
 
 
 def doctor_command(args: Namespace) -> int:
@@ -140,8 +104,6 @@ def doctor_command(args: Namespace) -> int:
     hw = detect()
     if args.json:
         from dataclasses import asdict
-
-        from engine.cli import print_json
 
         print_json(asdict(hw))
         return 0

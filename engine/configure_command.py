@@ -15,7 +15,7 @@ from engine.model.args import ModelArgs
 from engine.model.sizes import model_sizes
 from engine.traces.format import load as load_trace
 from engine.traces.profile import routing_profile
-from engine.units import parse_size
+from engine.cli_options import size, whole
 
 
 def model_args_for(name: str) -> ModelArgs:
@@ -69,7 +69,7 @@ def configure_command(cli: Namespace) -> int:
 
     device = pick_device(cli.device)
     args = model_args_for(cli.model)
-    splits, sizes, link, spec = configure_model(args, parse_size(cli.budget), Path(cli.trace), cli.concurrency,
+    splits, sizes, link, spec = configure_model(args, cli.budget, Path(cli.trace), cli.concurrency,
                                                 cli.max_context, device)
     block_bytes = 16 * sizes.kv_bytes_per_token
     rows = {key: split_row(split, block_bytes) for key, split in splits.items()}
@@ -92,10 +92,10 @@ def configure_command(cli: Namespace) -> int:
 def add_parser(commands) -> None:
     parser = commands.add_parser("configure", help="MV-WSA: split a budget between expert slots and KV from a trace")
     parser.add_argument("model", help="model folder, HF cache id, or a shape: qwen3-30b-a3b, olmoe-1b-7b, mixtral-8x7b")
-    parser.add_argument("--budget", required=True, help="device memory budget, e.g. 12GiB")
+    parser.add_argument("--budget", type=size, required=True, help="device memory budget, e.g. 12GiB")
     parser.add_argument("--trace", required=True, help="routing trace (.npz, see wisp trace)")
-    parser.add_argument("--concurrency", type=int, default=1)
-    parser.add_argument("--max-context", type=int, default=4096)
+    parser.add_argument("--concurrency", type=whole(1, 4096), default=1)
+    parser.add_argument("--max-context", type=whole(2, 2**31 - 1), default=4096)
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=configure_command)

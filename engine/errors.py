@@ -26,7 +26,12 @@ class BudgetError(WispError):
 
 
 class RequestError(WispError):
-    """A generation request is malformed (bad sampling values, empty prompt, ...)."""
+    """A generation request is malformed (bad sampling values, empty prompt, ...). `field` names the value at
+    fault in the server's dotted form ("messages.0.content", "seed"), None when it is the request as a whole."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class HostMemoryError(WispError):

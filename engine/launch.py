@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from engine.budget_check import check_budget_fits
 from engine.config import EngineOptions, Progress
 from engine.errors import UnsupportedModelError
 from engine.generation.core import EngineCore
@@ -17,6 +18,7 @@ from engine.model_path import is_remote_url, resolve_model
 
 def build_engine(options: EngineOptions, progress: Progress | None = None) -> tuple[EngineCore, ModelInfo]:
     """Load the model on the calling thread; raises WispError subclasses with readable messages."""
+    check_budget_fits(options)
     if is_remote_url(options.model):
         return build_remote(options.model, options, progress)
     folder = resolve_model(options.model)

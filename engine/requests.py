@@ -6,6 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from engine.errors import RequestError
+from engine.request_checks import check_messages, check_text, check_token_ids
 from engine.sampling import SamplingParams
 
 
@@ -27,3 +28,11 @@ class GenerateRequest:
             raise RequestError("messages must not be empty")
         if self.prompt_token_ids is not None and not self.prompt_token_ids:
             raise RequestError("prompt_token_ids must not be empty")
+        if self.prompt is not None:
+            check_text(self.prompt, "prompt")
+        if self.messages is not None:
+            check_messages(self.messages)
+        if self.prompt_token_ids is not None:
+            check_token_ids(self.prompt_token_ids)
+        if not isinstance(self.sampling, SamplingParams):
+            raise RequestError("sampling must be a SamplingParams", "sampling")

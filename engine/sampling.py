@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.errors import RequestError
+from engine.request_checks import INT32_MAX, check_float, check_int, check_seed, check_stop
 
 
 @dataclass(frozen=True)
@@ -20,14 +21,16 @@ class SamplingParams:
     ignore_eos: bool = False
 
     def __post_init__(self):
-        if self.max_tokens < 1:
-            raise RequestError(f"max_tokens must be at least 1, got {self.max_tokens}")
-        if not 0.0 <= self.temperature <= 100.0:
-            raise RequestError(f"temperature must be between 0 and 100, got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise RequestError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.top_k < 0:
-            raise RequestError(f"top_k must be 0 (off) or positive, got {self.top_k}")
+        check_int(self.max_tokens, "max_tokens", 1, INT32_MAX)
+        if not 0.0 <= check_float(self.temperature, "temperature") <= 100.0:
+            raise RequestError(f"temperature must be between 0 and 100, got {self.temperature}", "temperature")
+        if not 0.0 < check_float(self.top_p, "top_p") <= 1.0:
+            raise RequestError(f"top_p must be in (0, 1], got {self.top_p}", "top_p")
+        check_int(self.top_k, "top_k", 0, INT32_MAX)
+        check_seed(self.seed)
+        check_stop(self.stop)
+        if not isinstance(self.ignore_eos, bool):
+            raise RequestError("ignore_eos must be true or false", "ignore_eos")
 
     @property
     def is_greedy(self) -> bool:

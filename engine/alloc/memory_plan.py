@@ -136,7 +136,10 @@ def minimum_budget(sizes: ModelSizes, request: PlanRequest) -> int:
 
 def paged_slots(sizes: ModelSizes, request: PlanRequest, fixed: int, kv_floor: int) -> int:
     if request.expert_slots is not None:
-        return min(request.expert_slots, sizes.num_experts)
+        if request.expert_slots > sizes.num_experts:
+            raise BudgetError(f"{request.expert_slots} expert slots per layer is more than the model's "
+                              f"{sizes.num_experts} experts per layer; give at most {sizes.num_experts}")
+        return request.expert_slots
     if request.budget_bytes is None:
         return min(DEFAULT_PAGED_SLOTS, sizes.num_experts)
     per_slot_row = sizes.num_moe_layers * sizes.expert_bytes

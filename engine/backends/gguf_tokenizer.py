@@ -27,6 +27,11 @@ class GgufTokenizer:
                                if (token_id := model.special_id(name)) is not None}
 
     @property
+    def vocab_size(self) -> int:
+        """Token ids at or past it are refused at admission (engine.runtime.prompt)."""
+        return self._model.n_vocab
+
+    @property
     def has_chat_template(self) -> bool:
         return bool(self._templates)
 

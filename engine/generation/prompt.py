@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.errors import PromptTooLongError
+from engine.errors import PromptTooLongError, RequestError
 from engine.requests import GenerateRequest
 
 
@@ -10,6 +10,7 @@ def prompt_token_ids(request: GenerateRequest, tokenizer, max_model_len: int) ->
     """Raises PromptTooLongError when the prompt is empty or leaves no room to generate."""
     if request.prompt_token_ids is not None:
         ids = list(request.prompt_token_ids)
+        check_vocabulary(ids, getattr(tokenizer, "vocab_size", None))
     elif request.messages is not None:
         ids = tokenizer.encode_chat(list(request.messages), add_generation_prompt=True)
     else:
@@ -19,3 +20,10 @@ def prompt_token_ids(request: GenerateRequest, tokenizer, max_model_len: int) ->
     if len(ids) >= max_model_len:
         raise PromptTooLongError(f"the prompt has {len(ids)} tokens but the context holds {max_model_len}; shorten it")
     return ids
+
+
+def check_vocabulary(ids: list[int], vocab_size: int | None) -> None:
+    """An id past the embedding table would fail the whole batch's step, not just this request."""
+    outside = next((i for i in ids if i >= vocab_size), None) if vocab_size is not None else None
+    if outside is not None:
+        raise RequestError(f"prompt token id {outside} is outside the vocabulary (0..{vocab_size - 1})", "prompt")

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
+
+from engine.errors import RequestError
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -21,9 +25,19 @@ ERROR_TYPES = {
 class ApiError(Exception):
     """An error answered to the client; raised anywhere in a request handler."""
 
-    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
+        self.headers = headers
+
+
+class ErrorResponse(JSONResponse):
+    """JSON with non-ASCII escaped: a message may quote what the client sent, lone surrogates included,
+    which UTF-8 cannot encode."""
+
+    def render(self, content) -> bytes:
+        return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
 def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> dict:
@@ -32,7 +46,8 @@ def error_body(status: int, message: str, param: str | None = None, code: str | 
 
 
 def error_response(error: ApiError) -> JSONResponse:
-    return JSONResponse(error_body(error.status, error.message, error.param, error.code), status_code=error.status)
+    return ErrorResponse(error_body(error.status, error.message, error.param, error.code), status_code=error.status,
+                         headers=error.headers)
 
 
 async def on_api_error(request: Request, error: ApiError) -> JSONResponse:
@@ -43,6 +58,11 @@ async def on_http_exception(request: Request, error: HTTPException) -> JSONRespo
     """Starlette's own 404/405 (unknown route, wrong method) in the OpenAI shape."""
     message = f"{request.method} {request.url.path}: {error.detail}"
     return error_response(ApiError(error.status_code, message, code="not_found" if error.status_code == 404 else None))
+
+
+async def on_request_error(request: Request, error: RequestError) -> JSONResponse:
+    """A value the engine's request checks refused (engine.request_checks): the client's fault, naming the field."""
+    return error_response(bad_request(str(error), param=error.field))
 
 
 async def on_unexpected(request: Request, error: Exception) -> JSONResponse:

@@ -7,7 +7,8 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-from engine.server.api_errors import ApiError, on_api_error, on_http_exception, on_unexpected
+from engine.errors import RequestError
+from engine.server.api_errors import ApiError, on_api_error, on_http_exception, on_request_error, on_unexpected
 from engine.server.bridge import EngineBridge
 from engine.server.guard import GuardMiddleware
 from engine.server.limits import ServerLimits
@@ -21,7 +22,8 @@ def create_app(engine, api_key: str | None = None, limits: ServerLimits | None =
     Without an API key only loopback Host names are answered; the caller decides where to bind
     (engine.server.runner refuses a non-loopback bind without a key)."""
     limits = limits or ServerLimits()
-    routes = Routes(EngineBridge(engine, limits.max_concurrent_requests), ServedModel.of(engine, model_id), limits)
+    routes = Routes(EngineBridge(engine, limits.max_concurrent_requests), ServedModel.of(engine, model_id), limits,
+                    api_key)
     app = Starlette(
         routes=[
             Route("/health", routes.health, methods=["GET"]),
@@ -31,7 +33,8 @@ def create_app(engine, api_key: str | None = None, limits: ServerLimits | None =
             Route("/v1/completions", routes.completions, methods=["POST"]),
         ],
         middleware=[Middleware(GuardMiddleware, api_key=api_key, is_checking_host=not api_key)],
-        exception_handlers={ApiError: on_api_error, HTTPException: on_http_exception, Exception: on_unexpected},
+        exception_handlers={ApiError: on_api_error, RequestError: on_request_error, HTTPException: on_http_exception,
+                            Exception: on_unexpected},
     )
     app.state.bridge = routes.bridge  # runner.ServerHandle.stop() cancels what is in flight through it
     return app

@@ -12,6 +12,7 @@ from engine.requests import GenerateRequest
 from engine.server.api_errors import ApiError
 
 T = TypeVar("T")
+RETRY_AFTER_S = 1  # a busy server frees a slot as soon as one stream ends; clients back off from here
 Receive = Callable[[], Awaitable[dict]]
 
 
@@ -72,7 +73,8 @@ class EngineBridge:
             raise ApiError(503, "the server is stopping", code="server_stopping")
         if self.num_in_flight >= self.max_concurrent_requests:
             raise ApiError(429, f"the server is busy: {self.num_in_flight} requests in flight "
-                                f"(at most {self.max_concurrent_requests}); retry shortly", code="too_many_requests")
+                                f"(at most {self.max_concurrent_requests}); retry shortly", code="too_many_requests",
+                           headers={"Retry-After": str(RETRY_AFTER_S)})
         generation = Generation(self, request.request_id)
         try:
             self.engine.submit(request, generation.on_event)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.errors import RequestError
+from engine.request_checks import check_text
 from engine.requests import GenerateRequest
 from engine.sampling import SamplingParams
 from engine.server.api_errors import ApiError, bad_request
@@ -51,11 +51,9 @@ def sampling_params(body: SamplingFields, max_tokens: int | None, served: Served
     stop = [body.stop] if isinstance(body.stop, str) else list(body.stop or [])
     if len(stop) > limits.max_stop_strings or not all(stop):
         raise bad_request(f"stop takes up to {limits.max_stop_strings} non-empty strings", "stop")
-    try:
-        return SamplingParams(max_tokens=max_tokens or cap, temperature=body.temperature, top_p=body.top_p,
-                              top_k=max(body.top_k, 0), seed=body.seed, stop=tuple(stop), ignore_eos=body.ignore_eos)
-    except RequestError as error:
-        raise bad_request(str(error)) from None
+    # SamplingParams refuses seeds and stop strings the engine cannot take (a RequestError: 400 naming the field).
+    return SamplingParams(max_tokens=max_tokens or cap, temperature=body.temperature, top_p=body.top_p,
+                          top_k=max(body.top_k, 0), seed=body.seed, stop=tuple(stop), ignore_eos=body.ignore_eos)
 
 
 def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: ServerLimits) -> Prepared:
@@ -63,6 +61,10 @@ def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: Serve
     refuse_unsupported(body)
     if body.tools or body.tool_choice not in (None, "none", "auto"):
         raise bad_request("tools and function calling are not supported by Wisp's server", "tools")
+    if body.functions or body.function_call not in (None, "none", "auto"):
+        raise bad_request("functions and function calling are not supported by Wisp's server", "functions")
+    if body.audio or (body.modalities and body.modalities != ["text"]):
+        raise bad_request("Wisp's server answers in text only", "modalities" if body.modalities else "audio")
     if body.response_format and body.response_format.get("type", "text") != "text":
         raise bad_request("only response_format {\"type\": \"text\"} is supported", "response_format")
     if body.top_logprobs:
@@ -100,6 +102,8 @@ def prompt_fields(body: CompletionRequest, served: ServedModel) -> dict:
     if body.suffix is not None:
         if not isinstance(prompt, str):
             raise bad_request("suffix needs a text prompt", "suffix")
+        check_text(prompt, "prompt")  # the tokenizer below would fail on a lone surrogate with a TypeError
+        check_text(body.suffix, "suffix")
         return {"prompt_token_ids": served.fim_prompt_ids(prompt, body.suffix)}
     if isinstance(prompt, str):
         if not prompt:

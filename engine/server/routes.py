@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine.events import Event, FinishEvent, TokenEvent
-from engine.server.api_errors import ApiError, bad_request
+from engine.server.api_errors import ApiError
 from engine.server.bridge import ClientGone, EngineBridge, Generation, unless_disconnected
+from engine.server.body import read_json
 from engine.server.convert import Prepared, chat_request, completion_request
+from engine.server.guard import is_authorised
 from engine.server.limits import ServerLimits
 from engine.server.outcome import finish_error
 from engine.server.responses import Shape, chat_completion, model_card, text_completion
@@ -23,11 +24,14 @@ CLIENT_CLOSED = 499  # nginx's status for "the client closed the request"; nobod
 
 
 class Routes:
-    def __init__(self, bridge: EngineBridge, served: ServedModel, limits: ServerLimits):
-        self.bridge, self.served, self.limits = bridge, served, limits
+    def __init__(self, bridge: EngineBridge, served: ServedModel, limits: ServerLimits, api_key: str | None = None):
+        self.bridge, self.served, self.limits, self.api_key = bridge, served, limits, api_key
         self.created = int(time.time())
 
     async def health(self, request: Request) -> JSONResponse:
+        """Liveness for anyone; what runs here and how busy it is only for holders of the key."""
+        if not is_authorised(request.headers, self.api_key):
+            return JSONResponse({"status": "ok"})
         return JSONResponse({"status": "ok", "model": self.served.id, "requests_in_flight": self.bridge.num_in_flight})
 
     async def models(self, request: Request) -> JSONResponse:
@@ -81,28 +85,3 @@ async def collect(generation: Generation, first: Event) -> tuple[FinishEvent, li
         tokens.append(event)
         event = await generation.next_event()
     return event, tokens
-
-
-async def read_json(request: Request, max_body_bytes: int) -> dict:
-    """The JSON object in the body; 413 past the size limit (checked while reading, not only the header)."""
-    if "application/json" not in request.headers.get("content-type", ""):
-        raise bad_request("send the body as JSON with the header 'Content-Type: application/json'")
-    too_large = ApiError(413, f"the request body is larger than this server's limit of {max_body_bytes} bytes",
-                         code="request_too_large")
-    declared = request.headers.get("content-length") or "0"
-    if not declared.isdigit():
-        raise bad_request("the Content-Length header is not a number")
-    if int(declared) > max_body_bytes:
-        raise too_large
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > max_body_bytes:
-            raise too_large
-    try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise bad_request(f"the body is not valid JSON: {error}") from None
-    if not isinstance(data, dict):
-        raise bad_request("the body must be a JSON object")
-    return data

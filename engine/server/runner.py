@@ -24,9 +24,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
-    except OSError as error:
+    except (OSError, OverflowError, ValueError) as error:  # a port outside 0-65535, a host name IDNA refuses
         sock.close()
-        raise ServerConfigError(f"cannot listen on {host}:{port}: {error.strerror or error}; "
+        raise ServerConfigError(f"cannot listen on {host}:{port}: {getattr(error, 'strerror', None) or error}; "
                                 "pick another --port (or stop what uses it)") from None
     sock.listen(2048)
     sock.set_inheritable(True)

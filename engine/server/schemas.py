@@ -1,5 +1,7 @@
-"""Request bodies of /v1/chat/completions and /v1/completions (pydantic). Unknown fields are ignored, as
-OpenAI clients send many; fields Wisp knows but cannot honour are refused in engine.server.convert."""
+"""Request bodies of /v1/chat/completions and /v1/completions (pydantic). As on OpenAI's API, a top-level
+field neither API defines is refused (a typo such as `max_token` would otherwise pass unnoticed); OpenAI's
+fields that change nothing here (user, metadata, store, ...) are accepted and ignored, and fields Wisp
+cannot honour are refused in engine.server.convert."""
 
 from __future__ import annotations
 
@@ -11,9 +13,13 @@ from engine.server.api_errors import bad_request
 
 __all__ = ["ChatCompletionRequest", "CompletionRequest", "parse_body", "ValidationError"]
 
+UNKNOWN_FIELD = ("unknown field: this server takes the fields of OpenAI's API (plus top_k and ignore_eos); "
+                 "check the spelling")
+
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # strict: JSON types as written (true is not the number 1, "5" is not 5); nested objects tolerate extras
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class StreamOptions(_Body):
@@ -37,6 +43,7 @@ class SamplingFields(_Body):
     """Fields shared by both endpoints. top_k, ignore_eos and return_tokens_as_token_ids are extensions
     that vLLM also accepts."""
 
+    model_config = ConfigDict(extra="forbid", strict=True)
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
@@ -52,6 +59,10 @@ class SamplingFields(_Body):
     logit_bias: dict | None = None
     ignore_eos: bool = False
     return_tokens_as_token_ids: bool = False
+    user: object = None  # accepted and ignored (OpenAI's bookkeeping fields)
+    metadata: object = None
+    store: object = None
+    service_tier: object = None
 
     @property
     def include_usage(self) -> bool:
@@ -66,6 +77,16 @@ class ChatCompletionRequest(SamplingFields):
     tools: list | None = None
     tool_choice: Union[str, dict, None] = None
     response_format: dict | None = None
+    functions: list | None = None  # the older spelling of tools, refused like them
+    function_call: Union[str, dict, None] = None
+    audio: dict | None = None  # refused: text only
+    modalities: list[str] | None = None
+    parallel_tool_calls: object = None  # accepted and ignored: hints that change nothing without tools
+    prompt_cache_key: object = None
+    safety_identifier: object = None
+    reasoning_effort: object = None
+    verbosity: object = None
+    prediction: object = None
 
 
 class CompletionRequest(SamplingFields):
@@ -83,4 +104,5 @@ def parse_body(model: type[_Body], data: object) -> _Body:
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or None
-        raise bad_request(f"{field}: {first['msg']}" if field else first["msg"], param=field) from None
+        message = UNKNOWN_FIELD if first["type"] == "extra_forbidden" else first["msg"]
+        raise bad_request(f"{field}: {message}" if field else message, param=field) from None

@@ -2,6 +2,7 @@
 
 import time
 
+import httpx
 import pytest
 
 openai = pytest.importorskip("openai")
@@ -47,3 +48,9 @@ def wait_until(predicate, timeout_s: float = 10.0) -> bool:
 def is_idle(engine) -> bool:
     stats = engine.stats()
     return stats.running == 0 and stats.waiting == 0
+
+
+def health(server, key: str | None = API_KEY) -> dict:
+    """GET /health, with the key (the model and load are only shown to holders of the key) unless None."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.get(server.url.removesuffix("/v1") + "/health", headers=headers).json()

@@ -4,7 +4,7 @@ import time
 
 import httpx
 
-from tests.server.conftest import API_KEY, is_idle, wait_until
+from tests.server.conftest import API_KEY, health, is_idle, wait_until
 
 LONG = {"model": "wisp-demo", "prompt": "def fib(n):", "max_tokens": 500, "ignore_eos": True, "temperature": 0}
 HEADERS = {"Authorization": f"Bearer {API_KEY}"}
@@ -22,7 +22,7 @@ def test_closing_a_stream_frees_the_sequence(server, demo_engine):
     closed = time.monotonic()
     assert wait_until(lambda: is_idle(demo_engine), FREED_WITHIN_S)
     assert time.monotonic() - closed < FREED_WITHIN_S
-    assert wait_until(lambda: httpx.get(server.url.removesuffix("/v1") + "/health").json()["requests_in_flight"] == 0)
+    assert wait_until(lambda: health(server)["requests_in_flight"] == 0)
 
 
 def test_a_non_streaming_client_that_gives_up_frees_the_sequence(server, demo_engine):

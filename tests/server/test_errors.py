@@ -84,8 +84,9 @@ def test_requests_beyond_the_concurrency_cap_are_429(demo_engine):
         with client.completions.create(model="wisp-demo", prompt="x", max_tokens=200, stream=True,
                                        extra_body={"ignore_eos": True}) as stream:
             next(iter(stream))
-            with pytest.raises(openai.RateLimitError):
+            with pytest.raises(openai.RateLimitError) as excinfo:
                 client.completions.create(model="wisp-demo", prompt="y", max_tokens=2)
+            assert excinfo.value.response.headers["retry-after"] == "1"
         health = httpx.get(handle.url.removesuffix("/v1") + "/health").json()
         assert health["status"] == "ok"
     finally:

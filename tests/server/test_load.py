@@ -5,9 +5,7 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import httpx
-
-from tests.server.conftest import is_idle, wait_until
+from tests.server.conftest import health, is_idle, wait_until
 
 QUESTIONS = ["What is the json module for?", "How do I sort a list?", "What is a decorator?", "Explain asyncio."]
 NUM_CLIENTS = 16
@@ -35,6 +33,5 @@ def test_sixteen_concurrent_streams_match_their_solo_answers(client, server, dem
     print(f"\nload: {NUM_CLIENTS} streaming clients x {MAX_TOKENS} tokens: {NUM_CLIENTS / wall:.2f} requests/s, "
           f"latency p50 {statistics.median(latencies):.2f} s, p95 {p95:.2f} s, wall {wall:.2f} s")
     assert wait_until(lambda: is_idle(demo_engine))
-    health = httpx.get(server.url.removesuffix("/v1") + "/health").json()
-    assert health == {"status": "ok", "model": "wisp-demo", "requests_in_flight": 0}
+    assert health(server) == {"status": "ok", "model": "wisp-demo", "requests_in_flight": 0}
     assert client.completions.create(model="wisp-demo", prompt="x", max_tokens=2).usage.completion_tokens >= 1

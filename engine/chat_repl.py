@@ -1,0 +1,117 @@
+"""`wisp chat`'s conversation: slash commands, streamed replies that Ctrl+C stops without losing the
+conversation, and one error line for a message the engine refuses."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from engine.api import Engine, FinishEvent, GenerateRequest, SamplingParams, TokenEvent
+from engine.chat_input import BadLine
+from engine.errors import WispError
+
+HELP = """commands:
+  /help         this list
+  /reset        forget the conversation (the system prompt stays)
+  /save FILE    write the conversation to FILE as JSON (a list of {role, content})
+  /exit         quit (also /quit or Ctrl+D)
+keys (terminal): Enter sends; Alt+Enter or Esc then Enter starts a new line; a paste stays one message;
+  Ctrl+C stops a reply and keeps the conversation; Up/Down walk the history."""
+
+
+class ChatSession:
+    """One conversation with a loaded engine; `handle(line)` takes each message or command."""
+
+    def __init__(self, engine: Engine, sampling: SamplingParams, system: str | None = None, out=None, err=None):
+        self.engine, self.sampling, self.system = engine, sampling, system
+        self.out, self.err = out or sys.stdout, err or sys.stderr
+        self.turns: list[dict] = []
+
+    def messages(self) -> list[dict]:
+        return ([{"role": "system", "content": self.system}] if self.system else []) + self.turns
+
+    def run(self, reader) -> None:
+        """Read messages until the end of the input or /exit."""
+        while True:
+            try:
+                line = reader.read()
+            except BadLine as error:
+                self.note(f"wisp: error: {error}")
+                continue
+            if line is None or not self.handle(line):
+                return
+
+    def handle(self, line: str) -> bool:
+        """Answer one message or run one command; False to end the session."""
+        text = line.strip()
+        if not text:
+            return True
+        if text.startswith("/"):
+            return self.command(text)
+        self.reply(line)
+        return True
+
+    def command(self, text: str) -> bool:
+        name, _, argument = text.partition(" ")
+        if name in ("/exit", "/quit"):
+            return False
+        if name == "/help":
+            self.note(HELP)
+        elif name == "/reset":
+            dropped = len(self.turns)
+            self.turns = []
+            self.note(f"[conversation cleared: {dropped} messages forgotten]")
+        elif name == "/save":
+            self.save(argument.strip())
+        else:
+            self.note(f"wisp: error: unknown command {name}; /help lists the commands")
+        return True
+
+    def save(self, path: str) -> None:
+        if not path:
+            self.note("wisp: error: /save needs a file name, e.g. /save chat.json")
+            return
+        try:
+            with open(path, "w", encoding="utf-8") as file:
+                json.dump(self.messages(), file, ensure_ascii=False, indent=2)
+        except (OSError, ValueError) as error:  # ValueError: a name with a NUL or an unencodable character
+            self.note(f"wisp: error: cannot write {path!r}: {getattr(error, 'strerror', None) or error}")
+            return
+        self.note(f"[saved {len(self.messages())} messages to {path}]")
+
+    def reply(self, line: str) -> None:
+        try:
+            request = GenerateRequest(messages=tuple(self.messages() + [{"role": "user", "content": line}]),
+                                      sampling=self.sampling)
+        except WispError as error:
+            self.note(f"wisp: error: {error}")
+            return
+        finish = self.stream(request)
+        if finish.reason == "error":
+            self.note(f"wisp: error: {finish.error}")
+            return
+        self.turns += [{"role": "user", "content": line}, {"role": "assistant", "content": finish.text}]
+        s = finish.stats
+        stopped = " - stopped" if finish.reason == "cancelled" else ""
+        self.note(f"[{s.prompt_tokens} prompt tokens ({s.cached_prompt_tokens} cached), {s.generated_tokens} "
+                  f"generated, {s.decode_tok_s:.1f} tok/s{stopped}]")
+
+    def stream(self, request: GenerateRequest) -> FinishEvent:
+        """Print the reply as it comes; Ctrl+C cancels it and returns what was generated so far."""
+        handle = self.engine.submit(request)
+        shown = 0
+        try:
+            for event in handle:
+                if isinstance(event, TokenEvent) and event.text:
+                    self.out.write(event.text)
+                    self.out.flush()
+                    shown += len(event.text)
+        except KeyboardInterrupt:
+            self.engine.cancel(request.request_id)
+            handle.result()
+        self.out.write(handle.finish.text[shown:] + "\n")
+        self.out.flush()
+        return handle.finish
+
+    def note(self, text: str) -> None:
+        print(text, file=self.err, flush=True)

@@ -1,0 +1,164 @@
+"""The `wisp` commands' shared options and how they become EngineOptions / SamplingParams. Imported by the
+command modules (cli_commands, server.command), never importing them: the CLI's imports form no circle.
+
+Every value is checked as it is parsed, so a bad one is one line and status 2 before anything loads."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+
+from engine.config import EngineOptions
+from engine.errors import RequestError, WispError
+from engine.request_checks import INT32_MAX, SEED_MAX, SEED_MIN, check_int, check_text
+from engine.sampling import SamplingParams
+from engine.units import parse_size
+
+MAX_EXPERT_SLOTS = 4096  # more experts per layer than any released MoE; a larger number is a typo
+
+
+class UsageError(WispError):
+    """A command line argparse refused (shown as one line, status 2)."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line (`wisp run: error: ...; see wisp run --help`), raised for
+    engine.cli.main to print, instead of the whole usage text and a SystemExit."""
+
+    def error(self, message: str):
+        option = re.match(r"argument (--[\w-]+)", message)
+        hint = ""
+        if option and "expected one argument" in message:  # `--budget -1GiB`: argparse took -1GiB for an option
+            hint = f" (write a value that starts with '-' as {option.group(1)}=-VALUE)"
+        raise UsageError(f"{message}{hint}; see `{self.prog} --help`")
+
+
+def whole(low: int, high: int):
+    """An argparse type: a whole number in [low, high]."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+        try:
+            return check_int(value, "value", low, high, label="the value")
+        except RequestError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
+def size(text: str) -> int:
+    """An argparse type: a positive size such as 12GiB."""
+    try:
+        value = parse_size(text)
+    except RequestError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a positive size")
+    return value
+
+
+def number(text: str) -> float:
+    """An argparse type: a finite real number."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise argparse.ArgumentTypeError(f"'{text}' is not a finite number")
+    return value
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", nargs="?", default=None,
+                        help="model folder, .gguf file, Hugging Face cache id org/name, or an OpenAI-compatible "
+                             "server URL http(s)://host:port/v1 (default: bundled demo)")
+    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
+    parser.add_argument("--experts", default="resident", choices=["resident", "paged", "static"],
+                        help="where expert weights live: all on the device, paged WiSP slots, or static offload")
+    parser.add_argument("--expert-slots", type=whole(1, MAX_EXPERT_SLOTS), default=None,
+                        help="paged mode: expert slots per MoE layer (at most the model's experts per layer)")
+    parser.add_argument("--budget", type=size, default=None, help="most device memory to use, e.g. 12GiB")
+    parser.add_argument("--max-model-len", type=whole(2, INT32_MAX), default=None,
+                        help="context length (default: min(model, 4096))")
+    parser.add_argument("--decode", default="auto", choices=["auto", "graphs", "static", "dynamic"],
+                        help="decode path: CUDA graphs (auto on CUDA), static shapes without graphs, or dynamic")
+    parser.add_argument("--nondeterministic", action="store_true",
+                        help="CUDA: without torch's deterministic kernels (default: repeatable)")
+    parser.add_argument("--attention", default="auto", choices=["auto", "triton", "sdpa"],
+                        help="decode attention: the engine's Triton kernels (auto on Ampere+ CUDA; bitwise repeatable) "
+                             "or PyTorch's SDPA")
+    parser.add_argument("--n-gpu-layers", type=whole(0, INT32_MAX), default=None,
+                        help=".gguf on llama.cpp: layers offloaded to the GPU (default: all)")
+    parser.add_argument("--n-cpu-moe", type=whole(0, INT32_MAX), default=0,
+                        help=".gguf on llama.cpp: keep the experts of the first N layers on the CPU")
+
+
+def add_sampling_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-tokens", type=whole(1, INT32_MAX), default=256)
+    parser.add_argument("--temperature", type=number, default=0.0, help="0 = greedy")
+    parser.add_argument("--top-p", type=number, default=1.0)
+    parser.add_argument("--top-k", type=whole(0, INT32_MAX), default=0)
+    parser.add_argument("--seed", type=whole(SEED_MIN, SEED_MAX), default=None)
+    parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable, not empty)")
+
+
+def add_remote_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--api-key", dest="remote_api_key", default=None,
+                        help="API key when MODEL is a server URL, http(s)://host:port/v1 (default: $WISP_REMOTE_API_KEY)")
+
+
+def remote_key_scope(args: argparse.Namespace):
+    """Remote engines built by this command send --api-key (engine.backends.remote reads it)."""
+    key = getattr(args, "remote_api_key", None)
+    if not key:
+        return contextlib.nullcontext()
+    try:
+        from engine.backends.remote import using_api_key
+    except ImportError:
+        raise WispError("remote servers need httpx: pip install 'wisp[remote]'") from None
+    return using_api_key(key)
+
+
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    if args.expert_slots is not None and args.experts != "paged":
+        raise RequestError("--expert-slots sizes the paged expert cache: use it with --experts paged")
+    return EngineOptions(
+        model=args.model, device=args.device, dtype=args.dtype, experts=args.experts,
+        expert_slots=args.expert_slots, budget_bytes=args.budget,
+        max_model_len=args.max_model_len, decode=getattr(args, "decode", "auto"),
+        deterministic=not getattr(args, "nondeterministic", False), attention=getattr(args, "attention", "auto"),
+        n_gpu_layers=getattr(args, "n_gpu_layers", None),
+        n_cpu_moe=getattr(args, "n_cpu_moe", 0),
+    )
+
+
+def sampling_params(args: argparse.Namespace) -> SamplingParams:
+    for index, stop in enumerate(args.stop):
+        if not stop:
+            raise RequestError("--stop needs a non-empty string (an empty one would stop at once)")
+        check_text(stop, f"--stop {index + 1}")
+    return SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                          top_k=args.top_k, seed=args.seed, stop=tuple(args.stop))
+
+
+def read_key_file(path: str) -> str:
+    """The first line of a key file (so that the key never shows in `ps`)."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            key = file.readline().strip()
+    except (OSError, UnicodeDecodeError) as error:
+        raise WispError(f"cannot read the API key file {path}: {getattr(error, 'strerror', None) or error}") from None
+    if not key:
+        raise WispError(f"the API key file {path} is empty; put the key on its first line")
+    return key
+
+
+def print_json(obj) -> None:
+    print(json.dumps(obj, ensure_ascii=False))
+

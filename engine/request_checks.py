@@ -1,0 +1,80 @@
+"""Checks of the values one request carries, shared by every way in (engine.api, the CLI, the server).
+A value that passes is one the tokenizer, the sampler and torch's generator accept, so a bad request is
+refused where it enters and never reaches the engine loop that other requests share."""
+
+from __future__ import annotations
+
+import math
+
+from engine.errors import RequestError
+
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # what torch.Generator.manual_seed takes
+INT32_MAX = 2**31 - 1  # token ids, token counts and top_k: torch indexes with them
+
+
+def check_text(value: object, field: str) -> str:
+    """A str that encodes as UTF-8: no lone surrogates (JSON's "\\ud800", or undecodable bytes in argv/stdin)."""
+    if not isinstance(value, str):
+        raise RequestError(f"{field} must be text, got {type(value).__name__}", field)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise RequestError(f"{field} is not valid UTF-8 text (character {error.start} is a lone surrogate "
+                           "or an undecodable byte)", field) from None
+    return value
+
+
+def check_int(value: object, field: str, low: int, high: int, label: str | None = None) -> int:
+    """A whole number (not a bool) in [low, high]; `label` names it in the message when `field` is too broad."""
+    label = label or field
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(f"{label} must be a whole number, got {type(value).__name__}", field)
+    if not low <= value <= high:
+        raise RequestError(f"{label} must be between {low} and {high}, got {shorten(value)}", field)
+    return value
+
+
+def check_float(value: object, field: str) -> float:
+    """A finite real number (ints are fine; bools, NaN and infinities are not)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RequestError(f"{field} must be a finite number, got {shorten(value)}", field)
+    return float(value)
+
+
+def check_seed(seed: object) -> None:
+    if seed is not None:
+        check_int(seed, "seed", SEED_MIN, SEED_MAX)
+
+
+def check_stop(stop: object) -> None:
+    if not isinstance(stop, (tuple, list)):
+        raise RequestError(f"stop must be a sequence of strings, got {type(stop).__name__}", "stop")
+    for index, text in enumerate(stop):
+        if not check_text(text, f"stop.{index}"):
+            raise RequestError("stop strings must not be empty", f"stop.{index}")
+
+
+def check_messages(messages: object) -> None:
+    """Chat turns: dicts with a text role and text content."""
+    if not isinstance(messages, (tuple, list)):
+        raise RequestError(f"messages must be a sequence of dicts, got {type(messages).__name__}", "messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise RequestError(f"messages.{index} must be a dict with role and content", f"messages.{index}")
+        for key in ("role", "content"):
+            check_text(message.get(key), f"messages.{index}.{key}")
+
+
+def check_token_ids(ids: object) -> None:
+    if not isinstance(ids, (tuple, list)):
+        raise RequestError("prompt_token_ids must be a sequence of token ids", "prompt")
+    for token_id in ids:
+        check_int(token_id, "prompt", 0, INT32_MAX, label="a prompt token id")
+
+
+def shorten(value: object, limit: int = 40) -> str:
+    """A value for an error line: a 10**400 or a megabyte string must not flood the terminal."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"a {value.bit_length()}-bit number"  # str() of a huge int is slow and capped by Python
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
