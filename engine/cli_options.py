@@ -10,7 +10,7 @@ import contextlib
 import json
 import re
 
-from engine.config import EngineOptions
+from engine.config import BACKENDS, EngineOptions
 from engine.errors import RequestError, WispError
 from engine.request_checks import INT32_MAX, SEED_MAX, SEED_MIN, check_int, check_text
 from engine.sampling import SamplingParams
@@ -93,6 +93,9 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attention", default="auto", choices=["auto", "triton", "sdpa"],
                         help="decode attention: the engine's Triton kernels (auto on Ampere+ CUDA; bitwise repeatable) "
                              "or PyTorch's SDPA")
+    parser.add_argument("--backend", default="auto", choices=list(BACKENDS),
+                        help="engine for a .gguf file: wisp (Wisp's engine: paged experts in their quant blocks), "
+                             "llama.cpp, or auto (Wisp's engine when it supports the file's architecture and types)")
     parser.add_argument("--n-gpu-layers", type=whole(0, INT32_MAX), default=None,
                         help=".gguf on llama.cpp: layers offloaded to the GPU (default: all)")
     parser.add_argument("--n-cpu-moe", type=whole(0, INT32_MAX), default=0,
@@ -134,7 +137,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         max_model_len=args.max_model_len, decode=getattr(args, "decode", "auto"),
         deterministic=not getattr(args, "nondeterministic", False), attention=getattr(args, "attention", "auto"),
         n_gpu_layers=getattr(args, "n_gpu_layers", None),
-        n_cpu_moe=getattr(args, "n_cpu_moe", 0),
+        n_cpu_moe=getattr(args, "n_cpu_moe", 0), backend=getattr(args, "backend", "auto"),
     )
 
 

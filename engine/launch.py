@@ -12,6 +12,7 @@ from engine.budget_check import check_budget_fits
 from engine.config import EngineOptions, Progress
 from engine.errors import UnsupportedModelError
 from engine.generation.core import EngineCore
+from engine.gguf.backend_choice import LLAMA_CPP, WISP, choose_backend
 from engine.generation.model_info import ModelInfo
 from engine.model_path import is_remote_url, resolve_model
 
@@ -24,6 +25,8 @@ def build_engine(options: EngineOptions, progress: Progress | None = None) -> tu
     folder = resolve_model(options.model)
     if folder.suffix == ".gguf":
         return build_gguf(folder, options, progress)
+    if options.backend == LLAMA_CPP:
+        choose_backend(folder, options.backend)  # refuses: llama.cpp runs .gguf files
     from engine.runtime.builder import build_engine as build_wisp  # torch: imported when a model loads
 
     return build_wisp(folder, options, progress)
@@ -32,8 +35,6 @@ def build_engine(options: EngineOptions, progress: Progress | None = None) -> tu
 def build_gguf(path: Path, options: EngineOptions, progress: Progress | None):
     """Wisp's own engine when it runs the file's architecture and every tensor's quant type (or --backend wisp
     asks for it), else llama.cpp (the optional llama-cpp-python dependency)."""
-    from engine.gguf.backend_choice import WISP, choose_backend
-
     if choose_backend(path, options.backend).backend == WISP:
         from engine.runtime.builder import build_gguf_engine  # torch: imported when a model loads
 
