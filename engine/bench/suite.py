@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from engine.alloc.cost_model import LinkCost
-from engine.alloc.memory_plan import GiB, MemoryPlan, PlanRequest, kv_floor_bytes, plan_memory
+from engine.alloc.memory_plan import GiB, MemoryPlan, ModelSizes, PlanRequest, kv_floor_bytes, plan_memory
 from engine.alloc.mvwsa import PoolSpec, configure
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate
 from engine.bench.graph_timing import step_gpu_ms
@@ -65,15 +65,22 @@ SWEEP_SHARES = (0.3, 0.5, 0.7, 0.85, 1.0)  # of the pool to expert slots; 1.0 = 
 
 
 def plan_for(weights: LoadedWeights, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int):
-    return shape_plan(weights.args, mode, budget, slots, batch, max_len)
+    return shape_plan(weights.args, mode, budget, slots, batch, max_len, weights.store.expert_bytes)
 
 
-def shape_plan(model_args: ModelArgs, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int):
+def bench_sizes(model_args: ModelArgs, expert_bytes: int | None = None) -> ModelSizes:
+    """The shape's sizes with bf16 dense weights and KV; experts at expert_bytes (a quantized store's slot row)."""
+    sizes = model_sizes(model_args, 2)
+    return sizes if expert_bytes is None else replace(sizes, expert_bytes=expert_bytes)
+
+
+def shape_plan(model_args: ModelArgs, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int,
+               expert_bytes: int | None = None):
     """The workspace is planned for max_len tokens per step, the scheduler's limit (engine.runtime.builder), as the
     engine's own builder plans it; max_len x batch reserved a workspace no step used (~7 GiB of 24 for 8 x 8192)."""
     request = PlanRequest(mode=mode, budget_bytes=budget, block_size=16, max_model_len=max_len, max_num_seqs=batch,
                           max_batched_tokens=max_len, expert_slots=slots)
-    return plan_memory(model_sizes(model_args, 2), request)
+    return plan_memory(bench_sizes(model_args, expert_bytes), request)
 
 
 def pool_bytes(plan: MemoryPlan) -> int:
@@ -91,7 +98,7 @@ def expert_share(plan: MemoryPlan) -> float | None:
 def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len) -> MemoryPlan:
     """The offline configurator's split for this budget and trace (per-layer slots, KV at its floor)."""
     base = plan_for(weights, "paged", budget, None, batch, max_len)
-    sizes = model_sizes(weights.args, 2)
+    sizes = bench_sizes(weights.args, weights.store.expert_bytes)
     pool = budget - base.dense_bytes - base.workspace_bytes
     spec = PoolSpec(pool, sizes.expert_bytes, kv_floor_bytes(sizes, batch, max_len))
     profile = routing_profile(trace).first_layers(weights.args.num_moe_layers)  # --layers cuts the model
@@ -100,10 +107,11 @@ def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len) -> Memory
                    kv_blocks=chosen.kv_bytes // base.kv_block_bytes)
 
 
-def share_plan(model_args: ModelArgs, budget: int, share: float, batch: int, max_len: int) -> MemoryPlan:
+def share_plan(model_args: ModelArgs, budget: int, share: float, batch: int, max_len: int,
+               expert_bytes: int | None = None) -> MemoryPlan:
     """About `share` of the pool to expert slots with one cap per layer, the rest to KV. The cap is at least
     top_k and at most what leaves the KV floor (the default paged plan's cap), so share=1.0 gives that most."""
-    base = shape_plan(model_args, "paged", budget, None, batch, max_len)
+    base = shape_plan(model_args, "paged", budget, None, batch, max_len, expert_bytes)
     row_bytes = base.num_moe_layers * base.expert_bytes  # one slot in every MoE layer
     wanted = int(share * pool_bytes(base)) // row_bytes
     slots = min(base.min_layer_slots, max(model_args.num_experts_per_tok, wanted))
@@ -113,14 +121,15 @@ def share_plan(model_args: ModelArgs, budget: int, share: float, batch: int, max
 
 def fifty_fifty_plan(weights, budget, batch, max_len) -> MemoryPlan:
     """Half of the expert+KV pool to expert slots (one cap per layer), half to KV: the paper's fixed split."""
-    return share_plan(weights.args, budget, 0.5, batch, max_len)
+    return share_plan(weights.args, budget, 0.5, batch, max_len, weights.store.expert_bytes)
 
 
-def sweep_plans(model_args: ModelArgs, budget: int, batch: int, max_len: int) -> list[MemoryPlan]:
+def sweep_plans(model_args: ModelArgs, budget: int, batch: int, max_len: int,
+                expert_bytes: int | None = None) -> list[MemoryPlan]:
     """Uniform-cap plans at each of SWEEP_SHARES, fewest slots first; shares that give the same cap run once."""
     by_slots: dict[int, MemoryPlan] = {}
     for share in SWEEP_SHARES:
-        plan = share_plan(model_args, budget, share, batch, max_len)
+        plan = share_plan(model_args, budget, share, batch, max_len, expert_bytes)
         by_slots.setdefault(plan.min_layer_slots, plan)
     return [by_slots[slots] for slots in sorted(by_slots)]
 
@@ -220,7 +229,8 @@ def attach_online(engine, weights, args, device) -> None:
 
     request = PlanRequest(mode="paged", budget_bytes=engine.plan.budget_bytes, block_size=16, max_model_len=args.max_len,
                           max_num_seqs=args.batch, max_batched_tokens=args.max_len)
-    attach_controller(engine, model_sizes(weights.args, 2), request, device, weights.args.num_hidden_layers)
+    attach_controller(engine, bench_sizes(weights.args, weights.store.expert_bytes), request, device,
+                      weights.args.num_hidden_layers)
     engine.controller.min_steps = 8
     engine.plan_changes, engine.plan_stall_s, engine.barrier_s, engine.plan_reasons = 0, 0.0, 0.0, []
     step = engine.step
@@ -283,6 +293,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--also", action="append", default=[],
                         help="another session on the same built weights, e.g. --also '--batch 4 --budgets 24' "
                              "(its flags override the others; repeatable)")
+    parser.add_argument("--quant", default=None, choices=["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"],
+                        help="experts as a GGUF file of this type holds them (random valid blocks; dense stays bf16)")
     parser.add_argument("--label", default="", help="free text stored in the JSON facts (e.g. what changed)")
     parser.add_argument("--out", type=Path, required=True)
     return parser.parse_args(argv)
@@ -292,7 +304,7 @@ def run_facts(args, model_args: ModelArgs, host: LoadedWeights, device, build_s:
     """What every row shares; num_moe_layers x num_experts x expert_bytes is what a cold prompt copies (TTFT floor)."""
     return {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
             "gpu": device_name(device), "torch": torch.__version__,
-            "git_commit": git_commit(), "label": args.label, "build_s": build_s,
+            "git_commit": git_commit(), "label": args.label, "build_s": build_s, "quant": args.quant,
             "num_moe_layers": model_args.num_moe_layers, "num_experts": model_args.num_experts,
             "expert_bytes": host.store.expert_bytes, "pinned": host.store.is_pinned,
             "copy_loop_gb_s": copy_loop_rate(host.store, device),
@@ -365,7 +377,7 @@ def budget_rows(host, budget: int, arms, args, device, router, trace, link) -> l
         plan = plan_for(host, "paged", budget, None, args.batch, args.max_len)
         rows.append(run_arm(host, "wisp-uniform", plan, args, device, router, tokens))
     if "wisp-sweep" in arms:
-        for plan in sweep_plans(host.args, budget, args.batch, args.max_len):
+        for plan in sweep_plans(host.args, budget, args.batch, args.max_len, host.store.expert_bytes):
             rows.append(run_arm(host, "wisp-sweep", plan, args, device, router, tokens, runs=args.sweep_runs))
     return rows + static_rows(host, budget, arms, args, device, router)
 
@@ -390,7 +402,7 @@ def main(argv: list[str] | None = None) -> None:
     device = torch.device(args.device)
     model_args = shape_of(args)
     started = time.perf_counter()
-    host = synthetic_weights(model_args, device, experts_on_host=True)
+    host = synthetic_weights(model_args, device, experts_on_host=True, quant=args.quant)
     facts = run_facts(args, model_args, host, device, time.perf_counter() - started)
     print(json.dumps(facts), flush=True)
     for extra in [""] + args.also:  # each --also session reuses the built weights with its flags on top
@@ -404,7 +416,8 @@ def run_session(args, host, device, facts: dict) -> None:
     link = LinkCost(facts["copy_loop_gb_s"] * 1e9, 20e-6, 0.012, 0.0004)
     router = TraceRouter(trace, device)
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"{args.shape}-b{args.batch}-p{args.prompt}-{args.trace.stem}.json"
+    quant = f"-{args.quant}" if args.quant else ""
+    path = args.out / f"{args.shape}{quant}-b{args.batch}-p{args.prompt}-{args.trace.stem}.json"
     rows = unbudgeted_rows(host, arms, args, device, router)
     for budget in [int(float(b) * GiB) for b in args.budgets.split(",")]:
         path.write_text(json.dumps({"facts": facts, "rows": rows}))  # what is done survives a timeout

@@ -44,11 +44,20 @@ def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, ho
 
 
 def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
-                      dtype: torch.dtype | None = None) -> LoadedWeights:
-    """dtype: the shape's own (torch_dtype) unless given."""
+                      dtype: torch.dtype | None = None, quant: str | None = None) -> LoadedWeights:
+    """dtype: the shape's own (torch_dtype) unless given. quant: a GGUF file type (Q4_K_M, Q8_0, ...) whose expert
+    types the experts get (random valid blocks, engine.quant.synthetic); None keeps them in dtype."""
     dtype = dtype or DTYPES[args.torch_dtype or "bfloat16"]
     model = synthetic_dense(args, dtype, gpu)
-    store = synthetic_experts(args, dtype, gpu, host=experts_on_host and gpu.type == "cuda")
+    host = experts_on_host and gpu.type == "cuda"
+    if quant is None:
+        store = synthetic_experts(args, dtype, gpu, host=host)
+    else:
+        from engine.quant.file_types import expert_types
+        from engine.quant.synthetic import synthetic_quant_experts
+
+        moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
+        store = synthetic_quant_experts(args, expert_types(quant, moe_layers, args.num_hidden_layers), gpu, host)
     return LoadedWeights(args=args, model=model, store=store, dtype=dtype)
 
 
