@@ -23,11 +23,7 @@ class ExpertLayout(Protocol):
 
     numel: int  # elements of one expert's block (one row of a [E, numel] tensor)
     dtype: torch.dtype  # the block's element type (bf16 for dense weights, uint8 for quantized blocks)
-
-    @property
-    def expert_bytes(self) -> int:
-        """Bytes of one expert's block: what a miss copies."""
-        return self.numel * torch.empty((), dtype=self.dtype).element_size()
+    expert_bytes: int  # bytes of one expert's block: what a miss copies (read every layer-step: keep it a field)
 
     def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Small step. x [T, D]; blocks [T*K, numel]: the block of every (token, k) entry; weights [T, K].
