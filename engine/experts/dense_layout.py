@@ -15,6 +15,7 @@ class DenseLayout(ExpertLayout):
     def __init__(self, hidden: int, intermediate: int, dtype: torch.dtype):
         self.hidden, self.intermediate, self.dtype = hidden, intermediate, dtype
         self.numel = 3 * hidden * intermediate
+        self.expert_bytes = self.numel * torch.empty((), dtype=dtype).element_size()
 
     def gate_up(self, block: torch.Tensor) -> torch.Tensor:
         return block[: 2 * self.hidden * self.intermediate].view(2 * self.intermediate, self.hidden)

@@ -23,11 +23,7 @@ class ExpertLayout(Protocol):
 
     numel: int  # elements of one expert's block (one row of a [E, numel] tensor)
     dtype: torch.dtype  # the block's element type (bf16 for dense weights, uint8 for quantized blocks)
-
-    @property
-    def expert_bytes(self) -> int:
-        """Bytes of one expert's block: what a miss copies."""
-        return self.numel * torch.empty((), dtype=self.dtype).element_size()
+    expert_bytes: int  # bytes of one expert's block: what a miss copies (read every layer-step: keep it a field)
 
     def for_layer(self, layer: int) -> "ExpertLayout":
         """The layout of one MoE layer's blocks. Quantized files mix types by layer (a Q4_K_M file's ffn_down is
