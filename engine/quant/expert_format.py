@@ -33,6 +33,7 @@ class QuantExpertFormat(ExpertLayout):
         self.up = QuantLinearSpec(quant_type(up_type), intermediate, hidden, align(self.gate.end))
         self.down = QuantLinearSpec(quant_type(down_type), hidden, intermediate, align(self.up.end))
         self.slot_bytes = max(align(self.down.end), slot_bytes)
+        self.expert_bytes = self.slot_bytes  # what a miss copies
         if self.slot_bytes % ALIGN:
             raise ValueError(f"slot rows must be a multiple of {ALIGN} bytes, got {slot_bytes}")
         fused = self.gate.qtype == self.up.qtype and self.up.byte_offset == self.gate.end

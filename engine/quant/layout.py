@@ -22,6 +22,7 @@ class QuantLayout(ExpertLayout):
             raise ValueError("a quantized expert store needs at least one MoE layer")
         own = {layer: QuantExpertFormat(hidden, intermediate, *types) for layer, types in types_by_layer.items()}
         self.numel = max(f.slot_bytes for f in own.values())
+        self.expert_bytes = self.numel  # uint8 rows
         self.hidden, self.intermediate = hidden, intermediate
         self.formats = {layer: QuantExpertFormat(hidden, intermediate, *f.types, slot_bytes=self.numel)
                         for layer, f in own.items()}
