@@ -22,13 +22,17 @@ def run(path: str, device: str, mode: str, slots: int | None, budget: int | None
     request = GenerateRequest(prompt="def fib(n):", sampling=SamplingParams(max_tokens=tokens, ignore_eos=True))
     import torch
 
+    baseline = 0
     if device == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
+        baseline = torch.cuda.memory_allocated()  # what earlier engines of this process left behind
     with Engine(options) as engine:
         done = engine.generate(request)
         plan = engine.info.plan
-    peak = torch.cuda.max_memory_allocated() if device == "cuda" else None
+    peak = torch.cuda.max_memory_allocated() - baseline if device == "cuda" else None
+    if baseline:
+        print(f"  ({baseline} bytes were still allocated before this engine loaded)")
     return done, plan, peak
 
 

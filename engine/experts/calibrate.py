@@ -35,30 +35,42 @@ def time_copies(sources: list[torch.Tensor], targets: list[torch.Tensor], device
     return time.perf_counter() - start
 
 
-def measure(device: torch.device, count: int = 32) -> tuple[float, float]:
-    """-> (bytes per second at one-expert copies, fixed seconds per copy)."""
+def measure(device: torch.device, count: int = 32, probe_bytes: int = PROBE_BYTES) -> tuple[float, float]:
+    """-> (bytes per second at copies of probe_bytes, fixed seconds per copy). Allocates count x probe_bytes on
+    the device for the duration of the probe."""
     pin = device.type == "cuda"
-    numel = PROBE_BYTES // 2
+    numel = probe_bytes // 2
     big = [torch.full((numel,), 0.5, dtype=torch.bfloat16, pin_memory=pin) for _ in range(count)]
     small = [t[:2048] for t in big]
     targets = [torch.empty(numel, dtype=torch.bfloat16, device=device) for _ in range(count)]
     big_s = time_copies(big, targets, device)
     small_s = time_copies(small, [t[:2048] for t in targets], device)
     per_copy = small_s / count
-    rate = count * PROBE_BYTES / max(big_s - count * per_copy, 1e-9)
+    rate = count * numel * 2 / max(big_s - count * per_copy, 1e-9)
     return rate, per_copy
 
 
-def link_cost(device: torch.device, dense_step_s: float, prefill_token_s: float, refresh: bool = False) -> LinkCost:
+def link_cost(device: torch.device, dense_step_s: float, prefill_token_s: float, refresh: bool = False,
+              max_device_bytes: int | None = None) -> LinkCost:
+    """The cached probe, or a new one that puts at most max_device_bytes on the device (a loaded engine's idle
+    workspace: the probe must stay inside the memory plan)."""
     path = cache_file(device)
     if path.exists() and not refresh:
         cached = json.loads(path.read_text())
         rate, per_copy = cached["h2d_bytes_per_s"], cached["per_miss_s"]
     else:
-        rate, per_copy = measure(device)
+        rate, per_copy = measure(device, *probe_shape(max_device_bytes))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"h2d_bytes_per_s": rate, "per_miss_s": per_copy}))
     return LinkCost(h2d_bytes_per_s=rate, per_miss_s=per_copy, dense_step_s=dense_step_s, prefill_token_s=prefill_token_s)
+
+
+def probe_shape(max_device_bytes: int | None) -> tuple[int, int]:
+    """(count, bytes per copy) of a probe that fits max_device_bytes: up to 32 one-expert copies."""
+    if max_device_bytes is None:
+        return 32, PROBE_BYTES
+    probe_bytes = max(4096, min(PROBE_BYTES, max_device_bytes) // 2 * 2)
+    return max(1, min(32, max_device_bytes // probe_bytes)), probe_bytes
 
 
 def estimated_compute(dense_bytes: int, active_expert_bytes: int, num_layers: int, device: torch.device):

@@ -130,7 +130,8 @@ def attach_controller(engine: LLMEngine, sizes, request: PlanRequest, device: to
     from engine.experts.calibrate import estimated_compute, link_cost
 
     active = sizes.num_moe_layers * sizes.top_k * sizes.expert_bytes
-    link = link_cost(device, *estimated_compute(sizes.dense_bytes, active, num_layers, device))
+    link = link_cost(device, *estimated_compute(sizes.dense_bytes, active, num_layers, device),
+                     max_device_bytes=engine.plan.workspace_bytes)  # idle until the first step
     # Its floor is one full-length request: concurrent requests beyond it get KV at the admission barrier.
     controller = OnlineController(sizes.num_experts, sizes.top_k, kv_floor_bytes(sizes, 1, request.max_model_len), link)
     engine.controller = controller
