@@ -22,15 +22,15 @@ def sampling(max_tokens: int) -> tuple[SamplingParams, SamplingParams]:
 
 def outputs(path: Path, max_tokens: int = 6, device: str = "cpu", peak: list | None = None, **options) -> list:
     """(token ids, logprobs) of: the first prompt greedy, then seeded, then all PROMPTS batched (greedy and seeded
-    alternating). peak: a list that receives torch.cuda.max_memory_allocated after the runs (CUDA)."""
+    alternating). peak: a list that receives torch.cuda.max_memory_allocated over loading and the runs (CUDA)."""
     greedy, seeded = sampling(max_tokens)
     engine_options = EngineOptions(model=str(path), device=device, backend="wisp", max_model_len=MAX_MODEL_LEN,
                                    **options)
-    with Engine(engine_options) as engine:
-        if peak is not None:
-            import torch
+    if peak is not None:
+        import torch
 
-            torch.cuda.reset_peak_memory_stats()
+        torch.cuda.reset_peak_memory_stats()
+    with Engine(engine_options) as engine:
         results = [engine.generate(GenerateRequest(prompt_token_ids=PROMPTS[0], sampling=s)) for s in (greedy, seeded)]
         handles = engine.submit_batch([GenerateRequest(prompt_token_ids=p, sampling=(greedy, seeded)[i % 2])
                                        for i, p in enumerate(PROMPTS)])
