@@ -32,8 +32,14 @@ def hf_config(model_type: str):
     raise ValueError(model_type)
 
 
-def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0, **config_changes) -> Path:
-    """A random checkpoint (f32) with tests/tiny_models' byte-level BPE tokenizer and ChatML template."""
+def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0, peak: float = 0.0,
+                **config_changes) -> Path:
+    """A random checkpoint (f32) with tests/tiny_models' byte-level BPE tokenizer and ChatML template.
+    peak > 0 (untied only): the token embeddings are scaled by `peak`, so the current token dominates the residual
+    stream, and lm_head's row of a successor of every token v (one cycle through the vocabulary) also points along
+    v's embedding: each position's logits get a favourite whose margin grows with peak while attention and the
+    experts still shift every logit. Greedy decoding is then well defined under rounding that flips the argmax
+    of a flat random model (llama.cpp's activation quantization, bf16)."""
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
@@ -48,6 +54,12 @@ def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0,
                 param.normal_(0.0, 0.15)
             else:
                 param.uniform_(0.5, 1.5)  # norms too, so a wrongly mapped norm cannot go unnoticed
+        if peak:
+            embed = model.get_input_embeddings().weight
+            order = torch.randperm(embed.shape[0])  # one cycle through the vocabulary: no token follows itself
+            successor = order.roll(-1)[order.argsort()]
+            model.get_output_embeddings().weight[successor] += 8 * embed / embed.norm(dim=-1, keepdim=True)
+            embed.mul_(peak)
     model.save_pretrained(folder)
     save_tokenizer(folder)
     return folder

@@ -1,0 +1,34 @@
+"""All-position logits of Wisp's engine on a GGUF file: one prefill through the engine's own model and expert
+provider (the compute `wisp run` uses), and the teacher-forced comparison numbers against llama.cpp."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
+from engine.model.transformer import MoeContext
+
+
+def prefill_logits(engine, token_ids: list[int]) -> np.ndarray:
+    """fp32 logits [len(token_ids), vocab] of one prefill with the engine's model and expert provider (a KV cache
+    of its own, so the engine's pool is untouched)."""
+    runner = engine._core.runner
+    args, n = runner.model.args, len(token_ids)
+    dtype = runner.model.embed_tokens.weight.dtype
+    cache = KVCache(args.num_hidden_layers, n, args.num_key_value_heads, args.head_dim, dtype, runner.device)
+    rows = torch.arange(n, device=runner.device)
+    meta = AttentionMetadata(slot_mapping=rows, spans=[SeqSpan(0, n, rows)])
+    with torch.inference_mode():
+        runner.experts.begin_step(True)
+        hidden = runner.model(torch.tensor(token_ids, device=runner.device), rows, meta, cache,
+                              MoeContext(runner.experts))
+        return runner.model.logits(hidden).cpu().numpy()
+
+
+def agreement(ours: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
+    """(top-1 agreement, mean KL(reference || ours) in nats) over positions."""
+    log_ours = torch.log_softmax(torch.from_numpy(ours).double(), -1)
+    log_ref = torch.log_softmax(torch.from_numpy(reference).double(), -1)
+    kl = (log_ref.exp() * (log_ref - log_ours)).sum(-1).mean().item()
+    return float((ours.argmax(-1) == reference.argmax(-1)).mean()), kl
