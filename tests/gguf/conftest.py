@@ -24,8 +24,10 @@ class GgufFiles:
             self.folder(model_type), self.root / f"{model_type}-{out_type}.gguf", out_type).path)
 
     def quantized(self, model_type: str, ftype: str) -> Path:
-        return self._once(("quant", model_type, ftype), lambda: quantize(
-            self.converted(model_type, "f32"), self.root / f"{model_type}-{ftype}.gguf", ftype))
+        """A file already in root is used as it is: machines without llama.cpp (the H200) get them made elsewhere."""
+        out = self.root / f"{model_type}-{ftype}.gguf"
+        return self._once(("quant", model_type, ftype), lambda: out if out.exists() else quantize(
+            self.converted(model_type, "f32"), out, ftype))
 
     def _once(self, key: tuple, make) -> Path:
         if key not in self._made:

@@ -3,6 +3,7 @@ rounding (llama.cpp's activation quantization, bf16 on a GPU) moves logits far l
 `peaked_files` (peak 30): attention and the experts still move the logits a lot (teacher-forced comparisons);
 `greedy_files` (peak 50): every greedy step of 32 has a clear winner, so greedy decoding is well defined."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -30,4 +31,7 @@ def peaked_files(tmp_path_factory) -> PeakedFiles:
 
 @pytest.fixture(scope="session")
 def greedy_files(tmp_path_factory) -> PeakedFiles:
-    return PeakedFiles(tmp_path_factory.mktemp("gguf-peak50"), 50.0)
+    """WISP_GGUF_DIR/peak50 when set: files made beforehand on a machine with llama.cpp (see bench/h200_quant.sh)."""
+    made = os.environ.get("WISP_GGUF_DIR")
+    root = Path(made) / "peak50" if made else tmp_path_factory.mktemp("gguf-peak50")
+    return PeakedFiles(root, 50.0)
