@@ -22,21 +22,25 @@ def sampling(max_tokens: int) -> tuple[SamplingParams, SamplingParams]:
 
 def outputs(path: Path, max_tokens: int = 6, device: str = "cpu", peak: list | None = None, **options) -> list:
     """(token ids, logprobs) of: the first prompt greedy, then seeded, then all PROMPTS batched (greedy and seeded
-    alternating). peak: a list that receives torch.cuda.max_memory_allocated over loading and the runs (CUDA)."""
+    alternating). peak: a list that receives the device memory this engine added at its most, over loading and the
+    runs (CUDA): max_memory_allocated less what earlier engines of the process left allocated (cuBLAS workspaces of
+    their streams, kept by torch for the process)."""
     greedy, seeded = sampling(max_tokens)
     engine_options = EngineOptions(model=str(path), device=device, backend="wisp", max_model_len=MAX_MODEL_LEN,
                                    **options)
     if peak is not None:
         import torch
 
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
+        baseline = torch.cuda.memory_allocated()
     with Engine(engine_options) as engine:
         results = [engine.generate(GenerateRequest(prompt_token_ids=PROMPTS[0], sampling=s)) for s in (greedy, seeded)]
         handles = engine.submit_batch([GenerateRequest(prompt_token_ids=p, sampling=(greedy, seeded)[i % 2])
                                        for i, p in enumerate(PROMPTS)])
         results += [h.result() for h in handles]
         if peak is not None:
-            peak.append(torch.cuda.max_memory_allocated())
+            peak.append(torch.cuda.max_memory_allocated() - baseline)
     assert all(r.error is None and len(r.token_ids) == max_tokens for r in results), results
     return [(tuple(r.token_ids), tuple(r.logprobs)) for r in results]
 
