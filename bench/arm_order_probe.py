@@ -28,17 +28,17 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.profile_decode import engine_for  # noqa: E402
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate  # noqa: E402
 from engine.bench.graph_timing import replay_ms, whole_step_graphs  # noqa: E402
-from bench.profile_decode import engine_for  # noqa: E402
 from engine.bench.shapes import add_shape_options, shape_of  # noqa: E402
 from engine.bench.suite import (RESIDENT_VARIANTS, decode_once, plan_for, reset_peak, resident_weights,  # noqa: E402
                                 run_arm)
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights  # noqa: E402
 from engine.bench.trace_router import TraceRouter  # noqa: E402
 from engine.config import EngineOptions  # noqa: E402
-from engine.runtime import decode_graphs  # noqa: E402
 from engine.runtime.builder import assemble_engine  # noqa: E402
+from engine.runtime.decode_graphs import WholeStepOptions  # noqa: E402
 from engine.runtime.determinism import use_deterministic_kernels  # noqa: E402
 from engine.traces.format import load as load_trace  # noqa: E402
 
@@ -74,7 +74,7 @@ def main() -> None:
     device = torch.device(args.device)
     host = synthetic_weights(shape_of(args), device, experts_on_host=True)
     router = TraceRouter(load_trace(args.trace), device)
-    resident, rows = None, []
+    resident, rows, whole = None, [], None
     for place, step in enumerate(sequence):
         if step not in ON_RESIDENT:
             resident = None  # the suite frees the resident copy before its other arms
@@ -94,14 +94,15 @@ def main() -> None:
         elif step == "profile":
             rows.append({"step": step, "kernels": kernel_times(resident, args, device, router)})
         elif step.startswith("graphs"):
-            decode_graphs.WHOLE_CHUNK_LAYERS = int(step[len("graphs"):])
+            whole = WholeStepOptions(chunk_layers=int(step[len("graphs"):]))  # for the arms that follow
             rows.append({"step": step})
         elif step in RESIDENT_OPTIONS:
             plan = plan_for(resident, "resident", None, None, 1, args.max_len)
-            rows.append(run_arm(resident, step, plan, args, device, router, args.tokens, **RESIDENT_OPTIONS[step]))
+            rows.append(run_arm(resident, step, plan, args, device, router, args.tokens, whole=whole,
+                                **RESIDENT_OPTIONS[step]))
         else:  # paged-all
             plan = plan_for(host, "paged", None, host.args.num_experts, 1, args.max_len)
-            rows.append(run_arm(host, step, plan, args, device, router, args.tokens, warm_all=True))
+            rows.append(run_arm(host, step, plan, args, device, router, args.tokens, warm_all=True, whole=whole))
         row = rows[-1]
         summary = {key: row.get(key) for key in ("step", "arm", "decode_tok_s", "step_gpu_ms", "peak_gib", "error")}
         print("ORDER", place, json.dumps({k: v for k, v in summary.items() if v is not None}), flush=True)

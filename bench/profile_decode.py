@@ -40,14 +40,16 @@ from engine.bench.suite import decode_once, mvwsa_plan, plan_for, resident_weigh
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
-from engine.runtime import decode_graphs
 from engine.runtime.builder import assemble_engine
+from engine.runtime.decode_graphs import WholeStepOptions
 from engine.traces.format import load as load_trace
 
-def engine_for(weights, plan, args, router, warm_all: bool):
-    """An engine on these weights, its decode graphs captured (one short request run first)."""
+def engine_for(weights, plan, args, router, warm_all: bool, chunk_layers: int | None = None):
+    """An engine on these weights, its decode graphs captured (one short request run first); chunk_layers:
+    layers per graph of a whole decode step (None: one graph per step)."""
     engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device="cuda", experts=plan.mode), plan,
                              torch.device("cuda"), args.max_len)
+    engine.runner.padded_decode.set_whole_options(WholeStepOptions(chunk_layers=chunk_layers))
     if warm_all:
         engine.runner.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
     router.drive(engine)
@@ -55,9 +57,9 @@ def engine_for(weights, plan, args, router, warm_all: bool):
     return engine
 
 
-def time_arm(name: str, weights, plan, args, router, warm_all: bool) -> dict:
+def time_arm(name: str, weights, plan, args, router, warm_all: bool, chunk_layers: int | None = None) -> dict:
     """The arm's decode tok/s, GPU time per step, host time around it and launch time (no profiler attached)."""
-    engine = engine_for(weights, plan, args, router, warm_all)
+    engine = engine_for(weights, plan, args, router, warm_all, chunk_layers)
     finishes = decode_once(engine, args.prompt, args.tokens, 1, seed=0)
     stats = finishes[0].stats
     tok_s = (args.tokens - 1) / (stats.total_s - stats.ttft_s)
@@ -66,7 +68,7 @@ def time_arm(name: str, weights, plan, args, router, warm_all: bool) -> dict:
     launch = timed_launches(lambda: replay_whole(static)) if static is not None else None
     step_ms = 1e3 / tok_s
     graphs = len(static.whole) if static is not None else None
-    row = {"arm": name, "chunk_layers": decode_graphs.WHOLE_CHUNK_LAYERS, "graphs": graphs, "decode_tok_s": tok_s,
+    row = {"arm": name, "chunk_layers": chunk_layers, "graphs": graphs, "decode_tok_s": tok_s,
            "step_ms": step_ms, "graph_replay_ms": gpu_ms,
            "host_ms": step_ms - gpu_ms if gpu_ms is not None else None, "launch_us": launch}
     print(json.dumps(row), flush=True)
@@ -152,10 +154,9 @@ def main(argv: list[str] | None = None) -> None:
     arms_of = Arms(host, args, trace, device)
     rows = []
     # every timing before the first profiler table (see the module's docstring)
-    for chunk in args.chunk_layers or [decode_graphs.WHOLE_CHUNK_LAYERS]:
-        decode_graphs.WHOLE_CHUNK_LAYERS = chunk
+    for chunk in args.chunk_layers or [None]:
         for arm in arms:
-            rows.append(arms_of.run(arm, partial(time_arm, args=args, router=router)))
+            rows.append(arms_of.run(arm, partial(time_arm, args=args, router=router, chunk_layers=chunk)))
     if args.out is not None:  # before the tables: a run cut short keeps its timings
         args.out.write_text(json.dumps(rows))
     if args.tables:

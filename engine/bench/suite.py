@@ -40,6 +40,7 @@ from engine.model.loader import LoadedWeights
 from engine.model.sizes import model_sizes
 from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine
+from engine.runtime.decode_graphs import WholeStepOptions
 from engine.sampling import SamplingParams
 from engine.traces.format import load as load_trace
 from engine.traces.profile import routing_profile
@@ -180,12 +181,12 @@ def measure(engine, provider, args, tokens: int) -> dict:
 
 def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: int, provider=None,
             runs: int | None = None, warm_all: bool = False, online: bool = False, host_pager: bool = False,
-            **options):
-    """One arm; options go to EngineOptions (prefetch, decode, deterministic, attention). A failure is recorded
-    as a row with its error, and the suite goes on."""
+            whole: WholeStepOptions | None = None, **options):
+    """One arm; options go to EngineOptions (prefetch, decode, deterministic, attention), whole to its decode
+    graphs. A failure is recorded as a row with its error, and the suite goes on."""
     try:
         return measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs, warm_all, online,
-                           host_pager, options)
+                           host_pager, whole, options)
     except Exception as err:  # noqa: BLE001 - a benchmark row, not a user path
         row = {"arm": arm, "budget_gib": plan.budget_bytes / GiB if plan.budget_bytes else None,
                "expert_share": expert_share(plan), "error": f"{type(err).__name__}: {err}"}
@@ -194,12 +195,14 @@ def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: i
 
 
 def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs, warm_all, online, host_pager,
-                options: dict):
+                whole, options: dict):
     reset_peak(device)
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
     engine_options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, **options)
     engine = assemble_engine(weights, IdOnlyTokenizer(), engine_options, plan, device, args.max_len, provider=provider)
     provider = engine.runner.experts
+    if whole is not None and engine.runner.padded_decode is not None:
+        engine.runner.padded_decode.set_whole_options(whole)
     if host_pager:  # the per-layer host pager (what prefetch runs on), not the device pager in one graph
         provider.page_on_host()
     if warm_all:

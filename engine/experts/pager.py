@@ -13,13 +13,13 @@ from engine.experts.counters import ExpertCounters
 from engine.experts.device_pager import DevicePager
 from engine.experts.host_pager import HostPager
 from engine.experts.prefetcher import Prefetcher
-from engine.experts.provider import ExpertProvider, GraphedExperts, RoutingListener
-from engine.experts.routing_feed import RoutingFeed
+from engine.experts.provider import ExpertProvider, GraphedExperts
+from engine.experts.routing_feed import FeedsRouting, RoutingFeed
 from engine.experts.routing_ring import RoutingRing
 from engine.experts.store import ExpertStore
 
 
-class PagedExperts(ExpertProvider):
+class PagedExperts(FeedsRouting, ExpertProvider):
     name = "paged"
 
     def __init__(self, host: ExpertStore, device: torch.device, capacity: dict[int, int], predictor=None):
@@ -57,12 +57,6 @@ class PagedExperts(ExpertProvider):
     def page_on_host(self) -> None:
         """Decode steps page on the host from now on, not in graphed steps (benchmarks compare the two)."""
         self.device_pager.is_enabled = False
-
-    def begin_step(self, is_prefill: bool) -> None:
-        self.feed.begin_step(is_prefill)
-
-    def add_routing_listener(self, listener: RoutingListener) -> None:
-        self.feed.add(listener)
 
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         self.device_pager.to_host()

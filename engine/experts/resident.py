@@ -8,14 +8,14 @@ import torch
 from engine.errors import BudgetError
 from engine.experts.counters import ExpertCounters
 from engine.experts.dispatch import is_small_step
-from engine.experts.provider import ExpertProvider, GraphedExperts, RoutingListener
-from engine.experts.routing_feed import RoutingFeed
+from engine.experts.provider import ExpertProvider, GraphedExperts
+from engine.experts.routing_feed import FeedsRouting, RoutingFeed
 from engine.experts.routing_ring import RoutingRing
 from engine.experts.store import ExpertStore
 from engine.experts.use_counter import LazyUseCounter
 
 
-class ResidentExperts(ExpertProvider):
+class ResidentExperts(FeedsRouting, ExpertProvider):
     name = "resident"
 
     def __init__(self, store: ExpertStore):
@@ -30,12 +30,6 @@ class ResidentExperts(ExpertProvider):
     def counters(self) -> ExpertCounters:
         self.settle()
         return self.uses.settle()
-
-    def begin_step(self, is_prefill: bool) -> None:
-        self.feed.begin_step(is_prefill)
-
-    def add_routing_listener(self, listener: RoutingListener) -> None:
-        self.feed.add(listener)
 
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         if self.feed.has_listeners:

@@ -31,3 +31,15 @@ class RoutingFeed:
         """ids_host [T, K] of one layer-step, on the host."""
         if self.listeners:
             self.publish(layer, [int(e) for e in step_unique(ids_host)], is_decode)
+
+
+class FeedsRouting:
+    """A provider's begin_step and add_routing_listener, for providers whose listeners live in `self.feed`."""
+
+    feed: RoutingFeed
+
+    def begin_step(self, is_prefill: bool) -> None:
+        self.feed.begin_step(is_prefill)
+
+    def add_routing_listener(self, listener) -> None:
+        self.feed.add(listener)

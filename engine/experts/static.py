@@ -7,8 +7,8 @@ import torch
 
 from engine.errors import BudgetError
 from engine.experts.counters import ExpertCounters
-from engine.experts.provider import ExpertProvider, GraphedExperts, RoutingListener
-from engine.experts.routing_feed import RoutingFeed
+from engine.experts.provider import ExpertProvider, GraphedExperts
+from engine.experts.routing_feed import FeedsRouting, RoutingFeed
 from engine.experts.store import ExpertStore
 from engine.experts.use_counter import LazyUseCounter
 
@@ -21,7 +21,7 @@ def split_layers(host: ExpertStore, device: torch.device, num_offloaded_layers: 
     return offloaded, {layer: host.blocks[layer].to(device) for layer in layers if layer not in offloaded}
 
 
-class StaticOffloadExperts(ExpertProvider):
+class StaticOffloadExperts(FeedsRouting, ExpertProvider):
     name = "static"
 
     def __init__(self, host: ExpertStore, device: torch.device, num_offloaded_layers: int):
@@ -35,12 +35,6 @@ class StaticOffloadExperts(ExpertProvider):
     @property
     def counters(self) -> ExpertCounters:
         return self.uses.settle()
-
-    def begin_step(self, is_prefill: bool) -> None:
-        self.feed.begin_step(is_prefill)
-
-    def add_routing_listener(self, listener: RoutingListener) -> None:
-        self.feed.add(listener)
 
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         offloaded = layer in self.offloaded

@@ -14,15 +14,15 @@ from engine.experts import pager_kernels
 from engine.experts.counters import ExpertCounters
 from engine.experts.device_lru import DeviceLRU
 from engine.experts.dispatch import is_small_step
-from engine.experts.provider import ExpertProvider, GraphedExperts, RoutingListener
-from engine.experts.routing_feed import RoutingFeed
+from engine.experts.provider import ExpertProvider, GraphedExperts
+from engine.experts.routing_feed import FeedsRouting, RoutingFeed
 from engine.experts.routing_ring import RoutingRing
 from engine.experts.static import split_layers
 from engine.experts.store import ExpertStore
 from engine.experts.uva import as_words, device_view
 
 
-class TouchedCopyExperts(ExpertProvider):
+class TouchedCopyExperts(FeedsRouting, ExpertProvider):
     name = "static-uva"
 
     def __init__(self, host: ExpertStore, device: torch.device, num_offloaded_layers: int):
@@ -38,12 +38,6 @@ class TouchedCopyExperts(ExpertProvider):
     def counters(self) -> ExpertCounters:
         self.settle()
         return self._counters
-
-    def begin_step(self, is_prefill: bool) -> None:
-        self.feed.begin_step(is_prefill)
-
-    def add_routing_listener(self, listener: RoutingListener) -> None:
-        self.feed.add(listener)
 
     def forward(self, layer: int, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         ids_host = ids.cpu().numpy()

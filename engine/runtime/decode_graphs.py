@@ -3,8 +3,8 @@ max_model_len, routing) reads and writes fixed buffers, so on CUDA the step runs
 
 Where the expert provider has a graphed path (resident experts; the pager with its LRU on the device,
 engine.experts.device_pager), the whole step - every layer, routed experts and miss copies included - runs as
-CUDA graphs replayed back to back: one graph per step unless WHOLE_CHUNK_LAYERS splits it (one graph launches
-least; bench.profile_decode --chunk-layers compares). Otherwise each layer's dense part is one graph and the
+CUDA graphs replayed back to back: one graph per step unless WholeStepOptions.chunk_layers splits it (one graph
+launches least; bench.profile_decode --chunk-layers compares). Otherwise each layer's dense part is one graph and the
 experts run eagerly between replays. Every expert mode computes the same kernels in the same order, so outputs
 stay bitwise equal."""
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -20,19 +21,26 @@ from engine.experts.provider import GraphedExperts
 from engine.model.attention import KVCache, PaddedDecodeMetadata
 from engine.model.transformer import MoeContext, MoeTransformer
 
-WHOLE_CHUNK_LAYERS: int | None = None  # layers per graph of a whole decode step; None: the whole step as one graph
-# (bench.profile_decode --chunk-layers measures others; tests set 1 to cross every hand-over)
+
+
+@dataclass(frozen=True)
+class WholeStepOptions:
+    """How decode steps run through the providers' graphed path (the defaults are the engine's; benchmarks and
+    tests set others with DecodeGraphs.set_whole_options)."""
+
+    chunk_layers: int | None = None  # layers per captured graph; None: the whole step as one graph
+    eager: bool = False  # also without CUDA graphs: the path runs eagerly (the CPU, under Triton's interpreter)
 
 
 class PaddedDecode:
     """Buffers and per-layer graphs of one batch size."""
 
-    eager_whole = False  # tests: run the whole-step path without capturing it (CPU, Triton's interpreter)
-
-    def __init__(self, model: MoeTransformer, cache: KVCache, batch: int, max_len: int, use_graphs: bool):
+    def __init__(self, model: MoeTransformer, cache: KVCache, batch: int, max_len: int, use_graphs: bool,
+                 whole_options: WholeStepOptions = WholeStepOptions()):
         args, device = model.args, model.embed_tokens.weight.device
         dtype = model.embed_tokens.weight.dtype
         self.model, self.cache, self.batch, self.use_graphs = model, cache, batch, use_graphs
+        self.whole_options = whole_options
         self.host = torch.zeros(batch * (4 + max_len), dtype=torch.long, pin_memory=device.type == "cuda")
         self.packed = torch.zeros_like(self.host, device=device)
         self.input_ids, self.positions = self.packed[:batch], self.packed[batch : 2 * batch]
@@ -69,7 +77,7 @@ class PaddedDecode:
         model, provider = self.model, context.experts
         top_k = model.args.num_experts_per_tok
         self.context = context
-        whole = (self.use_graphs or self.eager_whole) and context.observer is None
+        whole = (self.use_graphs or self.whole_options.eager) and context.observer is None
         path = provider.graph_path(self.batch, top_k) if whole else None
         if path is not None:
             out = self.run_whole(path, top_k)
@@ -125,7 +133,7 @@ class PaddedDecode:
 
     def chunks(self) -> list[tuple[int, int]]:
         layers = len(self.model.layers)
-        size = WHOLE_CHUNK_LAYERS or layers
+        size = self.whole_options.chunk_layers or layers
         return [(start, min(start + size, layers)) for start in range(0, layers, size)]
 
     def whole_step(self) -> torch.Tensor:
@@ -185,6 +193,12 @@ class DecodeGraphs:
         self.model, self.cache, self.max_len, self.use_graphs = model, cache, max_len, use_graphs
         self.by_batch: dict[int, PaddedDecode] = {}
         self._dropped = (0, 0.0)  # captures and their seconds of the batch sizes' graphs dropped so far
+        self.whole_options = WholeStepOptions()
+
+    def set_whole_options(self, options: WholeStepOptions) -> None:
+        """Run whole decode steps this way from the next step on (drops the graphs captured so far)."""
+        self.invalidate()
+        self.whole_options = options
 
     def invalidate(self) -> None:
         self._dropped = self.capture_totals()
@@ -199,7 +213,8 @@ class DecodeGraphs:
     def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, context: MoeContext) -> torch.Tensor:
         batch = len(input_ids)
         if batch not in self.by_batch:
-            self.by_batch[batch] = PaddedDecode(self.model, self.cache, batch, self.max_len, self.use_graphs)
+            self.by_batch[batch] = PaddedDecode(self.model, self.cache, batch, self.max_len, self.use_graphs,
+                                                self.whole_options)
         static = self.by_batch[batch]
         static.load(input_ids, lengths, kv_index)
         return static.run(context)

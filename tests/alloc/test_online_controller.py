@@ -160,17 +160,17 @@ def test_the_miss_curves_come_from_decode_steps():
     assert prefill_only.profile().hit_rates.shape == (1, 17)  # no decode yet: the prefill steps are all there is
 
 
-def test_the_controller_sees_every_decode_step_before_it_decides(tiny_model_dir, monkeypatch):
+def test_the_controller_sees_every_decode_step_before_it_decides(tiny_model_dir):
     """Graphed decode steps keep their routing on the device until someone reads it; a barrier drains it before
     the controller decides (the engine core alone: no stats poll of the API thread drains it for the barrier).
     The whole-step path runs eagerly here, its kernels in Triton's interpreter."""
     from engine.launch import build_engine
-    from engine.runtime.decode_graphs import PaddedDecode
+    from engine.runtime.decode_graphs import WholeStepOptions
 
-    monkeypatch.setattr(PaddedDecode, "eager_whole", True)
     options = EngineOptions(model=str(tiny_model_dir("qwen3_moe")), device="cpu", experts="paged", budget_bytes=GiB,
                             decode="static")
     core, _ = build_engine(options)
+    core.runner.padded_decode.set_whole_options(WholeStepOptions(eager=True))
     seen, decide = [], core.controller.decide
 
     def counting_decide(plan, waiting_blocks=0):

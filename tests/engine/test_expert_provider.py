@@ -36,29 +36,30 @@ def test_every_provider_implements_the_whole_contract(protocol, classes):
         assert not missing, f"{klass.__name__} inherits {missing} from the protocol"
 
 
-def heard(folder, monkeypatch, whole_step: bool, **options) -> list[tuple]:
-    from engine.runtime.decode_graphs import PaddedDecode
+def heard(folder, whole_step: bool, **options) -> list[tuple]:
+    from engine.runtime.decode_graphs import WholeStepOptions
 
-    monkeypatch.setattr(PaddedDecode, "eager_whole", whole_step)
     decode = dict(decode="static") if whole_step else {}
     steps = []
     with Engine(EngineOptions(model=str(folder), device="cpu", max_model_len=128, **decode, **options)) as engine:
         engine._core.runner.experts.add_routing_listener(lambda *step: steps.append(step))
+        if whole_step:
+            engine._core.runner.padded_decode.set_whole_options(WholeStepOptions(eager=True))
         for prompt in ("def fib(n):", "The quick brown fox"):
             engine.generate(GenerateRequest(prompt=prompt, sampling=SAMPLING))
         engine._on_engine_thread(engine._core.runner.experts.settle)
     return steps
 
 
-def test_routing_listeners_hear_the_same_steps_from_every_provider(tiny_model_dir, monkeypatch):
+def test_routing_listeners_hear_the_same_steps_from_every_provider(tiny_model_dir):
     pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
     folder = tiny_model_dir("qwen3_moe")
     args = read_args(folder)
-    reference = heard(folder, monkeypatch, False, experts="resident")
+    reference = heard(folder, False, experts="resident")
     decode_steps = sum(is_decode for _, _, is_decode in reference)
     assert decode_steps == 2 * (SAMPLING.max_tokens - 1) * sum(args.moe_layers)
     for whole_step, options in [(False, dict(experts="static")),
                                 (False, dict(experts="paged", expert_slots=args.num_experts_per_tok)),
                                 (True, dict(experts="resident")),
                                 (True, dict(experts="paged", expert_slots=2 * args.num_experts_per_tok))]:
-        assert heard(folder, monkeypatch, whole_step, **options) == reference, (whole_step, options)
+        assert heard(folder, whole_step, **options) == reference, (whole_step, options)

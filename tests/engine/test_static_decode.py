@@ -33,23 +33,20 @@ def test_static_decode_is_bitwise_equal_across_expert_modes(tiny_model_dir):
         assert run_all(folder, decode="static", **options) == reference, name
 
 
-def test_whole_step_path_is_bitwise_equal_and_counts_like_the_host_pager(tiny_model_dir, monkeypatch):
+def test_whole_step_path_is_bitwise_equal_and_counts_like_the_host_pager(tiny_model_dir):
     """The path a whole-step CUDA graph captures (device LRU, miss copies by kernel, routing ring), run eagerly
     through Triton's interpreter: same outputs as the host pager, same hit/miss/eviction counts. One layer per
     chunk, so every chunk boundary (hidden states handed over in x[layer]) is on the path."""
     pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
-    from engine.runtime import decode_graphs
-    from engine.runtime.decode_graphs import PaddedDecode
-
-    monkeypatch.setattr(decode_graphs, "WHOLE_CHUNK_LAYERS", 1)
+    from engine.runtime.decode_graphs import WholeStepOptions
 
     folder = tiny_model_dir("qwen3_moe")
     top_k = read_args(folder).num_experts_per_tok
 
     def run(whole: bool, **options):
-        monkeypatch.setattr(PaddedDecode, "eager_whole", whole)
         with Engine(EngineOptions(model=str(folder), device="cpu", max_model_len=128, decode="static",
                                   **options)) as engine:
+            engine._core.runner.padded_decode.set_whole_options(WholeStepOptions(chunk_layers=1, eager=whole))
             result = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SAMPLING))
             batch = [h.result() for h in engine.submit_batch([GenerateRequest(prompt=p, sampling=SAMPLING)
                                                                for p in PROMPTS[:2]])]
@@ -72,7 +69,7 @@ def test_a_failing_one_graph_step_falls_back_and_loses_nothing(tiny_model_dir, m
     per-layer way with a warning: same tokens, and slots that a failed copy might have left stale are dropped."""
     pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
     from engine.experts.device_lru import DeviceLRU
-    from engine.runtime.decode_graphs import PaddedDecode
+    from engine.runtime.decode_graphs import WholeStepOptions
 
     folder = tiny_model_dir("qwen3_moe")
     options = dict(model=str(folder), device="cpu", max_model_len=128, decode="static", experts="paged",
@@ -83,10 +80,10 @@ def test_a_failing_one_graph_step_falls_back_and_loses_nothing(tiny_model_dir, m
     def broken(*args, **kwargs):
         raise RuntimeError("no kernel for this GPU")
 
-    monkeypatch.setattr(PaddedDecode, "eager_whole", True)
     monkeypatch.setattr(DeviceLRU, "copy_misses", broken)
     with pytest.warns(UserWarning, match="no kernel for this GPU"):
         with Engine(EngineOptions(**options)) as engine:
+            engine._core.runner.padded_decode.set_whole_options(WholeStepOptions(eager=True))
             first = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SAMPLING))
             second = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SAMPLING))
     assert first.reason == second.reason == "length"

@@ -153,21 +153,19 @@ def test_graphed_paged_decode_counts_like_the_host_pager(bf16_model_dir):
             if decode == "graphs":
                 static = next(iter(engine._core.runner.padded_decode.by_batch.values()))
                 assert static.whole is not None, "the decode step did not run as whole-step CUDA graphs"
-                assert len(static.whole) == 1  # one graph per step unless WHOLE_CHUNK_LAYERS splits it
+                assert len(static.whole) == 1  # one graph per step unless WholeStepOptions.chunk_layers splits it
                 gpu_ms = step_gpu_ms(engine._core, 1)  # what `wisp bench` records per row, after the timed runs
                 assert gpu_ms is not None and 0 < gpu_ms < 1e3
     assert seen["graphs"] == seen["static"]
     assert seen["graphs"][3] > 0
 
 
-def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir, monkeypatch):
+def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir):
     """A batched decode step needing more experts than a layer has slots still runs as whole-step graphs: the
     misses past the last free slot are read straight into the step's buffer. Same bits and counts as the host
     pager. One layer per graph, so every hand-over between graphs is on the path."""
     from engine.api import expert_counters
-    from engine.runtime import decode_graphs
-
-    monkeypatch.setattr(decode_graphs, "WHOLE_CHUNK_LAYERS", 1)
+    from engine.runtime.decode_graphs import WholeStepOptions
 
     folder = bf16_model_dir("qwen3_moe")
     top_k = read_args(folder).num_experts_per_tok
@@ -175,6 +173,7 @@ def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir, mo
     for decode in ("graphs", "static"):
         with Engine(EngineOptions(model=str(folder), device="cuda", experts="paged", expert_slots=top_k,
                                   decode=decode)) as engine:
+            engine._core.runner.padded_decode.set_whole_options(WholeStepOptions(chunk_layers=1))
             handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=GREEDY) for p in PROMPTS])
             results = [h.result() for h in handles]
             counters = expert_counters(engine)
