@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.alloc.memory_plan import MemoryPlan, ModelSizes, PlanRequest, plan_memory
-from engine.errors import WispError
+from engine.errors import UnsupportedModelError, WispError
 from engine.model.args import ModelArgs
 from engine.model.config_file import read_args
 from engine.model.sizes import model_sizes
@@ -186,7 +186,8 @@ def gguf_compute_dtype_bytes(options, device_type: str) -> int:
 def engine_sizes(options) -> tuple[ModelSizes, PlanRequest]:
     """The ModelSizes and PlanRequest the engine would load `options.model` with (a folder, None for the demo, or a
     GGUF file that Wisp's engine runs: experts at their slot bytes), from headers alone; the dtype follows the
-    loaders' rules (engine.model.loader.resolve_dtype, engine.runtime.gguf_build.gguf_dtype)."""
+    loaders' rules (engine.model.loader.resolve_dtype, engine.runtime.gguf_build.gguf_dtype). A GGUF file that
+    options.backend sends to llama.cpp has no Wisp plan: UnsupportedModelError says so."""
     import torch
 
     from engine.hardware import pick_device
@@ -196,9 +197,13 @@ def engine_sizes(options) -> tuple[ModelSizes, PlanRequest]:
     path = resolve_model(options.model)
     device = pick_device(options.device)
     if path.suffix == ".gguf":
+        from engine.gguf.backend_choice import LLAMA_CPP, choose_backend
         from engine.gguf.model_file import GgufModel
         from engine.gguf.sizes import gguf_model_sizes
 
+        choice = choose_backend(path, options.backend)
+        if choice.backend == LLAMA_CPP:
+            raise UnsupportedModelError(f"{path.name} runs on llama.cpp, which places it itself ({choice.reason})")
         model = GgufModel(path)
         sizes = gguf_model_sizes(model, gguf_compute_dtype_bytes(options, device.type))
         return sizes, options.plan_request(model.args.max_position_embeddings)
