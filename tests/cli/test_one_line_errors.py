@@ -45,12 +45,12 @@ def test_expert_slots_beyond_the_model_are_refused(capsys):
     type("OutOfMemoryError", (RuntimeError,), {})("CUDA out of memory. Tried to allocate 2.00 GiB.\nGPU 0 has..."),
 ])
 def test_out_of_memory_while_loading_is_one_line(error, monkeypatch, capsys):
-    import engine.api
+    import engine.launch
 
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(engine.api, "build_engine", fail)
+    monkeypatch.setattr(engine.launch, "build_engine", fail)
     assert main(["run", "--device", "cpu", "--prompt", "hi"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "out of" in lines[0] and "--budget" in lines[0]
