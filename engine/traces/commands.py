@@ -1,7 +1,7 @@
 """`wisp trace stats TRACE [--json]`, `wisp trace record MODEL --prompts FILE --out TRACE` and
 `wisp trace synth --shape SHAPE [statistics] --out TRACE`.
 
-The CLI owner calls ``register(subparsers)``; each leaf parser sets ``func`` (args -> exit code).
+The CLI owner calls ``register(subparsers)``; each leaf parser sets ``handler`` (args -> exit code).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def add_synth(commands) -> None:
     synth.add_argument("--tokens", type=int_at_least(1), default=128, help="decode tokens per request")
     synth.add_argument("--seed", type=int_at_least(0), default=0)
     synth.add_argument("--out", type=Path, required=True)
-    synth.set_defaults(func=synth_command)
+    synth.set_defaults(handler=synth_command)
 
 
 def register(subparsers) -> argparse.ArgumentParser:
@@ -87,7 +87,7 @@ def register(subparsers) -> argparse.ArgumentParser:
     stats = commands.add_parser("stats", help="expert popularity, token-to-token reuse, LRU hit-rate curve")
     stats.add_argument("trace", type=Path)
     stats.add_argument("--json", action="store_true", help="print one JSON object")
-    stats.set_defaults(func=stats_command)
+    stats.set_defaults(handler=stats_command)
     record = commands.add_parser("record", help="record a routing trace with transformers (greedy)")
     record.add_argument("model", type=Path, help="a Hugging Face model folder")
     record.add_argument("--prompts", type=Path, required=True,
@@ -95,6 +95,6 @@ def register(subparsers) -> argparse.ArgumentParser:
     record.add_argument("--out", type=Path, required=True)
     record.add_argument("--workload", default="custom", help="workload tag stored in the header")
     record.add_argument("--max-tokens", type=int, default=64)
-    record.set_defaults(func=record_command)
+    record.set_defaults(handler=record_command)
     add_synth(commands)
     return trace

@@ -21,7 +21,7 @@ def run_cli(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
-    return args.func(args)
+    return args.handler(args)
 
 
 @pytest.mark.parametrize("carry_over, popularity_args", [

@@ -133,7 +133,7 @@ def test_stats_command_prints_json(capsys):
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["trace", "stats", str(TRACES / "mixtral-twin_chat.npz"), "--json"])
-    assert args.func(args) == 0
+    assert args.handler(args) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["num_experts"] == 8 and len(stats["lru_hit_rate_by_slots"]) == 9
     assert stats["lru_hit_rate_by_slots"][8] == pytest.approx(summary(trace_format.load(
@@ -149,7 +149,7 @@ def test_record_command_writes_a_trace_of_the_demo_model(tmp_path):
     demo = TRACES.parent / "demo_model"
     args = parser.parse_args(["trace", "record", str(demo), "--prompts", str(prompts), "--out",
                               str(tmp_path / "t.npz"), "--workload", "smoke", "--max-tokens", "5"])
-    assert args.func(args) == 0
+    assert args.handler(args) == 0
     trace = trace_format.load(tmp_path / "t.npz")
     assert (trace.header.num_layers, trace.header.num_experts, trace.header.top_k) == (8, 16, 4)
     assert trace.header.workload == "smoke" and trace.is_prefill.sum() == 2
