@@ -56,7 +56,7 @@ def read_info(path: Path) -> GgufInfo:
     if not isinstance(arch, str):
         raise ModelFormatError(f"{path}: no general.architecture in the GGUF metadata")
     check_known(arch, path)
-    layer_bytes, expert_bytes, other_bytes = tensor_bytes(header.tensors)
+    layer_bytes, expert_bytes, other_bytes = tensor_bytes(header.tensors.values())
     return GgufInfo(
         path=path, architecture=arch, name=str(fields.get("general.name") or path.stem),
         num_layers=int(fields.get(f"{arch}.block_count") or 0),
@@ -72,13 +72,14 @@ def read_info(path: Path) -> GgufInfo:
 
 
 def read_gguf_header(path: Path):
+    """engine.gguf.reader.GgufFile: `fields` (long arrays left undecoded) and `tensors` by name."""
     if importlib.util.find_spec("gguf") is None:  # tensor type sizes and architecture names come from it
         raise UnsupportedModelError(f"{path}: {INSTALL_HINT}")
     if not path.is_file():
         raise ModelFormatError(f"{path}: no such file")
-    from engine.backends.gguf_header import read_header
+    from engine.gguf.reader import GgufFile
 
-    return read_header(path)
+    return GgufFile(path)
 
 
 def check_known(arch: str, path: Path) -> None:
