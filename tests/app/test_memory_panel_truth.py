@@ -20,7 +20,7 @@ def plan(mode="paged"):
     from engine.api import MemoryPlan
 
     return MemoryPlan(mode=mode, budget_bytes=GiB if mode == "paged" else None, dense_bytes=256 * MiB,
-                      expert_bytes=MiB, slots_per_layer=8, num_moe_layers=2, offloaded_layers=0,
+                      expert_bytes=MiB, layer_slots=(8, 8), num_moe_layers=2, offloaded_layers=0,
                       static_resident_bytes=0, kv_blocks=100, kv_block_bytes=MiB, workspace_bytes=0)
 
 
@@ -136,7 +136,7 @@ def test_a_controller_decision_is_said_under_its_status_and_a_budget_change_is_n
     old = plan()
     panel.add_plan_event(PlanEvent(0.0, old, replace(old, budget_bytes=2 * GiB), "budget changed"))
     assert "Last re-split" not in panel.controller_label.text()
-    new = replace(old, kv_blocks=60, layer_slots=(10, 14), slots_per_layer=10)
+    new = replace(old, kv_blocks=60, layer_slots=(10, 14))
     panel.add_plan_event(PlanEvent(0.0, old, new, "recent routing and KV use: KV 0.10 -> 0.06 GiB", stall_s=0.3))
     text = panel.controller_label.text()
     assert "Last re-split" in text and "recent routing and KV use" in text and "paused 0.30 s" in text
