@@ -38,3 +38,11 @@ def start_app(qtbot, data_dir, tiny_model):
         return window
 
     return start
+
+
+@pytest.fixture(scope="session")
+def gguf_model(tmp_path_factory) -> str:
+    """A tiny qwen3_moe GGUF quantized to Q8_0 by llama.cpp's own quantizer (tests/gguf's files), made once."""
+    from tests.gguf.conftest import GgufFiles
+
+    return str(GgufFiles(tmp_path_factory.mktemp("app-gguf")).quantized("qwen3_moe", "Q8_0"))
