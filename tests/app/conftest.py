@@ -41,8 +41,14 @@ def start_app(qtbot, data_dir, tiny_model):
 
 
 @pytest.fixture(scope="session")
-def gguf_model(tmp_path_factory) -> str:
-    """A tiny qwen3_moe GGUF quantized to Q8_0 by llama.cpp's own quantizer (tests/gguf's files), made once."""
+def app_gguf_files(tmp_path_factory):
+    """Tiny GGUF files quantized by llama.cpp's own quantizer (tests/gguf's GgufFiles), each made once."""
     from tests.gguf.conftest import GgufFiles
 
-    return str(GgufFiles(tmp_path_factory.mktemp("app-gguf")).quantized("qwen3_moe", "Q8_0"))
+    return GgufFiles(tmp_path_factory.mktemp("app-gguf"))
+
+
+@pytest.fixture(scope="session")
+def gguf_model(app_gguf_files) -> str:
+    """A tiny qwen3_moe GGUF at Q8_0: Wisp's engine runs it (auto)."""
+    return str(app_gguf_files.quantized("qwen3_moe", "Q8_0"))

@@ -5,9 +5,11 @@ loads it again on llama.cpp, where the pager's charts and the budget do not appl
 from app.memory.budget_slider_widget import NOT_APPLICABLE_TEXT
 from app.memory.memory_segments import memory_segments
 from app.memory.plan_text import slots_text
-from app.model_loader import budget_marks
-from app.picker.model_fit import LLAMA_CPP_FIT
-from tests.app.conftest import LOAD_TIMEOUT_MS
+import pytest
+
+from app.model_loader import LoadRequest, _RefusedBeforeUnload, budget_marks, check_before_unload
+from app.picker.model_fit import LLAMA_CPP_FIT, fit_at_budget
+from tests.app.conftest import GiB, LOAD_TIMEOUT_MS
 from tests.app.driving import type_and_send, use_greedy_sampling, wait_until_idle
 from tests.gguf.models import K_ROW
 
@@ -95,3 +97,20 @@ def test_a_gguf_budget_below_its_minimum_is_refused_before_the_model_serving_is_
     assert refused.args[1] == minimum and "minimum" in refused.args[0]
     qtbot.waitUntil(lambda: not window.loader.is_loading)
     assert window.loader.engine is engine, "the refused file must not have closed the model already serving"
+
+
+def test_a_gguf_wisps_engine_cannot_run_follows_the_choice(app_gguf_files):
+    """Q4_0 is not among Wisp's types: auto and llama.cpp hand it to llama.cpp, Wisp's engine refuses it up front."""
+    from engine.api import fit_summary, scan_models
+
+    path = str(app_gguf_files.quantized("qwen3_moe", "Q4_0"))
+    entry = next(entry for entry in scan_models([path]) if entry.path == path)
+    assert fit_at_budget(entry, GiB, "cpu", "auto").text == fit_summary(path, GiB) == "fits (llama.cpp)"
+    assert fit_at_budget(entry, GiB, "cpu", "llama.cpp").text == LLAMA_CPP_FIT
+    assert "Q4_0" in fit_at_budget(entry, GiB, "cpu", "wisp").text
+    for choice in ("auto", "llama.cpp"):
+        request = LoadRequest(path, GiB, "cpu", gguf_engine=choice)
+        check_before_unload(request)  # llama.cpp places the file itself: nothing for Wisp's planner to refuse
+        assert budget_marks(request) is None
+    with pytest.raises(_RefusedBeforeUnload):
+        check_before_unload(LoadRequest(path, GiB, "cpu", gguf_engine="wisp"))
