@@ -110,6 +110,8 @@ class MainWindowWidget(QMainWindow):
         actions.choose_model.triggered.connect(self.open_model_picker)
         actions.open_model_folder.triggered.connect(self._on_open_model_folder_triggered)
         actions.repeatable.toggled.connect(self.set_repeatable)
+        for name, action in actions.gguf_engines.items():
+            action.triggered.connect(lambda _=False, name=name: self.set_gguf_engine(name))
         actions.chat_mode.triggered.connect(lambda: self.chat.set_mode("chat"))
         actions.code_mode.triggered.connect(lambda: self.chat.set_mode("code"))
         for name, action in actions.themes.items():
@@ -143,6 +145,7 @@ class MainWindowWidget(QMainWindow):
         self.chat.set_mode(settings.mode)
         self.window_actions.themes[settings.theme].setChecked(True)
         self.window_actions.repeatable.setChecked(settings.repeatable)
+        self.window_actions.gguf_engines[settings.gguf_engine].setChecked(True)
         restore_geometry(self, settings.window_geometry)
         if settings.last_conversation_id is not None:
             self.open_conversation(settings.last_conversation_id)
@@ -166,7 +169,8 @@ class MainWindowWidget(QMainWindow):
         budget = self.memory_panel.budget_slider.budget_bytes if self.memory_panel.budget_slider.has_range else None
         return self.loader.load(LoadRequest(model, budget or self.settings.budget_bytes, self.launch.device,
                                             api_key=self.settings.api_key_for(model),
-                                            deterministic=self.settings.repeatable))
+                                            deterministic=self.settings.repeatable,
+                                            gguf_engine=self.settings.gguf_engine))
 
     def open_model_picker(self) -> ModelPickerDialog:
         budget = self.memory_panel.budget_slider.budget_bytes
@@ -175,7 +179,7 @@ class MainWindowWidget(QMainWindow):
                   else request.model if request is not None else None)
         self._picker = ModelPickerDialog(self.settings.model_folders, budget, self.theme, self,
                                          remote_servers=self.settings.remote_servers, device=self.launch.device,
-                                         loaded=loaded)
+                                         loaded=loaded, gguf_engine=self.settings.gguf_engine)
         self._picker.model_chosen.connect(self.load_model)
         self._picker.folders_changed.connect(lambda folders: self._save_settings(model_folders=folders))
         self._picker.remote_servers_changed.connect(lambda servers: self._save_settings(remote_servers=servers))
@@ -199,6 +203,16 @@ class MainWindowWidget(QMainWindow):
         self.window_actions.repeatable.setChecked(enabled)
         request = self.loader.request
         if request is not None and not request.is_remote and self.loader.engine is not None:
+            self.load_model(request.model)
+
+    def set_gguf_engine(self, name: str) -> None:
+        """Which engine runs GGUF files (app.settings.GGUF_ENGINES); a loaded GGUF model is loaded again on it."""
+        self.window_actions.gguf_engines[name].setChecked(True)
+        if name == self.settings.gguf_engine:
+            return
+        self._save_settings(gguf_engine=name)
+        request = self.loader.request
+        if request is not None and request.is_gguf and self.loader.engine is not None:
             self.load_model(request.model)
 
     def _save_settings(self, **changes) -> None:

@@ -31,15 +31,22 @@ class LoadRequest:
     device: str = "auto"
     api_key: str | None = field(default=None, repr=False)  # remote servers only
     deterministic: bool = True  # CUDA: bitwise-repeatable kernels (the app's "Repeatable outputs")
+    gguf_engine: str = "auto"  # EngineOptions.backend for a .gguf file (the app's Model → GGUF engine)
 
     @property
     def is_remote(self) -> bool:
         return is_remote_url(self.model)
 
+    @property
+    def is_gguf(self) -> bool:
+        return self.model is not None and not self.is_remote and Path(self.model).suffix.lower() == ".gguf"
+
     def options(self):
         if self.is_remote:
             return api().EngineOptions(model=self.model, api_key=self.api_key)
-        return api().EngineOptions(model=self.model, device=self.device, experts="paged",
+        # The choice is about GGUF files only: the engine refuses llama.cpp for a checkpoint folder.
+        backend = self.gguf_engine if self.is_gguf else "auto"
+        return api().EngineOptions(model=self.model, device=self.device, experts="paged", backend=backend,
                                    budget_bytes=self.budget_bytes, deterministic=self.deterministic)
 
     @property
@@ -74,8 +81,24 @@ def check_before_unload(request: LoadRequest) -> None:
             raise engine_api.WispError(entries[0].error)
         if path.is_dir() and (path / "config.json").exists():
             engine_api.estimate_plan(str(path), request.budget_bytes)
+        elif request.is_gguf:
+            check_gguf_plan(request)
     except engine_api.WispError as err:
         raise _RefusedBeforeUnload() from err
+
+
+def check_gguf_plan(request: LoadRequest) -> None:
+    """Raise the engine's BudgetError for a GGUF file Wisp's engine would run at a budget too small, or its
+    UnsupportedModelError when Wisp's engine was asked for a file it cannot run. A file that the choice sends to
+    llama.cpp has no Wisp plan (also UnsupportedModelError): llama.cpp places it itself, so it passes."""
+    engine_api = api()
+    try:
+        engine_api.engine_plan(request.options())
+    except engine_api.BudgetError:
+        raise
+    except engine_api.WispError:
+        if request.gguf_engine == "wisp":
+            raise
 
 
 def connect_before_unload(request: LoadRequest, report):
@@ -87,7 +110,7 @@ def connect_before_unload(request: LoadRequest, report):
 
 
 def minimum_budget(request: LoadRequest) -> int | None:
-    """The engine planner's minimum budget for a local checkpoint (None when it cannot say)."""
+    """The engine planner's minimum budget for a local model Wisp's engine runs (None when it cannot say)."""
     try:
         return api().budget_marks(request.options()).minimum
     except Exception:
@@ -95,8 +118,9 @@ def minimum_budget(request: LoadRequest) -> int | None:
 
 
 def budget_marks(request: LoadRequest):
-    """engine.api.BudgetMarks of a local checkpoint, or None (remote, GGUF, unreadable)."""
-    if request.is_remote or (request.model or "").endswith(".gguf"):
+    """engine.api.BudgetMarks of a local model Wisp's engine runs (a checkpoint, or a GGUF file it pages), or None
+    (remote, a GGUF on llama.cpp: the engine raises for it, unreadable)."""
+    if request.is_remote:
         return None
     try:
         return api().budget_marks(request.options())

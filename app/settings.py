@@ -15,6 +15,7 @@ from app.remote_server import RemoteServer
 log = logging.getLogger(__name__)
 THEMES = ("system", "light", "dark")
 MODES = ("chat", "code")
+GGUF_ENGINES = ("auto", "wisp", "llama.cpp")  # EngineOptions.backend for a .gguf file: auto picks Wisp's when it can
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,7 @@ class AppSettings:
     remote_servers: tuple[RemoteServer, ...] = ()
     server_port: int = 8000  # the app's OpenAI-compatible server (0: any free port)
     repeatable: bool = True  # CUDA: deterministic kernels (the same prompt, the same reply); False is faster
+    gguf_engine: str = "auto"  # which engine runs a .gguf file (one of GGUF_ENGINES)
     window_geometry: str | None = None  # QWidget.saveGeometry(), base64: size, position and maximized state
 
     def with_changes(self, **changes) -> "AppSettings":
@@ -50,6 +52,8 @@ def _clean(raw: dict) -> dict:
         values.pop("theme", None)
     if values.get("mode") not in MODES:
         values.pop("mode", None)
+    if values.get("gguf_engine") not in GGUF_ENGINES:
+        values.pop("gguf_engine", None)
     if "remote_servers" in values:
         values["remote_servers"] = tuple(RemoteServer(str(server["url"]), server.get("api_key") or None)
                                          for server in values["remote_servers"]

@@ -19,6 +19,9 @@ class WindowActions:
     choose_model: QAction
     open_model_folder: QAction
     repeatable: QAction
+    gguf_auto: QAction
+    gguf_wisp: QAction
+    gguf_llama_cpp: QAction
     chat_mode: QAction
     code_mode: QAction
     theme_system: QAction
@@ -30,6 +33,11 @@ class WindowActions:
     @property
     def themes(self) -> dict[str, QAction]:
         return {"system": self.theme_system, "light": self.theme_light, "dark": self.theme_dark}
+
+    @property
+    def gguf_engines(self) -> dict[str, QAction]:
+        """The Model → GGUF engine choices, keyed by app.settings.GGUF_ENGINES."""
+        return {"auto": self.gguf_auto, "wisp": self.gguf_wisp, "llama.cpp": self.gguf_llama_cpp}
 
 
 def _action(window: QMainWindow, text: str, shortcut=None, icon_name: str | None = None, tip: str = "") -> QAction:
@@ -53,6 +61,12 @@ def create_actions(window: QMainWindow) -> WindowActions:
         open_model_folder=_action(window, "&Open model folder…", QKeySequence.StandardKey.Open),
         repeatable=_action(window, "&Repeatable outputs", tip="The same prompt gives the same reply, bit for bit "
                            "(deterministic GPU kernels, as fast as the others on an H200); reloads the model"),
+        gguf_auto=_action(window, "&Auto", tip="GGUF files run on Wisp's engine (experts paged) when it supports "
+                          "the file's architecture and quant types, on llama.cpp otherwise; reloads a GGUF model"),
+        gguf_wisp=_action(window, "&Wisp's engine", tip="GGUF files run on Wisp's engine, experts paged within the "
+                          "budget (a file it does not support is refused); reloads a GGUF model"),
+        gguf_llama_cpp=_action(window, "&llama.cpp", tip="GGUF files run on llama.cpp, which places the model "
+                               "itself (the budget does not apply); reloads a GGUF model"),
         chat_mode=_action(window, "&Chat", "Ctrl+1", "chat", "Chat mode (Ctrl+1)"),
         code_mode=_action(window, "C&ode assistant", "Ctrl+2", "code", "Coding-assistant mode (Ctrl+2)"),
         theme_system=_action(window, "Follow the &system"),
@@ -61,7 +75,8 @@ def create_actions(window: QMainWindow) -> WindowActions:
         open_logs=_action(window, "Open &logs", None, "logs"),
         quit=_action(window, "&Quit", QKeySequence.StandardKey.Quit),
     )
-    for group_members in ((actions.chat_mode, actions.code_mode), tuple(actions.themes.values())):
+    for group_members in ((actions.chat_mode, actions.code_mode), tuple(actions.themes.values()),
+                          tuple(actions.gguf_engines.values())):
         group = QActionGroup(window)
         for action in group_members:
             action.setCheckable(True)
@@ -82,6 +97,9 @@ def build_menus(window: QMainWindow, actions: WindowActions) -> None:
     model_menu.addAction(actions.open_model_folder)
     model_menu.addSeparator()
     model_menu.addAction(actions.repeatable)
+    gguf_menu = model_menu.addMenu("&GGUF engine")
+    for action in actions.gguf_engines.values():
+        gguf_menu.addAction(action)
     view_menu = bar.addMenu("&View")
     view_menu.addAction(actions.chat_mode)
     view_menu.addAction(actions.code_mode)

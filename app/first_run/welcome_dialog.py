@@ -42,7 +42,8 @@ class WelcomeDialog(QDialog):
     choose_model_requested = Signal()
     model_chosen = Signal(object)  # the recommended model's path, when the user asks to load it
 
-    def __init__(self, paths: AppPaths, theme, model_folders: tuple[str, ...] = (), parent: QWidget | None = None):
+    def __init__(self, paths: AppPaths, theme, model_folders: tuple[str, ...] = (), parent: QWidget | None = None,
+                 gguf_engine: str = "auto"):
         super().__init__(parent)
         self.setObjectName(OBJECT_NAME)
         self.setWindowTitle("Welcome to Wisp")
@@ -68,7 +69,7 @@ class WelcomeDialog(QDialog):
         self.choose_button.clicked.connect(self._on_choose_button_clicked)
         self.load_button.clicked.connect(self._on_load_button_clicked)
         self.start_button.clicked.connect(self.accept)
-        run_in_background(lambda report: gather_facts(tuple(model_folders)), on_success=self.show_facts,
+        run_in_background(lambda report: gather_facts(tuple(model_folders), gguf_engine), on_success=self.show_facts,
                           on_failure=self._on_facts_task_failed)
 
     def _build_models_table(self) -> QTableView:
@@ -191,7 +192,8 @@ class WelcomeDialog(QDialog):
 
 def open_welcome(window) -> WelcomeDialog:
     """Open the welcome dialog over the main window (window-modal, not blocking) and wire its buttons."""
-    dialog = WelcomeDialog(window.paths, window.theme, window.settings.model_folders, window)
+    dialog = WelcomeDialog(window.paths, window.theme, window.settings.model_folders, window,
+                           gguf_engine=window.settings.gguf_engine)
     dialog.choose_model_requested.connect(window.open_model_picker)
     dialog.model_chosen.connect(window.load_model)
     dialog.open()  # kept (hidden) after it closes: its detection task may still report to it

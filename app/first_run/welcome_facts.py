@@ -4,11 +4,11 @@ budget the app starts with and the plan the recommended model gets at it. Only e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from app.engine_api import api
 from app.memory.budget_range import BudgetRange, budget_range
 from app.memory.plan_text import plan_summary
+from app.picker.model_fit import is_gguf, plan_options
 from app.picker.model_list_model import ModelRow
 from app.picker.model_picker_dialog import scan_rows
 
@@ -40,27 +40,29 @@ def recommended_row(rows: tuple[ModelRow, ...]) -> ModelRow | None:
     return usable[0] if usable else None
 
 
-def plan_text(row: ModelRow, budget_bytes: int) -> str:
-    """The plan the engine would load the row's model with at this budget (the engine's own planner)."""
+def plan_text(row: ModelRow, budget_bytes: int, gguf_engine: str = "auto") -> str:
+    """The plan the engine would load the row's model with at this budget (the engine's own planner); a GGUF file
+    that goes to llama.cpp has none, its fit says so."""
     engine_api = api()
-    if Path(row.entry.path).suffix == ".gguf":
-        return row.fit
     try:
-        plan = engine_api.engine_plan(engine_api.EngineOptions(model=row.entry.path, experts="paged",
-                                                                 budget_bytes=budget_bytes))
-    except engine_api.WispError as err:
+        plan = engine_api.engine_plan(plan_options(row.entry, budget_bytes, gguf_engine=gguf_engine))
+    except engine_api.BudgetError as err:
         return str(err)
+    except engine_api.WispError as err:
+        return row.fit if is_gguf(row.entry) else str(err)
     return f"{row.fit}: {plan_summary(plan, engine_api.format_bytes)}"
 
 
-def gather_facts(model_folders: tuple[str, ...] = ()) -> WelcomeFacts:
-    """Worker thread (imports torch, reads model configs); never touches a widget."""
+def gather_facts(model_folders: tuple[str, ...] = (), gguf_engine: str = "auto") -> WelcomeFacts:
+    """Worker thread (imports torch, reads model configs); never touches a widget. `gguf_engine`: the app's
+    GGUF engine choice."""
     engine_api = api()
     hardware = engine_api.detect_hardware()
     budget = budget_range(hardware, engine_api.format_bytes)
-    rows = tuple(scan_rows(tuple(model_folders), budget.default))
+    rows = tuple(scan_rows(tuple(model_folders), budget.default, gguf_engine=gguf_engine))
     row = recommended_row(rows)
-    recommendation = Recommendation(row, plan_text(row, budget.default)) if row is not None else None
+    recommendation = (Recommendation(row, plan_text(row, budget.default, gguf_engine)) if row is not None
+                      else None)
     return WelcomeFacts(hardware, budget, rows, recommendation)
 
 

@@ -38,3 +38,17 @@ def start_app(qtbot, data_dir, tiny_model):
         return window
 
     return start
+
+
+@pytest.fixture(scope="session")
+def app_gguf_files(tmp_path_factory):
+    """Tiny GGUF files quantized by llama.cpp's own quantizer (tests/gguf's GgufFiles), each made once."""
+    from tests.gguf.conftest import GgufFiles
+
+    return GgufFiles(tmp_path_factory.mktemp("app-gguf"))
+
+
+@pytest.fixture(scope="session")
+def gguf_model(app_gguf_files) -> str:
+    """A tiny qwen3_moe GGUF at Q8_0: Wisp's engine runs it (auto)."""
+    return str(app_gguf_files.quantized("qwen3_moe", "Q8_0"))

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (QAbstractButton, QAbstractSlider, QAbstractSpinBo
                                QPlainTextEdit)
 
 from app.chat.markdown_render import RenderStyle, code_blocks, render_markdown
+from app.model_loader import LoadRequest
 from app.settings import AppSettings, SettingsStore
 from tests.app.conftest import LOAD_TIMEOUT_MS
 
@@ -49,7 +50,7 @@ def test_settings_round_trip_and_survive_a_bad_file(tmp_path):
     store.save(settings)
     assert store.load() == settings
     (tmp_path / "settings.json").write_text(json.dumps({"theme": "purple", "unknown": 1, "max_tokens": 64,
-                                                        "repeatable": "no"}))
+                                                        "repeatable": "no", "gguf_engine": "vulkan"}))
     assert store.load() == AppSettings(max_tokens=64)
     (tmp_path / "settings.json").write_text("{broken")
     assert store.load() == AppSettings()
@@ -93,3 +94,19 @@ def test_repeatable_outputs_toggle_persists_and_reloads_the_model(qtbot, start_a
     assert window.loader.request.deterministic is False
     assert window.loader.engine.options.deterministic is False
     assert window._settings_store.load().repeatable is False
+
+
+def test_the_gguf_engine_choice_is_a_model_submenu_saved_and_leaves_a_checkpoint_loaded(qtbot, start_app, tiny_model):
+    window = start_app()
+    engine, actions = window.loader.engine, window.window_actions.gguf_engines
+    model_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Model")
+    submenu = next(a.menu() for a in model_menu.actions() if a.text() == "&GGUF engine")
+    assert submenu.actions() == list(actions.values()) and actions["auto"].isChecked()
+    actions["llama.cpp"].trigger()
+    assert actions["llama.cpp"].isChecked() and not actions["auto"].isChecked()
+    assert window._settings_store.load().gguf_engine == "llama.cpp"
+    qtbot.wait(100)
+    assert window.loader.engine is engine and not window.loader.is_loading  # only a loaded GGUF file reloads
+    # The engine refuses llama.cpp for a checkpoint folder: the choice applies to .gguf files alone.
+    assert LoadRequest(tiny_model, None, gguf_engine="llama.cpp").options().backend == "auto"
+    assert LoadRequest("/m/x.GGUF", None, gguf_engine="llama.cpp").options().backend == "llama.cpp"

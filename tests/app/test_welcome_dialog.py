@@ -12,6 +12,7 @@ from app.first_run import welcome_dialog
 from app.first_run.welcome_dialog import WelcomeDialog
 from app.launch_options import LaunchOptions
 from app.main import open_main_window
+from app.picker.model_fit import LLAMA_CPP_FIT
 from app.picker.model_picker_dialog import ModelPickerDialog
 from app.theme import load_theme
 
@@ -32,8 +33,9 @@ def form_texts(form) -> dict[str, str]:
     return rows
 
 
-def make_dialog(qtbot, data_dir, folders=()) -> WelcomeDialog:
-    dialog = WelcomeDialog(AppPaths.resolve(data_dir).create(), load_theme("light"), folders)
+def make_dialog(qtbot, data_dir, folders=(), gguf_engine="auto") -> WelcomeDialog:
+    dialog = WelcomeDialog(AppPaths.resolve(data_dir).create(), load_theme("light"), folders,
+                           gguf_engine=gguf_engine)
     qtbot.addWidget(dialog)
     return dialog
 
@@ -63,8 +65,22 @@ def test_it_shows_the_hardware_models_a_recommended_plan_and_that_nothing_leaves
     assert chosen.args == [tiny_model] and not dialog.isVisible()
 
 
+@pytest.mark.parametrize("gguf_engine", ["auto", "llama.cpp"])
+def test_a_gguf_file_gets_the_plan_of_the_engine_that_would_run_it(qtbot, data_dir, gguf_model, gguf_engine):
+    dialog = make_dialog(qtbot, data_dir, (gguf_model,), gguf_engine)
+    with qtbot.waitSignal(dialog.facts_shown, timeout=FACTS_TIMEOUT_MS) as shown:
+        dialog.show()
+    recommendation = shown.args[0].recommendation
+    assert recommendation.row.entry.path == gguf_model and gguf_model in dialog.model_label.text()
+    if gguf_engine == "auto":  # Wisp's engine runs the file: its plan, experts in slots
+        assert recommendation.row.fit.startswith(("fits", "pages experts"))
+        assert "expert slots" in dialog.plan_label.text() and "KV" in dialog.plan_label.text()
+    else:
+        assert dialog.plan_label.text() == recommendation.row.fit == LLAMA_CPP_FIT
+
+
 def test_a_failed_detection_is_shown_and_the_rest_stays(qtbot, data_dir, monkeypatch):
-    def fail(folders):
+    def fail(folders, gguf_engine):
         raise RuntimeError("no torch here")
 
     monkeypatch.setattr(welcome_dialog, "gather_facts", fail)
