@@ -31,13 +31,16 @@ def quant_layout_of(experts: dict) -> QuantLayout:
                                               for layer, t in experts.items()})
 
 
-def quant_store_from_gguf(experts: dict, device, pin: bool) -> ExpertStore:
-    """{layer: ExpertLayer} -> an ExpertStore of every expert's slot row (pinned host rows when pin)."""
+def quant_store_from_gguf(experts: dict, device, pin: bool, progress=None) -> ExpertStore:
+    """{layer: ExpertLayer} -> an ExpertStore of every expert's slot row (pinned host rows when pin).
+    progress(fraction, text) after each layer: reading the experts is most of a load."""
     layout = quant_layout_of(experts)
     num_experts = next(iter(experts.values())).gate.shape[0]
     store = ExpertStore(layout, list(experts), num_experts, device, pin=pin)
-    for layer, tensors in experts.items():
+    for done, (layer, tensors) in enumerate(experts.items()):
         fill_layer(store.blocks[layer], layout.for_layer(layer), tensors)
+        if progress:
+            progress((done + 1) / len(experts), f"experts of layer {layer}")
     return store
 
 

@@ -40,14 +40,14 @@ def load_gguf(path: Path, options: EngineOptions, progress: Progress | None):
     sizes = gguf_model_sizes(model_file, dtype.itemsize)  # experts at their slot bytes
     plan_request = options.plan_request(args.max_position_embeddings)
     plan = plan_memory(sizes, plan_request)  # BudgetError below the minimum, before anything large is read
-    weights = load_gguf_weights(path, dtype, device, progress, dequantize=dequantize_dense)
+    weights = load_gguf_weights(path, dtype, device, dequantize=dequantize_dense)
     model = meta_model(args)
     model.load_state_dict(weights.state_dict, strict=True, assign=True)
     model.attach_rotary(device)
     model.eval()
     on_host = options.experts != "resident"
     store = quant_store_from_gguf(weights.experts, torch.device("cpu") if on_host else device,
-                                  pin=on_host and device.type == "cuda")
+                                  pin=on_host and device.type == "cuda", progress=progress)
     loaded = LoadedWeights(args=args, model=model, store=store, dtype=dtype)
     return loaded, tokenizer, options, sizes, plan_request, plan, device
 
