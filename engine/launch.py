@@ -12,8 +12,8 @@ from engine.budget_check import check_budget_fits
 from engine.config import EngineOptions, Progress
 from engine.errors import UnsupportedModelError
 from engine.generation.core import EngineCore
-from engine.gguf.backend_choice import LLAMA_CPP, WISP, choose_backend
 from engine.generation.model_info import ModelInfo
+from engine.gguf.backend_choice import LLAMA_CPP, WISP, choose_backend
 from engine.model_path import is_remote_url, resolve_model
 
 
