@@ -176,22 +176,12 @@ class BudgetMarks:
     all_resident: int
 
 
-def gguf_compute_dtype_bytes(options, device_type: str) -> int:
-    """engine.runtime.gguf_build.gguf_dtype's rule in bytes: a GGUF file computes in fp32 on the CPU, bf16 on a GPU."""
-    if options.dtype != "auto":
-        return 4 if options.dtype == "float32" else 2
-    return 4 if device_type == "cpu" else 2
-
-
 def engine_sizes(options) -> tuple[ModelSizes, PlanRequest]:
     """The ModelSizes and PlanRequest the engine would load `options.model` with (a folder, None for the demo, or a
     GGUF file that Wisp's engine runs: experts at their slot bytes), from headers alone; the dtype follows the
-    loaders' rules (engine.model.loader.resolve_dtype, engine.runtime.gguf_build.gguf_dtype). A GGUF file that
-    options.backend sends to llama.cpp has no Wisp plan: UnsupportedModelError says so."""
-    import torch
-
+    loaders' rule (engine.model.loader.resolve_dtype). A GGUF file that options.backend sends to llama.cpp has
+    no Wisp plan: UnsupportedModelError says so."""
     from engine.hardware import pick_device
-    from engine.model.loader import resolve_dtype
     from engine.model_path import resolve_model
 
     path = resolve_model(options.model)
@@ -205,11 +195,21 @@ def engine_sizes(options) -> tuple[ModelSizes, PlanRequest]:
         if choice.backend == LLAMA_CPP:
             raise UnsupportedModelError(f"{path.name} runs on llama.cpp, which places it itself ({choice.reason})")
         model = GgufModel(path)
-        sizes = gguf_model_sizes(model, gguf_compute_dtype_bytes(options, device.type))
-        return sizes, options.plan_request(model.args.max_position_embeddings)
-    args = read_args(path)
-    dtype_bytes = torch.empty((), dtype=resolve_dtype(options.dtype, args, device)).element_size()
-    return model_sizes(args, dtype_bytes), options.plan_request(args.max_position_embeddings)
+        args = model.args
+        sizes = gguf_model_sizes(model, dtype_bytes(options, args, device))
+    else:
+        args = read_args(path)
+        sizes = model_sizes(args, dtype_bytes(options, args, device))
+    return sizes, options.plan_request(args.max_position_embeddings)
+
+
+def dtype_bytes(options, args: ModelArgs, device) -> int:
+    """Bytes per element of the dtype the engine would compute in for these options on `device`."""
+    import torch
+
+    from engine.model.loader import resolve_dtype
+
+    return torch.empty((), dtype=resolve_dtype(options.dtype, args, device)).element_size()
 
 
 def engine_plan(options) -> MemoryPlan:

@@ -14,7 +14,10 @@ from engine.model.args import ModelArgs
 MODEL_TYPES = {arch: model_type for model_type, (arch, _) in ARCHITECTURES.items()}
 RENORMALISES = {arch: renormalises for arch, renormalises in ARCHITECTURES.values()}
 QK_NORM = {"qwen3moe": "per_head", "olmoe": "full"}
-FLOAT_DTYPES = {0: "float32", 1: "float16", 30: "bfloat16"}  # GGMLQuantizationType -> torch_dtype (quantized: None)
+# GGMLQuantizationType of the embedding -> torch_dtype; a quantized file computes in bf16 (its dense weights are
+# dequantized to it), which engine.model.loader.resolve_dtype applies on a GPU like a checkpoint's own dtype.
+FLOAT_DTYPES = {0: "float32", 1: "float16", 30: "bfloat16"}
+QUANTIZED_DTYPE = "bfloat16"
 SUPPORTED = "qwen3moe, qwen2moe, olmoe, llama with experts (Mixtral)"
 
 
@@ -82,7 +85,7 @@ def model_args(file: GgufFile) -> ModelArgs:
         clip_qkv=file.get(f"{arch}.attention.clamp_kqv"),
         shared_expert_intermediate_size=_shared_rows(file, moe_layers),
         router_weights_fp32=arch == "llama",
-        torch_dtype=FLOAT_DTYPES.get(_tensor(file, "token_embd.weight").qtype),
+        torch_dtype=FLOAT_DTYPES.get(_tensor(file, "token_embd.weight").qtype, QUANTIZED_DTYPE),
         extra={"gguf_architecture": arch, "gguf_path": str(file.path)},
     )
 

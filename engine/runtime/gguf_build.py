@@ -14,29 +14,20 @@ from engine.gguf.model_file import GgufModel
 from engine.gguf.sizes import gguf_model_sizes
 from engine.gguf.weights import load_gguf_weights
 from engine.hardware import pick_device
-from engine.model.loader import DTYPES, LoadedWeights
+from engine.model.loader import LoadedWeights, resolve_dtype
 from engine.model.transformer import meta_model
 from engine.quant.dense import dequantize_dense
 from engine.quant.gguf_store import quant_store_from_gguf
 from engine.tokenizer import Tokenizer
 
 
-def gguf_dtype(requested: str, device: torch.device) -> torch.dtype:
-    """'auto': fp32 on the CPU (no fast half-precision matmul there), bf16 on a GPU (the file has no dtype of its
-    own: its blocks are dequantized to the compute dtype)."""
-    if requested != "auto":
-        return DTYPES[requested]
-    return torch.float32 if device.type == "cpu" else torch.bfloat16
-
-
 def load_gguf(path: Path, options: EngineOptions, progress: Progress | None):
     """-> (LoadedWeights, Tokenizer, options, ModelSizes, PlanRequest, MemoryPlan, device) for finish_engine."""
     device = pick_device(options.device)
-    model_file = GgufModel(path)
-    model_file.check()
+    model_file = GgufModel(path)  # engine.launch chose this engine: the file passed GgufModel.check there
     args = model_file.args
     tokenizer: Tokenizer = model_file.tokenizer()
-    dtype = gguf_dtype(options.dtype, device)
+    dtype = resolve_dtype(options.dtype, args, device)  # a quantized file: bf16 on a GPU, fp32 on the CPU
     sizes = gguf_model_sizes(model_file, dtype.itemsize)  # experts at their slot bytes
     plan_request = options.plan_request(args.max_position_embeddings)
     plan = plan_memory(sizes, plan_request)  # BudgetError below the minimum, before anything large is read
