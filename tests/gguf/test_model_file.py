@@ -48,16 +48,8 @@ def _meta_params(args):
 
 @pytest.mark.parametrize("model_type", ["qwen2_moe", "mixtral"])
 def test_f16_weights_are_the_checkpoints_rounded_to_f16(model_type, gguf_files):
-    folder = gguf_files.folder(model_type)
     model = GgufModel(gguf_files.converted(model_type, "f16"))
-    args, names, ckpt = model.args, architecture(model_type).WEIGHT_NAMES, Checkpoint(folder)
-    for param, tensor in model.dense_tensors().items():
-        reference = ckpt.get(hf_name(param, names))
-        expected = reference if tensor.type_name == "F32" else reference.to(torch.float16).float()
-        assert torch.equal(tensor.dequantize(), expected), param
-    down = model.expert_layers()[1].down
-    assert down.type_name == "F16"
-    assert torch.equal(down.dequantize_expert(2), hf_experts(folder, args, 1, "down")[2].to(torch.float16).float())
+    assert_rounded_checkpoint(model, gguf_files.folder(model_type), torch.float16, "F16", 1, "down", 2)
 
 
 def test_tied_embeddings_reuse_the_embedding(gguf_files, tmp_path):
@@ -129,17 +121,22 @@ def test_the_state_dict_loads_into_wisps_model(gguf_files):
 
 
 def test_bf16_weights_are_the_checkpoints_rounded_to_bf16(gguf_files):
-    folder = gguf_files.folder("olmoe")
     model = GgufModel(gguf_files.converted("olmoe", "bf16"))
-    names, ckpt = architecture("olmoe").WEIGHT_NAMES, Checkpoint(folder)
     assert model.support()[0] and model.args.torch_dtype == "bfloat16"
+    assert_rounded_checkpoint(model, gguf_files.folder("olmoe"), torch.bfloat16, "BF16", 0, "up", 1)
+
+
+def assert_rounded_checkpoint(model, folder, dtype, type_name: str, layer: int, projection: str, expert: int):
+    """Every dense tensor (F32 ones exact) and one expert equal the checkpoint rounded to dtype."""
+    names, ckpt = architecture(model.args.model_type).WEIGHT_NAMES, Checkpoint(folder)
     for param, tensor in model.dense_tensors().items():
         reference = ckpt.get(hf_name(param, names))
-        expected = reference if tensor.type_name == "F32" else reference.to(torch.bfloat16).float()
+        expected = reference if tensor.type_name == "F32" else reference.to(dtype).float()
         assert torch.equal(tensor.dequantize(), expected), param
-    up = model.expert_layers()[0].up
-    assert up.type_name == "BF16"
-    assert torch.equal(up.dequantize_expert(1), hf_experts(folder, model.args, 0, "up")[1].to(torch.bfloat16).float())
+    stacked = getattr(model.expert_layers()[layer], projection)
+    assert stacked.type_name == type_name
+    reference = hf_experts(folder, model.args, layer, projection)[expert].to(dtype).float()
+    assert torch.equal(stacked.dequantize_expert(expert), reference)
 
 
 def test_a_dequantizer_can_replace_the_numpy_reference(gguf_files):
