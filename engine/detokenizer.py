@@ -29,12 +29,14 @@ class IncrementalDetokenizer:
     Each push decodes only the tokens since the previous delta plus a little context (vLLM's
     prefix/read offsets). Text that ends in U+FFFD is held back until a later token completes the
     character. The deltas plus `flush()` concatenate to `tokenizer.decode(ids, skip_special_tokens)`;
-    with `prompt_ids` they concatenate to the text the generated ids add after the prompt.
+    with `prompt_ids` they concatenate to the text the generated ids add after the prompt. `kept_ids` are special
+    tokens whose text stays even when skipping special tokens (a reasoning format's markers).
     """
 
-    def __init__(self, tokenizer: Decoder, prompt_ids: Sequence[int] = (), skip_special_tokens: bool = True):
+    def __init__(self, tokenizer: Decoder, prompt_ids: Sequence[int] = (), skip_special_tokens: bool = True,
+                 kept_ids: frozenset[int] = frozenset()):
         self._tokenizer = tokenizer
-        self._skipped_ids = tokenizer.special_token_ids if skip_special_tokens else frozenset()
+        self._skipped_ids = tokenizer.special_token_ids - kept_ids if skip_special_tokens else frozenset()
         # decode() drops skipped tokens before its decoder runs, so dropping them on arrival changes no text
         # and keeps them out of every window.
         self._ids = [token_id for token_id in prompt_ids if token_id not in self._skipped_ids]

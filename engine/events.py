@@ -17,18 +17,31 @@ class RequestStats:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A call the model addressed to a tool (gpt-oss: a harmony message `to=functions.NAME`); `arguments` as written."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
 class TokenEvent:
-    """One generated token; `text` is the newly completed text (may be empty while a character is incomplete)."""
+    """One generated token; `text` is the newly completed answer text (may be empty while a character or a
+    marker is incomplete); `reasoning` the newly completed reasoning of a reasoning model's chat reply."""
 
     request_id: str
     token_id: int
     text: str
     logprob: float
+    reasoning: str = ""
 
 
 @dataclass(frozen=True)
 class FinishEvent:
-    """The request ended: reason is "stop", "length", "cancelled" or "error" (then `error` says why)."""
+    """The request ended: reason is "stop", "length", "cancelled" or "error" (then `error` says why).
+
+    `text` is the answer; for a chat reply of a reasoning model (gpt-oss's harmony channels, `<think>` tags)
+    `reasoning` holds its reasoning and `tool_calls` the tool calls it made, apart from the answer."""
 
     request_id: str
     reason: str
@@ -37,6 +50,8 @@ class FinishEvent:
     logprobs: tuple[float, ...]
     stats: RequestStats
     error: str | None = None
+    reasoning: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 Event = TokenEvent | FinishEvent

@@ -105,6 +105,13 @@ class Tokenizer:
         """Whether the folder ships a chat template; without one, use raw prompts."""
         return bool(self._chat_templates)
 
+    @property
+    def chat_template_source(self) -> str:
+        """The jinja source of the default chat template ("" without one): it tells which reasoning format the
+        model writes (engine.generation.reasoning_formats)."""
+        template = self._chat_templates.get("default")
+        return template.source if template is not None else ""
+
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids of `text`; with `add_special_tokens`, the post-processor's BOS/EOS are added as HF does."""
         return self._backend.encode(text, add_special_tokens=add_special_tokens).ids

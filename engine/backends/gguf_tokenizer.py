@@ -35,6 +35,12 @@ class GgufTokenizer:
     def has_chat_template(self) -> bool:
         return bool(self._templates)
 
+    @property
+    def chat_template_source(self) -> str:
+        """The jinja source of the default chat template ("" without one)."""
+        template = self._templates.get("default")
+        return template.source if template is not None else ""
+
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """As the GGUF's metadata says (add_bos_token); special-token text is parsed, as Hugging Face does."""
         return self._model.tokenize(text, add_special=add_special_tokens)

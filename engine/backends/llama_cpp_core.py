@@ -67,7 +67,7 @@ class LlamaCppCore:
         prompt = self.prompt_ids(request)
         seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
         self.waiting.append(GgufRequest(request.request_id, request.sampling, prompt,
-                                        TextStream(self.tokenizer, request.sampling.stop),
+                                        TextStream.for_request(self.tokenizer, request, prompt),
                                         torch.Generator().manual_seed(seed)))
 
     def step(self) -> list[Event]:
@@ -139,9 +139,9 @@ class LlamaCppCore:
             active.first_token_time = now
         active.output.append(token)
         active.logprobs.append(logprob)
-        text, stopped = active.stream.push(token)
-        events: list[Event] = [TokenEvent(active.request_id, token, text, logprob)]
-        reason = self._finish_reason(active, token, stopped)
+        delta = active.stream.push(token)
+        events: list[Event] = [TokenEvent(active.request_id, token, delta.text, logprob, delta.reasoning)]
+        reason = self._finish_reason(active, token, delta.stopped)
         if reason:
             events.append(self._finish(active, reason))
         return events
@@ -156,8 +156,10 @@ class LlamaCppCore:
     def _finish(self, active: GgufRequest, reason: str) -> FinishEvent:
         if active is self.running:
             self.running = None
-        return FinishEvent(request_id=active.request_id, reason=reason, text=active.stream.final_text(),
-                           token_ids=tuple(active.output), logprobs=tuple(active.logprobs), stats=request_stats(active))
+        stream = active.stream
+        return FinishEvent(request_id=active.request_id, reason=reason, text=stream.final_text(),
+                           token_ids=tuple(active.output), logprobs=tuple(active.logprobs), stats=request_stats(active),
+                           reasoning=stream.final_reasoning(), tool_calls=tuple(stream.tool_calls))
 
 
 def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> tuple[int, float]:

@@ -1,31 +1,84 @@
-"""Per-request streaming text: incremental UTF-8-safe detokenisation followed by stop-string matching."""
+"""Per-request streaming text: incremental UTF-8-safe detokenisation, stop-string matching, and for chat requests
+to a reasoning model the split of reasoning from the answer (engine.generation.reasoning)."""
 
 from __future__ import annotations
 
-from engine.detokenizer import StopStringMatcher
-from engine.tokenizer import Tokenizer
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.detokenizer import IncrementalDetokenizer, StopStringMatcher
+from engine.events import ToolCall
+from engine.generation.reasoning import Parsed, ReasoningParser
+from engine.generation.reasoning_formats import reasoning_format
+from engine.requests import GenerateRequest
+
+
+@dataclass(frozen=True)
+class StreamDelta:
+    """What one token adds: answer text, reasoning text, and whether the request should stop now."""
+
+    text: str
+    reasoning: str
+    stopped: bool
 
 
 class TextStream:
-    def __init__(self, tokenizer: Tokenizer, stop: tuple[str, ...]):
-        self.detokenizer = tokenizer.detokenizer()
+    """Engine thread, one per request. Stop strings apply to the whole output, reasoning included (as in vLLM);
+    `ignore_end` keeps generating past the reasoning format's own end of generation (ignore_eos)."""
+
+    def __init__(self, tokenizer, stop: tuple[str, ...], parser: ReasoningParser | None = None,
+                 kept_ids: frozenset[int] = frozenset(), ignore_end: bool = False):
+        self.detokenizer = IncrementalDetokenizer(tokenizer, (), skip_special_tokens=True, kept_ids=kept_ids)
         self.matcher = StopStringMatcher(stop)
+        self.parser = parser
+        self.ignore_end = ignore_end
         self.parts: list[str] = []
+        self.reasoning_parts: list[str] = []
+        self.tool_calls: list[ToolCall] = []
         self.stopped = False
 
-    def push(self, token_id: int) -> tuple[str, bool]:
-        """-> (text safe to show now, whether a stop string just completed)."""
+    @classmethod
+    def for_request(cls, tokenizer, request: GenerateRequest, prompt_ids: Sequence[int]) -> TextStream:
+        """The stream of a request: chat requests to a reasoning model have their reasoning split off."""
+        sampling = request.sampling
+        chat_format = reasoning_format(tokenizer) if request.messages is not None else None
+        if chat_format is None:
+            return cls(tokenizer, sampling.stop)
+        return cls(tokenizer, sampling.stop, chat_format.parser(tokenizer, prompt_ids),
+                   chat_format.marker_ids(tokenizer), ignore_end=sampling.ignore_eos)
+
+    def push(self, token_id: int) -> StreamDelta:
         if self.stopped:
-            return "", True
+            return StreamDelta("", "", True)
         text, self.stopped = self.matcher.feed(self.detokenizer.push(token_id))
-        self.parts.append(text)
-        return text, self.stopped
+        parsed = self._parse(text)
+        if self.parser is not None and self.parser.is_ended and not self.ignore_end:
+            self.stopped = True
+        return StreamDelta(parsed.content, parsed.reasoning, self.stopped)
 
     def final_text(self) -> str:
-        """All text of the request; flushes what was held back (an incomplete character, a possible stop prefix)."""
+        """All answer text of the request; flushes what was held back (an incomplete character, a possible
+        stop prefix, a possible marker)."""
         if not self.stopped:
             text, self.stopped = self.matcher.feed(self.detokenizer.flush())
-            self.parts.append(text)
+            self._parse(text)
             if not self.stopped:
-                self.parts.append(self.matcher.flush())
+                self._parse(self.matcher.flush())
+            self.stopped = True
+        if self.parser is not None:
+            self._collect(self.parser.flush())
         return "".join(self.parts)
+
+    def final_reasoning(self) -> str:
+        """All reasoning text of the request (call after final_text)."""
+        return "".join(self.reasoning_parts)
+
+    def _parse(self, text: str) -> Parsed:
+        parsed = Parsed(content=text) if self.parser is None else self.parser.feed(text)
+        self._collect(parsed)
+        return parsed
+
+    def _collect(self, parsed: Parsed) -> None:
+        self.parts.append(parsed.content)
+        self.reasoning_parts.append(parsed.reasoning)
+        self.tool_calls += parsed.tool_calls

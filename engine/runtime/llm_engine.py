@@ -98,7 +98,8 @@ class LLMEngine:
             )
         seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
         generator = torch.Generator(device=self.device).manual_seed(seed)
-        self.active[request.request_id] = Active(seq, TextStream(self.tokenizer, request.sampling.stop), generator)
+        stream = TextStream.for_request(self.tokenizer, request, seq.token_ids)
+        self.active[request.request_id] = Active(seq, stream, generator)
         self.scheduler.add(seq)
 
     def cancel(self, request_id: str) -> list[Event]:
@@ -152,9 +153,9 @@ class LLMEngine:
             seq.prompt_cache_hits = seq.num_cached_tokens
         seq.token_ids.append(token)
         seq.logprobs.append(logprob)
-        text, stopped = active.stream.push(token)
-        events: list[Event] = [TokenEvent(seq.request_id, token, text, logprob)]
-        reason = self._finish_reason(seq, token, stopped)
+        delta = active.stream.push(token)
+        events: list[Event] = [TokenEvent(seq.request_id, token, delta.text, logprob, delta.reasoning)]
+        reason = self._finish_reason(seq, token, delta.stopped)
         if reason:
             events.append(self._finish(active, reason))
         return events
@@ -170,9 +171,11 @@ class LLMEngine:
         seq = active.seq
         self.scheduler.finish(seq)
         del self.active[seq.request_id]
+        stream = active.stream
         return FinishEvent(
-            request_id=seq.request_id, reason=reason, text=active.stream.final_text(),
+            request_id=seq.request_id, reason=reason, text=stream.final_text(),
             token_ids=tuple(seq.output_ids), logprobs=tuple(seq.logprobs), stats=self._stats(seq),
+            reasoning=stream.final_reasoning(), tool_calls=tuple(stream.tool_calls),
         )
 
     def _stats(self, seq: Sequence) -> RequestStats:
