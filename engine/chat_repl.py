@@ -9,6 +9,7 @@ import sys
 from engine.api import Engine, FinishEvent, GenerateRequest, SamplingParams, TokenEvent
 from engine.chat_input import BadLine
 from engine.errors import WispError
+from engine.reply_printer import ReplyPrinter
 
 HELP = """commands:
   /help         this list
@@ -90,6 +91,7 @@ class ChatSession:
         if finish.reason == "error":
             self.note(f"wisp: error: {finish.error}")
             return
+        # the answer alone: chat templates (gpt-oss's harmony) take earlier turns without their reasoning
         self.turns += [{"role": "user", "content": line}, {"role": "assistant", "content": finish.text}]
         s = finish.stats
         stopped = " - stopped" if finish.reason == "cancelled" else ""
@@ -97,20 +99,18 @@ class ChatSession:
                   f"generated, {s.decode_tok_s:.1f} tok/s{stopped}]")
 
     def stream(self, request: GenerateRequest) -> FinishEvent:
-        """Print the reply as it comes; Ctrl+C cancels it and returns what was generated so far."""
+        """Print the reply as it comes (a reasoning model's reasoning apart, engine.reply_printer); Ctrl+C cancels
+        it and returns what was generated so far."""
         handle = self.engine.submit(request)
-        shown = 0
+        printer = ReplyPrinter(self.out, self.err)
         try:
             for event in handle:
-                if isinstance(event, TokenEvent) and event.text:
-                    self.out.write(event.text)
-                    self.out.flush()
-                    shown += len(event.text)
+                if isinstance(event, TokenEvent):
+                    printer.write(event.text, event.reasoning)
         except KeyboardInterrupt:
             self.engine.cancel(request.request_id)
             handle.result()
-        self.out.write(handle.finish.text[shown:] + "\n")
-        self.out.flush()
+        printer.finish(handle.finish.text, handle.finish.reasoning)
         return handle.finish
 
     def note(self, text: str) -> None:

@@ -9,6 +9,7 @@ from engine.api import Engine, FinishEvent, GenerateRequest, TokenEvent
 from engine.api import device_peak_bytes, expert_counters
 from engine.cli_options import engine_options, print_json, sampling_params
 from engine.errors import RequestError, WispError
+from engine.reply_printer import ReplyPrinter
 from engine.units import format_bytes
 
 __all__ = ["run_command", "chat_command", "doctor_command", "engine_options", "sampling_params"]
@@ -41,16 +42,13 @@ def run_command(args: Namespace) -> int:
 
 
 def stream_to_stdout(engine: Engine, request: GenerateRequest) -> FinishEvent:
-    shown = []
+    printer = ReplyPrinter(sys.stdout, sys.stderr)
     handle = engine.submit(request)
     for event in handle:
-        if isinstance(event, TokenEvent) and event.text:
-            shown.append(event.text)
-            sys.stdout.write(event.text)
-            sys.stdout.flush()
+        if isinstance(event, TokenEvent):
+            printer.write(event.text, event.reasoning)
     finish = handle.finish
-    tail = finish.text[len("".join(shown)):]
-    sys.stdout.write(tail + "\n")
+    printer.finish(finish.text, finish.reasoning)
     return finish
 
 
@@ -58,6 +56,8 @@ def run_result(finish: FinishEvent, before, after, peak: int | None) -> dict:
     stats = finish.stats
     return {
         "text": finish.text,
+        "reasoning": finish.reasoning,
+        "tool_calls": [{"name": call.name, "arguments": call.arguments} for call in finish.tool_calls],
         "token_ids": list(finish.token_ids),
         "logprobs": list(finish.logprobs),
         "finish_reason": finish.reason,

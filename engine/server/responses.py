@@ -67,8 +67,23 @@ def completion_logprobs(shape: Shape, tokens: list[TokenEvent], offset: int = 0)
             "text_offset": offsets}
 
 
+def chat_message(finish: FinishEvent) -> dict:
+    """The assistant message; a reasoning model's reasoning goes in `reasoning_content` (vLLM's and DeepSeek's
+    field), never into `content`."""
+    message = {"role": "assistant", "content": finish.text}
+    if finish.reasoning:
+        message["reasoning_content"] = finish.reasoning
+    return message
+
+
+def chat_delta(text: str, reasoning: str) -> dict:
+    """A stream chunk's delta: the answer text and the reasoning text a token completed (either may be absent)."""
+    delta = {"reasoning_content": reasoning} if reasoning else {}
+    return {**delta, "content": text} if text else delta
+
+
 def chat_completion(shape: Shape, finish: FinishEvent, tokens: list[TokenEvent]) -> dict:
-    choice = {"index": 0, "message": {"role": "assistant", "content": finish.text},
+    choice = {"index": 0, "message": chat_message(finish),
               "logprobs": chat_logprobs(shape, tokens), "finish_reason": finish_reason(finish)}
     return {**shape.envelope("chat.completion", [choice]), "usage": usage(finish.stats)}
 

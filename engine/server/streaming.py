@@ -13,7 +13,7 @@ from engine.events import Event, FinishEvent, TokenEvent
 from engine.server.api_errors import error_body
 from engine.server.bridge import Generation, wait_for_disconnect
 from engine.server.outcome import finish_error
-from engine.server.responses import Shape, chat_chunk, completion_chunk, finish_reason, usage_chunk
+from engine.server.responses import Shape, chat_chunk, chat_delta, completion_chunk, finish_reason, usage_chunk
 
 DONE = b"data: [DONE]\n\n"
 
@@ -71,16 +71,17 @@ def ending(shape: Shape, finish: FinishEvent, include_usage: bool) -> list[dict]
 
 async def chat_stream(generation: Generation, first: Event, shape: Shape, include_usage: bool) -> AsyncIterator[bytes]:
     yield sse(chat_chunk(shape, {"role": "assistant", "content": ""}, []))
-    num_sent = 0
+    num_sent = num_reasoning_sent = 0
     async for event in events_from(generation, first):
         if isinstance(event, TokenEvent):
-            if event.text or shape.logprobs:
-                yield sse(chat_chunk(shape, {"content": event.text}, [event]))
-                num_sent += len(event.text)
+            if event.text or event.reasoning or shape.logprobs:
+                delta = chat_delta(event.text, event.reasoning) or {"content": ""}
+                yield sse(chat_chunk(shape, delta, [event]))
+                num_sent, num_reasoning_sent = num_sent + len(event.text), num_reasoning_sent + len(event.reasoning)
             continue
         if event.reason not in ("error", "cancelled"):
-            tail = event.text[num_sent:]
-            yield sse(chat_chunk(shape, {"content": tail} if tail else {}, [], finish_reason(event)))
+            delta = chat_delta(event.text[num_sent:], event.reasoning[num_reasoning_sent:])
+            yield sse(chat_chunk(shape, delta, [], finish_reason(event)))
         for obj in ending(shape, event, include_usage):
             yield sse(obj)
     yield DONE

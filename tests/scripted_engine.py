@@ -1,0 +1,59 @@
+"""An engine.api.Engine stand-in that answers every request with a scripted reply, token by token: what a
+reasoning model's engine emits (answer and reasoning pieces), for the CLI, the server and the app to show."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+from engine.api import FinishEvent, RequestHandle, RequestStats, TokenEvent
+
+LOGPROB = -0.25
+
+
+@dataclass
+class ScriptedEngine:
+    """Each reply is a list of (answer text, reasoning text) pieces, one per token. Events are delivered from
+    another thread, as the engine thread delivers them; `requests` records what was asked."""
+
+    pieces: list[tuple[str, str]]
+    max_model_len: int = 4096
+    requests: list = field(default_factory=list)
+
+    def __post_init__(self):
+        self.info = SimpleNamespace(name="scripted", path="scripted", max_model_len=self.max_model_len,
+                                    has_chat_template=True, device="cpu")
+        self._core = None  # engine.server.ServedModel looks for a tokenizer here
+
+    def submit(self, request, callback=None) -> RequestHandle:
+        self.requests.append(request)
+        handle = RequestHandle(request.request_id)
+        threading.Thread(target=self._deliver, args=(request.request_id, handle, callback), daemon=True).start()
+        return handle
+
+    def generate(self, request) -> FinishEvent:
+        return self.submit(request).result()
+
+    def cancel(self, request_id: str) -> None:
+        pass
+
+    def _deliver(self, request_id: str, handle: RequestHandle, callback) -> None:
+        for event in self.events(request_id):
+            handle.events.put(event)
+            if callback is not None:
+                callback(event)
+
+    def events(self, request_id: str) -> list:
+        tokens = [TokenEvent(request_id, index, text, LOGPROB, reasoning)
+                  for index, (text, reasoning) in enumerate(self.pieces)]
+        num = len(tokens)
+        stats = RequestStats(prompt_tokens=5, cached_prompt_tokens=0, generated_tokens=num, ttft_s=0.01,
+                             decode_tok_s=100.0, total_s=0.1, num_preemptions=0)
+        finish = FinishEvent(request_id, "stop", "".join(t for t, _ in self.pieces), tuple(range(num)),
+                             (LOGPROB,) * num, stats, reasoning="".join(r for _, r in self.pieces))
+        return [*tokens, finish]
+
+
+# A gpt-oss-like reply as the engine streams it: reasoning pieces first, then the answer.
+REASONING_REPLY = [("", "The user"), ("", " greets me."), ("", " Reply briefly."), ("Hello", ""), (" there!", "")]

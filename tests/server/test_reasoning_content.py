@@ -1,0 +1,43 @@
+"""A reasoning model behind the OpenAI-compatible server: the reasoning comes back in `reasoning_content`
+(message and stream deltas), never inside `content`."""
+
+import json
+
+import pytest
+
+pytest.importorskip("starlette")
+
+from starlette.testclient import TestClient  # noqa: E402
+
+from engine.server.app import create_app  # noqa: E402
+from tests.scripted_engine import REASONING_REPLY, ScriptedEngine  # noqa: E402
+
+BODY = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16}
+
+
+@pytest.fixture
+def client():
+    with TestClient(create_app(ScriptedEngine(REASONING_REPLY)), base_url="http://127.0.0.1") as client:
+        yield client
+
+
+def test_the_message_carries_reasoning_content_apart_from_content(client):
+    message = client.post("/v1/chat/completions", json=BODY).json()["choices"][0]["message"]
+    assert message == {"role": "assistant", "content": "Hello there!",
+                       "reasoning_content": "The user greets me. Reply briefly."}
+
+
+def test_stream_deltas_carry_reasoning_content_then_content(client):
+    with client.stream("POST", "/v1/chat/completions", json={**BODY, "stream": True}) as response:
+        lines = [line.removeprefix("data: ") for line in response.iter_lines() if line.startswith("data: ")]
+    deltas = [json.loads(line)["choices"][0]["delta"] for line in lines[:-1]]
+    reasoning = "".join(delta.get("reasoning_content", "") for delta in deltas)
+    content = "".join(delta.get("content", "") for delta in deltas)
+    assert (reasoning, content, lines[-1]) == ("The user greets me. Reply briefly.", "Hello there!", "[DONE]")
+    assert all(not ("reasoning_content" in delta and delta.get("content")) for delta in deltas)
+
+
+def test_a_model_without_reasoning_has_no_reasoning_field():
+    with TestClient(create_app(ScriptedEngine([("Hi", "")])), base_url="http://127.0.0.1") as client:
+        message = client.post("/v1/chat/completions", json=BODY).json()["choices"][0]["message"]
+    assert message == {"role": "assistant", "content": "Hi"}
