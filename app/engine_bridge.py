@@ -17,7 +17,8 @@ BATCH_INTERVAL_MS = 25
 
 
 class EngineBridge(QObject):
-    text_arrived = Signal(str, str)  # request_id, the text generated since the last batch
+    text_arrived = Signal(str, str)  # request_id, the answer text generated since the last batch
+    reasoning_arrived = Signal(str, str)  # request_id, a reasoning model's reasoning since the last batch
     finished = Signal(object)  # engine.api.FinishEvent
     plan_changed = Signal(object)  # engine.api.PlanEvent
     _wake = Signal()
@@ -55,25 +56,30 @@ class EngineBridge(QObject):
         self.flush()
 
     def flush(self) -> None:
-        """GUI thread: deliver everything buffered, joining consecutive token texts of one request."""
+        """GUI thread: deliver everything buffered, joining consecutive token texts (and reasonings) of one request."""
         with self._lock:
             events, self._pending = self._pending, []
         engine = api()
-        text_of, texts = None, []
+        run: list = []  # consecutive TokenEvents of one request
         for event in events:
             is_token = isinstance(event, engine.TokenEvent)
-            if is_token and event.request_id == text_of:
-                texts.append(event.text)
+            if is_token and run and event.request_id == run[0].request_id:
+                run.append(event)
                 continue
-            self._emit_text(text_of, texts)
-            text_of, texts = (event.request_id, [event.text]) if is_token else (None, [])
+            self._emit_run(run)
+            run = [event] if is_token else []
             if isinstance(event, engine.FinishEvent):
                 self.finished.emit(event)
             elif isinstance(event, engine.PlanEvent):
                 self.plan_changed.emit(event)
-        self._emit_text(text_of, texts)
+        self._emit_run(run)
 
-    def _emit_text(self, request_id: str | None, texts: list[str]) -> None:
-        text = "".join(texts)
-        if request_id is not None and text:
-            self.text_arrived.emit(request_id, text)
+    def _emit_run(self, run: list) -> None:
+        if not run:
+            return
+        reasoning = "".join(event.reasoning for event in run)
+        text = "".join(event.text for event in run)
+        if reasoning:
+            self.reasoning_arrived.emit(run[0].request_id, reasoning)
+        if text:
+            self.text_arrived.emit(run[0].request_id, text)

@@ -14,6 +14,8 @@ def to_markdown(conversation: Conversation, messages: list[Message]) -> str:
         parts += ["> **System:** " + conversation.system_prompt.replace("\n", "\n> "), ""]
     for message in messages:
         parts += [f"## {message.role.capitalize()}", ""]
+        if message.info.get("reasoning"):
+            parts += ["<details><summary>Reasoning</summary>", "", message.info["reasoning"], "", "</details>", ""]
         parts += [f"```\n{message.content}\n```" if message.kind == "completion" else message.content, ""]
     return "\n".join(parts)
 

@@ -37,6 +37,8 @@ def finish_info(event) -> dict:
             "generated_tokens": stats.generated_tokens}
     if event.error:
         info["error"] = event.error
+    if event.reasoning:
+        info["reasoning"] = event.reasoning
     return info
 
 
@@ -59,8 +61,10 @@ class GenerationController(QObject):
         self._request_id: str | None = None
         self._index = -1
         self._text = ""
+        self._reasoning = ""
         self._last_save = 0.0
         bridge.text_arrived.connect(self._on_bridge_text_arrived)
+        bridge.reasoning_arrived.connect(self._on_bridge_reasoning_arrived)
         bridge.finished.connect(self._on_bridge_finished)
 
     @property
@@ -109,6 +113,8 @@ class GenerationController(QObject):
         self.stop()
         info = {**self._model.messages[self._index].info, "reason": "cancelled"}
         info.pop("streaming", None)
+        if self._reasoning:
+            info["reasoning"] = self._reasoning
         self._model.set_content(self._index, self._text, info)
         self._set_request(None)
 
@@ -124,7 +130,7 @@ class GenerationController(QObject):
         history = self._model.messages
         request = self._request(history)
         self._index = self._model.append(Message("assistant", "", history[-1].kind, {"streaming": True}))
-        self._text, self._last_save = "", time.monotonic()
+        self._text, self._reasoning, self._last_save = "", "", time.monotonic()
         self._set_request(request.request_id)
         try:
             self._engine_source().submit(request, self._bridge.on_event)
@@ -142,6 +148,7 @@ class GenerationController(QObject):
         if history[-1].kind == "completion":
             return engine_api.GenerateRequest(prompt=history[-1].content, sampling=sampling)
         system = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
+        # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
         chat = [{"role": m.role, "content": prompt_content(m)} for m in history]
         return engine_api.GenerateRequest(messages=tuple(system + chat), sampling=sampling)
 
@@ -157,14 +164,23 @@ class GenerationController(QObject):
 
     @Slot(str, str)
     def _on_bridge_text_arrived(self, request_id: str, text: str) -> None:
-        if request_id != self._request_id:
-            return
-        self._text += text
+        if request_id == self._request_id:
+            self._text += text
+            self._show_progress()
+
+    @Slot(str, str)
+    def _on_bridge_reasoning_arrived(self, request_id: str, reasoning: str) -> None:
+        if request_id == self._request_id:
+            self._reasoning += reasoning
+            self._show_progress()
+
+    def _show_progress(self) -> None:
         now = time.monotonic()
         is_due = now - self._last_save >= SAVE_INTERVAL_S
         if is_due:
             self._last_save = now
-        self._model.set_content(self._index, self._text, persist=is_due)
+        info = {**self._model.messages[self._index].info, "reasoning": self._reasoning} if self._reasoning else None
+        self._model.set_content(self._index, self._text, info, persist=is_due)
 
     @Slot(object)
     def _on_bridge_finished(self, event) -> None:

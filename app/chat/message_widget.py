@@ -1,5 +1,6 @@
-"""One message of the chat: who said it, its stats (tok/s, time to first token, tokens), Markdown body with
-highlighted code blocks, and its actions (copy, edit and resend, regenerate, code-block copy/save/continue)."""
+"""One message of the chat: who said it, its stats (tok/s, time to first token, tokens), a reasoning model's
+reasoning in a collapsible section, Markdown body with highlighted code blocks, and its actions (copy, edit and
+resend, regenerate, code-block copy/save/continue)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QPlainT
 from app.chat.conversation_store import Message
 from app.chat.markdown_browser import MarkdownBrowserView
 from app.chat.markdown_render import RenderStyle, code_blocks, render_markdown
+from app.chat.reasoning_widget import ReasoningWidget
 
 MAX_CHIPS = 6  # more attached files are summed up as "+N more"
 ROLE_NAMES = {("user", "chat"): "You", ("assistant", "chat"): "Wisp",
@@ -62,6 +64,7 @@ class MessageWidget(QFrame):
         self.edit_button.setVisible(message.role == "user")
         self.regenerate_button.setVisible(message.role == "assistant")
         self.chips = self._attachment_chips(message.info.get("attachments") or [])
+        self.reasoning = ReasoningWidget(self)
         self.body = MarkdownBrowserView(self)
         self.body.setAccessibleName(f"{self.role_label.text()} message")
         self.editor = QPlainTextEdit(self, accessibleName="Edit message")
@@ -78,6 +81,7 @@ class MessageWidget(QFrame):
     def set_message(self, message: Message) -> None:
         self._message = message
         self.stats_label.setText(stats_text(message))
+        self.reasoning.set_reasoning(message.info.get("reasoning", ""), bool(message.info.get("streaming")))
         self.body.setHtml(render_markdown(display_markdown(message), self._style, self._code_actions()))
 
     def set_render_style(self, style: RenderStyle) -> None:
@@ -139,6 +143,7 @@ class MessageWidget(QFrame):
         layout.setSpacing(4)
         layout.addLayout(header)
         layout.addWidget(self.chips)
+        layout.addWidget(self.reasoning)
         layout.addWidget(self.body)
         layout.addWidget(self.editor)
         layout.addWidget(self.editor_buttons)

@@ -34,7 +34,8 @@ def test_harmony_analysis_is_reasoning_and_final_is_the_answer():
 
 
 def test_harmony_text_after_return_is_dropped():
-    content, _, _, is_ended = parse(HarmonyParser(), [HARMONY_REPLY + "<|start|>assistant<|channel|>final<|message|>more"])
+    extra = "<|start|>assistant<|channel|>final<|message|>more"
+    content, _, _, is_ended = parse(HarmonyParser(), [HARMONY_REPLY + extra])
     assert (content, is_ended) == ("Hello <there>!", True)
 
 
