@@ -148,6 +148,7 @@ class Active:
     arrival: float = field(default_factory=time.perf_counter)
     first_token_time: float | None = None
     parts: list[str] = field(default_factory=list)
+    reasoning_parts: list[str] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
 
@@ -196,11 +197,13 @@ class RemoteCore:
         if piece.kind == "token":
             active.first_token_time = active.first_token_time or time.perf_counter()
             active.parts.append(piece.text)
+            active.reasoning_parts.append(piece.reasoning)
             active.token_ids.append(piece.token_id)
             active.logprobs.append(piece.logprob)
-            return [TokenEvent(piece.request_id, piece.token_id, piece.text, piece.logprob)]
+            return [TokenEvent(piece.request_id, piece.token_id, piece.text, piece.logprob, piece.reasoning)]
         if piece.kind == "tail":
             active.parts.append(piece.text)
+            active.reasoning_parts.append(piece.reasoning)
             return []
         if piece.kind == "error":
             return [self.finish(active, "error", error=piece.text)]
@@ -218,7 +221,7 @@ class RemoteCore:
             decode_tok_s=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
             total_s=end - active.arrival, num_preemptions=0)
         return FinishEvent(active.request.request_id, reason, "".join(active.parts), tuple(active.token_ids),
-                           tuple(active.logprobs), stats, error=error)
+                           tuple(active.logprobs), stats, error=error, reasoning="".join(active.reasoning_parts))
 
     def cancel(self, request_id: str) -> list[Event]:
         active = self.active.get(request_id)

@@ -25,6 +25,7 @@ class Piece:
     logprob: float = math.nan
     reason: str = "stop"
     usage: dict | None = None
+    reasoning: str = ""  # a reasoning model's reasoning (the server's `reasoning_content` deltas)
 
 
 class StreamWorker:
@@ -70,12 +71,16 @@ class StreamWorker:
         return True
 
     def on_choice(self, choice: dict) -> None:
-        text = (choice.get("delta") or {}).get("content") or choice.get("text") or ""
+        delta = choice.get("delta") or {}
+        text = delta.get("content") or choice.get("text") or ""
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""  # vLLM's and Ollama's names
         tokens = logprob_entries(choice.get("logprobs"))
         for index, (token_id, logprob) in enumerate(tokens):
-            self.put("token", text=text if index == len(tokens) - 1 else "", token_id=token_id, logprob=logprob)
-        if text and not tokens:
-            self.put("tail" if choice.get("finish_reason") else "token", text=text)
+            is_last = index == len(tokens) - 1
+            self.put("token", text=text if is_last else "", reasoning=reasoning if is_last else "",
+                     token_id=token_id, logprob=logprob)
+        if (text or reasoning) and not tokens:
+            self.put("tail" if choice.get("finish_reason") else "token", text=text, reasoning=reasoning)
         if choice.get("finish_reason"):
             self.reason = "length" if choice["finish_reason"] == "length" else "stop"
 

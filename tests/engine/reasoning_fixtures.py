@@ -54,8 +54,9 @@ THINK_TEMPLATE = """\
 {%- endif %}"""
 
 
-def save_harmony_folder(folder: Path, chat_template: str = HARMONY_TEMPLATE) -> Path:
-    backend = train_byte_level_tokenizer()
+def save_harmony_folder(folder: Path, chat_template: str = HARMONY_TEMPLATE, vocab_size: int = 400) -> Path:
+    """`vocab_size` of the trained part; the harmony tokens come after it."""
+    backend = train_byte_level_tokenizer(vocab_size)
     backend.add_special_tokens([AddedToken(token, special=True) for token in HARMONY_TOKENS])
     return save_hf_folder(folder, backend, chat_template, bos_token="<|startoftext|>", eos_token="<|return|>",
                           pad_token="<|endoftext|>")

@@ -41,3 +41,19 @@ def test_a_model_without_reasoning_has_no_reasoning_field():
     with TestClient(create_app(ScriptedEngine([("Hi", "")])), base_url="http://127.0.0.1") as client:
         message = client.post("/v1/chat/completions", json=BODY).json()["choices"][0]["message"]
     assert message == {"role": "assistant", "content": "Hi"}
+
+
+def test_the_remote_backend_reads_reasoning_content_back():
+    from engine.api import Engine, EngineOptions, GenerateRequest, TokenEvent
+    from engine.backends.remote import using_api_key
+    from engine.server import start_server
+
+    server = start_server(ScriptedEngine(REASONING_REPLY), "127.0.0.1", 0, api_key="key")
+    try:
+        with using_api_key("key"), Engine(EngineOptions(model=server.url)) as remote:
+            handle = remote.submit(GenerateRequest(messages=tuple(BODY["messages"])))
+            tokens = [event for event in handle if isinstance(event, TokenEvent)]
+    finally:
+        server.stop()
+    assert (handle.finish.text, handle.finish.reasoning) == ("Hello there!", "The user greets me. Reply briefly.")
+    assert "".join(token.reasoning for token in tokens) == handle.finish.reasoning
