@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import strategies as st
 from tokenizers import AddedToken
 
 from tests.engine.tokenizer_fixtures import save_hf_folder, train_byte_level_tokenizer
@@ -67,3 +68,20 @@ def save_think_folder(folder: Path, chat_template: str = THINK_TEMPLATE) -> Path
     backend = train_byte_level_tokenizer()
     backend.add_tokens([AddedToken("<think>", special=False), AddedToken("</think>", special=False)])
     return save_hf_folder(folder, backend, chat_template, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+
+
+# Pieces of harmony output, markers and their fragments included, for split-invariance properties.
+HARMONY_PIECES = st.sampled_from([
+    "<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|return|>", "<|call|>", "<|constrain|>", "analysis",
+    "final", "commentary", " to=functions.f ", "assistant", "json", "<", "<|", "|>", " ", "\n", "text", "é🙂",
+])
+
+
+def parse(parser, pieces: list[str]):
+    """Feed the pieces, then flush: -> (answer, reasoning, tool calls, whether the format's end was read)."""
+    content, reasoning, tool_calls = [], [], []
+    for parsed in [*(parser.feed(piece) for piece in pieces), parser.flush()]:
+        content.append(parsed.content)
+        reasoning.append(parsed.reasoning)
+        tool_calls += parsed.tool_calls
+    return "".join(content), "".join(reasoning), tool_calls, parser.is_ended

@@ -9,15 +9,7 @@ from hypothesis import strategies as st
 from engine.events import ToolCall
 from engine.generation.harmony import HarmonyParser
 from engine.generation.think_tags import ThinkTagParser
-
-
-def parse(parser, pieces):
-    content, reasoning, tool_calls = [], [], []
-    for parsed in [*(parser.feed(piece) for piece in pieces), parser.flush()]:
-        content.append(parsed.content)
-        reasoning.append(parsed.reasoning)
-        tool_calls += parsed.tool_calls
-    return "".join(content), "".join(reasoning), tool_calls, parser.is_ended
+from tests.engine.reasoning_fixtures import HARMONY_PIECES, parse
 
 
 def characters(text):
@@ -86,10 +78,6 @@ def test_unclosed_think_is_all_reasoning():
     assert parse(ThinkTagParser(), characters("<think>\nstill going  "))[:2] == ("", "still going")
 
 
-HARMONY_PIECES = st.sampled_from([
-    "<|channel|>", "<|message|>", "<|end|>", "<|start|>", "<|return|>", "<|call|>", "<|constrain|>", "analysis",
-    "final", "commentary", " to=functions.f ", "assistant", "json", "<", "<|", "|>", " ", "\n", "text", "é🙂",
-])
 THINK_PIECES = st.sampled_from(["<think>", "</think>", "<", "</", "think>", " ", "\n", "\n\n", "words", "ü"])
 
 

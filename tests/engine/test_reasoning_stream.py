@@ -8,15 +8,17 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from engine.generation.harmony import HARMONY
+from engine.generation.harmony import HARMONY, HarmonyParser
 from engine.generation.reasoning_formats import reasoning_format
 from engine.generation.text_stream import TextStream
 from engine.generation.think_tags import THINK_TAGS
 from engine.requests import GenerateRequest
 from engine.sampling import SamplingParams
 from engine.tokenizer import Tokenizer
-from tests.engine.reasoning_fixtures import save_harmony_folder, save_think_folder
+from tests.engine.reasoning_fixtures import HARMONY_PIECES, parse, save_harmony_folder, save_think_folder
 from tests.engine.tokenizer_fixtures import CHATML_TEMPLATE, save_hf_folder, train_byte_level_tokenizer
 
 CHAT = ({"role": "user", "content": "Hi there"},)
@@ -108,6 +110,23 @@ def test_a_think_opened_by_the_template_starts_the_reply_in_reasoning(think):
     for token_id in think.encode("Two plus two.\n</think>\n\nFour.", add_special_tokens=False):
         stream.push(token_id)
     assert (stream.final_text(), stream.final_reasoning()) == ("Four.", "Two plus two.")
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(HARMONY_PIECES, max_size=25))
+def test_token_by_token_gives_what_parsing_the_whole_text_gives(harmony, pieces):
+    text = "".join(pieces)
+    stream = TextStream(harmony, (), HarmonyParser(), HARMONY.marker_ids(harmony))
+    texts, reasonings = [], []
+    for token_id in harmony.encode(text, add_special_tokens=False):
+        delta = stream.push(token_id)
+        texts.append(delta.text)
+        reasonings.append(delta.reasoning)
+        if delta.stopped:
+            break
+    content, reasoning, tool_calls, _ = parse(HarmonyParser(), [text])
+    assert (stream.final_text(), stream.final_reasoning(), stream.tool_calls) == (content, reasoning, tool_calls)
+    assert content.startswith("".join(texts)) and reasoning.startswith("".join(reasonings))
 
 
 def test_harmony_history_sends_the_final_answer_only(harmony):
