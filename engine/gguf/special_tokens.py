@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from engine.gguf.reader import GgufFile
 
-CONTROL = 3
+CONTROL, USER_DEFINED = 3, 4  # gguf TokenType values
 # token texts llama.cpp ends generation on
 END_OF_GENERATION = frozenset({
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
@@ -23,6 +23,10 @@ FIM_STOPS = {
 }
 END_OF_TURN = ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>", "<EOT>",
                "_<EOT>", "<｜end▁of▁sentence｜>", "<end_of_utterance>")
+# gpt-oss's o200k_harmony: llama.cpp renders the message framing as text, and when <|return|> and <|call|> end
+# generation, <|end|> (which closes every message, the analysis one too) does not.
+HARMONY_RENDERED = ("<|channel|>", "<|message|>", "<|start|>", "<|constrain|>")
+HARMONY_ENDS = ("<|return|>", "<|call|>")
 FIM_OTHER = ("<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|fim_suffix|>", "<fim-suffix>",
              "<fim_suffix>", "<SUF>", "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>")
 
@@ -55,7 +59,18 @@ def special_tokens(file: GgufFile, tokens: list[str], types: list[int], eos: int
     for text in FIM_OTHER:
         if text in ids:
             types[ids[text]] = CONTROL
+    _apply_harmony_rules(ids, types, stops)
     return SpecialTokens(types, frozenset(stops))
+
+
+def _apply_harmony_rules(ids: dict[str, int], types: list[int], stops: set[int]) -> None:
+    for text in HARMONY_RENDERED:
+        if text in ids:
+            types[ids[text]] = USER_DEFINED
+    end = ids.get("<|end|>")
+    if end in stops and all(ids.get(text) in stops for text in HARMONY_ENDS):
+        stops.discard(end)
+        types[end] = USER_DEFINED
 
 
 def _metadata_id(file: GgufFile, key: str, vocab_size: int) -> int | None:
