@@ -153,3 +153,17 @@ def test_sizes_of_a_glm_4_5_air_shape():
     assert 106e9 < total_params < 108e9  # GLM-4.5-Air: 106B parameters (its MTP layer is not loaded)
     without_shared = model_sizes(replace(args, n_shared_experts=0), 2)
     assert sizes.dense_bytes - without_shared.dense_bytes == 45 * 3 * 4096 * 1408 * 2
+
+
+def test_a_bf16_models_router_routes_as_transformers_fp32_router(tiny_model_dir):
+    """transformers keeps the router (weight and correction bias) in fp32 in a bf16 model; so does the loader."""
+    from transformers import AutoModelForCausalLM
+
+    folder = tiny_model_dir("glm4_moe")
+    ours = load_weights(folder, CPU, "bfloat16").model.layers[2].mlp
+    reference = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).model.layers[2].mlp.gate
+    x = torch.randn(64, ours.args.hidden_size, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    with torch.inference_mode():
+        ids, weights, _ = ours.route(x, MoeContext(experts=None))
+        _, reference_weights, reference_ids = reference(x)
+    assert torch.equal(ids, reference_ids) and torch.equal(weights, reference_weights)
