@@ -35,6 +35,11 @@ def dense_params(args: ModelArgs) -> int:
     return params
 
 
+def shared_expert_params(args: ModelArgs) -> int:
+    """The shared experts' gate, up and down projections over all MoE layers (dense_params counts them)."""
+    return args.num_moe_layers * 3 * args.hidden_size * args.shared_expert_intermediate_size
+
+
 def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
     return ModelSizes(
         dense_bytes=dense_params(args) * dtype_bytes,
@@ -47,4 +52,5 @@ def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
         vocab_size=args.vocab_size,
         dtype_bytes=dtype_bytes,
         num_layers=args.num_hidden_layers,
+        shared_expert_bytes=shared_expert_params(args) * dtype_bytes,
     )

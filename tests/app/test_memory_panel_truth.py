@@ -143,3 +143,21 @@ def test_a_controller_decision_is_said_under_its_status_and_a_budget_change_is_n
     assert "recent routing" in panel.plan_log.entries()[0]
     poll(panel, engine)
     assert "Last re-split" in panel.controller_label.text()  # kept while the status refreshes
+
+
+def test_shared_experts_are_shown_inside_the_dense_weights(panel, tmp_path):
+    """A model with shared experts (Qwen1.5-MoE-A2.7B's config, planned as the picker plans it): they are dense
+    weights, the legend's dense segment holds them and the plan says so; a model without them says nothing."""
+    from engine.api import estimate_plan
+    from tests.engine.test_fit_estimates import QWEN15_MOE_A27B, config_folder
+
+    shared_plan = estimate_plan(config_folder(tmp_path, QWEN15_MOE_A27B), 12 * GiB)
+    engine = StandInEngine(Stats(shared_plan))
+    panel.set_engine_source(lambda: engine)
+    poll(panel, engine)
+    shared = f"shared experts {shared_plan.shared_expert_bytes / GiB:.1f} GiB, resident with the dense weights"
+    assert shared in panel.plan_label.text()
+    assert f"Dense weights {shared_plan.dense_bytes / GiB:.1f} GiB" in panel.legend_labels["dense"].text()
+    engine.current = Stats(plan())
+    poll(panel, engine)
+    assert "shared experts" not in panel.plan_label.text()
