@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from tests.tiny_glm4_moe import hf_glm4_moe, hub_style_config, randomize_correction_bias
+
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -18,7 +20,8 @@ CORPUS = [
 ] * 40
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 384
-MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"]
+MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe"]
+GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"]  # the ones `wisp convert-gguf` writes
 
 
 def save_tokenizer(folder: Path) -> None:
@@ -55,6 +58,8 @@ def hf_model(model_type: str, num_layers: int = 2):
         return MixtralForCausalLM(MixtralConfig(**common, num_local_experts=6, num_experts_per_tok=2, intermediate_size=48))
     if model_type == "olmoe":
         return OlmoeForCausalLM(OlmoeConfig(**common, num_experts=8, num_experts_per_tok=2, intermediate_size=32))
+    if model_type == "glm4_moe":
+        return hf_glm4_moe(common)
     raise ValueError(model_type)
 
 
@@ -65,6 +70,9 @@ def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.f
         for name, param in model.named_parameters():
             if "norm" not in name:
                 param.normal_(0.0, 0.15)  # larger than the init default so the tiny model has decisive logits
+    randomize_correction_bias(model)
     model.save_pretrained(folder)
+    if model_type == "glm4_moe":
+        hub_style_config(folder)
     save_tokenizer(folder)
     return folder
