@@ -6,6 +6,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.model.args import ModelArgs
+from engine.model.published_configs import GLM_45_AIR
+
+
+def _published(config: dict) -> ModelArgs:
+    """A published config.json parsed as a checkpoint's is, so the shape has every field its architecture reads;
+    bf16, as the benchmarks build it."""
+    from engine.model.registry import parse_config
+
+    return replace(parse_config(config), torch_dtype="bfloat16")
+
+
+def _topology_tiny(args: ModelArgs) -> ModelArgs:
+    """The shape's layers and expert topology (and attention kinds) at toy width: CPU tests of the benchmark
+    harness with the shape's traces."""
+    return replace(args, vocab_size=512, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                   moe_intermediate_size=32, intermediate_size=96 if args.intermediate_size else 0,
+                   shared_expert_intermediate_size=48 if args.shared_expert_intermediate_size else 0,
+                   torch_dtype="float32")
 
 
 def _args(**kw) -> ModelArgs:
@@ -28,22 +46,19 @@ SHAPES: dict[str, ModelArgs] = {
                           num_attention_heads=32, num_key_value_heads=8, head_dim=128, rope_theta=1e6,
                           num_experts=8, num_experts_per_tok=2, moe_intermediate_size=14336,
                           norm_topk_prob=True, router_weights_fp32=True, rms_norm_eps=1e-5),
-    # Published config.json numbers (openai/gpt-oss-20b; zai-org/GLM-4.5-Air, whose layer 0 is a dense MLP).
+    # Published config.json numbers (openai/gpt-oss-20b; GLM-4.5-Air's layer 0 is a dense MLP).
     "gpt-oss-20b": _args(model_type="gpt_oss", vocab_size=201088, hidden_size=2880, num_hidden_layers=24,
                          num_attention_heads=64, num_key_value_heads=8, head_dim=64, rope_theta=150000.0,
                          num_experts=32, num_experts_per_tok=4, moe_intermediate_size=2880, norm_topk_prob=True,
                          attention_bias=True, o_proj_bias=True, rms_norm_eps=1e-5, max_position_embeddings=131072),
-    "glm-4.5-air": _args(model_type="glm4_moe", vocab_size=151552, hidden_size=4096, num_hidden_layers=46,
-                         num_attention_heads=96, num_key_value_heads=8, head_dim=128, rope_theta=1e6,
-                         num_experts=128, num_experts_per_tok=8, moe_intermediate_size=1408, intermediate_size=10944,
-                         shared_expert_intermediate_size=1408, norm_topk_prob=True, attention_bias=True,
-                         rms_norm_eps=1e-5, max_position_embeddings=131072, moe_layers=(False,) + (True,) * 45),
+    "glm-4.5-air": _published(GLM_45_AIR),
     # The Qwen3-30B-A3B expert topology at toy width: CPU tests of the benchmark harness with its traces.
     "qwen3-topology-tiny": _args(model_type="qwen3_moe", vocab_size=512, hidden_size=64, num_hidden_layers=48,
                                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, rope_theta=1e6,
                                  num_experts=128, num_experts_per_tok=8, moe_intermediate_size=32,
                                  norm_topk_prob=True, qk_norm="per_head", torch_dtype="float32"),
 }
+SHAPES["glm-4.5-air-topology-tiny"] = _topology_tiny(SHAPES["glm-4.5-air"])
 
 
 def shape(name: str, num_layers: int | None = None) -> ModelArgs:
