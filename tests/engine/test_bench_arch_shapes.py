@@ -17,8 +17,8 @@ CASES = {  # toy-width shape -> (full shape, trace, a budget in GiB that pages: 
 def test_bench_replays_the_trace_at_the_shapes_topology(tiny, tmp_path):
     full, trace, budget = CASES[tiny]
     assert main(["bench", "--shape", tiny, "--layers", "8", "--trace", f"resources/traces/{trace}.npz",
-                 "--budgets", budget, "--prompt", "16", "--tokens", "4", "--runs", "1", "--max-len", "128", "--device", "cpu",
-                 "--arms", "resident,wisp,static-uva", "--out", str(tmp_path)]) == 0
+                 "--budgets", budget, "--prompt", "16", "--tokens", "4", "--runs", "1", "--max-len", "128",
+                 "--device", "cpu", "--arms", "resident,wisp,static-uva", "--out", str(tmp_path)]) == 0
     result = json.loads((tmp_path / f"{tiny}-b1-p16-{trace}.json").read_text())
     args = shape(full, 8)
     assert (result["facts"]["num_moe_layers"], result["facts"]["num_experts"]) == (args.num_moe_layers,
