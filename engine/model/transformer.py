@@ -119,7 +119,7 @@ class MoeTransformer(nn.Module):
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
 
     def attach_rotary(self, device) -> None:
-        self.rotary = RotaryEmbedding(self.args.head_dim, self.args.rope_theta).to(device)
+        self.rotary = RotaryEmbedding(self.args.head_dim, self.args.rope_theta, self.args.rope_scaling).to(device)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
                 context: MoeContext):
