@@ -12,17 +12,22 @@ from engine.model.rope_scaling import Yarn, inverse_frequencies
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, size: int, eps: float):
+    """weight_fp32: multiply by the weight in fp32 and cast after (gpt-oss, whose transformers class keeps norms in
+    fp32); otherwise cast first and multiply in the input's dtype (Llama-style)."""
+
+    def __init__(self, size: int, eps: float, weight_fp32: bool = False):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
-        self.eps = eps
+        self.eps, self.weight_fp32 = eps, weight_fp32
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if can_fuse(x, self.weight):
+        if not self.weight_fp32 and can_fuse(x, self.weight):
             return fused_rms_norm(x, self.weight, self.eps)
         input_dtype = x.dtype
         x = x.to(torch.float32)
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.weight_fp32:
+            return (self.weight.float() * x).to(input_dtype)
         return self.weight * x.to(input_dtype)
 
 
