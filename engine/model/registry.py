@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from engine.errors import UnsupportedModelError
-from engine.model import glm4_moe, mixtral, olmoe, qwen2_moe, qwen3_moe
+from engine.model import glm4_moe, gpt_oss, mixtral, olmoe, qwen2_moe, qwen3_moe
 from engine.model.args import ModelArgs
 
 ARCHITECTURES: dict[str, ModuleType] = {
@@ -14,6 +14,7 @@ ARCHITECTURES: dict[str, ModuleType] = {
     "mixtral": mixtral,
     "olmoe": olmoe,
     "glm4_moe": glm4_moe,
+    "gpt_oss": gpt_oss,
 }
 DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "olmo", "olmo2", "gpt2"}
 
