@@ -9,6 +9,7 @@ from engine.cli import main
 from engine.model.shapes import shape
 
 CASES = {  # toy-width shape -> (full shape, trace, a budget in GiB that pages: the KV floor is 0.5 GiB)
+    "gpt-oss-20b-topology-tiny": ("gpt-oss-20b", "gpt-oss-assumed_chat-carry42", "0.568"),
     "glm-4.5-air-topology-tiny": ("glm-4.5-air", "glm45air-assumed_chat-carry30", "0.572"),
 }
 
@@ -26,5 +27,6 @@ def test_bench_replays_the_trace_at_the_shapes_topology(tiny, tmp_path):
     rows = {row["arm"]: row for row in result["rows"]}
     assert set(rows) == {"resident", "wisp", "static-uva"} and not [r for r in rows.values() if "error" in r]
     assert rows["wisp"]["slots_per_layer_min"] < args.num_experts and rows["wisp"]["misses"] > 0
+    assert rows["static-uva"]["offloaded_layers"] > 0
     assert rows["wisp"]["tokens"] == rows["resident"]["tokens"] == rows["static-uva"]["tokens"]
     assert rows["wisp"]["logprobs"] == rows["resident"]["logprobs"]
