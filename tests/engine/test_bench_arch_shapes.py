@@ -30,3 +30,20 @@ def test_bench_replays_the_trace_at_the_shapes_topology(tiny, tmp_path):
     assert rows["static-uva"]["offloaded_layers"] > 0
     assert rows["wisp"]["tokens"] == rows["resident"]["tokens"] == rows["static-uva"]["tokens"]
     assert rows["wisp"]["logprobs"] == rows["resident"]["logprobs"]
+
+
+def test_a_budget_too_small_for_static_offload_is_a_failed_row_not_a_failed_suite():
+    """Static offload streams whole layers, so it needs more than paging's minimum (GLM-4.5-Air's first two
+    layers: 8.07 GiB against 4.20): the other arms at that budget still run."""
+    from argparse import Namespace
+
+    import torch
+
+    from engine.bench.suite import static_rows
+    from engine.bench.synthetic import synthetic_weights
+
+    host = synthetic_weights(shape("gpt-oss-20b-topology-tiny", 2), torch.device("cpu"), experts_on_host=False)
+    args = Namespace(batch=1, max_len=128, tokens=4)
+    rows = static_rows(host, 1024, ["wisp", "static-uva", "static-copy"], args, torch.device("cpu"), router=None)
+    assert [row["arm"] for row in rows] == ["static-uva", "static-copy"]
+    assert all(row["error"].startswith("BudgetError: a budget of 0.00 GiB is too small for static") for row in rows)
