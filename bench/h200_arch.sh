@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.l
 bench() {  # bench NAME ARGS...: one `wisp bench` process, its log to OUT/NAME.log
     local name=$1
     shift
-    timeout 140 python -m engine.bench.suite "$@" --arms resident,wisp,static-uva --prompt 512 --tokens 32 \
+    timeout 170 python -m engine.bench.suite "$@" --arms resident,wisp,static-uva --prompt 512 --tokens 32 \
         --runs 2 --label "trace-driven, assumed locality" --out "$OUT/arch" 2>&1 | cut -c1-400 > "$OUT/$name.log"
     tail -5 "$OUT/$name.log"
 }
