@@ -46,7 +46,7 @@ def save_tokenizer(folder: Path) -> None:
     fast.save_pretrained(folder)
 
 
-def hf_model(model_type: str, num_layers: int = 2):
+def hf_model(model_type: str, num_layers: int = 2, **glm4_moe_config):
     from transformers import (MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig,
                               Qwen2MoeForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
@@ -66,7 +66,7 @@ def hf_model(model_type: str, num_layers: int = 2):
     if model_type == "olmoe":
         return OlmoeForCausalLM(OlmoeConfig(**common, num_experts=8, num_experts_per_tok=2, intermediate_size=32))
     if model_type == "glm4_moe":
-        return hf_glm4_moe(common)
+        return hf_glm4_moe(common, **glm4_moe_config)
     if model_type == "gpt_oss":
         return gpt_oss_model(common)
     raise ValueError(model_type)
@@ -96,9 +96,10 @@ def gpt_oss_hub_config(folder: Path) -> None:
     path.write_text(json.dumps(config, indent=2))
 
 
-def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.float32) -> Path:
+def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.float32, **glm4_moe_config) -> Path:
+    """glm4_moe_config: config values that differ from tests/tiny_glm4_moe's (other types take none)."""
     torch.manual_seed(seed)
-    model = hf_model(model_type).to(dtype)
+    model = hf_model(model_type, **glm4_moe_config).to(dtype)
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "norm" not in name:

@@ -19,13 +19,13 @@ WEIGHT_STD = 0.02
 def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, seed: int = 0) -> MoeTransformer:
     generator = torch.Generator(device=device).manual_seed(seed)
     model = meta_model(args)
-    state, fp32 = {}, fp32_parameter_names(model)  # DeepSeek-style routers stay fp32, as the loader keeps them
+    state, fp32 = {}, fp32_parameter_names(model)
     for name, param in model.named_parameters():
-        target = torch.float32 if name in fp32 else dtype
+        param_dtype = torch.float32 if name in fp32 else dtype  # as the loader keeps them (DeepSeek-style routers)
         if name.endswith("norm.weight"):
-            tensor = torch.ones(param.shape, dtype=target, device=device)
+            tensor = torch.ones(param.shape, dtype=param_dtype, device=device)
         else:
-            tensor = torch.randn(param.shape, generator=generator, dtype=target, device=device) * WEIGHT_STD
+            tensor = torch.randn(param.shape, generator=generator, dtype=param_dtype, device=device) * WEIGHT_STD
         state[name] = torch.nn.Parameter(tensor, requires_grad=False)
     model.load_state_dict(state, strict=True, assign=True)
     model.attach_rotary(device)
