@@ -14,7 +14,17 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-MAX_SCORE_ELEMENTS = 1 << 24  # one prefill chunk's [H, q, L] scores: 64 MiB in fp32
+MAX_SCORE_ELEMENTS = 1 << 22  # one prefill chunk's [H, c, n] scores: 16 MiB in fp32, inside the plan's workspace
+
+
+def query_rows(heads: int, kv_len: int, window: int | None) -> int:
+    """Query rows per prefill chunk: a chunk of c rows reads up to kv_len keys, or c + window - 1 in a sliding
+    layer, and its scores stay within MAX_SCORE_ELEMENTS."""
+    rows = max(1, MAX_SCORE_ELEMENTS // (heads * kv_len))
+    if window is not None:
+        while 2 * rows <= kv_len and heads * 2 * rows * (2 * rows + window - 1) <= MAX_SCORE_ELEMENTS:
+            rows *= 2
+    return rows
 
 
 def softmax_with_sinks(scores: torch.Tensor, allowed: torch.Tensor, sinks: torch.Tensor | None) -> torch.Tensor:
@@ -34,7 +44,7 @@ def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
     q_len, heads, head_dim = q.shape
     kv_len, kv_heads = k.shape[0], k.shape[1]
     offset = kv_len - q_len  # position of query row 0
-    rows = max(1, MAX_SCORE_ELEMENTS // (heads * kv_len))
+    rows = query_rows(heads, kv_len, window)
     out = torch.empty_like(q)
     for start in range(0, q_len, rows):
         stop = min(q_len, start + rows)
