@@ -20,6 +20,12 @@ def halves(interleaved: torch.Tensor) -> torch.Tensor:
     return torch.cat([interleaved[..., 0::2], interleaved[..., 1::2]], dim=-1)
 
 
+def pack_layer(layout, blocks: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> None:
+    """gate_up [E, D, 2I] (interleaved), down [E, I, D] -> blocks [E, numel] of a DenseLayout."""
+    for e in range(blocks.shape[0]):
+        layout.pack(blocks[e], gate_up[e, :, 0::2].t(), gate_up[e, :, 1::2].t(), down[e].t())
+
+
 def load_expert_biases(ckpt: Checkpoint, args: ModelArgs, names: MoeWeightNames, moe_layers: list[int],
                        dtype: torch.dtype, device) -> dict[int, ExpertBias]:
     """{layer: ExpertBias} on the compute device, in the compute dtype."""
@@ -40,7 +46,6 @@ def load_experts(store: ExpertStore, args: ModelArgs, ckpt: Checkpoint, names: M
     for done, (layer, blocks) in enumerate(store.blocks.items()):
         gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj"), (E, D, 2 * I))
         down = ckpt.get(names.fused_weight(layer, "down_proj"), (E, I, D))
-        for e in range(E):
-            store.layout.pack(blocks[e], gate_up[e, :, 0::2].t(), gate_up[e, :, 1::2].t(), down[e].t())
+        pack_layer(store.layout, blocks, gate_up, down)
         if progress:
             progress((done + 1) / len(store.blocks), f"experts of layer {layer}")
