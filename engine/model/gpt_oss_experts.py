@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from engine.config import Progress
+from engine.errors import UnsupportedModelError
 from engine.experts.activation import ExpertBias
 from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
@@ -26,10 +27,20 @@ def pack_layer(layout, blocks: torch.Tensor, gate_up: torch.Tensor, down: torch.
         layout.pack(blocks[e], gate_up[e, :, 0::2].t(), gate_up[e, :, 1::2].t(), down[e].t())
 
 
+def refuse_mxfp4(ckpt: Checkpoint, names: MoeWeightNames, layer: int) -> None:
+    """The published gpt-oss folders hold MXFP4 experts (gate_up_proj_blocks / _scales); this loader reads the
+    bf16 form (gate_up_proj)."""
+    if not ckpt.has(names.fused_weight(layer, "gate_up_proj")) and ckpt.has(
+            names.fused_weight(layer, "gate_up_proj_blocks")):
+        raise UnsupportedModelError(f"{ckpt.folder}: gpt-oss experts in MXFP4 are not supported yet; use the "
+                                    "checkpoint's bf16 form")
+
+
 def load_expert_biases(ckpt: Checkpoint, args: ModelArgs, names: MoeWeightNames, moe_layers: list[int],
                        dtype: torch.dtype, device) -> dict[int, ExpertBias]:
     """{layer: ExpertBias} on the compute device, in the compute dtype."""
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+    refuse_mxfp4(ckpt, names, moe_layers[0])  # before the experts' host memory is sized for bf16
     biases = {}
     for layer in moe_layers:
         gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj_bias"), (E, 2 * I))

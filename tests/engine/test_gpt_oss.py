@@ -116,3 +116,20 @@ def test_expert_layout_computes_transformers_experts(path, monkeypatch):
     torch.testing.assert_close(ours, reference, atol=1e-5, rtol=1e-5)
     with pytest.raises(TypeError, match="for_layer"):
         DenseLayout(D, I, torch.float32, ClampedSwiGlu(1.702, 1.5), {0: bias}).run_blocks(x, ids, weights, blocks)
+
+
+def test_an_mxfp4_folder_is_refused_in_one_line(tiny_model_dir, tmp_path, capsys):
+    """The published folders' experts are MXFP4 blocks and scales: refused by name before any expert memory."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from tests.engine.test_errors import assert_user_error, wisp_run
+
+    folder = tmp_path / "mxfp4"
+    shutil.copytree(tiny_model_dir("gpt_oss"), folder)
+    tensors = load_file(folder / "model.safetensors")
+    for name in [n for n in tensors if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
+        tensors[name + "_blocks"] = tensors.pop(name).to(torch.uint8)
+    save_file(tensors, folder / "model.safetensors")
+    assert_user_error(*wisp_run(capsys, folder), "MXFP4", "bf16")
