@@ -33,13 +33,12 @@ def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, s
 
 
 def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, host: bool, seed: int = 1) -> ExpertStore:
-    """Experts generated layer by layer on `gpu`, kept there (host=False) or copied into pinned host memory; with
-    the model's activation, and random biases on `gpu` where its experts have them (gpt-oss)."""
+    """Experts generated layer by layer on `gpu`, kept there (host=False) or copied into pinned host memory."""
     moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
-    generator = torch.Generator(device=gpu).manual_seed(seed)
-    biases = synthetic_biases(args, moe_layers, dtype, gpu, generator) if args.expert_bias else None
+    biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.expert_bias else None
     layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, dtype, expert_activation(args), biases)
     store = ExpertStore(layout, moe_layers, args.num_experts, "cpu" if host else gpu, pin=host)
+    generator = torch.Generator(device=gpu).manual_seed(seed)
     for layer in moe_layers:
         block = torch.randn(args.num_experts, layout.numel, generator=generator, dtype=dtype, device=gpu)
         store.blocks[layer].copy_(block.mul_(WEIGHT_STD))
@@ -48,12 +47,13 @@ def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, ho
     return store
 
 
-def synthetic_biases(args: ModelArgs, moe_layers: list[int], dtype: torch.dtype, device: torch.device,
-                     generator: torch.Generator) -> dict[int, ExpertBias]:
+def synthetic_biases(args: ModelArgs, moe_layers: list[int], dtype, gpu: torch.device) -> dict[int, ExpertBias]:
+    """Expert biases (gpt_oss), resident on the compute device as the loader keeps them."""
+    generator = torch.Generator(device=gpu).manual_seed(2)
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
 
-    def random(*shape: int) -> torch.Tensor:
-        return torch.randn(shape, generator=generator, dtype=dtype, device=device) * WEIGHT_STD
+    def random(*shape):
+        return torch.randn(shape, generator=generator, dtype=dtype, device=gpu) * WEIGHT_STD
 
     return {layer: ExpertBias(gate_up=random(E, 2 * I), down=random(E, D)) for layer in moe_layers}
 

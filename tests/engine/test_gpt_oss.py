@@ -77,3 +77,59 @@ def test_dense_size_counts_biases_and_sinks_as_transformers_has_them(tiny_model_
     total = sum(p.numel() for p in model.parameters())
     assert dense_params(args) == total - routed
     assert routed == args.num_moe_layers * args.num_experts * args.expert_numel
+
+
+@pytest.mark.parametrize("path", ["gathered", "per-expert"])
+def test_expert_layout_computes_transformers_experts(path, monkeypatch):
+    """One MoE layer-step through the layout (both step paths) against transformers' GptOssExperts."""
+    from transformers import GptOssConfig
+    from transformers.models.gpt_oss.modeling_gpt_oss import GptOssExperts, GptOssTopKRouter
+
+    from engine.experts import dispatch
+    from engine.experts.activation import ClampedSwiGlu, ExpertBias
+    from engine.experts.dense_layout import DenseLayout
+    from engine.model.gpt_oss_experts import halves, pack_layer
+    from engine.model.gpt_oss_router import route
+
+    E, D, I, T, K = 8, 32, 16, 6, 3
+    config = GptOssConfig(hidden_size=D, intermediate_size=I, num_local_experts=E, num_experts_per_tok=K,
+                          swiglu_limit=1.5, num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1)
+    torch.manual_seed(0)
+    experts, router = GptOssExperts(config).eval(), GptOssTopKRouter(config)
+    for param in [*experts.parameters(), *router.parameters()]:
+        torch.nn.init.normal_(param, 0.0, 0.3)
+    x = torch.randn(T, D)
+    with torch.no_grad():
+        _, scores, indices = router(x)
+        reference = experts(x, indices, scores)
+        logits = torch.nn.functional.linear(x, router.weight, router.bias)
+    ids, weights = route(logits, K)
+    assert torch.equal(ids, indices) and torch.equal(weights, scores)
+    bias = ExpertBias(gate_up=halves(experts.gate_up_proj_bias.detach()), down=experts.down_proj_bias.detach())
+    layout = DenseLayout(D, I, torch.float32, ClampedSwiGlu(1.702, 1.5), {0: bias}).for_layer(0)
+    blocks = torch.empty(E, layout.numel)
+    pack_layer(layout, blocks, experts.gate_up_proj.detach(), experts.down_proj.detach())
+    if path == "per-expert":
+        monkeypatch.setattr(dispatch, "GATHER_MAX_ENTRIES", 0)
+    with torch.no_grad():
+        ours = layout.run_blocks(x, ids, weights, blocks)
+    torch.testing.assert_close(ours, reference, atol=1e-5, rtol=1e-5)
+    with pytest.raises(TypeError, match="for_layer"):
+        DenseLayout(D, I, torch.float32, ClampedSwiGlu(1.702, 1.5), {0: bias}).run_blocks(x, ids, weights, blocks)
+
+
+def test_an_mxfp4_folder_is_refused_in_one_line(tiny_model_dir, tmp_path, capsys):
+    """The published folders' experts are MXFP4 blocks and scales: refused by name before any expert memory."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from tests.engine.test_errors import assert_user_error, wisp_run
+
+    folder = tmp_path / "mxfp4"
+    shutil.copytree(tiny_model_dir("gpt_oss"), folder)
+    tensors = load_file(folder / "model.safetensors")
+    for name in [n for n in tensors if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]:
+        tensors[name + "_blocks"] = tensors.pop(name).to(torch.uint8)
+    save_file(tensors, folder / "model.safetensors")
+    assert_user_error(*wisp_run(capsys, folder), "MXFP4", "bf16")
