@@ -86,3 +86,15 @@ def test_fit_of_the_published_shapes(tmp_path, config, pages_gib, fits_gib, too_
     assert fit_summary(folder, pages_gib * GiB) == f"pages experts ({plan.min_layer_slots} slots per layer)"
     assert plan.total_bytes <= pages_gib * GiB
     assert fit_summary(folder, too_small_gib * GiB).startswith("too small: ")
+
+
+def test_a_quantized_release_is_refused_by_name_not_read_as_weights(tmp_path):
+    """GLM-4.5-Air-FP8 holds FP8 weights with block scales: read as plain tensors they would be wrong."""
+    from engine.errors import UnsupportedModelError
+    from engine.model.config_file import read_args
+
+    config_folder(tmp_path, {**GLM_45_AIR, "quantization_config": {"quant_method": "fp8",
+                                                                   "weight_block_size": [128, 128]}})
+    with pytest.raises(UnsupportedModelError, match="'glm4_moe' checkpoints quantized with 'fp8' are not supported"):
+        read_args(tmp_path)
+    assert parse_config({**GPT_OSS_20B, "quantization_config": {"quant_method": "mxfp4"}}).model_type == "gpt_oss"
