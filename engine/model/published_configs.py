@@ -1,8 +1,8 @@
 """config.json of published models whose geometry the benchmarks use (engine.model.shapes parses them as a
-checkpoint's config is parsed, so a shape has every field the architecture reads). Copied from the models'
-Hugging Face repositories; fields transformers ignores at inference (initializer_range, router_aux_loss_coef,
-...) are left out, and so is gpt-oss's quantization_config: a shape's experts are bf16 unless a bench asks for
-a quant type."""
+checkpoint's config is parsed, so a shape has every field the architecture reads). The values are those of the
+models' Hugging Face repositories, as public code quotes them in full (no hub is reachable here); fields
+transformers ignores at inference (initializer_range, router_aux_loss_coef, ...) are left out, and so is
+gpt-oss's quantization_config: a shape's experts are bf16 unless a bench asks for a quant type."""
 
 from __future__ import annotations
 
