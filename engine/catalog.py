@@ -27,6 +27,7 @@ class ModelEntry:
     top_k: int = 0
     size_bytes: int = 0
     error: str | None = None
+    num_shared_experts: int = 0  # always resident, planned as dense weights
 
     @property
     def is_usable(self) -> bool:
@@ -77,7 +78,12 @@ def describe(path: Path, name: str | None = None, source: str = "folder") -> Mod
         return ModelEntry(str(path), name, source, args.model_type, args.num_hidden_layers, args.num_experts,
                           args.num_experts_per_tok, weights_size(path), error=problem)
     return ModelEntry(str(path), name, source, args.model_type, args.num_hidden_layers, args.num_experts,
-                      args.num_experts_per_tok, weights_size(path))
+                      args.num_experts_per_tok, weights_size(path), num_shared_experts=num_shared_experts(args))
+
+
+def num_shared_experts(args: ModelArgs) -> int:
+    """Qwen2-MoE's one gated shared expert or DeepSeek's n_shared_experts."""
+    return args.n_shared_experts or (1 if args.shared_expert_intermediate_size else 0)
 
 
 def describe_gguf(path: Path, name: str) -> ModelEntry:

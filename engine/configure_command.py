@@ -19,7 +19,7 @@ from engine.cli_options import size, whole
 
 
 def model_args_for(name: str) -> ModelArgs:
-    """A model folder / HF cache id, or a benchmark shape name (qwen3-30b-a3b, olmoe-1b-7b, mixtral-8x7b)."""
+    """A model folder / HF cache id, or a benchmark shape name (engine.model.shapes)."""
     from engine.model.config_file import read_args
     from engine.model.shapes import SHAPES
     from engine.model_path import resolve_model
@@ -91,7 +91,8 @@ def configure_command(cli: Namespace) -> int:
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("configure", help="MV-WSA: split a budget between expert slots and KV from a trace")
-    parser.add_argument("model", help="model folder, HF cache id, or a shape: qwen3-30b-a3b, olmoe-1b-7b, mixtral-8x7b")
+    parser.add_argument("model", help="model folder, HF cache id, or a shape: qwen3-30b-a3b, olmoe-1b-7b, "
+                                      "mixtral-8x7b, gpt-oss-20b, glm-4.5-air")
     parser.add_argument("--budget", type=size, required=True, help="device memory budget, e.g. 12GiB")
     parser.add_argument("--trace", required=True, help="routing trace (.npz, see wisp trace)")
     parser.add_argument("--concurrency", type=whole(1, 4096), default=1)

@@ -62,7 +62,14 @@ def plan_summary(plan, format_bytes) -> str:
         experts = f"{plan.offloaded_layers} of {plan.num_moe_layers} MoE layers streamed from the host"
     else:
         experts = "all experts resident"
-    return f"{experts} · KV {format_bytes(plan.kv_bytes)} ({plan.kv_blocks:,} blocks)"
+    return f"{experts} · KV {format_bytes(plan.kv_bytes)} ({plan.kv_blocks:,} blocks){shared_text(plan, format_bytes)}"
+
+
+def shared_text(plan, format_bytes) -> str:
+    """Shared experts run for every token: the planner counts them with the dense weights, never as slots."""
+    if not plan.shared_expert_bytes:
+        return ""
+    return f" · shared experts {format_bytes(plan.shared_expert_bytes)}, resident with the dense weights"
 
 
 def _budget(plan, format_bytes) -> str:

@@ -85,7 +85,15 @@ class ModelListModel(QAbstractTableModel):
         if column == 2:
             return entry.model_type or "–"
         if column == 3:
-            return f"{entry.num_experts} × top-{entry.top_k}, {entry.num_layers} layers" if entry.num_experts else "–"
+            return experts_text(entry)
         if column == 4:
             return self._format_bytes(entry.size_bytes) if entry.size_bytes else "–"
         return row.fit
+
+
+def experts_text(entry) -> str:
+    """Routed experts and top-k, shared experts (always resident), layers."""
+    if not entry.num_experts:
+        return "–"
+    shared = f" + {entry.num_shared_experts} shared" if entry.num_shared_experts else ""
+    return f"{entry.num_experts} × top-{entry.top_k}{shared}, {entry.num_layers} layers"

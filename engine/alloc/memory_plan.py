@@ -32,6 +32,7 @@ class ModelSizes:
     vocab_size: int
     dtype_bytes: int
     num_layers: int = 1
+    shared_expert_bytes: int = 0  # part of dense_bytes: shared experts run for every token, so they stay resident
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,7 @@ class MemoryPlan:
     kv_blocks: int
     kv_block_bytes: int
     workspace_bytes: int
+    shared_expert_bytes: int = 0  # part of dense_bytes (ModelSizes.shared_expert_bytes)
 
     @property
     def min_layer_slots(self) -> int:
@@ -112,7 +114,8 @@ def plan_memory(sizes: ModelSizes, request: PlanRequest) -> MemoryPlan:
     layer_bytes = sizes.num_experts * sizes.expert_bytes
     base = dict(mode=request.mode, budget_bytes=request.budget_bytes, dense_bytes=sizes.dense_bytes,
                 expert_bytes=sizes.expert_bytes, num_moe_layers=sizes.num_moe_layers, kv_block_bytes=block_bytes,
-                workspace_bytes=workspace, offloaded_layers=0, static_resident_bytes=0)
+                workspace_bytes=workspace, offloaded_layers=0, static_resident_bytes=0,
+                shared_expert_bytes=sizes.shared_expert_bytes)
     fixed = sizes.dense_bytes + workspace
     if request.mode == "resident":
         experts = sizes.num_moe_layers * layer_bytes

@@ -32,6 +32,7 @@ from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
+from engine.errors import BudgetError
 from engine.experts.store import ExpertStore
 from engine.experts.touched_copy import TouchedCopyExperts
 from engine.hardware import device_name
@@ -177,6 +178,14 @@ def measure(engine, provider, args, tokens: int) -> dict:
     # Tokens and logprobs of the first run (same prompts in every arm): the report checks them against resident.
     return {**middle, "tokens": runs[0]["tokens"], "logprobs": runs[0]["logprobs"],
             "decode_tok_s_runs": [r["decode_tok_s"] for r in runs]}
+
+
+def failed_row(arm: str, budget: int | None, err: Exception) -> dict:
+    """A benchmark row of an arm that could not run, with its error; the suite goes on."""
+    row = {"arm": arm, "budget_gib": budget / GiB if budget else None, "expert_share": None,
+           "error": f"{type(err).__name__}: {err}"}
+    print(json.dumps(row), flush=True)
+    return row
 
 
 def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: int, provider=None,
@@ -387,9 +396,11 @@ def budget_rows(host, budget: int, arms, args, device, router, trace, link) -> l
 
 def static_rows(host, budget: int, arms, args, device, router) -> list[dict]:
     """vLLM --cpu-offload-gb semantics: UVA reads of the touched experts, and whole-layer copies (fewer tokens)."""
-    if "static-uva" not in arms and "static-copy" not in arms:
-        return []
-    static = plan_for(host, "static", budget, None, args.batch, args.max_len)
+    wanted = [arm for arm in ("static-uva", "static-copy") if arm in arms]
+    try:
+        static = plan_for(host, "static", budget, None, args.batch, args.max_len)
+    except BudgetError as err:  # static needs a whole streamed layer: more than paging's minimum
+        return [failed_row(arm, budget, err) for arm in wanted]
     rows = []
     if "static-uva" in arms:
         rows.append(run_arm(host, "static-uva", static, args, device, router, args.tokens,

@@ -38,6 +38,7 @@ class TraceRouter:
         self.step_ids: torch.Tensor | None = None  # [T, L, K] of the current step
         self.buffers: dict[tuple, torch.Tensor] = {}
         self.stream_of: dict[str, int] = {}  # request id -> replayed trace request
+        self.column: dict[int, int] = {}  # model layer -> trace layer: a trace holds MoE layers only
 
     def rows(self, stream: int, start: int, count: int, is_prefill: bool) -> np.ndarray:
         prefill, decode = self.streams[stream % len(self.streams)]
@@ -69,6 +70,8 @@ class TraceRouter:
 
         engine.runner.routing_override, engine.runner.step_hook = self, step_hook
         self.stream_of.clear()
+        moe_layers = [layer for layer, is_moe in enumerate(engine.runner.model.args.moe_layers) if is_moe]
+        self.column = {layer: column for column, layer in enumerate(moe_layers)}
 
     def __call__(self, layer: int) -> torch.Tensor:
-        return self.step_ids[:, layer]
+        return self.step_ids[:, self.column[layer]]

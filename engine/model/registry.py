@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from engine.errors import UnsupportedModelError
-from engine.model import glm4_moe, mixtral, olmoe, qwen2_moe, qwen3_moe
+from engine.model import glm4_moe, gpt_oss, mixtral, olmoe, qwen2_moe, qwen3_moe
 from engine.model.args import ModelArgs
 
 ARCHITECTURES: dict[str, ModuleType] = {
@@ -14,6 +14,7 @@ ARCHITECTURES: dict[str, ModuleType] = {
     "mixtral": mixtral,
     "olmoe": olmoe,
     "glm4_moe": glm4_moe,
+    "gpt_oss": gpt_oss,
 }
 DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "olmo", "olmo2", "gpt2"}
 
@@ -34,9 +35,26 @@ def architecture(model_type: str | None) -> ModuleType:
     return ARCHITECTURES[model_type]
 
 
+# model_types whose module reads config.json's quantization_config itself (gpt-oss publishes MXFP4 experts)
+READS_QUANTIZATION = {"gpt_oss"}
+
+
+def check_not_quantized(config: dict) -> None:
+    """Other quantized checkpoints (FP8, GPTQ, AWQ, ...) store scaled integers or floats as their weights: read as
+    plain tensors they would give wrong outputs, so they are refused by name."""
+    quantization = config.get("quantization_config")
+    if quantization is None or config.get("model_type") in READS_QUANTIZATION:
+        return
+    method = quantization.get("quant_method") if isinstance(quantization, dict) else quantization
+    raise UnsupportedModelError(f"config.json: '{config.get('model_type')}' checkpoints quantized with '{method}' "
+                                "are not supported; use the bf16 release of this model (or its GGUF file)")
+
+
 def parse_config(config: dict) -> ModelArgs:
     """Normalise a config.json dict; raises UnsupportedModelError / ModelFormatError with the field at fault."""
-    args = architecture(config.get("model_type")).model_args(config)
+    module = architecture(config.get("model_type"))
+    check_not_quantized(config)
+    args = module.model_args(config)
     if args.num_experts <= 1 or args.num_moe_layers == 0:
         raise UnsupportedModelError(
             f"'{args.model_type}' config has no expert layers (num_experts={args.num_experts}); "

@@ -6,6 +6,24 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.model.args import ModelArgs
+from engine.model.published_configs import GLM_45_AIR, GPT_OSS_20B
+
+
+def _published(config: dict) -> ModelArgs:
+    """A published config.json parsed as a checkpoint's is, so the shape has every field its architecture reads;
+    bf16, as the benchmarks build it."""
+    from engine.model.registry import parse_config
+
+    return replace(parse_config(config), torch_dtype="bfloat16")
+
+
+def _topology_tiny(args: ModelArgs) -> ModelArgs:
+    """The shape's layers and expert topology (and attention kinds) at toy width: CPU tests of the benchmark
+    harness with the shape's traces. A sliding window shrinks to 8 so that short prompts cross it."""
+    return replace(args, vocab_size=512, hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                   moe_intermediate_size=32, intermediate_size=96 if args.intermediate_size else 0,
+                   shared_expert_intermediate_size=48 if args.shared_expert_intermediate_size else 0,
+                   sliding_window=8 if args.sliding_window else None, torch_dtype="float32")
 
 
 def _args(**kw) -> ModelArgs:
@@ -28,12 +46,17 @@ SHAPES: dict[str, ModelArgs] = {
                           num_attention_heads=32, num_key_value_heads=8, head_dim=128, rope_theta=1e6,
                           num_experts=8, num_experts_per_tok=2, moe_intermediate_size=14336,
                           norm_topk_prob=True, router_weights_fp32=True, rms_norm_eps=1e-5),
+    # From the published config.json (engine/model/published_configs.py); GLM-4.5-Air's layer 0 is a dense MLP.
+    "gpt-oss-20b": _published(GPT_OSS_20B),
+    "glm-4.5-air": _published(GLM_45_AIR),
     # The Qwen3-30B-A3B expert topology at toy width: CPU tests of the benchmark harness with its traces.
     "qwen3-topology-tiny": _args(model_type="qwen3_moe", vocab_size=512, hidden_size=64, num_hidden_layers=48,
                                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, rope_theta=1e6,
                                  num_experts=128, num_experts_per_tok=8, moe_intermediate_size=32,
                                  norm_topk_prob=True, qk_norm="per_head", torch_dtype="float32"),
 }
+SHAPES["gpt-oss-20b-topology-tiny"] = _topology_tiny(SHAPES["gpt-oss-20b"])
+SHAPES["glm-4.5-air-topology-tiny"] = _topology_tiny(SHAPES["glm-4.5-air"])
 
 
 def shape(name: str, num_layers: int | None = None) -> ModelArgs:
@@ -41,4 +64,5 @@ def shape(name: str, num_layers: int | None = None) -> ModelArgs:
     args = SHAPES[name]
     if num_layers is None or num_layers == args.num_hidden_layers:
         return args
-    return replace(args, num_hidden_layers=num_layers, moe_layers=args.moe_layers[:num_layers])
+    return replace(args, num_hidden_layers=num_layers, moe_layers=args.moe_layers[:num_layers],
+                   layer_types=args.layer_types[:num_layers])

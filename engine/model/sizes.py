@@ -17,7 +17,15 @@ def attention_params(args: ModelArgs) -> int:
         params += 2 * args.head_dim
     elif args.qk_norm == "full":
         params += q + kv
+    if args.attention_sinks:
+        params += args.num_attention_heads
     return params
+
+
+def expert_bias_params(args: ModelArgs) -> int:
+    """Router and expert biases of one MoE layer (gpt_oss): resident beside the dense weights, never in a slot."""
+    E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+    return (E if args.router_bias else 0) + (E * (2 * I + D) if args.expert_bias else 0)
 
 
 def dense_params(args: ModelArgs) -> int:
@@ -27,7 +35,7 @@ def dense_params(args: ModelArgs) -> int:
     for is_moe in args.moe_layers:
         params += attention_params(args) + 2 * D
         if is_moe:
-            params += router_params(args)
+            params += router_params(args) + expert_bias_params(args)
             if args.shared_expert_intermediate_size:
                 params += 3 * D * args.shared_expert_intermediate_size + D
             params += 3 * D * args.n_shared_experts * args.moe_intermediate_size  # DeepSeek's, always resident
@@ -47,6 +55,16 @@ def dense_bytes(args: ModelArgs, dtype_bytes: int) -> int:
     return dense_params(args) * dtype_bytes + fp32_params * (4 - dtype_bytes)
 
 
+def shared_expert_width(args: ModelArgs) -> int:
+    """Intermediate width of a MoE layer's shared experts: Qwen's one gated expert, DeepSeek's n_shared_experts."""
+    return args.shared_expert_intermediate_size + args.n_shared_experts * args.moe_intermediate_size
+
+
+def shared_expert_params(args: ModelArgs) -> int:
+    """The shared experts' gate, up and down projections over all MoE layers (dense_params counts them)."""
+    return args.num_moe_layers * 3 * args.hidden_size * shared_expert_width(args)
+
+
 def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
     return ModelSizes(
         dense_bytes=dense_bytes(args, dtype_bytes),
@@ -59,4 +77,5 @@ def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
         vocab_size=args.vocab_size,
         dtype_bytes=dtype_bytes,
         num_layers=args.num_hidden_layers,
+        shared_expert_bytes=shared_expert_params(args) * dtype_bytes,
     )

@@ -3,6 +3,8 @@ the LRU hit-rate curve (engine.alloc.miss_curve) per layer and pooled over layer
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from engine.alloc.miss_curve import hit_rate_curve, stack_depths, step_unique
@@ -85,6 +87,15 @@ def summary(trace: Trace) -> dict:
         "lru_hit_rate_by_slots": [round(float(x), 4) for x in pooled_hit_rates(trace)],
         "lru_hit_rate_by_slots_per_layer": np.round(per_layer_hits, 4).tolist(),
     }
+
+
+def random_routing(trace: Trace, seed: int = 0) -> Trace:
+    """The trace's step structure with each token routed to top_k distinct experts uniformly at random per
+    layer: the baseline resources/traces/STATS.md sets beside every trace."""
+    h = trace.header
+    scores = np.random.default_rng(seed).random((trace.expert_ids.shape[0], h.num_layers, h.num_experts))
+    ids = np.argpartition(scores, h.top_k - 1, axis=-1)[..., :h.top_k]  # [N, L, K]
+    return dataclasses.replace(trace, expert_ids=ids.astype(trace.expert_ids.dtype))
 
 
 def format_summary(stats: dict) -> str:

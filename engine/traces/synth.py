@@ -34,11 +34,14 @@ CALIBRATION_TOKENS = 16384
 
 # Published routing statistics per benchmark shape (shared/WISP.md, "Routing locality"; STATS.md):
 # Qwen3-30B-A3B: 44-48% of top-8 carried over (0.46 the middle), 65 of 128 experts cover 90%, top expert 4.3%;
-# Mixtral-8x7B: 38% of the previous token's experts reused. None is published here for OLMoE-1B-7B.
+# Mixtral-8x7B: 38% of the previous token's experts reused. None is published here for OLMoE-1B-7B, gpt-oss-20b
+# or GLM-4.5-Air (their shipped traces state assumed figures: resources/traces/STATS.md).
 PUBLISHED = {
     "qwen3-30b-a3b": {"model": "Qwen3-30B-A3B", "carry_over": 0.46, "cover90": 65, "top_share": 0.043},
     "mixtral-8x7b": {"model": "Mixtral-8x7B", "carry_over": 0.38},
     "olmoe-1b-7b": {"model": "OLMoE-1B-7B"},
+    "gpt-oss-20b": {"model": "gpt-oss-20b"},
+    "glm-4.5-air": {"model": "GLM-4.5-Air"},
 }
 
 

@@ -17,8 +17,9 @@ from engine.traces.profile import routing_profile
 
 TRACES = sorted(Path("resources/traces").glob("*.npz"))
 SHAPE_OF = {"qwen3-twin": "qwen3-30b-a3b", "olmoe-twin": "olmoe-1b-7b", "mixtral-twin": "mixtral-8x7b",
-            "qwen3-published": "qwen3-30b-a3b"}
-BUDGET_GIB = {"qwen3-twin": 12, "olmoe-twin": 6, "mixtral-twin": 40, "demo": 0.75, "qwen3-published": 12}
+            "qwen3-published": "qwen3-30b-a3b", "gpt-oss-assumed": "gpt-oss-20b", "glm45air-assumed": "glm-4.5-air"}
+BUDGET_GIB = {"qwen3-twin": 12, "olmoe-twin": 6, "mixtral-twin": 40, "demo": 0.75, "qwen3-published": 12,
+              "gpt-oss-assumed": 12, "glm45air-assumed": 40}
 
 
 def args_for(trace_path: Path):

@@ -143,3 +143,24 @@ def test_a_controller_decision_is_said_under_its_status_and_a_budget_change_is_n
     assert "recent routing" in panel.plan_log.entries()[0]
     poll(panel, engine)
     assert "Last re-split" in panel.controller_label.text()  # kept while the status refreshes
+
+
+@pytest.mark.parametrize("model, budget_gib", [("Qwen1.5-MoE-A2.7B", 12), ("GLM-4.5-Air", 48)])
+def test_shared_experts_are_shown_inside_the_dense_weights(panel, tmp_path, model, budget_gib):
+    """A model with shared experts (its published config, planned as the picker plans it): they are dense
+    weights, the legend's dense segment holds them and the plan says so; a model without them says nothing."""
+    from engine.api import estimate_plan
+    from engine.model.published_configs import GLM_45_AIR
+    from tests.engine.test_fit_estimates import QWEN15_MOE_A27B, config_folder
+
+    config = {"Qwen1.5-MoE-A2.7B": QWEN15_MOE_A27B, "GLM-4.5-Air": GLM_45_AIR}[model]
+    shared_plan = estimate_plan(config_folder(tmp_path, config), budget_gib * GiB)
+    engine = StandInEngine(Stats(shared_plan))
+    panel.set_engine_source(lambda: engine)
+    poll(panel, engine)
+    shared = f"shared experts {shared_plan.shared_expert_bytes / GiB:.1f} GiB, resident with the dense weights"
+    assert shared in panel.plan_label.text()
+    assert f"Dense weights {shared_plan.dense_bytes / GiB:.1f} GiB" in panel.legend_labels["dense"].text()
+    engine.current = Stats(plan())
+    poll(panel, engine)
+    assert "shared experts" not in panel.plan_label.text()

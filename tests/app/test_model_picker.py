@@ -117,3 +117,24 @@ def test_a_budget_too_small_for_every_model_is_not_broken_and_offers_the_minimum
     with qtbot.waitSignal(window.loader.ready, timeout=30_000):
         qtbot.mouseClick(slider.offer_button, Qt.MouseButton.LeftButton)
     assert window.loader.engine.stats().plan.budget_bytes == slider.budget_bytes == row.minimum_bytes
+
+
+def test_the_picker_names_shared_experts_beside_the_routed_ones(tmp_path):
+    """GLM-4.5-Air's published config: 128 routed experts, top-8, one shared expert (resident, dense)."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from app.picker.model_list_model import experts_text
+    from engine.api import scan_models
+    from engine.model.published_configs import GLM_45_AIR
+
+    folder = tmp_path / "GLM-4.5-Air"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(GLM_45_AIR))
+    (folder / "tokenizer.json").write_text("{}")
+    save_file({"lm_head.weight": torch.zeros(1)}, folder / "model.safetensors")
+    entry = scan_models([str(folder)], cache=tmp_path / "no-cache")[-1]
+    assert entry.is_usable and entry.num_shared_experts == 1
+    assert experts_text(entry) == "128 × top-8 + 1 shared, 46 layers"

@@ -39,3 +39,20 @@ def test_requests_with_few_decode_rows_are_not_replayed():
     router = TraceRouter(longer, torch.device("cpu"))
     assert len(router.streams) == 1 and len(router.streams[0][1]) == 5 + MIN_DECODE_ROWS  # stream 1 only
     assert len(TraceRouter(trace, torch.device("cpu")).streams) == 2  # nothing longer: every stream stays
+
+
+def test_a_trace_holds_moe_layers_only_so_dense_layers_take_no_column():
+    """GLM-4.5-Air's layer 0 is a dense MLP: its trace column 0 is model layer 1."""
+    from types import SimpleNamespace
+
+    trace = two_stream_trace()
+    ids = trace.expert_ids.copy()
+    ids[:, 1] += 1  # the second MoE layer routes to other experts than the first
+    router = TraceRouter(Trace(trace.header, trace.is_prefill, trace.num_tokens, ids, trace.seq_ids),
+                         torch.device("cpu"))
+    args = SimpleNamespace(moe_layers=(False, True, True))
+    engine = SimpleNamespace(runner=SimpleNamespace(model=SimpleNamespace(args=args)))
+    router.drive(engine)
+    seq = SimpleNamespace(request_id="r", num_cached_tokens=0, token_ids=[1, 2, 3], num_prompt_tokens=3)
+    router.begin_step([seq], is_prefill=True)
+    assert router(1).tolist() == [[0, 1]] * 3 and router(2).tolist() == [[1, 2]] * 3

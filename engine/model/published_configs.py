@@ -1,0 +1,30 @@
+"""config.json of published models whose geometry the benchmarks use (engine.model.shapes parses them as a
+checkpoint's config is parsed, so a shape has every field the architecture reads). The values are those of the
+models' Hugging Face repositories, as public code quotes them in full (no hub is reachable here); fields
+transformers ignores at inference (initializer_range, router_aux_loss_coef, ...) are left out, and so is
+gpt-oss's quantization_config: a shape's experts are bf16 unless a bench asks for a quant type."""
+
+from __future__ import annotations
+
+GPT_OSS_20B = {  # openai/gpt-oss-20b
+    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "vocab_size": 201088, "hidden_size": 2880,
+    "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+    "attention_bias": True, "intermediate_size": 2880, "num_local_experts": 32, "num_experts_per_tok": 4,
+    "experts_per_token": 4, "swiglu_limit": 7.0, "hidden_act": "silu", "rms_norm_eps": 1e-05,
+    "layer_types": ["sliding_attention", "full_attention"] * 12, "sliding_window": 128,
+    "max_position_embeddings": 131072, "initial_context_length": 4096, "rope_theta": 150000,
+    "rope_scaling": {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 32.0, "original_max_position_embeddings": 4096,
+                     "rope_type": "yarn", "truncate": False},
+    "tie_word_embeddings": False, "eos_token_id": 200002, "pad_token_id": 199999,
+}
+
+GLM_45_AIR = {  # zai-org/GLM-4.5-Air
+    "architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "vocab_size": 151552, "hidden_size": 4096,
+    "num_hidden_layers": 46, "num_attention_heads": 96, "num_key_value_heads": 8, "head_dim": 128,
+    "attention_bias": True, "use_qk_norm": False, "partial_rotary_factor": 0.5, "rope_theta": 1000000,
+    "rope_scaling": None, "intermediate_size": 10944, "moe_intermediate_size": 1408, "n_routed_experts": 128,
+    "n_shared_experts": 1, "num_experts_per_tok": 8, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1,
+    "norm_topk_prob": True, "routed_scaling_factor": 1.0, "num_nextn_predict_layers": 1, "hidden_act": "silu",
+    "rms_norm_eps": 1e-05, "max_position_embeddings": 131072, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "eos_token_id": [151329, 151336, 151338], "pad_token_id": 151329,
+}
