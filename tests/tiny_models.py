@@ -18,7 +18,7 @@ CORPUS = [
 ] * 40
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 384
-MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"]
+MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v2"]
 
 
 def save_tokenizer(folder: Path) -> None:
@@ -55,7 +55,25 @@ def hf_model(model_type: str, num_layers: int = 2):
         return MixtralForCausalLM(MixtralConfig(**common, num_local_experts=6, num_experts_per_tok=2, intermediate_size=48))
     if model_type == "olmoe":
         return OlmoeForCausalLM(OlmoeConfig(**common, num_experts=8, num_experts_per_tok=2, intermediate_size=32))
+    if model_type in DEEPSEEK_TYPES:
+        return deepseek_model(model_type, common)
     raise ValueError(model_type)
+
+
+DEEPSEEK_TYPES = ("deepseek_v2", "deepseek_v3")
+
+
+def deepseek_model(model_type: str, common: dict):
+    """Multi-head latent attention (every head its own keys: num_key_value_heads = heads, as published) and
+    a first dense layer; deepseek_v2 without a q LoRA (as V2-Lite), deepseek_v3 with one."""
+    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, DeepseekV3Config, DeepseekV3ForCausalLM
+
+    mla = dict(common, num_key_value_heads=common["num_attention_heads"], kv_lora_rank=32, qk_nope_head_dim=16,
+               qk_rope_head_dim=8, v_head_dim=12, first_k_dense_replace=1, intermediate_size=96,
+               n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32)
+    if model_type == "deepseek_v2":
+        return DeepseekV2ForCausalLM(DeepseekV2Config(**mla, q_lora_rank=None, topk_method="greedy", n_shared_experts=0))
+    return DeepseekV3ForCausalLM(DeepseekV3Config(**mla, q_lora_rank=24, n_shared_experts=1, n_group=2, topk_group=1))
 
 
 def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.float32) -> Path:

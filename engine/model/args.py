@@ -35,6 +35,13 @@ class ModelArgs:
     shared_expert_intermediate_size: int = 0
     router_weights_fp32: bool = False  # mixtral keeps top-k weights in fp32 when scaling expert outputs
     torch_dtype: str | None = None
+    # deepseek_v2 / deepseek_v3: multi-head latent attention (MLA). head_dim is the RoPE part, qk_rope_head_dim.
+    kv_lora_rank: int = 0  # > 0: MLA; the KV cache holds kv_lora_rank + qk_rope_head_dim values per token
+    q_lora_rank: int | None = None
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    rope_layout: str = "half"  # "half" (rotate_half) | "interleaved" (deepseek_v3) | "complex" (deepseek_v2)
+    attention_scale: float | None = None  # softmax scale; None: head_dim ** -0.5
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -46,7 +53,13 @@ class ModelArgs:
         """Elements of one expert: gate, up and down projections, stored contiguously."""
         return 3 * self.hidden_size * self.moe_intermediate_size
 
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
+        if self.is_mla:  # one compressed row per layer: normed c_kv and the rotated shared k_pe
+            return self.num_hidden_layers * (self.kv_lora_rank + self.head_dim) * dtype_bytes
         return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
 
 

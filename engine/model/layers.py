@@ -31,6 +31,11 @@ class RotaryEmbedding(nn.Module):
         inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
+    @staticmethod
+    def output_dtype(dtype: torch.dtype) -> torch.dtype:
+        """The dtype of cos/sin for a model computing in dtype."""
+        return dtype
+
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         freqs = positions[:, None].float() * self.inv_freq  # [T, hd/2]
         emb = torch.cat((freqs, freqs), dim=-1)  # [T, hd]

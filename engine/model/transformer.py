@@ -15,6 +15,8 @@ from engine.experts.dispatch import route
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, KVCache
 from engine.model.layers import DenseMLP, RMSNorm, RotaryEmbedding, SharedExpert
+from engine.model.mla_attention import MlaAttention
+from engine.model.mla_rope import ComplexRotaryEmbedding
 
 if TYPE_CHECKING:
     from engine.experts.provider import ExpertForward
@@ -75,7 +77,7 @@ class MoeBlock(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
-        self.self_attn = Attention(args, layer)
+        self.self_attn = MlaAttention(args, layer) if args.is_mla else Attention(args, layer)
         self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
         self.is_moe = args.moe_layers[layer]
@@ -119,7 +121,8 @@ class MoeTransformer(nn.Module):
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
 
     def attach_rotary(self, device) -> None:
-        self.rotary = RotaryEmbedding(self.args.head_dim, self.args.rope_theta).to(device)
+        rotary = ComplexRotaryEmbedding if self.args.rope_layout == "complex" else RotaryEmbedding
+        self.rotary = rotary(self.args.head_dim, self.args.rope_theta).to(device)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
                 context: MoeContext):

@@ -1,0 +1,53 @@
+"""config.json fields of multi-head latent attention (deepseek_v2, deepseek_v3) -> ModelArgs fields."""
+
+from __future__ import annotations
+
+import math
+
+from engine.errors import ModelFormatError
+from engine.model.args import require
+
+
+def yarn_mscale(factor: float, mscale: float) -> float:
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def attention_scale(config: dict, qk_head_dim: int) -> float:
+    """qk_head_dim ** -0.5, times mscale(factor, mscale_all_dim) squared under YaRN scaling (DeepSeek's
+    correction: the RoPE scaling also sharpens the softmax)."""
+    scale = qk_head_dim**-0.5
+    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
+    if params.get("rope_type", params.get("type", "default")) not in ("default", None) and params.get("mscale_all_dim"):
+        mscale = yarn_mscale(float(params["factor"]), float(params["mscale_all_dim"]))
+        scale = scale * mscale * mscale
+    return scale
+
+
+def mla_args(config: dict, rope_layout: str) -> dict:
+    """The attention fields; head_dim is the RoPE part of a query (the rotary embedding's size)."""
+    rank, rope_dim = require(config, "kv_lora_rank"), require(config, "qk_rope_head_dim")
+    nope_dim, v_dim = require(config, "qk_nope_head_dim"), require(config, "v_head_dim")
+    q_lora_rank = config.get("q_lora_rank")
+    if q_lora_rank is not None:
+        q_lora_rank = require(config, "q_lora_rank")
+    if rank <= 0 or rope_dim <= 0 or rope_dim % 2 or nope_dim < 0 or v_dim <= 0:
+        raise ModelFormatError("config.json: kv_lora_rank, v_head_dim and an even qk_rope_head_dim must be positive")
+    return dict(
+        kv_lora_rank=rank,
+        q_lora_rank=q_lora_rank or None,
+        qk_nope_head_dim=nope_dim,
+        v_head_dim=v_dim,
+        head_dim=rope_dim,
+        num_key_value_heads=config.get("num_attention_heads"),
+        rope_layout=rope_layout,
+        attention_scale=attention_scale(config, nope_dim + rope_dim),
+        attention_bias=bool(config.get("attention_bias", False)),
+        o_proj_bias=bool(config.get("attention_bias", False)),
+    )
+
+
+def dense_layer_flags(config: dict, num_layers: int) -> tuple[bool, ...]:
+    """Which layers hold experts: all from first_k_dense_replace on, every moe_layer_freq-th (the hub's keys)."""
+    first = config.get("first_k_dense_replace") or 0
+    freq = config.get("moe_layer_freq") or 1
+    return tuple(i >= first and i % freq == 0 for i in range(num_layers))
