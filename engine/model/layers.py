@@ -8,6 +8,7 @@ from torch import nn
 
 from engine.model.args import ModelArgs
 from engine.model.fused_norm import can_fuse, fused_rms_norm
+from engine.model.rope_scaling import Yarn, inverse_frequencies
 
 
 class RMSNorm(nn.Module):
@@ -26,9 +27,16 @@ class RMSNorm(nn.Module):
 
 
 class RotaryEmbedding(nn.Module):
-    def __init__(self, head_dim: int, theta: float):
+    """cos and sin of each position; with a RoPE scaling (engine.model.rope_scaling) its frequencies and the
+    attention factor that multiplies cos and sin."""
+
+    def __init__(self, head_dim: int, theta: float, scaling: Yarn | None = None):
         super().__init__()
-        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+        self.attention_factor = 1.0
+        if scaling is None:
+            inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+        else:
+            inv_freq, self.attention_factor = inverse_frequencies(scaling, head_dim, theta)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     @staticmethod
@@ -39,6 +47,8 @@ class RotaryEmbedding(nn.Module):
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         freqs = positions[:, None].float() * self.inv_freq  # [T, hd/2]
         emb = torch.cat((freqs, freqs), dim=-1)  # [T, hd]
+        if self.attention_factor != 1.0:
+            return (emb.cos() * self.attention_factor).to(dtype), (emb.sin() * self.attention_factor).to(dtype)
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
 

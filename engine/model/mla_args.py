@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import math
-
 from engine.errors import ModelFormatError
 from engine.model.args import require
+from engine.model.rope_scaling import Yarn, yarn_mscale
 
 
-def yarn_mscale(factor: float, mscale: float) -> float:
-    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
-
-
-def attention_scale(config: dict, qk_head_dim: int) -> float:
-    """qk_head_dim ** -0.5, times mscale(factor, mscale_all_dim) squared under YaRN scaling (DeepSeek's
-    correction: the RoPE scaling also sharpens the softmax)."""
+def attention_scale(qk_head_dim: int, yarn: Yarn | None) -> float:
+    """qk_head_dim ** -0.5, times mscale(factor, mscale_all_dim) squared under YaRN (DeepSeek's correction:
+    the longer context's softmax is sharpened along with the RoPE scaling)."""
     scale = qk_head_dim**-0.5
-    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    if params.get("rope_type", params.get("type", "default")) not in ("default", None) and params.get("mscale_all_dim"):
-        mscale = yarn_mscale(float(params["factor"]), float(params["mscale_all_dim"]))
+    if yarn is not None and yarn.mscale_all_dim:
+        mscale = yarn_mscale(yarn.factor, yarn.mscale_all_dim)
         scale = scale * mscale * mscale
     return scale
 
 
-def mla_args(config: dict, rope_layout: str) -> dict:
-    """The attention fields; head_dim is the RoPE part of a query (the rotary embedding's size)."""
+def mla_args(config: dict, rope_layout: str, yarn: Yarn | None) -> dict:
+    """The attention fields; head_dim is the RoPE part of a query (the rotary embedding's size). yarn: the
+    config's parsed RoPE scaling."""
     rank, rope_dim = require(config, "kv_lora_rank"), require(config, "qk_rope_head_dim")
     nope_dim, v_dim = require(config, "qk_nope_head_dim"), require(config, "v_head_dim")
     q_lora_rank = config.get("q_lora_rank")
@@ -40,7 +35,7 @@ def mla_args(config: dict, rope_layout: str) -> dict:
         head_dim=rope_dim,
         num_key_value_heads=config.get("num_attention_heads"),
         rope_layout=rope_layout,
-        attention_scale=attention_scale(config, nope_dim + rope_dim),
+        attention_scale=attention_scale(nope_dim + rope_dim, yarn),
         attention_bias=bool(config.get("attention_bias", False)),
         o_proj_bias=bool(config.get("attention_bias", False)),
     )

@@ -10,17 +10,21 @@ import torch
 from torch import nn
 
 from engine.model.layers import apply_rope
+from engine.model.rope_scaling import Yarn, inverse_frequencies
 
 
 class ComplexRotaryEmbedding(nn.Module):
     """deepseek_v2: positions [T] -> (real, imag) of the unit rotations, each twice as cos/sin are: [T, rope_dim],
     always fp32."""
 
-    def __init__(self, rope_dim: int, theta: float, scaling: float = 1.0):
+    def __init__(self, rope_dim: int, theta: float, scaling: Yarn | None = None):
         super().__init__()
-        inv_freq = 1.0 / (theta ** (torch.arange(0, rope_dim, 2, dtype=torch.float) / rope_dim))
+        self.attention_factor = 1.0
+        if scaling is None:
+            inv_freq = 1.0 / (theta ** (torch.arange(0, rope_dim, 2, dtype=torch.float) / rope_dim))
+        else:
+            inv_freq, self.attention_factor = inverse_frequencies(scaling, rope_dim, theta)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
-        self.scaling = scaling
 
     @staticmethod
     def output_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -28,7 +32,7 @@ class ComplexRotaryEmbedding(nn.Module):
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         freqs = positions[:, None].float() * self.inv_freq  # [T, P/2]
-        freqs_cis = torch.polar(torch.ones_like(freqs), freqs) * self.scaling
+        freqs_cis = torch.polar(torch.ones_like(freqs), freqs) * self.attention_factor
         return torch.cat((freqs_cis.real, freqs_cis.real), -1), torch.cat((freqs_cis.imag, freqs_cis.imag), -1)
 
 

@@ -122,7 +122,7 @@ class MoeTransformer(nn.Module):
 
     def attach_rotary(self, device) -> None:
         rotary = ComplexRotaryEmbedding if self.args.rope_layout == "complex" else RotaryEmbedding
-        self.rotary = rotary(self.args.head_dim, self.args.rope_theta).to(device)
+        self.rotary = rotary(self.args.head_dim, self.args.rope_theta, self.args.rope_scaling).to(device)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
                 context: MoeContext):
