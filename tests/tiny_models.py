@@ -7,6 +7,8 @@ from pathlib import Path
 
 import torch
 
+from tests.tiny_glm4_moe import hf_glm4_moe, hub_style_config, randomize_correction_bias
+
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -18,7 +20,8 @@ CORPUS = [
 ] * 40
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 384
-MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "deepseek_v2"]
+MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe", "deepseek_v2", "deepseek_v3"]
+GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"]  # the ones `wisp convert-gguf` writes
 
 
 def save_tokenizer(folder: Path) -> None:
@@ -55,6 +58,8 @@ def hf_model(model_type: str, num_layers: int = 2):
         return MixtralForCausalLM(MixtralConfig(**common, num_local_experts=6, num_experts_per_tok=2, intermediate_size=48))
     if model_type == "olmoe":
         return OlmoeForCausalLM(OlmoeConfig(**common, num_experts=8, num_experts_per_tok=2, intermediate_size=32))
+    if model_type == "glm4_moe":
+        return hf_glm4_moe(common)
     if model_type in DEEPSEEK_TYPES:
         return deepseek_model(model_type, common)
     raise ValueError(model_type)
@@ -64,16 +69,18 @@ DEEPSEEK_TYPES = ("deepseek_v2", "deepseek_v3")
 
 
 def deepseek_model(model_type: str, common: dict):
-    """Multi-head latent attention (every head its own keys: num_key_value_heads = heads, as published) and
-    a first dense layer; deepseek_v2 without a q LoRA (as V2-Lite), deepseek_v3 with one."""
+    """Multi-head latent attention (num_key_value_heads = heads, as published), shared experts and a first dense
+    layer. deepseek_v2 as V2-Lite: no q LoRA, greedy softmax routing. deepseek_v3 with a q LoRA, and grouped
+    routing with a scaling factor so that every step of noaux_tc counts."""
     from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, DeepseekV3Config, DeepseekV3ForCausalLM
 
     mla = dict(common, num_key_value_heads=common["num_attention_heads"], kv_lora_rank=32, qk_nope_head_dim=16,
                qk_rope_head_dim=8, v_head_dim=12, first_k_dense_replace=1, intermediate_size=96,
                n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32)
     if model_type == "deepseek_v2":
-        return DeepseekV2ForCausalLM(DeepseekV2Config(**mla, q_lora_rank=None, topk_method="greedy", n_shared_experts=0))
-    return DeepseekV3ForCausalLM(DeepseekV3Config(**mla, q_lora_rank=24, n_shared_experts=1, n_group=2, topk_group=1))
+        return DeepseekV2ForCausalLM(DeepseekV2Config(**mla, q_lora_rank=None, topk_method="greedy", n_shared_experts=2))
+    return DeepseekV3ForCausalLM(DeepseekV3Config(**mla, q_lora_rank=24, n_shared_experts=1, n_group=2, topk_group=1,
+                                                  routed_scaling_factor=2.5, norm_topk_prob=True))
 
 
 def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.float32) -> Path:
@@ -83,6 +90,9 @@ def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.f
         for name, param in model.named_parameters():
             if "norm" not in name:
                 param.normal_(0.0, 0.15)  # larger than the init default so the tiny model has decisive logits
+    randomize_correction_bias(model)
     model.save_pretrained(folder)
+    if model_type == "glm4_moe":
+        hub_style_config(folder)
     save_tokenizer(folder)
     return folder

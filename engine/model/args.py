@@ -55,11 +55,23 @@ class ModelArgs:
     swiglu_alpha: float = 1.702
     swiglu_limit: float = 7.0
     norm_weight_fp32: bool = False  # RMSNorm multiplies by its weight in fp32, then casts (gpt_oss)
+    # DeepSeek-style MoE (glm4_moe, deepseek_v2, deepseek_v3): engine.model.deepseek_moe
+    topk_method: str | None = None  # None: the softmax router of Qwen, Mixtral, OLMoE; else engine.experts.grouped_routing
+    n_group: int = 1
+    topk_group: int = 1
+    routed_scaling_factor: float = 1.0
+    n_shared_experts: int = 0  # ungated, always-on experts: one MLP of n_shared_experts * moe_intermediate_size
+    # glm4_moe
+    partial_rotary_factor: float = 1.0  # RoPE turns the first int(head_dim * factor) channels of each head
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def num_moe_layers(self) -> int:
         return sum(self.moe_layers)
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.head_dim * self.partial_rotary_factor)
 
     @property
     def expert_numel(self) -> int:

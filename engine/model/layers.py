@@ -58,7 +58,10 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [T, H, hd]; cos/sin [T, hd]."""
+    """x [T, H, hd]; cos/sin [T, rotary_dim]. Partial RoPE (glm4_moe): only the first rotary_dim channels turn."""
+    rotary_dim = cos.shape[-1]
+    if rotary_dim < x.shape[-1]:
+        return torch.cat((apply_rope(x[..., :rotary_dim], cos, sin), x[..., rotary_dim:]), dim=-1)
     cos, sin = cos[:, None, :], sin[:, None, :]
     return (x * cos) + (rotate_half(x) * sin)
 

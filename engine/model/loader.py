@@ -13,6 +13,7 @@ from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
 from engine.model.config_file import read_args
+from engine.model.deepseek_moe import fp32_parameter_names
 from engine.model.registry import architecture
 from engine.model.transformer import MoeTransformer, meta_model
 from engine.model.weight_names import MoeWeightNames
@@ -39,12 +40,13 @@ def hf_name(name: str, names: MoeWeightNames) -> str:
 
 
 def load_dense(model: MoeTransformer, ckpt: Checkpoint, names: MoeWeightNames, dtype, device) -> None:
-    state = {}
+    state, fp32 = {}, fp32_parameter_names(model)
     for name, param in model.named_parameters():
         if name == "lm_head.weight" and model.args.tie_word_embeddings and not ckpt.has("lm_head.weight"):
             continue
         tensor = ckpt.get(hf_name(name, names), tuple(param.shape))
-        state[name] = torch.nn.Parameter(tensor.to(device=device, dtype=dtype), requires_grad=False)
+        target = torch.float32 if name in fp32 else dtype
+        state[name] = torch.nn.Parameter(tensor.to(device=device, dtype=target), requires_grad=False)
     if "lm_head.weight" not in state:
         state["lm_head.weight"] = state["embed_tokens.weight"]
     model.load_state_dict(state, strict=True, assign=True)

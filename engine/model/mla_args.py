@@ -40,9 +40,3 @@ def mla_args(config: dict, rope_layout: str, yarn: Yarn | None) -> dict:
         o_proj_bias=bool(config.get("attention_bias", False)),
     )
 
-
-def dense_layer_flags(config: dict, num_layers: int) -> tuple[bool, ...]:
-    """Which layers hold experts: all from first_k_dense_replace on, every moe_layer_freq-th (the hub's keys)."""
-    first = config.get("first_k_dense_replace") or 0
-    freq = config.get("moe_layer_freq") or 1
-    return tuple(i >= first and i % freq == 0 for i in range(num_layers))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from engine.errors import UnsupportedModelError
-from engine.model import deepseek_v2, mixtral, olmoe, qwen2_moe, qwen3_moe
+from engine.model import deepseek_v2, deepseek_v3, glm4_moe, mixtral, olmoe, qwen2_moe, qwen3_moe
 from engine.model.args import ModelArgs
 
 ARCHITECTURES: dict[str, ModuleType] = {
@@ -13,7 +13,9 @@ ARCHITECTURES: dict[str, ModuleType] = {
     "qwen2_moe": qwen2_moe,
     "mixtral": mixtral,
     "olmoe": olmoe,
+    "glm4_moe": glm4_moe,
     "deepseek_v2": deepseek_v2,
+    "deepseek_v3": deepseek_v3,
 }
 DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "olmo", "olmo2", "gpt2"}
 

@@ -27,17 +27,29 @@ def dense_params(args: ModelArgs) -> int:
     for is_moe in args.moe_layers:
         params += attention_params(args) + 2 * D
         if is_moe:
-            params += args.num_experts * D
+            params += router_params(args)
             if args.shared_expert_intermediate_size:
                 params += 3 * D * args.shared_expert_intermediate_size + D
+            params += 3 * D * args.n_shared_experts * args.moe_intermediate_size  # DeepSeek's, always resident
         else:
             params += 3 * D * args.intermediate_size
     return params
 
 
+def router_params(args: ModelArgs) -> int:
+    """One MoE layer's router: its weight, and the correction bias of DeepSeek-V3-style (noaux_tc) routing."""
+    return args.num_experts * args.hidden_size + (args.num_experts if args.topk_method == "noaux_tc" else 0)
+
+
+def dense_bytes(args: ModelArgs, dtype_bytes: int) -> int:
+    """dense_params in the model's dtype, except DeepSeek-style routers, which stay fp32 (engine.model.deepseek_moe)."""
+    fp32_params = router_params(args) * args.num_moe_layers if args.topk_method is not None else 0
+    return dense_params(args) * dtype_bytes + fp32_params * (4 - dtype_bytes)
+
+
 def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
     return ModelSizes(
-        dense_bytes=dense_params(args) * dtype_bytes,
+        dense_bytes=dense_bytes(args, dtype_bytes),
         expert_bytes=args.expert_numel * dtype_bytes,
         num_moe_layers=args.num_moe_layers,
         num_experts=args.num_experts,

@@ -14,6 +14,7 @@ from torch import nn
 from engine.experts.dispatch import route
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, KVCache
+from engine.model.deepseek_moe import GroupedRouter, SharedExperts
 from engine.model.layers import DenseMLP, RMSNorm, RotaryEmbedding, SharedExpert
 from engine.model.mla_attention import MlaAttention
 from engine.model.mla_rope import ComplexRotaryEmbedding
@@ -43,20 +44,33 @@ def routed_weights(logits: torch.Tensor, ids: torch.Tensor, args: ModelArgs) -> 
     return weights if args.router_weights_fp32 else weights.to(logits.dtype)
 
 
+def shared_experts(args: ModelArgs) -> nn.Module | None:
+    """Qwen2-MoE's gated shared expert, DeepSeek's ungated ones, or None."""
+    if args.n_shared_experts:
+        return SharedExperts(args)
+    return SharedExpert(args) if args.shared_expert_intermediate_size else None
+
+
 class MoeBlock(nn.Module):
     """Router + routed experts (through the provider) + the optional shared expert."""
 
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
         self.layer, self.args = layer, args
-        self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
-        self.shared = SharedExpert(args) if args.shared_expert_intermediate_size else None
+        if args.topk_method is None:
+            self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
+        else:
+            self.gate = GroupedRouter(args)
+        self.shared = shared_experts(args)
 
     def route(self, x: torch.Tensor, context: MoeContext):
         """x [T, D] -> (ids [T, K], weights [T, K], shared expert output or None). No host sync: graphable."""
         args = self.args
         logits = self.gate(x)  # [T, E]
-        if context.override is not None:
+        if isinstance(self.gate, GroupedRouter):
+            ids = context.override(self.layer) if context.override is not None else None
+            ids, weights = self.gate.select(logits, ids)
+        elif context.override is not None:
             ids = context.override(self.layer)  # [T, K] trace-driven benchmarks: only the ids change
             weights = routed_weights(logits, ids, args)
         else:
@@ -122,7 +136,7 @@ class MoeTransformer(nn.Module):
 
     def attach_rotary(self, device) -> None:
         rotary = ComplexRotaryEmbedding if self.args.rope_layout == "complex" else RotaryEmbedding
-        self.rotary = rotary(self.args.head_dim, self.args.rope_theta, self.args.rope_scaling).to(device)
+        self.rotary = rotary(self.args.rotary_dim, self.args.rope_theta, self.args.rope_scaling).to(device)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
                 context: MoeContext):
