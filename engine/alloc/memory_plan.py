@@ -32,6 +32,8 @@ class ModelSizes:
     vocab_size: int
     dtype_bytes: int
     num_layers: int = 1
+    # MLA: one layer's keys and values per token as attention rebuilds them from the cache rows (0: the cache's own)
+    expanded_kv_bytes_per_token: int = 0
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,8 @@ def workspace_bytes(sizes: ModelSizes, max_batched_tokens: int, max_num_seqs: in
     per_token = (sizes.top_k + 24) * sizes.hidden_size * sizes.dtype_bytes
     logits = 4 * max_num_seqs * sizes.vocab_size * 4
     context = max_batched_tokens // max_num_seqs
-    decode_gather = 4 * max_num_seqs * context * sizes.kv_bytes_per_token // sizes.num_layers  # padded K/V of a layer
+    layer_kv = max(sizes.kv_bytes_per_token // sizes.num_layers, sizes.expanded_kv_bytes_per_token)
+    decode_gather = 4 * max_num_seqs * context * layer_kv  # padded K/V of a layer
     gathered = min(GATHER_LIMIT_BYTES, GATHER_MAX_ENTRIES * sizes.expert_bytes)
     return 64 * MiB + max_batched_tokens * per_token + logits + decode_gather + gathered
 
