@@ -83,7 +83,7 @@ class MlaAttention(nn.Module):
         that is the same [B, H, *] products as static decode's, so the same bits."""
         rows = torch.tensor([span.q_start for span in spans], device=q.device)
         q_rows = absorb_query(q[rows], self.kv_b_proj.weight, self.nope_dim)  # [B, H, R + P]
-        latent = torch.cat([latent_decode(q_rows[i : i + 1], pool, *span.decode_index, self.scale)
+        latent = torch.cat([latent_decode(q_rows[i : i + 1], pool, *span.decode_index, self.rank, self.scale)
                             for i, span in enumerate(spans)])
         out[rows] = absorb_output(latent, self.kv_b_proj.weight, self.nope_dim)
 
@@ -94,7 +94,7 @@ class MlaAttention(nn.Module):
         pool = cache.latent[self.layer]
         if self.decode_kernel == "triton":
             q_rows = absorb_query(q, self.kv_b_proj.weight, self.nope_dim)
-            latent = latent_decode(q_rows, pool, meta.kv_index, meta.lengths, self.scale)
+            latent = latent_decode(q_rows, pool, meta.kv_index, meta.lengths, self.rank, self.scale)
             return self.o_proj(absorb_output(latent, self.kv_b_proj.weight, self.nope_dim).flatten(1))
         positions = torch.arange(meta.kv_index.shape[1], device=x.device)
         valid = positions[None, :] < meta.lengths[:, None]  # [B, L]
