@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.errors import ModelFormatError, UnsupportedModelError
-from engine.model.rope_scaling import Yarn, parse_yarn
+from engine.model.yarn_config import Yarn, parse_yarn
 
 
 @dataclass(frozen=True)
