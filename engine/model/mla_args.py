@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.errors import ModelFormatError
 from engine.model.args import require
-from engine.model.rope_scaling import Yarn, yarn_mscale
+from engine.model.yarn_config import Yarn, yarn_mscale
 
 
 def attention_scale(qk_head_dim: int, yarn: Yarn | None) -> float:
