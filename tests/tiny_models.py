@@ -39,7 +39,7 @@ def save_tokenizer(folder: Path) -> None:
     fast.save_pretrained(folder)
 
 
-def hf_model(model_type: str, num_layers: int = 2):
+def hf_model(model_type: str, num_layers: int = 2, **glm4_moe_config):
     from transformers import (MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig,
                               Qwen2MoeForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
 
@@ -59,7 +59,7 @@ def hf_model(model_type: str, num_layers: int = 2):
     if model_type == "olmoe":
         return OlmoeForCausalLM(OlmoeConfig(**common, num_experts=8, num_experts_per_tok=2, intermediate_size=32))
     if model_type == "glm4_moe":
-        return hf_glm4_moe(common)
+        return hf_glm4_moe(common, **glm4_moe_config)
     if model_type in DEEPSEEK_TYPES:
         return deepseek_model(model_type, common)
     raise ValueError(model_type)
@@ -83,9 +83,10 @@ def deepseek_model(model_type: str, common: dict):
                                                   routed_scaling_factor=2.5, norm_topk_prob=True))
 
 
-def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.float32) -> Path:
+def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.float32, **glm4_moe_config) -> Path:
+    """glm4_moe_config: config values that differ from tests/tiny_glm4_moe's (other types take none)."""
     torch.manual_seed(seed)
-    model = hf_model(model_type).to(dtype)
+    model = hf_model(model_type, **glm4_moe_config).to(dtype)
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "norm" not in name:

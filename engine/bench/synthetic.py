@@ -8,6 +8,7 @@ import torch
 from engine.experts.dense_layout import DenseLayout
 from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
+from engine.model.deepseek_moe import fp32_parameter_names
 from engine.model.loader import DTYPES, LoadedWeights
 from engine.model.transformer import MoeTransformer, meta_model
 
@@ -17,12 +18,13 @@ WEIGHT_STD = 0.02
 def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, seed: int = 0) -> MoeTransformer:
     generator = torch.Generator(device=device).manual_seed(seed)
     model = meta_model(args)
-    state = {}
+    state, fp32 = {}, fp32_parameter_names(model)
     for name, param in model.named_parameters():
+        param_dtype = torch.float32 if name in fp32 else dtype  # as the loader keeps them (DeepSeek-style routers)
         if name.endswith("norm.weight"):
-            tensor = torch.ones(param.shape, dtype=dtype, device=device)
+            tensor = torch.ones(param.shape, dtype=param_dtype, device=device)
         else:
-            tensor = torch.randn(param.shape, generator=generator, dtype=dtype, device=device) * WEIGHT_STD
+            tensor = torch.randn(param.shape, generator=generator, dtype=param_dtype, device=device) * WEIGHT_STD
         state[name] = torch.nn.Parameter(tensor, requires_grad=False)
     model.load_state_dict(state, strict=True, assign=True)
     model.attach_rotary(device)

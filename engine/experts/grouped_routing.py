@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+
 @dataclass(frozen=True)
 class GroupedRouting:
     """One model's router settings, named as its config.json names them."""
@@ -77,7 +78,7 @@ class GroupedRouting:
 
     def group_mask(self, group_scores: torch.Tensor) -> torch.Tensor:
         """group_scores [T, G] -> bool [T, E]: True for the experts of each token's topk_group best groups.
-        Skipped where every group is kept: the mask would change nothing."""
+        route() skips it where every group is kept, where the mask would change nothing."""
         group_idx = torch.topk(group_scores, k=self.topk_group, dim=-1, sorted=False)[1]  # [T, topk_group]
         group_mask = torch.zeros_like(group_scores)
         group_mask.scatter_(1, group_idx, 1)
