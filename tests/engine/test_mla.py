@@ -147,3 +147,14 @@ def test_published_configs_plan_compressed_kv_and_their_parameter_counts(config,
     assert args.kv_bytes_per_token(2) == 27 * (512 + 64) * 2  # 31 KB a token, against 27 x 2 x 16 x 192 x 2 expanded
     total = dense_params(args) + args.num_moe_layers * args.num_experts * args.expert_numel
     assert abs(total / 1e9 - billions) / billions < 0.02
+
+
+def test_resizing_the_latent_pool_keeps_moved_blocks():
+    cache = LatentKVCache(num_layers=2, num_slots=4 * 8, latent_dim=40, dtype=torch.float32, device="cpu")
+    rows = torch.randn(8, 1, 40)
+    for layer in range(2):
+        cache.store(layer, torch.arange(16, 24), rows + layer)  # block 2 of 4
+    cache.resize(6 * 8, {2: 5}, block_size=8)
+    for layer in range(2):
+        assert cache.latent[layer].shape == (48, 1, 40)
+        assert torch.equal(cache.latent[layer][40:48], rows + layer)
