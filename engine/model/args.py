@@ -36,13 +36,6 @@ class ModelArgs:
     shared_expert_intermediate_size: int = 0
     router_weights_fp32: bool = False  # mixtral keeps top-k weights in fp32 when scaling expert outputs
     torch_dtype: str | None = None
-    # deepseek_v2 / deepseek_v3: multi-head latent attention (MLA). head_dim is the RoPE part, qk_rope_head_dim.
-    kv_lora_rank: int = 0  # > 0: MLA; the KV cache holds kv_lora_rank + qk_rope_head_dim values per token
-    q_lora_rank: int | None = None
-    qk_nope_head_dim: int = 0
-    v_head_dim: int = 0
-    rope_layout: str = "half"  # "half" (rotate_half) | "interleaved" (deepseek_v3) | "complex" (deepseek_v2)
-    attention_scale: float | None = None  # softmax scale; None: head_dim ** -0.5
     rope_scaling: Yarn | None = None  # None: the default RoPE
     # gpt_oss
     layer_types: tuple[str, ...] = ()  # "sliding_attention" | "full_attention" per layer; () means all full
@@ -63,6 +56,13 @@ class ModelArgs:
     n_shared_experts: int = 0  # ungated, always-on experts: one MLP of n_shared_experts * moe_intermediate_size
     # glm4_moe
     partial_rotary_factor: float = 1.0  # RoPE turns the first int(head_dim * factor) channels of each head
+    # deepseek_v2 / deepseek_v3: multi-head latent attention (MLA). head_dim is the RoPE part, qk_rope_head_dim.
+    kv_lora_rank: int = 0  # > 0: MLA; the KV cache holds kv_lora_rank + qk_rope_head_dim values per token
+    q_lora_rank: int | None = None
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    rope_layout: str = "half"  # "half" (rotate_half) | "interleaved" (deepseek_v3) | "complex" (deepseek_v2)
+    attention_scale: float | None = None  # softmax scale; None: head_dim ** -0.5
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property

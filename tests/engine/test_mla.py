@@ -180,3 +180,15 @@ def test_resizing_the_latent_pool_keeps_moved_blocks():
     for layer in range(2):
         assert cache.latent[layer].shape == (48, 1, 40)
         assert torch.equal(cache.latent[layer][40:48], rows + layer)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(kv_lora_rank=None), "'kv_lora_rank' is missing"),
+    (dict(qk_rope_head_dim=63), "even qk_rope_head_dim"),
+    (dict(v_head_dim="128"), "'v_head_dim' must be an integer"),
+])
+def test_bad_mla_fields_are_named(change, message):
+    from engine.errors import ModelFormatError
+
+    with pytest.raises(ModelFormatError, match=message):
+        parse_config({**V2_LITE, **change})
