@@ -74,7 +74,7 @@ class PartChecksums:
             _, _, meta, cache = inputs
             # only what earlier steps wrote: the step's own tokens are stored inside forward, after this hook
             slots = torch.cat([span.kv_slots[:span.kv_slots.numel() - span.q_len] for span in meta.spans])
-            self.sums[(self.step, layer, kv_part)] = checksum(cache.k[layer][slots]) + checksum(cache.v[layer][slots])
+            self.sums[(self.step, layer, kv_part)] = sum(checksum(pool[layer][slots]) for pool in cache.pools())
             self.sums[(self.step, layer, weights_part)] = sum(checksum(p) for p in module.parameters())
         return record
 
@@ -94,7 +94,7 @@ def arm_outputs(weights, plan, device, router, args, decode: str, provider=None,
         cache = engine.runner.cache
         provider = engine.runner.experts
         slots = [provider.host_pager.pool.tensor] if isinstance(provider, PagedExperts) else []
-        for pool in [*cache.k, *cache.v, *slots]:
+        for pool in [*(t for layers in cache.pools() for t in layers), *slots]:
             pool.fill_(float("nan"))
     if host_pager:
         engine.runner.experts.page_on_host()

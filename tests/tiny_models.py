@@ -22,7 +22,7 @@ CORPUS = [
 ] * 40
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 384
-MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe", "gpt_oss"]
+MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe", "gpt_oss", "deepseek_v2", "deepseek_v3"]
 GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"]  # those engine.gguf.convert writes
 # gpt-oss-20b's published RoPE; a window and a SwiGLU limit small enough that the tiny model's prompts cross the
 # window and its activations reach the clamp
@@ -69,6 +69,8 @@ def hf_model(model_type: str, num_layers: int = 2, **glm4_moe_config):
         return hf_glm4_moe(common, **glm4_moe_config)
     if model_type == "gpt_oss":
         return gpt_oss_model(common)
+    if model_type in DEEPSEEK_TYPES:
+        return deepseek_model(model_type, common)
     raise ValueError(model_type)
 
 
@@ -94,6 +96,24 @@ def gpt_oss_hub_config(folder: Path) -> None:
     config["experts_per_token"] = config["num_experts_per_tok"]
     config["initial_context_length"] = rope["original_max_position_embeddings"]
     path.write_text(json.dumps(config, indent=2))
+
+
+DEEPSEEK_TYPES = ("deepseek_v2", "deepseek_v3")
+
+
+def deepseek_model(model_type: str, common: dict):
+    """Multi-head latent attention (num_key_value_heads = heads, as published), shared experts and a first dense
+    layer. deepseek_v2 as V2-Lite: no q LoRA, greedy softmax routing. deepseek_v3 with a q LoRA, and grouped
+    routing with a scaling factor so that every step of noaux_tc counts."""
+    from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, DeepseekV3Config, DeepseekV3ForCausalLM
+
+    mla = dict(common, num_key_value_heads=common["num_attention_heads"], kv_lora_rank=32, qk_nope_head_dim=16,
+               qk_rope_head_dim=8, v_head_dim=12, first_k_dense_replace=1, intermediate_size=96,
+               n_routed_experts=8, num_experts_per_tok=2, moe_intermediate_size=32)
+    if model_type == "deepseek_v2":
+        return DeepseekV2ForCausalLM(DeepseekV2Config(**mla, q_lora_rank=None, topk_method="greedy", n_shared_experts=2))
+    return DeepseekV3ForCausalLM(DeepseekV3Config(**mla, q_lora_rank=24, n_shared_experts=1, n_group=2, topk_group=1,
+                                                  routed_scaling_factor=2.5, norm_topk_prob=True))
 
 
 def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.float32, **glm4_moe_config) -> Path:

@@ -33,6 +33,8 @@ class ModelSizes:
     dtype_bytes: int
     num_layers: int = 1
     shared_expert_bytes: int = 0  # part of dense_bytes: shared experts run for every token, so they stay resident
+    # MLA: one layer's keys and values per token as attention rebuilds them from the cache rows (0: the cache's own)
+    expanded_kv_bytes_per_token: int = 0
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,8 @@ def workspace_bytes(sizes: ModelSizes, max_batched_tokens: int, max_num_seqs: in
     per_token = (sizes.top_k + 24) * sizes.hidden_size * sizes.dtype_bytes
     logits = 4 * max_num_seqs * sizes.vocab_size * 4
     context = max_batched_tokens // max_num_seqs
-    decode_gather = 4 * max_num_seqs * context * sizes.kv_bytes_per_token // sizes.num_layers  # padded K/V of a layer
+    layer_kv = max(sizes.kv_bytes_per_token // sizes.num_layers, sizes.expanded_kv_bytes_per_token)
+    decode_gather = 4 * max_num_seqs * context * layer_kv  # padded K/V of a layer
     gathered = min(GATHER_LIMIT_BYTES, GATHER_MAX_ENTRIES * sizes.expert_bytes)
     return 64 * MiB + max_batched_tokens * per_token + logits + decode_gather + gathered
 

@@ -56,6 +56,13 @@ class ModelArgs:
     n_shared_experts: int = 0  # ungated, always-on experts: one MLP of n_shared_experts * moe_intermediate_size
     # glm4_moe
     partial_rotary_factor: float = 1.0  # RoPE turns the first int(head_dim * factor) channels of each head
+    # deepseek_v2 / deepseek_v3: multi-head latent attention (MLA). head_dim is the RoPE part, qk_rope_head_dim.
+    kv_lora_rank: int = 0  # > 0: MLA; the KV cache holds kv_lora_rank + qk_rope_head_dim values per token
+    q_lora_rank: int | None = None
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    rope_layout: str = "half"  # "half" (rotate_half) | "interleaved" (deepseek_v3) | "complex" (deepseek_v2)
+    attention_scale: float | None = None  # softmax scale; None: head_dim ** -0.5
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -71,6 +78,10 @@ class ModelArgs:
         """Elements of one expert: gate, up and down projections, stored contiguously."""
         return 3 * self.hidden_size * self.moe_intermediate_size
 
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
     def window(self, layer: int) -> int | None:
         """The sliding window of a layer's attention (keys within `window` positions, itself included), or None."""
         if self.layer_types and self.layer_types[layer] == "sliding_attention":
@@ -80,6 +91,8 @@ class ModelArgs:
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         """K and V of every layer. Sliding-window layers count in full too: every layer's pool shares one block
         table, so a sliding layer keeps (and is planned for) positions its window no longer reads."""
+        if self.is_mla:  # one compressed row per layer: normed c_kv and the rotated shared k_pe
+            return self.num_hidden_layers * (self.kv_lora_rank + self.head_dim) * dtype_bytes
         return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
 
 

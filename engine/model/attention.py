@@ -64,9 +64,10 @@ class KVCache:
     def resize(self, num_slots: int, block_moves: dict[int, int], block_size: int) -> None:
         """New pool size; blocks in block_moves (old id -> new id) keep their contents. One layer at a time,
         so the pool never exists twice."""
-        old_ids = torch.tensor(list(block_moves), dtype=torch.long, device=self.k[0].device)
-        new_ids = torch.tensor(list(block_moves.values()), dtype=torch.long, device=self.k[0].device)
-        for pool in (self.k, self.v):
+        device = self.pools()[0][0].device
+        old_ids = torch.tensor(list(block_moves), dtype=torch.long, device=device)
+        new_ids = torch.tensor(list(block_moves.values()), dtype=torch.long, device=device)
+        for pool in self.pools():
             for layer, tensor in enumerate(pool):
                 shape = (num_slots // block_size, block_size, *tensor.shape[1:])
                 resized = torch.empty(shape, dtype=tensor.dtype, device=tensor.device)
@@ -74,6 +75,10 @@ class KVCache:
                     resized[new_ids] = tensor.view(-1, block_size, *tensor.shape[1:])[old_ids]
                 pool[layer] = resized.view(num_slots, *tensor.shape[1:])
                 del tensor
+
+    def pools(self) -> tuple[list[torch.Tensor], ...]:
+        """Every per-layer pool list, each tensor [slots, heads, dim]."""
+        return self.k, self.v
 
     def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         if self.row_kernel:  # index_copy_ sorts its indices under deterministic kernels

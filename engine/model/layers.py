@@ -44,6 +44,11 @@ class RotaryEmbedding(nn.Module):
             inv_freq, self.attention_factor = inverse_frequencies(scaling, head_dim, theta)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
+    @staticmethod
+    def output_dtype(dtype: torch.dtype) -> torch.dtype:
+        """The dtype of cos/sin for a model computing in dtype."""
+        return dtype
+
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         freqs = positions[:, None].float() * self.inv_freq  # [T, hd/2]
         emb = torch.cat((freqs, freqs), dim=-1)  # [T, hd]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from engine.errors import UnsupportedModelError
-from engine.model import glm4_moe, gpt_oss, mixtral, olmoe, qwen2_moe, qwen3_moe
+from engine.model import deepseek_v2, deepseek_v3, glm4_moe, gpt_oss, mixtral, olmoe, qwen2_moe, qwen3_moe
 from engine.model.args import ModelArgs
 
 ARCHITECTURES: dict[str, ModuleType] = {
@@ -15,6 +15,8 @@ ARCHITECTURES: dict[str, ModuleType] = {
     "olmoe": olmoe,
     "glm4_moe": glm4_moe,
     "gpt_oss": gpt_oss,
+    "deepseek_v2": deepseek_v2,
+    "deepseek_v3": deepseek_v3,
 }
 DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "olmo", "olmo2", "gpt2"}
 

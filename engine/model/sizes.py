@@ -6,7 +6,23 @@ from engine.alloc.memory_plan import ModelSizes
 from engine.model.args import ModelArgs
 
 
+def mla_attention_params(args: ModelArgs) -> int:
+    """Multi-head latent attention (engine.model.mla_attention): q (direct or through its LoRA), the compressing
+    kv_a_proj_with_mqa, the expanding kv_b_proj, o_proj, the LoRA norms and the biases attention_bias adds."""
+    D, H, R, P = args.hidden_size, args.num_attention_heads, args.kv_lora_rank, args.head_dim
+    q_out = H * (args.qk_nope_head_dim + P)
+    bias = args.attention_bias
+    if args.q_lora_rank:
+        q = D * args.q_lora_rank + args.q_lora_rank + args.q_lora_rank * q_out + (args.q_lora_rank if bias else 0)
+    else:
+        q = D * q_out
+    kv = D * (R + P) + R + R * H * (args.qk_nope_head_dim + args.v_head_dim) + ((R + P) if bias else 0)
+    return q + kv + H * args.v_head_dim * D + (D if bias else 0)
+
+
 def attention_params(args: ModelArgs) -> int:
+    if args.is_mla:
+        return mla_attention_params(args)
     D, q, kv = args.hidden_size, args.num_attention_heads * args.head_dim, args.num_key_value_heads * args.head_dim
     params = D * q + 2 * D * kv + q * D
     if args.attention_bias:
@@ -65,6 +81,13 @@ def shared_expert_params(args: ModelArgs) -> int:
     return args.num_moe_layers * 3 * args.hidden_size * shared_expert_width(args)
 
 
+def expanded_kv_bytes_per_token(args: ModelArgs, dtype_bytes: int) -> int:
+    """MLA: one layer's keys [H, N + P] and values [H, V] of a token, rebuilt from its cache row; else 0."""
+    if not args.is_mla:
+        return 0
+    return args.num_attention_heads * (args.qk_nope_head_dim + args.head_dim + args.v_head_dim) * dtype_bytes
+
+
 def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
     return ModelSizes(
         dense_bytes=dense_bytes(args, dtype_bytes),
@@ -73,6 +96,7 @@ def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
         num_experts=args.num_experts,
         top_k=args.num_experts_per_tok,
         kv_bytes_per_token=args.kv_bytes_per_token(dtype_bytes),
+        expanded_kv_bytes_per_token=expanded_kv_bytes_per_token(args, dtype_bytes),
         hidden_size=args.hidden_size,
         vocab_size=args.vocab_size,
         dtype_bytes=dtype_bytes,

@@ -17,6 +17,8 @@ from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, KVCache
 from engine.model.deepseek_moe import GroupedRouter, SharedExperts
 from engine.model.layers import DenseMLP, RMSNorm, RotaryEmbedding, SharedExpert
+from engine.model.mla_attention import MlaAttention
+from engine.model.mla_rope import ComplexRotaryEmbedding
 
 if TYPE_CHECKING:
     from engine.experts.provider import ExpertForward
@@ -94,7 +96,7 @@ class MoeBlock(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
-        self.self_attn = Attention(args, layer)
+        self.self_attn = MlaAttention(args, layer) if args.is_mla else Attention(args, layer)
         self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, args.norm_weight_fp32)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, args.norm_weight_fp32)
         self.is_moe = args.moe_layers[layer]
@@ -138,7 +140,8 @@ class MoeTransformer(nn.Module):
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
 
     def attach_rotary(self, device) -> None:
-        self.rotary = RotaryEmbedding(self.args.rotary_dim, self.args.rope_theta, self.args.rope_scaling).to(device)
+        rotary = ComplexRotaryEmbedding if self.args.rope_layout == "complex" else RotaryEmbedding
+        self.rotary = rotary(self.args.rotary_dim, self.args.rope_theta, self.args.rope_scaling).to(device)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
                 context: MoeContext):

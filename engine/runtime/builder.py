@@ -16,6 +16,7 @@ from engine.experts.pager_kernels import runs_on
 from engine.hardware import pick_device
 from engine.kv.block_manager import BlockManager
 from engine.model.attention import KVCache
+from engine.model.latent_cache import new_kv_cache
 from engine.generation.model_info import ModelInfo
 from engine.model.config_file import read_args
 from engine.model.loader import LoadedWeights, load_weights, resolve_dtype
@@ -93,8 +94,7 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
         layer.self_attn.decode_kernel = attention
     experts = provider or make_provider(plan, weights.store, device, args.num_experts_per_tok, options.prefetch)
     block_manager = BlockManager(plan.kv_blocks, options.block_size)
-    cache = KVCache(args.num_hidden_layers, plan.kv_blocks * options.block_size,
-                    args.num_key_value_heads, args.head_dim, weights.dtype, device)
+    cache = new_kv_cache(args, plan.kv_blocks * options.block_size, weights.dtype, device)
     scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len)
     runner = ModelRunner(weights.model, experts, cache, block_manager, device,
                          decode_path(options, weights.model, cache, device, max_model_len))

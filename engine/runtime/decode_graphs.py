@@ -49,7 +49,8 @@ class PaddedDecode:
                                          lengths=self.packed[3 * batch : 4 * batch])
         self.x = [torch.zeros(batch, args.hidden_size, dtype=dtype, device=device)
                   for _ in range(args.num_hidden_layers + 1)]  # x[l]: input of layer l; x[L]: final
-        self.rope = tuple(torch.zeros(batch, args.rotary_dim, dtype=dtype, device=device) for _ in range(2))
+        rope_dtype = model.rotary.output_dtype(dtype)
+        self.rope = tuple(torch.zeros(batch, args.rotary_dim, dtype=rope_dtype, device=device) for _ in range(2))
         self.graphs: list[torch.cuda.CUDAGraph] | None = None
         self.outputs: list = []
         self.whole: list[torch.cuda.CUDAGraph] | None = None  # the whole step's graphs, where the provider allows

@@ -6,7 +6,8 @@ import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.experts.resident import ResidentExperts
-from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
+from engine.model.attention import AttentionMetadata, SeqSpan
+from engine.model.latent_cache import new_kv_cache
 from engine.model.loader import load_weights
 from engine.model.transformer import MoeContext
 from engine.tokenizer import Tokenizer
@@ -24,7 +25,7 @@ def prompt_logits(folder, ids: list[int]) -> torch.Tensor:
     """All-position logits from Wisp's model in one prefill."""
     weights = load_weights(folder, torch.device("cpu"), "float32")
     args = weights.args
-    cache = KVCache(args.num_hidden_layers, 64, args.num_key_value_heads, args.head_dim, torch.float32, "cpu")
+    cache = new_kv_cache(args, 64, torch.float32, "cpu")
     n = len(ids)
     meta = AttentionMetadata(slot_mapping=torch.arange(n), spans=[SeqSpan(0, n, torch.arange(n))])
     with torch.inference_mode():

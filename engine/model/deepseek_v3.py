@@ -1,0 +1,25 @@
+"""DeepSeek-V3 / Moonlight (model_type "deepseek_v3"): multi-head latent attention with interleaved RoPE pairs
+(rope_interleave) and YaRN, sigmoid routing with a correction bias over grouped top-k (noaux_tc), ungated shared
+experts, first dense layers."""
+
+from engine.model.args import ModelArgs, common_args
+from engine.model.deepseek_config import deepseek_moe_fields
+from engine.model.mla_args import mla_args
+from engine.model.weight_names import QWEN_STYLE
+
+# What transformers' DeepseekV3Config assumes for keys a config.json leaves out.
+DEFAULTS = dict(n_group=8, topk_group=4, first_k_dense_replace=3, n_shared_experts=1, routed_scaling_factor=2.5,
+                norm_topk_prob=True, intermediate_size=18432, moe_intermediate_size=2048)
+
+
+def model_args(config: dict) -> ModelArgs:
+    moe = deepseek_moe_fields(config, "noaux_tc", DEFAULTS)  # transformers' router ignores topk_method
+    common = common_args(config, moe["num_experts"], default_theta=10000.0, scaling_types=("yarn",))
+    layout = "interleaved" if config.get("rope_interleave", True) else "half"
+    return ModelArgs(
+        model_type="deepseek_v3",
+        **{**common, **moe, **mla_args(config, layout, common["rope_scaling"])},
+    )
+
+
+WEIGHT_NAMES = QWEN_STYLE
