@@ -3,6 +3,7 @@ trained byte-level BPE tokenizer and a ChatML template saved beside them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -18,7 +19,12 @@ CORPUS = [
 ] * 40
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 384
-MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"]
+MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "gpt_oss"]
+# gpt-oss-20b's published RoPE; a window and a SwiGLU limit small enough that the tiny model's prompts cross the
+# window and its activations reach the clamp
+GPT_OSS_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                "original_max_position_embeddings": 4096}
+GPT_OSS_WINDOW, GPT_OSS_SWIGLU_LIMIT = 8, 1.5
 
 
 def save_tokenizer(folder: Path) -> None:
@@ -55,7 +61,33 @@ def hf_model(model_type: str, num_layers: int = 2):
         return MixtralForCausalLM(MixtralConfig(**common, num_local_experts=6, num_experts_per_tok=2, intermediate_size=48))
     if model_type == "olmoe":
         return OlmoeForCausalLM(OlmoeConfig(**common, num_experts=8, num_experts_per_tok=2, intermediate_size=32))
+    if model_type == "gpt_oss":
+        return gpt_oss_model(common)
     raise ValueError(model_type)
+
+
+def gpt_oss_model(common: dict):
+    from transformers import GptOssConfig, GptOssForCausalLM
+
+    layers = common["num_hidden_layers"]
+    config = GptOssConfig(**common, num_local_experts=8, num_experts_per_tok=2, intermediate_size=32, head_dim=16,
+                          sliding_window=GPT_OSS_WINDOW, swiglu_limit=GPT_OSS_SWIGLU_LIMIT, attention_bias=True,
+                          layer_types=[("sliding_attention", "full_attention")[i % 2] for i in range(layers)],
+                          rope_parameters={**GPT_OSS_YARN, "rope_theta": 150000.0})
+    return GptOssForCausalLM(config)
+
+
+def hub_style_config(folder: Path) -> None:
+    """Rewrite a gpt_oss config.json as openai/gpt-oss-20b publishes it: rope_theta beside rope_scaling, and
+    experts_per_token beside num_experts_per_tok."""
+    path = folder / "config.json"
+    config = json.loads(path.read_text())
+    rope = config.pop("rope_parameters")
+    config["rope_theta"] = rope.pop("rope_theta")
+    config["rope_scaling"] = rope
+    config["experts_per_token"] = config["num_experts_per_tok"]
+    config["initial_context_length"] = rope["original_max_position_embeddings"]
+    path.write_text(json.dumps(config, indent=2))
 
 
 def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.float32) -> Path:
@@ -66,5 +98,7 @@ def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.f
             if "norm" not in name:
                 param.normal_(0.0, 0.15)  # larger than the init default so the tiny model has decisive logits
     model.save_pretrained(folder)
+    if model_type == "gpt_oss":
+        hub_style_config(folder)
     save_tokenizer(folder)
     return folder

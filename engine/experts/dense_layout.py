@@ -5,17 +5,36 @@ from __future__ import annotations
 import torch
 
 from engine.experts import kernel
+from engine.experts.activation import SILU_GLU, ExpertBias
 from engine.experts.dispatch import Dispatch
 from engine.experts.layout import ExpertLayout
 
 
 class DenseLayout(ExpertLayout):
-    """Views into a packed block: gate_up [2I, D] (transformers' fused layout) and down [D, I]."""
+    """Views into a packed block: gate_up [2I, D] (transformers' fused layout) and down [D, I]. activation: what
+    runs between the projections (engine.experts.activation); biases: {MoE layer: ExpertBias} for models whose
+    experts have them, reached through for_layer(layer)."""
 
-    def __init__(self, hidden: int, intermediate: int, dtype: torch.dtype):
+    def __init__(self, hidden: int, intermediate: int, dtype: torch.dtype, activation=SILU_GLU,
+                 biases: dict[int, ExpertBias] | None = None):
         self.hidden, self.intermediate, self.dtype = hidden, intermediate, dtype
         self.numel = 3 * hidden * intermediate
         self.expert_bytes = self.numel * torch.empty((), dtype=dtype).element_size()
+        self.activation, self.bias = activation, None
+        self.biases = biases or {}
+        self.layers = {layer: self._with_bias(bias) for layer, bias in self.biases.items()}
+
+    def _with_bias(self, bias: ExpertBias) -> "DenseLayout":
+        layout = DenseLayout(self.hidden, self.intermediate, self.dtype, self.activation)
+        layout.bias = bias
+        return layout
+
+    def for_layer(self, layer: int) -> "DenseLayout":
+        return self.layers.get(layer, self)
+
+    def _check_bound(self) -> None:
+        if self.biases:
+            raise TypeError("these experts have per-layer biases: compute through layout.for_layer(layer)")
 
     def gate_up(self, block: torch.Tensor) -> torch.Tensor:
         return block[: 2 * self.hidden * self.intermediate].view(2 * self.intermediate, self.hidden)
@@ -29,8 +48,12 @@ class DenseLayout(ExpertLayout):
         block[n : 2 * n].copy_(up.reshape(-1))
         block[2 * n :].copy_(down.reshape(-1))
 
-    def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        return kernel.gathered_experts(x, blocks, weights, self.hidden, self.intermediate)
+    def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor,
+                     ids: torch.Tensor | None = None) -> torch.Tensor:
+        self._check_bound()
+        return kernel.gathered_experts(x, blocks, weights, self.hidden, self.intermediate, self.activation,
+                                       self.bias, ids)
 
     def run_expert(self, block: torch.Tensor, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
-        kernel.run_expert(self.gate_up(block), self.down(block), dispatch, u, out)
+        self._check_bound()
+        kernel.run_expert(self.gate_up(block), self.down(block), dispatch, u, out, self.activation, self.bias)

@@ -70,7 +70,7 @@ class DevicePager(GraphedExperts):
             return layout.run_rows(x, self.pager.pool.tensor, rows, ids, weights)
         blocks = self.pager.pool.tensor[rows]  # some misses may find no slot: they come straight to `blocks`
         self.state.copy_misses(self.host_words[layer], as_words(blocks), over_src, over_dst)
-        return combine(layout.run_gathered(x, blocks, weights), ids)
+        return combine(layout.run_gathered(x, blocks, weights, ids), ids)
 
     def settle(self) -> None:
         """Fold the device counters and the graphed steps' routing into the host view (never changes the owner)."""

@@ -89,7 +89,7 @@ class HostPager:
             rows = np.flatnonzero(flat == expert)
             if len(rows) > 1:
                 blocks[torch.from_numpy(rows[1:]).to(self.device)] = blocks[int(rows[0])].clone()
-        return combine(layout.run_gathered(x, blocks, weights), ids)
+        return combine(layout.run_gathered(x, blocks, weights, ids), ids)
 
     def _slots(self, layer: int, experts: np.ndarray) -> torch.Tensor:
         """Each entry's pool row; entries whose expert has no slot get row 0 (overwritten by the caller)."""

@@ -1,4 +1,5 @@
-"""The dense expert kernels (engine.experts.dense_layout's compute): SwiGLU over packed bf16/fp16/fp32 blocks.
+"""The dense expert kernels (engine.experts.dense_layout's compute): a gated MLP (engine.experts.activation, SwiGLU by
+default, optional per-expert biases) over packed bf16/fp16/fp32 blocks.
 
 Shapes: T tokens, K routed experts per token, D hidden size, I expert intermediate size, n rows of one
 expert's span; a block is [gate (I*D) | up (I*D) | down (D*I)].
@@ -9,29 +10,41 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from engine.experts.activation import SILU_GLU, ExpertBias
 from engine.experts.dispatch import Dispatch
 
 
 def gathered_experts(x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor, hidden: int,
-                     intermediate: int) -> torch.Tensor:
-    """blocks [T*K, numel]: the packed expert of every (token, k) entry. -> weighted outputs [T, K, D].
-    Two batched GEMVs for the whole step."""
+                     intermediate: int, activation=SILU_GLU, bias: ExpertBias | None = None,
+                     ids: torch.Tensor | None = None) -> torch.Tensor:
+    """blocks [T*K, numel]: the packed expert of every (token, k) entry; ids [T, K] their expert ids (read only
+    for the bias rows). -> weighted outputs [T, K, D]. Two batched GEMVs for the whole step."""
     T, K = weights.shape
     gate_up = blocks[:, : 2 * hidden * intermediate].view(T * K, 2 * intermediate, hidden)
     down = blocks[:, 2 * hidden * intermediate :].view(T * K, hidden, intermediate)
     rows = x.repeat_interleave(K, dim=0)[:, :, None]  # [T*K, D, 1]
-    gate, up = torch.bmm(gate_up, rows)[:, :, 0].chunk(2, dim=-1)  # [T*K, I] x2
-    y = torch.bmm(down, (F.silu(gate) * up)[:, :, None])[:, :, 0]  # [T*K, D]
+    projected = torch.bmm(gate_up, rows)[:, :, 0]  # [T*K, 2I]
+    if bias is not None:
+        projected = projected + bias.gate_up[ids.reshape(-1)]
+    y = torch.bmm(down, activation(projected)[:, :, None])[:, :, 0]  # [T*K, D]
+    if bias is not None:
+        y = y + bias.down[ids.reshape(-1)]
     return (y * weights.reshape(-1, 1)).to(x.dtype).view(T, K, hidden)
 
 
-def run_expert(gate_up, down, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
+def run_expert(gate_up, down, dispatch: Dispatch, u: int, out: torch.Tensor, activation=SILU_GLU,
+               bias: ExpertBias | None = None) -> None:
     """Compute expert u of the dispatch in place in its span of out [T*K, D] (entries grouped by expert), which
     holds the span's token rows on entry (start_layer gathers them for every expert at once) and the weighted
     outputs on return: five kernels, no gather and no scatter per expert (under deterministic algorithms a
     scatter is CUDA's sort-based index_put_)."""
     span = dispatch.span(u)
     rows = out[span]  # [n, D], contiguous
-    gate, up = F.linear(rows, gate_up).chunk(2, dim=-1)  # [n, I] x2: read before rows is overwritten below
-    torch.mm(F.silu(gate) * up, down.t(), out=rows)  # F.linear(h, down) without its own buffer: the same GEMM
+    projected = F.linear(rows, gate_up)  # [n, 2I]: read before rows is overwritten below
+    if bias is not None:
+        expert = int(dispatch.experts[u])
+        projected = projected + bias.gate_up[expert]
+    torch.mm(activation(projected), down.t(), out=rows)  # F.linear(h, down) without its own buffer: the same GEMM
+    if bias is not None:
+        rows.add_(bias.down[expert])
     rows.mul_(dispatch.weights[span, None])  # as (y * w).to(out.dtype): computed in the wider type

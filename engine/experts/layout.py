@@ -31,8 +31,10 @@ class ExpertLayout(Protocol):
         own layout knows what its rows hold. Providers compute through this, never through a store-wide layout."""
         return self
 
-    def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        """Small step. x [T, D]; blocks [T*K, numel]: the block of every (token, k) entry; weights [T, K].
+    def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor,
+                     ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Small step. x [T, D]; blocks [T*K, numel]: the block of every (token, k) entry; weights [T, K]; ids [T, K]
+        the entries' expert ids (layouts whose experts have biases index them by id; every provider passes them).
         -> weighted outputs [T, K, D] in x's dtype. No host sync (runs inside CUDA graphs)."""
         ...
 
@@ -44,7 +46,7 @@ class ExpertLayout(Protocol):
     def run_rows(self, x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor,
                  weights: torch.Tensor) -> torch.Tensor:
         """Small step where entry i of ids [T, K] uses table[rows[i]] ([R, numel] table). -> [T, D] combined."""
-        return combine(self.run_gathered(x, table[rows], weights), ids)
+        return combine(self.run_gathered(x, table[rows], weights, ids), ids)
 
     def run_blocks(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor,
                    blocks: torch.Tensor) -> torch.Tensor:

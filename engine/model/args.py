@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.errors import ModelFormatError, UnsupportedModelError
+from engine.model.rope_scaling import Yarn, parse_yarn
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,18 @@ class ModelArgs:
     shared_expert_intermediate_size: int = 0
     router_weights_fp32: bool = False  # mixtral keeps top-k weights in fp32 when scaling expert outputs
     torch_dtype: str | None = None
+    rope_scaling: Yarn | None = None  # None: the default RoPE
+    # gpt_oss
+    layer_types: tuple[str, ...] = ()  # "sliding_attention" | "full_attention" per layer; () means all full
+    sliding_window: int | None = None
+    attention_sinks: bool = False  # a learned per-head logit joins every softmax (and takes no value)
+    router: str = "softmax_topk"  # or "topk_softmax": softmax over the k largest logits (gpt_oss)
+    router_bias: bool = False
+    expert_bias: bool = False  # per-expert gate_up and down biases, resident beside the dense weights
+    expert_activation: str = "silu_glu"  # or "clamped_swiglu" (gpt_oss)
+    swiglu_alpha: float = 1.702
+    swiglu_limit: float = 7.0
+    norm_weight_fp32: bool = False  # RMSNorm multiplies by its weight in fp32, then casts (gpt_oss)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -45,6 +58,12 @@ class ModelArgs:
     def expert_numel(self) -> int:
         """Elements of one expert: gate, up and down projections, stored contiguously."""
         return 3 * self.hidden_size * self.moe_intermediate_size
+
+    def window(self, layer: int) -> int | None:
+        """The sliding window of a layer's attention (keys within `window` positions, itself included), or None."""
+        if self.layer_types and self.layer_types[layer] == "sliding_attention":
+            return self.sliding_window
+        return None
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
@@ -69,17 +88,37 @@ def first_present(config: dict, *keys: str, default=None):
     return default
 
 
-def rope_theta(config: dict, default: float) -> float:
-    """rope_theta from the published field or from recent transformers' rope_parameters."""
+def rope_params(config: dict) -> dict:
     params = config.get("rope_parameters") or config.get("rope_scaling") or {}
     if not isinstance(params, dict):
         raise ModelFormatError("config.json: 'rope_parameters' must be an object")
-    rope_type = params.get("rope_type", params.get("type", "default"))
-    if rope_type not in ("default", None):
+    return params
+
+
+def rope_type(config: dict, scaling_types: tuple[str, ...] = ()) -> str:
+    """The config's RoPE type; refuses a scaling type the architecture does not implement."""
+    kind = rope_params(config).get("rope_type", rope_params(config).get("type", "default")) or "default"
+    if kind != "default" and kind not in scaling_types:
+        supported = " or ".join(("default", *scaling_types))
         raise UnsupportedModelError(
-            f"config.json: RoPE scaling type '{rope_type}' is not supported yet (only the default RoPE)"
+            f"config.json: RoPE scaling type '{kind}' is not supported for '{config.get('model_type')}' "
+            f"(only {supported} RoPE)"
         )
-    return float(first_present(params, "rope_theta", default=config.get("rope_theta", default)))
+    return kind
+
+
+def rope_theta(config: dict, default: float, scaling_types: tuple[str, ...] = ()) -> float:
+    """rope_theta from the published field or from recent transformers' rope_parameters. scaling_types: the RoPE
+    scaling types (engine.model.rope_scaling) the architecture implements besides the default."""
+    rope_type(config, scaling_types)
+    return float(first_present(rope_params(config), "rope_theta", default=config.get("rope_theta", default)))
+
+
+def rope_scaling(config: dict, scaling_types: tuple[str, ...] = ()) -> Yarn | None:
+    """The config's RoPE scaling (None for the default RoPE)."""
+    if rope_type(config, scaling_types) == "yarn":
+        return parse_yarn(rope_params(config), config)
+    return None
 
 
 def moe_layer_flags(config: dict, num_layers: int, num_experts: int) -> tuple[bool, ...]:
@@ -91,8 +130,8 @@ def moe_layer_flags(config: dict, num_layers: int, num_experts: int) -> tuple[bo
     )
 
 
-def common_args(config: dict, num_experts: int, default_theta: float) -> dict:
-    """Fields every supported architecture shares."""
+def common_args(config: dict, num_experts: int, default_theta: float, scaling_types: tuple[str, ...] = ()) -> dict:
+    """Fields every supported architecture shares; scaling_types as rope_theta takes them."""
     hidden = require(config, "hidden_size")
     heads = require(config, "num_attention_heads")
     layers = require(config, "num_hidden_layers")
@@ -106,7 +145,8 @@ def common_args(config: dict, num_experts: int, default_theta: float) -> dict:
         num_key_value_heads=config.get("num_key_value_heads") or heads,
         head_dim=config.get("head_dim") or hidden // heads,
         rms_norm_eps=float(first_present(config, "rms_norm_eps", default=1e-6)),
-        rope_theta=rope_theta(config, default_theta),
+        rope_theta=rope_theta(config, default_theta, scaling_types),
+        rope_scaling=rope_scaling(config, scaling_types),
         max_position_embeddings=config.get("max_position_embeddings") or 4096,
         tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
         num_experts=num_experts,

@@ -13,6 +13,7 @@ from engine.model.args import ModelArgs
 from engine.model.decode_attention import decode_attention
 from engine.model.kv_store import store_kv
 from engine.model.layers import RMSNorm, apply_rope
+from engine.model.sink_attention import eager_attention, padded_eager_attention
 from engine.triton_support import HAS_TRITON
 
 
@@ -100,6 +101,10 @@ class Attention(nn.Module):
         elif args.qk_norm == "full":
             self.q_norm = RMSNorm(q_size, args.rms_norm_eps)
             self.k_norm = RMSNorm(kv_size, args.rms_norm_eps)
+        # gpt_oss: sinks and sliding windows run in engine.model.sink_attention (SDPA has neither)
+        self.window = args.window(layer)
+        self.sinks = nn.Parameter(torch.empty(self.num_heads)) if args.attention_sinks else None
+        self.is_eager = self.sinks is not None or self.window is not None
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # [T, H*hd], [T, KVH*hd] x2
@@ -125,7 +130,7 @@ class Attention(nn.Module):
             if span.q_len == 1 and self.decode_kernel == "triton":  # the same kernel (and bits) as static decode
                 index, lengths = span.decode_index
                 out[rows] = decode_attention(q[rows], cache.k[self.layer], cache.v[self.layer], index, lengths,
-                                             self.head_dim**-0.5)
+                                             self.head_dim**-0.5, self.window, self.sinks)
                 continue
             out[rows] = self.attend(q[rows], cache.k[self.layer][span.kv_slots], cache.v[self.layer][span.kv_slots])
         return self.o_proj(out.view(x.shape[0], -1))
@@ -137,10 +142,13 @@ class Attention(nn.Module):
         cache.store(self.layer, meta.slot_mapping, k, v)
         if self.decode_kernel == "triton":  # the cache read in place (engine.model.decode_attention)
             o = decode_attention(q, cache.k[self.layer], cache.v[self.layer], meta.kv_index, meta.lengths,
-                                 self.head_dim**-0.5)
+                                 self.head_dim**-0.5, self.window, self.sinks)
             return self.o_proj(o.reshape(x.shape[0], -1))
         keys = cache.k[self.layer][meta.kv_index].transpose(1, 2)  # [B, KVH, L, hd]
         values = cache.v[self.layer][meta.kv_index].transpose(1, 2)
+        if self.is_eager:
+            o = padded_eager_attention(q, keys, values, meta.lengths, self.head_dim**-0.5, self.sinks, self.window)
+            return self.o_proj(o.reshape(x.shape[0], -1))
         positions = torch.arange(meta.kv_index.shape[1], device=x.device)
         mask = (positions[None, :] < meta.lengths[:, None])[:, None, None, :]  # [B, 1, 1, L]
         o = F.scaled_dot_product_attention(q[:, :, None, :], keys, values, attn_mask=mask,
@@ -149,6 +157,8 @@ class Attention(nn.Module):
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [q, H, hd] are the last q positions of a context whose keys/values are k, v [L, KVH, hd]."""
+        if self.is_eager:
+            return eager_attention(q, k, v, self.head_dim**-0.5, self.sinks, self.window)
         q_len, kv_len = q.shape[0], k.shape[0]
         mask, is_causal = None, False
         if q_len > 1 and q_len == kv_len:

@@ -6,6 +6,9 @@ run's bits with them. Here each sequence's own cache slots are read in place (th
 chunks of CHUNK positions, one program per (sequence, KV head, chunk) for all the query heads that share the
 KV head (tl.dot, fp32 softmax), as flash-decoding does; a second kernel merges the chunks in position order.
 Every reduction's order depends only on positions, never on the padding, the batch or where a slot lives.
+Two options (gpt-oss), compiled in only when used so other models' kernels stay as they were: a sliding WINDOW
+(the last WINDOW positions only; chunks before them do no work) and learned sinks (a per-head logit that joins
+the softmax's max and sum at the merge and adds no value).
 Its speed against SDPA: bench/results/2026-11-29-h200-identity/NOTES.md."""
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ def _kernels():
     @triton.jit
     def partial(q_ptr, k_ptr, v_ptr, index_ptr, lengths_ptr, m_ptr, l_ptr, acc_ptr, scale, max_len, splits,
                 KVH: tl.constexpr, G: tl.constexpr, BG: tl.constexpr, D: tl.constexpr, BD: tl.constexpr,
-                BN: tl.constexpr, CHUNK: tl.constexpr, IEEE: tl.constexpr):
+                BN: tl.constexpr, CHUNK: tl.constexpr, IEEE: tl.constexpr, WINDOW: tl.constexpr):
         """One (sequence, KV head, chunk of CHUNK positions): its softmax max, sum and weighted values."""
         b = tl.program_id(0).to(tl.int64)
         kvh = tl.program_id(1)
@@ -38,14 +41,19 @@ def _kernels():
         q = tl.load(q_ptr + (b * KVH * G + heads)[:, None] * D + d[None, :], mask=g_ok[:, None] & d_ok[None, :],
                     other=0.0)  # [BG, BD]
         length = tl.load(lengths_ptr + b)
+        first = 0
+        if WINDOW > 0:
+            first = tl.maximum(length - WINDOW, 0)
         m = tl.full([BG], float("-inf"), tl.float32)
         total = tl.zeros([BG], tl.float32)
         acc = tl.zeros([BG, BD], tl.float32)
         for block in range(CHUNK // BN):  # a fixed trip count; blocks past the length are skipped
             start = split * CHUNK + block * BN
-            if start < length:
+            if start < length and start + BN > first:
                 n = start + tl.arange(0, BN)
                 n_ok = n < length
+                if WINDOW > 0:
+                    n_ok = n_ok & (n >= first)
                 slots = tl.load(index_ptr + b * max_len + n, mask=n_ok, other=0).to(tl.int64)
                 rows = (slots * KVH + kvh)[:, None] * D + d[None, :]
                 kv_ok = n_ok[:, None] & d_ok[None, :]
@@ -71,19 +79,23 @@ def _kernels():
         tl.store(acc_ptr + (at * BG + g)[:, None] * BD + d[None, :], acc)
 
     @triton.jit
-    def combine(m_ptr, l_ptr, acc_ptr, lengths_ptr, out_ptr, KVH: tl.constexpr, G: tl.constexpr,
-                BG: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, CHUNK: tl.constexpr, SPLITS: tl.constexpr):
+    def combine(m_ptr, l_ptr, acc_ptr, lengths_ptr, sinks_ptr, out_ptr, KVH: tl.constexpr, G: tl.constexpr,
+                BG: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, CHUNK: tl.constexpr, SPLITS: tl.constexpr,
+                WINDOW: tl.constexpr, HAS_SINKS: tl.constexpr):
         """The chunks of one (sequence, KV head), merged in position order: the bits never depend on padding."""
         b = tl.program_id(0).to(tl.int64)
         kvh = tl.program_id(1)
         g = tl.arange(0, BG)
         d = tl.arange(0, BD)
         length = tl.load(lengths_ptr + b)
+        first = 0
+        if WINDOW > 0:
+            first = tl.maximum(length - WINDOW, 0)
         m = tl.full([BG], float("-inf"), tl.float32)
         total = tl.zeros([BG], tl.float32)
         acc = tl.zeros([BG, BD], tl.float32)
         for split in range(SPLITS):  # a fixed trip count (CUDA graphs); chunks past the length are skipped
-            if split * CHUNK < length:
+            if split * CHUNK < length and (split + 1) * CHUNK > first:
                 at = (b * KVH + kvh) * SPLITS + split
                 m_s = tl.load(m_ptr + at * BG + g)
                 m_new = tl.maximum(m, m_s)
@@ -92,6 +104,12 @@ def _kernels():
                 acc = acc * alpha[:, None] + tl.load(acc_ptr + (at * BG + g)[:, None] * BD + d[None, :]) * beta[:, None]
                 m = m_new
         heads = kvh * G + g
+        if HAS_SINKS:  # one more logit in the softmax, with no value
+            sink = tl.load(sinks_ptr + heads, mask=g < G, other=0.0).to(tl.float32)
+            m_new = tl.maximum(m, sink)
+            alpha = tl.exp(m - m_new)
+            total = total * alpha + tl.exp(sink - m_new)
+            acc = acc * alpha[:, None]
         out = acc / total[:, None]
         tl.store(out_ptr + (b * KVH * G + heads)[:, None] * D + d[None, :], out.to(out_ptr.dtype.element_ty),
                  mask=(g < G)[:, None] & (d < D)[None, :])
@@ -101,9 +119,11 @@ def _kernels():
 
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, kv_index: torch.Tensor,
-                     lengths: torch.Tensor, scale: float) -> torch.Tensor:
+                     lengths: torch.Tensor, scale: float, window: int | None = None,
+                     sinks: torch.Tensor | None = None) -> torch.Tensor:
     """q [B, H, D]; k_cache, v_cache [slots, KVH, D]; kv_index [B, L] slots of each context (padded);
-    lengths [B] (at least 1). -> [B, H, D] in q's dtype."""
+    lengths [B] (at least 1); window: attend to the last `window` positions only; sinks [H]: a learned logit per
+    head in every softmax. -> [B, H, D] in q's dtype."""
     import triton
 
     B, H, D = q.shape
@@ -120,7 +140,8 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     q = q.contiguous()
     partial[(B, kv_heads, splits)](q, k_cache, v_cache, kv_index, lengths, m, total, acc, scale, max_len, splits,
                                    KVH=kv_heads, G=groups, BG=BG, D=D, BD=BD, BN=BLOCK_N, CHUNK=CHUNK,
-                                   IEEE=q.dtype == torch.float32, num_warps=4)
-    combine[(B, kv_heads)](m, total, acc, lengths, out, KVH=kv_heads, G=groups, BG=BG, D=D, BD=BD,
-                           CHUNK=CHUNK, SPLITS=splits, num_warps=4)
+                                   IEEE=q.dtype == torch.float32, WINDOW=window or 0, num_warps=4)
+    combine[(B, kv_heads)](m, total, acc, lengths, q if sinks is None else sinks, out, KVH=kv_heads, G=groups,
+                           BG=BG, D=D, BD=BD, CHUNK=CHUNK, SPLITS=splits, WINDOW=window or 0,
+                           HAS_SINKS=sinks is not None, num_warps=4)
     return out

@@ -8,32 +8,47 @@ from torch import nn
 
 from engine.model.args import ModelArgs
 from engine.model.fused_norm import can_fuse, fused_rms_norm
+from engine.model.rope_scaling import Yarn, inverse_frequencies
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, size: int, eps: float):
+    """weight_fp32: multiply by the weight in fp32 and cast after (gpt-oss, whose transformers class keeps norms in
+    fp32); otherwise cast first and multiply in the input's dtype (Llama-style)."""
+
+    def __init__(self, size: int, eps: float, weight_fp32: bool = False):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(size))
-        self.eps = eps
+        self.eps, self.weight_fp32 = eps, weight_fp32
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if can_fuse(x, self.weight):
+        if not self.weight_fp32 and can_fuse(x, self.weight):
             return fused_rms_norm(x, self.weight, self.eps)
         input_dtype = x.dtype
         x = x.to(torch.float32)
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.weight_fp32:
+            return (self.weight.float() * x).to(input_dtype)
         return self.weight * x.to(input_dtype)
 
 
 class RotaryEmbedding(nn.Module):
-    def __init__(self, head_dim: int, theta: float):
+    """cos and sin of each position; with a RoPE scaling (engine.model.rope_scaling) its frequencies and the
+    attention factor that multiplies cos and sin."""
+
+    def __init__(self, head_dim: int, theta: float, scaling: Yarn | None = None):
         super().__init__()
-        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+        self.attention_factor = 1.0
+        if scaling is None:
+            inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+        else:
+            inv_freq, self.attention_factor = inverse_frequencies(scaling, head_dim, theta)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         freqs = positions[:, None].float() * self.inv_freq  # [T, hd/2]
         emb = torch.cat((freqs, freqs), dim=-1)  # [T, hd]
+        if self.attention_factor != 1.0:
+            return (emb.cos() * self.attention_factor).to(dtype), (emb.sin() * self.attention_factor).to(dtype)
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
 

@@ -8,11 +8,13 @@ from pathlib import Path
 import torch
 
 from engine.config import Progress
+from engine.experts.activation import SILU_GLU, ClampedSwiGlu
 from engine.experts.dense_layout import DenseLayout
 from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
 from engine.model.config_file import read_args
+from engine.model.gpt_oss_experts import load_expert_biases, load_experts as load_gpt_oss_experts
 from engine.model.registry import architecture
 from engine.model.transformer import MoeTransformer, meta_model
 from engine.model.weight_names import MoeWeightNames
@@ -34,7 +36,7 @@ def hf_name(name: str, names: MoeWeightNames) -> str:
     """Our module's parameter name -> the checkpoint's tensor name."""
     if name.startswith("lm_head"):
         return name
-    name = name.replace(".mlp.shared.", ".mlp.").replace(".mlp.gate.", f".{names.block}.gate.")
+    name = name.replace(".mlp.shared.", ".mlp.").replace(".mlp.gate.", f".{names.block}.{names.router}.")
     return "model." + name
 
 
@@ -73,6 +75,13 @@ def load_experts(store: ExpertStore, args: ModelArgs, ckpt: Checkpoint, names: M
             progress((done + 1) / len(store.blocks), f"experts of layer {layer}")
 
 
+def expert_activation(args: ModelArgs):
+    """What runs between an expert's projections (engine.experts.activation)."""
+    if args.expert_activation == "clamped_swiglu":
+        return ClampedSwiGlu(args.swiglu_alpha, args.swiglu_limit)
+    return SILU_GLU
+
+
 @dataclass
 class LoadedWeights:
     args: ModelArgs
@@ -93,7 +102,8 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
     model.attach_rotary(device)
     model.eval()
     moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
-    layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, torch_dtype)
+    biases = load_expert_biases(ckpt, args, names, moe_layers, torch_dtype, device) if args.expert_bias else None
+    layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, torch_dtype, expert_activation(args), biases)
     store = ExpertStore(layout, moe_layers, args.num_experts, expert_device or device, pin=pin_experts)
-    load_experts(store, args, ckpt, names, progress)
+    (load_gpt_oss_experts if args.model_type == "gpt_oss" else load_experts)(store, args, ckpt, names, progress)
     return LoadedWeights(args=args, model=model, store=store, dtype=torch_dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from engine.errors import UnsupportedModelError
-from engine.model import mixtral, olmoe, qwen2_moe, qwen3_moe
+from engine.model import gpt_oss, mixtral, olmoe, qwen2_moe, qwen3_moe
 from engine.model.args import ModelArgs
 
 ARCHITECTURES: dict[str, ModuleType] = {
@@ -13,6 +13,7 @@ ARCHITECTURES: dict[str, ModuleType] = {
     "qwen2_moe": qwen2_moe,
     "mixtral": mixtral,
     "olmoe": olmoe,
+    "gpt_oss": gpt_oss,
 }
 DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "olmo", "olmo2", "gpt2"}
 

@@ -17,7 +17,15 @@ def attention_params(args: ModelArgs) -> int:
         params += 2 * args.head_dim
     elif args.qk_norm == "full":
         params += q + kv
+    if args.attention_sinks:
+        params += args.num_attention_heads
     return params
+
+
+def expert_bias_params(args: ModelArgs) -> int:
+    """Router and expert biases of one MoE layer (gpt_oss): resident beside the dense weights, never in a slot."""
+    E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+    return (E if args.router_bias else 0) + (E * (2 * I + D) if args.expert_bias else 0)
 
 
 def dense_params(args: ModelArgs) -> int:
@@ -27,7 +35,7 @@ def dense_params(args: ModelArgs) -> int:
     for is_moe in args.moe_layers:
         params += attention_params(args) + 2 * D
         if is_moe:
-            params += args.num_experts * D
+            params += args.num_experts * D + expert_bias_params(args)
             if args.shared_expert_intermediate_size:
                 params += 3 * D * args.shared_expert_intermediate_size + D
         else:

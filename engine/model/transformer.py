@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.experts.dispatch import route
+from engine.model import gpt_oss_router
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, KVCache
 from engine.model.layers import DenseMLP, RMSNorm, RotaryEmbedding, SharedExpert
@@ -35,6 +36,8 @@ class MoeContext:
 
 def routed_weights(logits: torch.Tensor, ids: torch.Tensor, args: ModelArgs) -> torch.Tensor:
     """Router weights of given top-k ids, computed as route() computes them for its own choice."""
+    if args.router == "topk_softmax":
+        return gpt_oss_router.weights_of(logits, ids)
     weights = F.softmax(logits, dim=-1, dtype=torch.float32).gather(1, ids)  # [T, K]
     if args.norm_topk_prob:
         weights = weights / weights.sum(dim=-1, keepdim=True)
@@ -47,7 +50,7 @@ class MoeBlock(nn.Module):
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
         self.layer, self.args = layer, args
-        self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=False)
+        self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=args.router_bias)
         self.shared = SharedExpert(args) if args.shared_expert_intermediate_size else None
 
     def route(self, x: torch.Tensor, context: MoeContext):
@@ -57,6 +60,8 @@ class MoeBlock(nn.Module):
         if context.override is not None:
             ids = context.override(self.layer)  # [T, K] trace-driven benchmarks: only the ids change
             weights = routed_weights(logits, ids, args)
+        elif args.router == "topk_softmax":
+            ids, weights = gpt_oss_router.route(logits, args.num_experts_per_tok)
         else:
             ids, weights = route(logits, args.num_experts_per_tok, args.norm_topk_prob, args.router_weights_fp32)
         return ids, weights, self.shared(x) if self.shared is not None else None
@@ -76,8 +81,8 @@ class DecoderLayer(nn.Module):
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
         self.self_attn = Attention(args, layer)
-        self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
-        self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, args.norm_weight_fp32)
+        self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, args.norm_weight_fp32)
         self.is_moe = args.moe_layers[layer]
         self.mlp = MoeBlock(args, layer) if self.is_moe else DenseMLP(args.hidden_size, args.intermediate_size)
 
@@ -115,11 +120,11 @@ class MoeTransformer(nn.Module):
         self.args = args
         self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
         self.layers = nn.ModuleList(DecoderLayer(args, i) for i in range(args.num_hidden_layers))
-        self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps, args.norm_weight_fp32)
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
 
     def attach_rotary(self, device) -> None:
-        self.rotary = RotaryEmbedding(self.args.head_dim, self.args.rope_theta).to(device)
+        self.rotary = RotaryEmbedding(self.args.head_dim, self.args.rope_theta, self.args.rope_scaling).to(device)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
                 context: MoeContext):

@@ -85,8 +85,10 @@ class QuantExpertFormat(ExpertLayout):
         y = gathered_gemv(gate_up, table, rows, self.down, glu=True)  # [T*K, D]
         return (y * weights.reshape(-1, 1)).to(x.dtype).view(T, K, self.hidden)
 
-    def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        """blocks [T*K, slot_bytes]: the slot of every (token, k) entry -> weighted outputs [T, K, D]."""
+    def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor,
+                     ids: torch.Tensor | None = None) -> torch.Tensor:
+        """blocks [T*K, slot_bytes]: the slot of every (token, k) entry -> weighted outputs [T, K, D] (no biases:
+        ids unused)."""
         return self.gathered(x, blocks, torch.arange(blocks.shape[0], device=blocks.device), weights)
 
     def run_rows(self, x, table, rows, ids, weights) -> torch.Tensor:
