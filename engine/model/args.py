@@ -48,6 +48,8 @@ class ModelArgs:
     swiglu_alpha: float = 1.702
     swiglu_limit: float = 7.0
     norm_weight_fp32: bool = False  # RMSNorm multiplies by its weight in fp32, then casts (gpt_oss)
+    # gpt_oss checkpoints with quantized experts
+    expert_quant: str = ""  # the experts' block type as stored ("MXFP4"), kept so in host memory and slots
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
