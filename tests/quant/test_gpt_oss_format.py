@@ -99,11 +99,10 @@ def test_every_provider_gives_the_same_bits():
     """test_quant_providers' layers and steps, with biases per layer and the clamped SwiGLU."""
     biases = {layer: random_bias(providers.E, providers.D, providers.I, seed=10 + layer) for layer in providers.TYPES}
     biases = {layer: ExpertBias(b.gate_up.to(torch.bfloat16), b.down.to(torch.bfloat16)) for layer, b in biases.items()}
-    store = quant_store_from_gguf({layer: providers.fake_layer(layer, types) for layer, types in providers.TYPES.items()},
-                                  providers.CPU, pin=False, activation=ACTIVATION, biases=biases)
+    layers = {layer: providers.fake_layer(layer, types) for layer, types in providers.TYPES.items()}
+    store = quant_store_from_gguf(layers, providers.CPU, pin=False, activation=ACTIVATION, biases=biases)
     expected = providers.outputs(ResidentExperts(store))
-    plain = quant_store_from_gguf({layer: providers.fake_layer(layer, types)
-                                   for layer, types in providers.TYPES.items()}, providers.CPU, pin=False)
+    plain = quant_store_from_gguf(layers, providers.CPU, pin=False)
     assert not torch.equal(providers.outputs(ResidentExperts(plain))[0], expected[0])  # the biases count
     runs = [StaticOffloadExperts(store, providers.CPU, num_offloaded_layers=2)]
     runs += [PagedExperts(store, providers.CPU, {layer: slots for layer in providers.TYPES}) for slots in (2, 5)]
