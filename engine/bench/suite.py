@@ -305,7 +305,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--also", action="append", default=[],
                         help="another session on the same built weights, e.g. --also '--batch 4 --budgets 24' "
                              "(its flags override the others; repeatable)")
-    parser.add_argument("--quant", default=None, choices=["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"],
+    parser.add_argument("--quant", default=None, choices=["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "MXFP4_MOE"],
                         help="experts as a GGUF file of this type holds them (random valid blocks; dense stays bf16)")
     parser.add_argument("--label", default="", help="free text stored in the JSON facts (e.g. what changed)")
     parser.add_argument("--out", type=Path, required=True)

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError, WispError
+from engine.gguf.gpt_oss import ARCH as GPT_OSS
+from engine.gguf.gpt_oss_convert import gpt_oss_specs, write_gpt_oss_metadata
 from engine.gguf.tensor_map import TensorSpec, gguf_architecture, tensor_specs
 from engine.gguf.vocab import Vocab, read_vocab
 from engine.model.args import ModelArgs
@@ -40,7 +42,8 @@ def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: P
         out_type = "bf16" if str(args.torch_dtype).removeprefix("torch.") == "bfloat16" else "f16"
     arch = gguf_architecture(args)
     vocab = read_vocab(model_dir, args.vocab_size)
-    specs = tensor_specs(args, Checkpoint(model_dir), architecture(args.model_type).WEIGHT_NAMES)
+    specs = (gpt_oss_specs if arch == GPT_OSS else tensor_specs)(args, Checkpoint(model_dir),
+                                                                 architecture(args.model_type).WEIGHT_NAMES)
     partial = out_path.with_name(out_path.name + ".partial")
     writer = gguf.GGUFWriter(partial, arch)
     try:
@@ -52,7 +55,8 @@ def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: P
         writer.write_kv_data_to_file()
         writer.write_ti_data_to_file()
         for done, (spec, qtype) in enumerate(zip(specs, qtypes)):
-            writer.write_tensor_data(encode(spec.load(), qtype))
+            data = spec.load()
+            writer.write_tensor_data(data if spec.raw_type is not None else encode(data, qtype))
             if progress:
                 progress((done + 1) / len(specs), spec.name)
         writer.close()
@@ -77,6 +81,8 @@ def tensor_type(spec: TensorSpec, out_type: str):
     """f32 for routers, norms and biases (as llama.cpp's converter); f16 where q8_0 blocks do not fit a row."""
     from gguf import GGMLQuantizationType as Q
 
+    if spec.raw_type is not None:
+        return Q(spec.raw_type)
     if spec.keep_f32 or out_type == "f32":
         return Q.F32
     if out_type == "q8_0" and spec.shape[-1] % 32 != 0:
@@ -134,6 +140,8 @@ def write_metadata(writer, args: ModelArgs, arch: str, vocab: Vocab, name: str, 
         writer.add_expert_shared_feed_forward_length(args.shared_expert_intermediate_size)
     if args.clip_qkv:
         writer.add_clamp_kqv(args.clip_qkv)
+    if arch == GPT_OSS:
+        write_gpt_oss_metadata(writer, args)
     write_vocab(writer, vocab)
 
 
@@ -175,7 +183,7 @@ def print_progress(fraction: float, tensor_name: str) -> None:
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("convert-gguf", help="write a GGUF file (llama.cpp) of a safetensors MoE model")
-    parser.add_argument("model_dir", help="Hugging Face model folder (qwen3_moe, qwen2_moe, olmoe, mixtral)")
+    parser.add_argument("model_dir", help="Hugging Face model folder (qwen3_moe, qwen2_moe, olmoe, mixtral, gpt_oss)")
     parser.add_argument("out", help="the .gguf file to write")
     parser.add_argument("--type", default="auto", choices=(*OUT_TYPES, "auto"),
                         help="weight type; routers, norms and biases stay f32 (default auto: bf16 for a bf16 "

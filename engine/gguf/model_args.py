@@ -1,11 +1,12 @@
 """ModelArgs from a GGUF file's metadata (`{arch}.*` keys) and tensor shapes, for the architectures Wisp's engine
-runs: qwen3moe, qwen2moe, olmoe and llama with experts (Mixtral)."""
+runs: qwen3moe, qwen2moe, olmoe, llama with experts (Mixtral) and gpt-oss (its own fields: engine.gguf.gpt_oss)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError
+from engine.gguf import gpt_oss
 from engine.gguf.reader import GgufFile
 from engine.gguf.tensor_map import ARCHITECTURES
 from engine.model.args import ModelArgs
@@ -18,7 +19,7 @@ QK_NORM = {"qwen3moe": "per_head", "olmoe": "full"}
 # dequantized to it), which engine.model.loader.resolve_dtype applies on a GPU like a checkpoint's own dtype.
 FLOAT_DTYPES = {0: "float32", 1: "float16", 30: "bfloat16"}
 QUANTIZED_DTYPE = "bfloat16"
-SUPPORTED = "qwen3moe, qwen2moe, olmoe, llama with experts (Mixtral)"
+SUPPORTED = "qwen3moe, qwen2moe, olmoe, llama with experts (Mixtral), gpt-oss"
 
 
 def architecture_of(file: GgufFile) -> str:
@@ -54,13 +55,14 @@ def model_args(file: GgufFile) -> ModelArgs:
         raise UnsupportedModelError(f"{file.path}: partial rotary embeddings ({arch}.rope.dimension_count < "
                                     "head_dim) are not supported by Wisp's engine")
     scaling = file.get(f"{arch}.rope.scaling.type")
-    if scaling not in (None, "none"):
+    if scaling not in (None, "none") and arch != gpt_oss.ARCH:
         raise UnsupportedModelError(f"{file.path}: RoPE scaling '{scaling}' ({arch}.rope.scaling.type) is not "
                                     "supported by Wisp's engine yet")
     layers = key.integer("block_count")
     moe_layers = tuple(f"blk.{i}.ffn_gate_inp.weight" in file.tensors for i in range(layers))
     experts = key.integer("expert_count")
     moe_intermediate = _expert_rows(file, moe_layers)
+    own = gpt_oss.gpt_oss_fields(file, key, layers) if arch == gpt_oss.ARCH else {}
     return ModelArgs(
         model_type=MODEL_TYPES[arch],
         vocab_size=_tensor(file, "token_embd.weight").shape[0],
@@ -87,6 +89,7 @@ def model_args(file: GgufFile) -> ModelArgs:
         router_weights_fp32=arch == "llama",
         torch_dtype=FLOAT_DTYPES.get(_tensor(file, "token_embd.weight").qtype, QUANTIZED_DTYPE),
         extra={"gguf_architecture": arch, "gguf_path": str(file.path)},
+        **own,
     )
 
 

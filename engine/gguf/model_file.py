@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError, WispError
+from engine.gguf import gpt_oss
 from engine.gguf.model_args import architecture_of, model_args
 from engine.gguf.param_names import gguf_name
 from engine.gguf.reader import GgufFile
@@ -77,11 +78,13 @@ class GgufModel:
     def _expected_tensors(self, args: ModelArgs) -> set[str]:
         from engine.model.transformer import meta_model
 
-        names = {gguf_name(param) for param, _ in meta_model(args).named_parameters()}
+        names = {gguf_name(param, self.architecture) for param, _ in meta_model(args).named_parameters()}
         for layer, is_moe in enumerate(args.moe_layers):
             for projection in EXPERTS if is_moe else ():
                 names.add(f"blk.{layer}.{EXPERTS[projection]}.weight")
                 names |= {split_name(layer, projection, e) for e in range(args.num_experts)}
+            if is_moe and args.expert_bias:
+                names |= set(gpt_oss.bias_names(layer).values())
         return names
 
     def dense_tensors(self) -> dict[str, DenseTensor]:
@@ -91,11 +94,17 @@ class GgufModel:
 
         args, tensors = self.args, {}
         for param, value in meta_model(args).named_parameters():
-            name = gguf_name(param)
+            name = gguf_name(param, self.architecture)
             if name == "output.weight" and args.tie_word_embeddings:
                 continue
             tensors[param] = self._dense(param, name, tuple(value.shape))
         return tensors
+
+    def dense_tensor(self, name: str) -> DenseTensor:
+        """Any tensor of the file by its GGUF name, raw, in its own (torch-order) shape: the expert biases."""
+        info = self._info(name)
+        self._check_rows(info)
+        return DenseTensor(name, info.qtype, tuple(info.shape), self.file.raw(name).reshape(info.shape[0], -1))
 
     def expert_layers(self) -> dict[int, ExpertLayer]:
         """MoE layer index -> its stacked gate, up and down tensors (raw views, never dequantized)."""

@@ -5,20 +5,26 @@ from __future__ import annotations
 
 import re
 
+from engine.gguf import gpt_oss
 from engine.gguf.tensor_map import ATTENTION, DENSE_MLP, GLOBAL, LAYER_NORMS, QK_NORMS, SHARED_EXPERT
 
 LAYER_PARAM = re.compile(r"^layers\.(\d+)\.(.+)\.(weight|bias)$")
+BARE_PARAM = re.compile(r"^layers\.(\d+)\.(self_attn\.sinks)$")  # stored as llama.cpp's {name}.weight
+ARCH_MODULES = {gpt_oss.ARCH: gpt_oss.LAYER_MODULES}  # where an architecture names a module its own way
 
 
-def gguf_name(param: str) -> str:
-    """The GGUF tensor name of a Wisp parameter; KeyError for a name with no GGUF counterpart."""
+def gguf_name(param: str, arch: str = "") -> str:
+    """The GGUF tensor name of a Wisp parameter in a file of llama.cpp architecture `arch`; KeyError for a name
+    with no GGUF counterpart."""
     if param in GLOBAL_PARAMS:
         return GLOBAL_PARAMS[param]
     match = LAYER_PARAM.match(param)
-    if not match:
+    bare = BARE_PARAM.match(param)
+    if not (match or bare):
         raise KeyError(param)
-    layer, module, kind = match.groups()
-    return f"blk.{layer}.{LAYER_MODULES[module]}.{kind}"
+    layer, module, kind = match.groups() if match else (*bare.groups(), "weight")
+    modules = ARCH_MODULES.get(arch, {})
+    return f"blk.{layer}.{modules.get(module) or LAYER_MODULES[module]}.{kind}"
 
 
 def _layer_modules() -> dict[str, str]:

@@ -25,6 +25,7 @@ ARCHITECTURES = {
     "qwen2_moe": ("qwen2moe", False),
     "olmoe": ("olmoe", False),
     "mixtral": ("llama", True),
+    "gpt_oss": ("gpt-oss", False),  # its tensors: engine.gguf.gpt_oss_convert
 }
 ATTENTION = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output"}
 QK_NORMS = {"q_norm": "attn_q_norm", "k_norm": "attn_k_norm"}
@@ -45,6 +46,7 @@ class TensorSpec:
     shape: tuple[int, ...]
     load: Load
     keep_f32: bool = False  # routers, norms, biases
+    raw_type: int | None = None  # load() gives blocks of this ggml type, written as they are (MXFP4 experts)
 
 
 def gguf_architecture(args: ModelArgs) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 # The quant types Wisp's engine computes with: stored as-is in host memory and device slots.
-SUPPORTED_QTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_K", "Q5_K", "Q6_K")
+SUPPORTED_QTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4")
 
 
 def qtype_name(qtype: int) -> str:

@@ -11,14 +11,14 @@ from engine.chat_template import ChatTemplate
 from engine.errors import TokenizerError, UnsupportedModelError
 from engine.gguf.reader import GgufFile
 from engine.gguf.special_tokens import special_tokens
-from engine.gguf.vocab import CONTROL, LLAMA3_REGEX, QWEN2_REGEX, USER_DEFINED
+from engine.gguf.vocab import CONTROL, GPT4O_REGEX, LLAMA3_REGEX, QWEN2_REGEX, USER_DEFINED
 from engine.tokenizer import ModelTokenIds, Tokenizer
 
 UNKNOWN = 2  # gguf's TokenType.UNKNOWN (<unk>)
 # tokenizer.ggml.pre -> the split regex before byte-level BPE (llama-vocab.cpp's lists); None: GPT-2's own.
 # llama.cpp's "default" (a file without the key) is a regex set of its own, not one of these.
 PRE_TOKENIZERS = {"gpt-2": None, "olmo": None, "mpt": None, "qwen2": QWEN2_REGEX, "llama-bpe": LLAMA3_REGEX,
-                  "llama3": LLAMA3_REGEX, "llama-v3": LLAMA3_REGEX}
+                  "llama3": LLAMA3_REGEX, "llama-v3": LLAMA3_REGEX, "gpt-4o": GPT4O_REGEX}
 IGNORE_MERGES = {"llama-bpe", "llama3", "llama-v3"}  # llama.cpp takes a whole pre-token found in the vocabulary
 ADD_BOS_DEFAULT = {"llama-bpe", "llama3", "llama-v3"}
 SPECIAL_IDS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id", "unk_token": "unknown_token_id",

@@ -18,7 +18,12 @@ from engine.tokenizer import Tokenizer, _load_chat_templates  # the same templat
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"
                r"|\s+(?!\S)|\s+")
 LLAMA3_REGEX = QWEN2_REGEX.replace(r"|\p{N}|", r"|\p{N}{1,3}|")
-SPLIT_REGEXES = {QWEN2_REGEX: "qwen2", LLAMA3_REGEX: "llama-bpe"}
+GPT4O_REGEX = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+               r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+               r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+               r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+               r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")  # o200k (gpt-oss)
+SPLIT_REGEXES = {QWEN2_REGEX: "qwen2", LLAMA3_REGEX: "llama-bpe", GPT4O_REGEX: "gpt-4o"}
 
 # gguf's TokenType values
 NORMAL, CONTROL, USER_DEFINED, UNUSED = 1, 3, 4, 5

@@ -63,6 +63,8 @@ class ModelArgs:
     v_head_dim: int = 0
     rope_layout: str = "half"  # "half" (rotate_half) | "interleaved" (deepseek_v3) | "complex" (deepseek_v2)
     attention_scale: float | None = None  # softmax scale; None: head_dim ** -0.5
+    # gpt_oss checkpoints with quantized experts
+    expert_quant: str = ""  # the experts' block type as stored ("MXFP4"), kept so in host memory and slots
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property

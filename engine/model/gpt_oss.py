@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from engine.errors import ModelFormatError
 from engine.model.args import ModelArgs, common_args, first_present, require
+from engine.model.checkpoint_quant import expert_quant
 from engine.model.weight_names import MoeWeightNames
 
 WEIGHT_NAMES = MoeWeightNames(block="mlp", router="router", gate="gate_proj", up="up_proj", down="down_proj")
@@ -60,4 +61,5 @@ def model_args(config: dict) -> ModelArgs:
         swiglu_alpha=float(config.get("swiglu_alpha", 1.702)),
         swiglu_limit=float(config.get("swiglu_limit", 7.0)),
         norm_weight_fp32=True,
+        expert_quant=expert_quant(config),
     )

@@ -19,6 +19,7 @@ from engine.model.gpt_oss_experts import load_expert_biases, load_experts as loa
 from engine.model.registry import architecture
 from engine.model.transformer import MoeTransformer, meta_model
 from engine.model.weight_names import MoeWeightNames
+from engine.quant.mxfp4_checkpoint import load_mxfp4_experts, mxfp4_layout
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -105,7 +106,11 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
     model.eval()
     moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
     biases = load_expert_biases(ckpt, args, names, moe_layers, torch_dtype, device) if args.expert_bias else None
-    layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, torch_dtype, expert_activation(args), biases)
+    if args.expert_quant:  # kept in the checkpoint's blocks (engine.quant)
+        layout, fill = mxfp4_layout(args, moe_layers, expert_activation(args), biases), load_mxfp4_experts
+    else:
+        layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, torch_dtype, expert_activation(args), biases)
+        fill = load_gpt_oss_experts if args.model_type == "gpt_oss" else load_experts
     store = ExpertStore(layout, moe_layers, args.num_experts, expert_device or device, pin=pin_experts)
-    (load_gpt_oss_experts if args.model_type == "gpt_oss" else load_experts)(store, args, ckpt, names, progress)
+    fill(store, args, ckpt, names, progress)
     return LoadedWeights(args=args, model=model, store=store, dtype=torch_dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.alloc.memory_plan import ModelSizes
 from engine.model.args import ModelArgs
+from engine.quant.types import quant_type, slot_bytes
 
 
 def mla_attention_params(args: ModelArgs) -> int:
@@ -88,10 +89,18 @@ def expanded_kv_bytes_per_token(args: ModelArgs, dtype_bytes: int) -> int:
     return args.num_attention_heads * (args.qk_nope_head_dim + args.head_dim + args.v_head_dim) * dtype_bytes
 
 
+def expert_bytes(args: ModelArgs, dtype_bytes: int) -> int:
+    """One expert's block: dense at dtype_bytes, or the slot of experts stored quantized (engine.quant.layout)."""
+    if not args.expert_quant:
+        return args.expert_numel * dtype_bytes
+    D, I, row_bytes = args.hidden_size, args.moe_intermediate_size, quant_type(args.expert_quant).row_bytes
+    return slot_bytes(I * row_bytes(D), I * row_bytes(D), D * row_bytes(I))
+
+
 def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
     return ModelSizes(
         dense_bytes=dense_bytes(args, dtype_bytes),
-        expert_bytes=args.expert_numel * dtype_bytes,
+        expert_bytes=expert_bytes(args, dtype_bytes),
         num_moe_layers=args.num_moe_layers,
         num_experts=args.num_experts,
         top_k=args.num_experts_per_tok,

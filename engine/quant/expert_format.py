@@ -5,13 +5,17 @@ Slot row: [gate (I x D) | up (I x D) | down (D x I)], each matrix at a 16-byte-a
 a multiple of 16 bytes (the pager's copy kernels move 4- and 16-byte words), or to the store's row size when the
 layers' formats differ (engine.quant.layout). Q4_K_M files mix types (Q4_K gate and up, Q6_K down in some layers),
 so each matrix has its own type; gate and up of one type with nothing between them are one [2I, D] matrix and run
-as one GEMV."""
+as one GEMV. The activation between the projections and the optional per-expert biases are
+engine.experts.activation's, as in the dense format: SwiGLU without biases runs fused into the down GEMV's input,
+any other activation (gpt-oss's clamped SwiGLU) and the biases run as elementwise torch ops between the GEMVs,
+which keeps every entry's result independent of the others."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from engine.experts.activation import SILU_GLU, ExpertBias
 from engine.experts.dispatch import Dispatch, combine
 from engine.experts.kernel import run_expert
 from engine.experts.layout import ExpertLayout
@@ -23,12 +27,15 @@ ALIGN = SLOT_ALIGN
 
 class QuantExpertFormat(ExpertLayout):
     """One expert of hidden size D and intermediate size I, its matrices of the given types (names or ids);
-    slot_bytes: the row size when it must exceed this format's own (a store whose layers differ)."""
+    slot_bytes: the row size when it must exceed this format's own (a store whose layers differ); activation and
+    bias: what runs between and after the projections (engine.experts.activation; bias rows by expert id)."""
 
     dtype = torch.uint8  # a slot is bytes
 
-    def __init__(self, hidden: int, intermediate: int, gate_type, up_type, down_type, slot_bytes: int = 0):
+    def __init__(self, hidden: int, intermediate: int, gate_type, up_type, down_type, slot_bytes: int = 0,
+                 activation=SILU_GLU, bias: ExpertBias | None = None):
         self.hidden, self.intermediate = hidden, intermediate
+        self.activation, self.bias = activation, bias
         self.gate = QuantLinearSpec(quant_type(gate_type), intermediate, hidden, 0)
         self.up = QuantLinearSpec(quant_type(up_type), intermediate, hidden, align(self.gate.end))
         self.down = QuantLinearSpec(quant_type(down_type), hidden, intermediate, align(self.up.end))
@@ -74,27 +81,41 @@ class QuantExpertFormat(ExpertLayout):
                                  f"{spec.nbytes} bytes, got {data.numel()}")
             row[spec.byte_offset : spec.end].copy_(data.reshape(-1))
 
-    def gathered(self, x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor):
-        """Small step: entry i = (t, k) of weights [T, K] uses slot table[rows[i]] -> weighted outputs [T, K, D].
-        Two fused dequantize + GEMV launches (gate_up, then down with silu(gate) * up on its input)."""
+    def gathered(self, x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor,
+                 ids: torch.Tensor | None = None):
+        """Small step: entry i = (t, k) of weights [T, K] uses slot table[rows[i]], ids [T, K] its expert (read
+        for the bias rows) -> weighted outputs [T, K, D]. Two fused dequantize + GEMV launches (gate_up, then down
+        with silu(gate) * up on its input, or the activation's output)."""
         T, K = weights.shape
         if self.gate_up is not None:
             gate_up = gathered_gemv(x, table, rows, self.gate_up, x_div=K)  # [T*K, 2I]
         else:
             gate_up = torch.cat([gathered_gemv(x, table, rows, spec, x_div=K) for spec in (self.gate, self.up)], -1)
-        y = gathered_gemv(gate_up, table, rows, self.down, glu=True)  # [T*K, D]
+        if self.activation is SILU_GLU and self.bias is None:
+            y = gathered_gemv(gate_up, table, rows, self.down, glu=True)  # [T*K, D]
+        else:
+            y = self._down_of(gate_up, table, rows, ids)
         return (y * weights.reshape(-1, 1)).to(x.dtype).view(T, K, self.hidden)
+
+    def _down_of(self, gate_up: torch.Tensor, table, rows, ids) -> torch.Tensor:
+        """gate_up [T*K, 2I] -> down(activation(gate_up + bias)) + bias [T*K, D], as kernel.gathered_experts."""
+        if self.bias is not None:
+            if ids is None:
+                raise TypeError("experts with biases need each entry's expert id")
+            gate_up = gate_up + self.bias.gate_up[ids.reshape(-1)]
+        y = gathered_gemv(self.activation(gate_up), table, rows, self.down)  # [T*K, D]
+        return y if self.bias is None else y + self.bias.down[ids.reshape(-1)]
 
     def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor,
                      ids: torch.Tensor | None = None) -> torch.Tensor:
-        """blocks [T*K, slot_bytes]: the slot of every (token, k) entry -> weighted outputs [T, K, D] (no biases:
-        ids unused)."""
-        return self.gathered(x, blocks, torch.arange(blocks.shape[0], device=blocks.device), weights)
+        """blocks [T*K, slot_bytes]: the slot of every (token, k) entry, ids [T, K] their experts
+        -> weighted outputs [T, K, D]."""
+        return self.gathered(x, blocks, torch.arange(blocks.shape[0], device=blocks.device), weights, ids)
 
     def run_rows(self, x, table, rows, ids, weights) -> torch.Tensor:
         """Small step: entry i of ids [T, K] uses slot table[rows[i]] (read in place, no gathered copy)
         -> [T, D], combined in expert-id order."""
-        return combine(self.gathered(x, table, rows, weights), ids)
+        return combine(self.gathered(x, table, rows, weights, ids), ids)
 
     def weights(self, slot: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """A slot row -> (gate_up [2I, D], down [D, I]) dequantized to dtype."""
@@ -108,4 +129,4 @@ class QuantExpertFormat(ExpertLayout):
         """Large step: expert u of the dispatch from its slot row, dequantized to out's dtype, then
         engine.experts.kernel.run_expert's math in place in its span of out [T*K, D]."""
         gate_up, down = self.weights(block, out.dtype)
-        run_expert(gate_up, down, dispatch, u, out)
+        run_expert(gate_up, down, dispatch, u, out, self.activation, self.bias)

@@ -1,6 +1,7 @@
 """The tensor types llama.cpp's quantizer gives a MoE file's routed experts, per file type (llama_model_quantize's
 rules for ffn_*_exps): gate and up of the file's base type; down of the base type, or of more bits in the layers
-use_more_bits picks for Q4_K_M and Q5_K_M (the first and last eighth of the layers and every third between)."""
+use_more_bits picks for Q4_K_M and Q5_K_M (the first and last eighth of the layers and every third between);
+MXFP4_MOE makes every expert matrix MXFP4."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ FILE_TYPES = {
     "Q5_K_M": ("Q5_K", "Q5_K", "Q6_K"),
     "Q6_K": ("Q6_K", "Q6_K", "Q6_K"),
     "Q8_0": ("Q8_0", "Q8_0", "Q8_0"),
+    "MXFP4_MOE": ("MXFP4", "MXFP4", "MXFP4"),  # gpt-oss's experts, as published and as llama.cpp makes them
 }
 
 

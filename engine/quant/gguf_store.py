@@ -10,14 +10,16 @@ import numpy as np
 import torch
 
 from engine.errors import ModelFormatError
+from engine.experts.activation import SILU_GLU
 from engine.experts.store import ExpertStore
 from engine.quant.layout import QuantLayout
 
 EXPERTS_PER_COPY = 8  # rows read from the mapping per copy: bounded host memory beside the store
 
 
-def quant_layout_of(experts: dict) -> QuantLayout:
-    """{layer: engine.gguf.tensors.ExpertLayer} -> the store layout; refuses unsupported types and odd shapes."""
+def quant_layout_of(experts: dict, activation=SILU_GLU, biases: dict | None = None) -> QuantLayout:
+    """{layer: engine.gguf.tensors.ExpertLayer} -> the store layout, with the experts' activation and per-layer
+    biases (engine.experts.activation); refuses unsupported types and odd shapes."""
     first = next(iter(experts.values()))
     _, intermediate, hidden = first.gate.shape
     for layer, tensors in experts.items():
@@ -27,14 +29,15 @@ def quant_layout_of(experts: dict) -> QuantLayout:
             if tuple(tensor.shape[1:]) != shape:
                 raise ModelFormatError(f"{tensor.name}: expert shape {tuple(tensor.shape[1:])}, expected {shape} "
                                        f"as in layer {next(iter(experts))}")
-    return QuantLayout(hidden, intermediate, {layer: (t.gate.qtype, t.up.qtype, t.down.qtype)
-                                              for layer, t in experts.items()})
+    types = {layer: (t.gate.qtype, t.up.qtype, t.down.qtype) for layer, t in experts.items()}
+    return QuantLayout(hidden, intermediate, types, activation, biases)
 
 
-def quant_store_from_gguf(experts: dict, device, pin: bool, progress=None) -> ExpertStore:
+def quant_store_from_gguf(experts: dict, device, pin: bool, progress=None, activation=SILU_GLU,
+                          biases: dict | None = None) -> ExpertStore:
     """{layer: ExpertLayer} -> an ExpertStore of every expert's slot row (pinned host rows when pin).
     progress(fraction, text) after each layer: reading the experts is most of a load."""
-    layout = quant_layout_of(experts)
+    layout = quant_layout_of(experts, activation, biases)
     num_experts = next(iter(experts.values())).gate.shape[0]
     store = ExpertStore(layout, list(experts), num_experts, device, pin=pin)
     for done, (layer, tensors) in enumerate(experts.items()):

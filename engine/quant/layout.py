@@ -8,23 +8,28 @@ from __future__ import annotations
 
 import torch
 
+from engine.experts.activation import SILU_GLU, ExpertBias
 from engine.experts.layout import ExpertLayout
 from engine.quant.expert_format import QuantExpertFormat
 
 
 class QuantLayout(ExpertLayout):
-    """{layer: (gate, up, down) type names or ids} of [I, D], [I, D], [D, I] matrices -> per-layer formats."""
+    """{layer: (gate, up, down) type names or ids} of [I, D], [I, D], [D, I] matrices -> per-layer formats, each
+    with the experts' activation and its layer's biases ({layer: ExpertBias}, engine.experts.activation) if any."""
 
     dtype = torch.uint8
 
-    def __init__(self, hidden: int, intermediate: int, types_by_layer: dict[int, tuple]):
+    def __init__(self, hidden: int, intermediate: int, types_by_layer: dict[int, tuple], activation=SILU_GLU,
+                 biases: dict[int, ExpertBias] | None = None):
         if not types_by_layer:
             raise ValueError("a quantized expert store needs at least one MoE layer")
         own = {layer: QuantExpertFormat(hidden, intermediate, *types) for layer, types in types_by_layer.items()}
         self.numel = max(f.slot_bytes for f in own.values())
         self.expert_bytes = self.numel  # uint8 rows
         self.hidden, self.intermediate = hidden, intermediate
-        self.formats = {layer: QuantExpertFormat(hidden, intermediate, *f.types, slot_bytes=self.numel)
+        biases = biases or {}
+        self.formats = {layer: QuantExpertFormat(hidden, intermediate, *f.types, slot_bytes=self.numel,
+                                                 activation=activation, bias=biases.get(layer))
                         for layer, f in own.items()}
 
     def for_layer(self, layer: int) -> QuantExpertFormat:

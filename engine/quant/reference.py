@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.quant.types import BF16, F16, F32, Q4_K, Q5_K, Q6_K, Q8_0, QuantType, quant_type
+from engine.quant.types import BF16, F16, F32, MXFP4, Q4_K, Q5_K, Q6_K, Q8_0, QuantType, quant_type
 
 
 def dequantize_reference(raw: torch.Tensor, kind) -> torch.Tensor:
@@ -99,5 +99,23 @@ def _q6_k(blocks: torch.Tensor) -> torch.Tensor:
     return (d * q.reshape(n, 16, 16).float()).reshape(-1, 256)
 
 
+def e8m0_half(e: torch.Tensor) -> torch.Tensor:
+    """E8M0 scale bytes [n, 1] -> float32 2^(e - 128), half the scale: ggml's ggml_e8m0_to_fp32_half, whose
+    e < 2 are the subnormals 2^-128 and 2^-127."""
+    e = e.to(torch.int32)
+    bits = torch.where(e < 2, 0x00200000 << e, (e - 1) << 23)
+    return bits.view(torch.float32)
+
+
+E2M1_DOUBLED = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)  # twice the e2m1 values, by nibble
+
+
+def _mxfp4(blocks: torch.Tensor) -> torch.Tensor:
+    n = blocks.shape[0]
+    nibbles = (blocks[:, 1:].reshape(n, 1, 16) >> _shifts([0, 4], blocks).reshape(1, 2, 1)) & 0x0F  # [n, 2, 16]
+    values = torch.tensor(E2M1_DOUBLED, dtype=torch.float32, device=blocks.device)[nibbles.long()]
+    return e8m0_half(blocks[:, :1]) * values.reshape(n, 32)  # exact: a power of two times a small integer
+
+
 _DEQUANTIZE: dict[QuantType, object] = {F32: _f32, F16: _f16_values, BF16: _bf16_values, Q8_0: _q8_0,
-                                        Q4_K: _q4_k, Q5_K: _q5_k, Q6_K: _q6_k}
+                                        Q4_K: _q4_k, Q5_K: _q5_k, Q6_K: _q6_k, MXFP4: _mxfp4}

@@ -8,10 +8,12 @@ import torch
 from engine.experts.store import ExpertStore
 from engine.quant.layout import QuantLayout
 from engine.quant.linear import QuantLinearSpec
-from engine.quant.types import BF16, F16, F32, Q4_K, Q5_K, Q6_K, Q8_0
+from engine.experts.activation import SILU_GLU
+from engine.quant.types import BF16, F16, F32, MXFP4, Q4_K, Q5_K, Q6_K, Q8_0
 
 WEIGHT_SCALE = 0.05  # the largest |weight| a block can hold
-F16_FIELDS = {Q8_0: (0,), Q4_K: (0, 2), Q5_K: (0, 2), Q6_K: (208,)}  # byte offsets of a block's f16 scales
+MXFP4_TOP_SCALE = 120  # E8M0 byte: e2m1's largest value 6 times 2^(120 - 127) is 0.047, below WEIGHT_SCALE
+F16_FIELDS = {Q8_0: (0,), Q4_K: (0, 2), Q5_K: (0, 2), Q6_K: (208,), MXFP4: ()}  # byte offsets of a block's f16 scales
 LARGEST_MULTIPLE = {Q8_0: 128, Q4_K: 63 * 15, Q5_K: 63 * 31, Q6_K: 128 * 32}  # of d in a dequantized weight
 FLOAT_TYPES = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16}
 
@@ -27,14 +29,18 @@ def random_blocks(spec: QuantLinearSpec, count: int, generator: torch.Generator,
         scale = torch.rand(blocks.shape[0], 1, generator=generator, device=device)
         scale = (scale * WEIGHT_SCALE / LARGEST_MULTIPLE[spec.qtype]).to(torch.float16)
         blocks[:, offset : offset + 2] = scale.view(torch.uint8)
+    if spec.qtype is MXFP4:
+        blocks[:, 0] = MXFP4_TOP_SCALE - torch.randint(0, 8, (blocks.shape[0],), dtype=torch.uint8,
+                                                        generator=generator, device=device)
     return blocks.view(count, spec.nbytes)
 
 
 def synthetic_quant_experts(args, types_by_layer: dict[int, tuple], gpu: torch.device, host: bool,
-                            seed: int = 1) -> ExpertStore:
+                            seed: int = 1, activation=SILU_GLU) -> ExpertStore:
     """Every MoE layer of args (engine.model.args.ModelArgs) with types_by_layer[layer] = (gate, up, down) types,
-    generated layer by layer on `gpu` and kept there (host=False) or copied into pinned host memory."""
-    layout = QuantLayout(args.hidden_size, args.moe_intermediate_size, types_by_layer)
+    generated layer by layer on `gpu` and kept there (host=False) or copied into pinned host memory; activation:
+    the experts' (engine.experts.activation)."""
+    layout = QuantLayout(args.hidden_size, args.moe_intermediate_size, types_by_layer, activation)
     store = ExpertStore(layout, list(types_by_layer), args.num_experts, "cpu" if host else gpu,
                         pin=host and gpu.type == "cuda")
     generator = torch.Generator(device=gpu).manual_seed(seed)

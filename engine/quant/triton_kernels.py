@@ -17,10 +17,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from engine.quant.types import BF16, F16, F32, Q4_K, Q5_K, Q6_K, Q8_0, QuantType
+from engine.quant.types import BF16, F16, F32, MXFP4, Q4_K, Q5_K, Q6_K, Q8_0, QuantType
 
 TILE = 256  # elements of a row dequantized per step: one k-quant super-block, 8 Q8_0 blocks
-TYPE_CODE = {F32: 0, F16: 1, BF16: 2, Q8_0: 3, Q4_K: 4, Q5_K: 5, Q6_K: 6}
+TYPE_CODE = {F32: 0, F16: 1, BF16: 2, Q8_0: 3, Q4_K: 4, Q5_K: 5, Q6_K: 6, MXFP4: 7}
 TILE_SHAPE = {Q6_K: (16, 16)}  # (G, L): Q6_K has a scale per 16 elements; the others per 32 (or none)
 
 
@@ -74,6 +74,23 @@ def k4_scales(bb, g, ok):
 
 
 @triton.jit
+def e2m1_doubled(nibble):
+    """An e2m1 nibble -> twice its value, float32: magnitudes 0 1 2 3 4 6 8 12 by the low three bits, negated
+    as integers so nibble 8 is +0 as in ggml's table."""
+    m = (nibble & 7).to(tl.int32)
+    big = ((4 + 2 * (m & 1)) << (m >> 1)) >> 2  # m >= 4: 4, 6, 8, 12
+    magnitude = tl.where(m < 4, m, big)
+    return tl.where(nibble >= 8, -magnitude, magnitude).to(tl.float32)
+
+
+@triton.jit
+def e8m0_half(e):
+    """E8M0 scale bytes -> float32 2^(e - 128) (reference.e8m0_half)."""
+    e = e.to(tl.uint32)
+    return tl.where(e < 2, 0x00200000 << e, (e - 1) << 23).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def tile(row, t, g, l, row_ok, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.constexpr):
     """Tile t of the rows (K elements each) starting at byte pointers row [BN, 1, 1] -> float32 [BN, G, L] in
     element order; rows where row_ok is false and elements past K read nothing and are 0."""
@@ -103,6 +120,11 @@ def tile(row, t, g, l, row_ok, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.co
         low = (tl.load(bb + 48 + (g // 2) * 32 + l, mask=ok, other=0) >> ((g % 2) * 4)) & 15
         high = (tl.load(bb + 16 + l, mask=ok, other=0) >> g) & 1
         v = (f16_at(bb, row_ok) * sc) * (low | (high << 4)).to(tl.float32) - f16_at(bb + 2, row_ok) * mn
+    elif QTYPE == 7:  # MXFP4: block g of tile t holds elements 32g .. 32g + 31; l < 16 low nibbles, then high
+        bb = row + (t * G + g) * 17
+        d = e8m0_half(tl.load(bb, mask=row_ok & ((t * G + g) * 32 < K), other=0))  # [BN, G, 1]
+        q = (tl.load(bb + 1 + (l % 16), mask=ok, other=0) >> ((l // 16) * 4)) & 15
+        v = d * e2m1_doubled(q)
     else:  # Q6_K, G = L = 16: element e = 16 g + l is in 32-group j = e // 32: half h = j // 4, quarter s = j % 4
         bb = row + t * 210
         j = g // 2

@@ -33,8 +33,9 @@ Q4_K = QuantType("Q4_K", 12, QK_K, 144)  # d, dmin (f16), 12 bytes of 6-bit scal
 Q5_K = QuantType("Q5_K", 13, QK_K, 176)  # as Q4_K plus 32 bytes of fifth bits
 Q6_K = QuantType("Q6_K", 14, QK_K, 210)  # 128 bytes low nibbles, 64 bytes high 2 bits, 16 int8 scales, d (f16)
 BF16 = QuantType("BF16", 30, 1, 2)
+MXFP4 = QuantType("MXFP4", 39, 32, 17)  # an E8M0 scale byte, 16 bytes of e2m1 nibbles (element j low, j + 16 high)
 
-SUPPORTED = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K)
+SUPPORTED = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4)
 _BY_ID = {t.ggml_id: t for t in SUPPORTED}
 _BY_NAME = {t.name: t for t in SUPPORTED}
 

@@ -10,11 +10,12 @@ import torch
 
 from engine.alloc.memory_plan import plan_memory
 from engine.config import EngineOptions, Progress
+from engine.gguf.gpt_oss import expert_biases
 from engine.gguf.model_file import GgufModel
 from engine.gguf.sizes import gguf_model_sizes
 from engine.gguf.weights import load_gguf_weights
 from engine.hardware import pick_device
-from engine.model.loader import LoadedWeights, resolve_dtype
+from engine.model.loader import LoadedWeights, expert_activation, resolve_dtype
 from engine.model.transformer import meta_model
 from engine.quant.dense import dequantize_dense
 from engine.quant.gguf_store import quant_store_from_gguf
@@ -37,8 +38,10 @@ def load_gguf(path: Path, options: EngineOptions, progress: Progress | None):
     model.attach_rotary(device)
     model.eval()
     on_host = options.experts != "resident"
+    biases = expert_biases(model_file, dtype, device) if args.expert_bias else None
     store = quant_store_from_gguf(weights.experts, torch.device("cpu") if on_host else device,
-                                  pin=on_host and device.type == "cuda", progress=progress)
+                                  pin=on_host and device.type == "cuda", progress=progress,
+                                  activation=expert_activation(args), biases=biases)
     loaded = LoadedWeights(args=args, model=model, store=store, dtype=dtype)
     return loaded, tokenizer, options, sizes, plan_request, plan, device
 

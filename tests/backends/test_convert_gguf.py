@@ -17,7 +17,8 @@ DEMO_BYTES = {"f32": 65_293_792, "f16": 32_787_936, "bf16": 32_787_936, "q8_0": 
 
 
 def write_tiny(folder, model_type):
-    """tests/tiny_models' checkpoints; OLMoE with as many KV heads as heads, the only layout llama.cpp's olmoe runs."""
+    """tests/tiny_models' checkpoints; OLMoE with as many KV heads as heads, the only layout llama.cpp's olmoe runs;
+    gpt_oss with llama.cpp's SwiGLU limit."""
     torch.manual_seed(0)
     model = hf_model(model_type)
     if model_type == "olmoe":
@@ -25,6 +26,8 @@ def write_tiny(folder, model_type):
 
         model.config.num_key_value_heads = model.config.num_attention_heads
         model = OlmoeForCausalLM(model.config)
+    if model_type == "gpt_oss":  # llama.cpp's graph fixes the SwiGLU limit at 7
+        model.config.swiglu_limit = 7.0
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "norm" not in name:

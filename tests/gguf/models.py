@@ -29,6 +29,14 @@ def hf_config(model_type: str):
         return MixtralConfig(**common, num_local_experts=4, intermediate_size=K_ROW)
     if model_type == "olmoe":  # llama.cpp's olmoe runs only as many KV heads as heads
         return OlmoeConfig(**{**common, "num_key_value_heads": 4}, num_experts=4, intermediate_size=K_ROW)
+    if model_type == "gpt_oss":  # llama.cpp's fixed SwiGLU limit (7) and YaRN truncated as ggml computes it
+        from transformers import GptOssConfig
+
+        yarn = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": True,
+                "original_max_position_embeddings": 4096, "rope_theta": 150000.0}
+        return GptOssConfig(**common, num_local_experts=4, intermediate_size=128, head_dim=64, sliding_window=8,
+                            swiglu_limit=7.0, attention_bias=True, rope_parameters=yarn,
+                            layer_types=["sliding_attention", "full_attention"])
     raise ValueError(model_type)
 
 

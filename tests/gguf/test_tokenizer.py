@@ -6,7 +6,7 @@ import pytest
 from engine.gguf.convert import convert
 from engine.gguf.reader import GgufFile
 from engine.gguf.tokenizer import gguf_tokenizer
-from engine.gguf.vocab import LLAMA3_REGEX, QWEN2_REGEX
+from engine.gguf.vocab import GPT4O_REGEX, LLAMA3_REGEX, QWEN2_REGEX
 from engine.tokenizer import Tokenizer
 from tests.gguf.models import llama_cpp_end_of_generation, llama_cpp_tokenize, write_model
 from tests.gguf.vocabs import rewrite_gguf, save_split_tokenizer, with_spm_vocab
@@ -27,13 +27,14 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def bpe_files(gguf_files, tmp_path_factory):
     """pre-tokenizer name -> (HF folder, GGUF file): gpt-2 (tests/tiny_models) and olmo (the same regex in
-    llama.cpp, the name OLMoE files carry), qwen2 and llama-bpe regexes."""
+    llama.cpp, the name OLMoE files carry), qwen2, llama-bpe and gpt-4o (gpt-oss's o200k) regexes."""
     root = tmp_path_factory.mktemp("bpe")
     folder, path = gguf_files.folder("qwen3_moe"), gguf_files.converted("qwen3_moe", "f32")
     olmo = rewrite_gguf(path, root / "olmo.gguf", lambda key: key != "tokenizer.ggml.pre",
                         lambda writer, fields: writer.add_tokenizer_pre("olmo"))
     files = {"gpt-2": (folder, path), "olmo": (folder, olmo)}
-    for pre, regex, ignore_merges in (("qwen2", QWEN2_REGEX, False), ("llama-bpe", LLAMA3_REGEX, True)):
+    for pre, regex, ignore_merges in (("qwen2", QWEN2_REGEX, False), ("llama-bpe", LLAMA3_REGEX, True),
+                                      ("gpt-4o", GPT4O_REGEX, False)):
         folder = write_model(root / pre, "qwen3_moe")
         save_split_tokenizer(folder, regex, ignore_merges)
         files[pre] = (folder, convert(folder, root / f"{pre}.gguf", "f32").path)
@@ -45,7 +46,7 @@ def spm_file(gguf_files, tmp_path_factory):
     return with_spm_vocab(gguf_files.converted("mixtral", "f32"), tmp_path_factory.mktemp("spm") / "spm.gguf")
 
 
-@pytest.mark.parametrize("pre", ["gpt-2", "olmo", "qwen2", "llama-bpe"])
+@pytest.mark.parametrize("pre", ["gpt-2", "olmo", "qwen2", "llama-bpe", "gpt-4o"])
 def test_byte_level_bpe_matches_llama_cpp_and_the_hf_tokenizer(pre, bpe_files):
     folder, path = bpe_files[pre]
     file = GgufFile(path)

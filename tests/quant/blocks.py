@@ -1,15 +1,16 @@
 """Random valid GGUF blocks for the quant tests: random bytes whose f16 fields (scales, or the values of F16/BF16/
-F32 tensors) are finite, so every bit pattern of the quantized payload is exercised."""
+F32 tensors) are finite, so every bit pattern of the quantized payload is exercised. MXFP4's E8M0 scale is any
+byte at the full range, and a byte of the same magnitude as an f16 scale's cap otherwise."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from engine.quant.types import BF16, F16, F32, Q4_K, Q5_K, Q6_K, Q8_0, QuantType
+from engine.quant.types import BF16, F16, F32, MXFP4, Q4_K, Q5_K, Q6_K, Q8_0, QuantType
 
 # byte offsets of each block's f16 fields
-F16_FIELDS = {Q8_0: (0,), Q4_K: (0, 2), Q5_K: (0, 2), Q6_K: (208,)}
-ALL_TYPES = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K)
+F16_FIELDS = {Q8_0: (0,), Q4_K: (0, 2), Q5_K: (0, 2), Q6_K: (208,), MXFP4: ()}
+ALL_TYPES = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4)
 
 
 def finite_f16_bits(rng: np.random.Generator, shape, max_exponent: int = 30) -> np.ndarray:
@@ -33,6 +34,9 @@ def random_rows(qtype: QuantType, rows: int, cols: int, seed: int = 0, max_expon
     for offset in F16_FIELDS[qtype]:
         field = finite_f16_bits(rng, blocks.shape[0], max_exponent)
         blocks[:, offset : offset + 2] = field.view(np.uint8).reshape(-1, 2)
+    if qtype is MXFP4 and max_exponent < 30:
+        top = max_exponent + 112  # 2^(e - 127) at most the f16 cap's 2^(max_exponent - 15)
+        blocks[:, 0] = rng.integers(top - 10, top + 1, size=blocks.shape[0])
     return blocks.reshape(rows, -1)
 
 

@@ -7,7 +7,8 @@ import torch
 
 from engine.quant.reference import dequantize_reference
 
-FORMATS = {"Q4_K_M": ("Q4_K", "Q4_K", "Q6_K"), "Q8_0": ("Q8_0",) * 3, "mixed": ("Q5_K", "Q8_0", "BF16")}
+FORMATS = {"Q4_K_M": ("Q4_K", "Q4_K", "Q6_K"), "Q8_0": ("Q8_0",) * 3, "mixed": ("Q5_K", "Q8_0", "BF16"),
+           "MXFP4": ("MXFP4",) * 3}
 
 
 def dense_experts(layout, parts) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:

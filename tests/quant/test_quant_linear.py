@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.quant.linear import QuantLinearSpec, dequantize, dequantize_rows, gathered_gemv
+from engine.quant.types import MXFP4, Q6_K
 from tests.quant.blocks import ALL_TYPES, gguf_type, random_matrix
 
 gguf_quants = pytest.importorskip("gguf.quants")
@@ -43,9 +44,10 @@ def test_gathered_gemv_matches_float64(qtype):
     np.testing.assert_allclose(got.double().numpy(), expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
 
 
+@pytest.mark.parametrize("qtype", [Q6_K, MXFP4], ids=lambda t: t.name)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_gathered_gemv_glu_input(dtype):
-    spec, table, dense = slot_table(ALL_TYPES[-1])
+def test_gathered_gemv_glu_input(dtype, qtype):
+    spec, table, dense = slot_table(qtype)
     rows = torch.tensor([1, 0])
     gate_up = torch.randn(2, 2 * IN, generator=torch.Generator().manual_seed(1)).to(dtype)
     gate, up = gate_up.chunk(2, dim=-1)

@@ -17,6 +17,7 @@ from engine.experts.resident import ResidentExperts
 from engine.experts.static import StaticOffloadExperts
 from engine.gguf.tensors import ExpertLayer, ExpertTensor
 from engine.quant.gguf_store import quant_store_from_gguf
+from engine.quant.file_types import expert_types
 from engine.quant.layout import QuantLayout
 from engine.quant.reference import dequantize_reference
 from engine.quant.synthetic import WEIGHT_SCALE, synthetic_quant_experts
@@ -126,10 +127,11 @@ def test_graphed_decode_steps_give_the_same_bits(store, slots):
     assert pager.counters.misses > 0
 
 
-def test_synthetic_experts_are_finite_and_small():
+@pytest.mark.parametrize("types", [TYPES, expert_types("MXFP4_MOE", [0, 2], 3)], ids=["k-quants", "MXFP4"])
+def test_synthetic_experts_are_finite_and_small(types):
     args = SimpleNamespace(hidden_size=D, moe_intermediate_size=I, num_experts=4)
-    store = synthetic_quant_experts(args, TYPES, CPU, host=False)
-    for layer in TYPES:
+    store = synthetic_quant_experts(args, types, CPU, host=False)
+    for layer in types:
         fmt = store.layout.for_layer(layer)
         for spec in (fmt.gate, fmt.up, fmt.down):
             weights = dequantize_reference(spec.raw(store.blocks[layer][3]), spec.qtype)

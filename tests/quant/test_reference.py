@@ -8,7 +8,7 @@ import torch
 
 from engine.errors import UnsupportedModelError
 from engine.quant.reference import dequantize_reference
-from engine.quant.types import BF16, F16, F32, Q4_K, Q8_0, quant_type
+from engine.quant.types import BF16, F16, F32, MXFP4, Q4_K, Q8_0, quant_type
 from tests.quant.blocks import ALL_TYPES, gguf_type, random_rows
 
 gguf_quants = pytest.importorskip("gguf.quants")
@@ -35,6 +35,15 @@ def test_blocks_quantized_by_gguf_match(qtype):
     expected = gguf_quants.dequantize(raw, gguf_type(qtype))
     assert_bits_equal(dequantize_reference(torch.from_numpy(raw), qtype), expected)
     assert np.abs(expected - weights).max() < 0.02 * 0.05  # the blocks hold the weights, not noise
+
+
+def test_blocks_quantized_by_gguf_as_mxfp4():
+    weights = np.random.default_rng(2).standard_normal((16, 256), dtype=np.float32) * 0.02
+    raw = gguf_quants.quantize(weights, gguf_type(MXFP4)).view(np.uint8).reshape(16, -1)
+    expected = gguf_quants.dequantize(raw, gguf_type(MXFP4))
+    assert_bits_equal(dequantize_reference(torch.from_numpy(raw), MXFP4), expected)
+    blocks_max = np.abs(weights).reshape(-1, 32).max(-1, keepdims=True)
+    assert (np.abs(expected - weights).reshape(-1, 32) <= blocks_max / 4).all()  # e2m1 steps: the weights, not noise
 
 
 def test_flat_and_strided_inputs_give_the_same_values():
