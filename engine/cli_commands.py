@@ -71,6 +71,8 @@ def run_result(finish: FinishEvent, before, after, peak: int | None) -> dict:
             "expert_misses": after.misses - before.misses,
             "expert_evictions": after.evictions - before.evictions,
             "h2d_bytes": after.h2d_bytes - before.h2d_bytes,
+            "page_cache_reads": after.page_cache_reads - before.page_cache_reads,
+            "page_cache_bytes": after.page_cache_bytes - before.page_cache_bytes,
             "device_peak_bytes": peak,
         },
     }

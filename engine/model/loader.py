@@ -7,11 +7,13 @@ from pathlib import Path
 
 import torch
 
+from engine.alloc.host_tier import TierPlanner
 from engine.config import Progress
 from engine.experts.dense_layout import DenseLayout
 from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
+from engine.model.checkpoint_rows import CheckpointRows
 from engine.model.config_file import read_args
 from engine.model.registry import architecture
 from engine.model.transformer import MoeTransformer, meta_model
@@ -59,12 +61,12 @@ def load_experts(store: ExpertStore, args: ModelArgs, ckpt: Checkpoint, names: M
         if fused:
             gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj"), (args.num_experts, 2 * I, D))
             down = ckpt.get(names.fused_weight(layer, "down_proj"), (args.num_experts, D, I))
-        for e in range(args.num_experts):
+        for row, e in enumerate(store.held(layer)):
             if fused:
-                layout.pack(blocks[e], gate_up[e, :I], gate_up[e, I:], down[e])
+                layout.pack(blocks[row], gate_up[e, :I], gate_up[e, I:], down[e])
             else:
                 layout.pack(
-                    blocks[e],
+                    blocks[row],
                     ckpt.get(names.expert_weight(layer, e, names.gate), (I, D)),
                     ckpt.get(names.expert_weight(layer, e, names.up), (I, D)),
                     ckpt.get(names.expert_weight(layer, e, names.down), (D, I)),
@@ -82,8 +84,10 @@ class LoadedWeights:
 
 
 def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: torch.device | None = None,
-                 pin_experts: bool = False, progress: Progress | None = None) -> LoadedWeights:
-    """Dense weights go to `device`; experts to `expert_device` (default: the same)."""
+                 pin_experts: bool = False, progress: Progress | None = None,
+                 plan_tier: TierPlanner | None = None) -> LoadedWeights:
+    """Dense weights go to `device`; experts to `expert_device` (default: the same). plan_tier(layers, experts,
+    row bytes) picks the rows held in memory; the others are read from the checkpoint on a miss."""
     args = read_args(folder)
     names = architecture(args.model_type).WEIGHT_NAMES
     torch_dtype = resolve_dtype(dtype, args, device)
@@ -94,6 +98,9 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
     model.eval()
     moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
     layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, torch_dtype)
-    store = ExpertStore(layout, moe_layers, args.num_experts, expert_device or device, pin=pin_experts)
+    tier = plan_tier(moe_layers, args.num_experts, layout.expert_bytes) if plan_tier else None
+    store = ExpertStore(layout, moe_layers, args.num_experts, expert_device or device, pin=pin_experts, tier=tier)
     load_experts(store, args, ckpt, names, progress)
+    if not store.is_complete:
+        store.mapped = CheckpointRows(ckpt, names, args, layout)
     return LoadedWeights(args=args, model=model, store=store, dtype=torch_dtype)

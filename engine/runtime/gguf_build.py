@@ -1,6 +1,6 @@
 """Load a GGUF MoE file for Wisp's own engine: the tokenizer and ModelArgs from its metadata, dense weights
 expanded to the compute dtype, and the routed experts kept in their block formats in (pinned) host memory or on
-the device, planned at their stored bytes."""
+the device, planned at their stored bytes; past the host budget, the rest stay memory-mapped in the file."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from engine.alloc.host_tier import tier_planner
 from engine.alloc.memory_plan import plan_memory
 from engine.config import EngineOptions, Progress
 from engine.gguf.model_file import GgufModel
@@ -17,7 +18,7 @@ from engine.hardware import pick_device
 from engine.model.loader import LoadedWeights, resolve_dtype
 from engine.model.transformer import meta_model
 from engine.quant.dense import dequantize_dense
-from engine.quant.gguf_store import quant_store_from_gguf
+from engine.quant.gguf_store import num_experts_of, quant_layout_of, quant_store_from_gguf
 from engine.tokenizer import Tokenizer
 
 
@@ -37,8 +38,11 @@ def load_gguf(path: Path, options: EngineOptions, progress: Progress | None):
     model.attach_rotary(device)
     model.eval()
     on_host = options.experts != "resident"
+    plan_tier = tier_planner(options.experts, options.experts_on_host(device.type), options.host_budget_bytes)
+    layout = quant_layout_of(weights.experts)
+    tier = plan_tier(list(weights.experts), num_experts_of(weights.experts), layout.expert_bytes)
     store = quant_store_from_gguf(weights.experts, torch.device("cpu") if on_host else device,
-                                  pin=on_host and device.type == "cuda", progress=progress)
+                                  pin=on_host and device.type == "cuda", progress=progress, tier=tier)
     loaded = LoadedWeights(args=args, model=model, store=store, dtype=dtype)
     return loaded, tokenizer, options, sizes, plan_request, plan, device
 

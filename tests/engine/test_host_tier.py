@@ -1,0 +1,111 @@
+"""The host tier on safetensors checkpoints: with host RAM capped below the experts' bytes, paged mode keeps the
+rest memory-mapped and reads misses through the page cache, and every token and logprob is what it is uncapped."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from engine.alloc.host_tier import STAGING_ROWS
+from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+from engine.errors import HostMemoryError
+from engine.model.config_file import read_args
+from engine.model.registry import architecture
+
+PROMPTS = ["def fib(n):", "The quick brown fox", "class Stack:\n    def"]
+GREEDY = SamplingParams(max_tokens=12, ignore_eos=True)
+SEEDED = SamplingParams(max_tokens=12, temperature=0.9, top_p=0.9, seed=5, ignore_eos=True)
+
+
+def row_bytes(folder) -> int:
+    args = read_args(folder)
+    return 3 * args.hidden_size * args.moe_intermediate_size * 4  # fp32 rows on the CPU
+
+
+def generate(folder, **options):
+    """(outputs of a prompt alone and a batch, the engine's stats)."""
+    with Engine(EngineOptions(model=str(folder), device="cpu", experts="paged", **options)) as engine:
+        results = [engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=GREEDY))]
+        handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=(GREEDY, SEEDED)[i % 2])
+                                       for i, p in enumerate(PROMPTS)])
+        results += [h.result() for h in handles]
+        stats = engine.stats()
+    assert all(r.error is None for r in results)
+    return [(r.token_ids, r.logprobs) for r in results], stats
+
+
+def unfused_copy(folder, dest):
+    """The checkpoint with one tensor per expert projection (the layout older transformers saved)."""
+    shutil.copytree(folder, dest)
+    names = architecture(read_args(folder).model_type).WEIGHT_NAMES
+    state, out = load_file(dest / "model.safetensors"), {}
+    for name, tensor in state.items():
+        if name.endswith("experts.gate_up_proj"):
+            prefix, half = name[: -len("gate_up_proj")], tensor.shape[1] // 2
+            for e in range(tensor.shape[0]):
+                out[f"{prefix}{e}.{names.gate}.weight"] = tensor[e, :half].clone()
+                out[f"{prefix}{e}.{names.up}.weight"] = tensor[e, half:].clone()
+        elif name.endswith("experts.down_proj"):
+            for e in range(tensor.shape[0]):
+                out[f"{name[: -len('down_proj')]}{e}.{names.down}.weight"] = tensor[e].clone()
+        else:
+            out[name] = tensor
+    save_file(out, dest / "model.safetensors", metadata={"format": "pt"})
+    return dest
+
+
+@pytest.fixture(params=["fused", "per-expert"])
+def checkpoint(request, tiny_model_dir, tmp_path):
+    folder = tiny_model_dir("qwen3_moe")
+    return folder if request.param == "fused" else unfused_copy(folder, tmp_path / "unfused")
+
+
+@pytest.mark.parametrize("slots", ["top_k", "all"])
+def test_capped_host_ram_gives_the_same_tokens_through_the_page_cache(checkpoint, slots):
+    args = read_args(checkpoint)
+    options = dict(expert_slots=args.num_experts_per_tok if slots == "top_k" else args.num_experts)
+    reference, full = generate(checkpoint, **options)
+    held_rows = 3
+    capped, stats = generate(checkpoint, host_budget_bytes=(STAGING_ROWS + held_rows) * row_bytes(checkpoint),
+                             **options)
+    assert len({ids for ids, _ in reference}) > 1  # the prompts differ: a real comparison
+    assert capped == reference
+    num_rows = sum(args.moe_layers) * args.num_experts
+    assert stats.host_mapped_bytes == (num_rows - held_rows) * row_bytes(checkpoint)
+    assert stats.host_pinned_bytes == (held_rows + STAGING_ROWS) * row_bytes(checkpoint)
+    assert stats.page_cache_reads > 0 and stats.page_cache_bytes == stats.page_cache_reads * row_bytes(checkpoint)
+    assert stats.page_cache_gb_per_s > 0
+    assert (full.page_cache_reads, full.host_mapped_bytes) == (0, 0)
+    assert full.host_pinned_bytes == num_rows * row_bytes(checkpoint)
+
+
+def test_static_offload_past_the_host_budget_is_refused_with_the_way_out(tiny_model_dir):
+    folder = tiny_model_dir("qwen3_moe")
+    with pytest.raises(HostMemoryError, match="--experts paged"):
+        Engine(EngineOptions(model=str(folder), device="cpu", experts="static", host_budget_bytes=row_bytes(folder)))
+
+
+def test_a_host_budget_below_the_staging_rows_is_refused(tiny_model_dir):
+    folder = tiny_model_dir("qwen3_moe")
+    with pytest.raises(HostMemoryError, match="--host-budget"):
+        Engine(EngineOptions(model=str(folder), device="cpu", experts="paged", host_budget_bytes=row_bytes(folder)))
+
+
+def test_mapped_rows_are_the_bytes_the_store_would_hold(checkpoint):
+    from engine.runtime.builder import load_weights
+    from engine.alloc.host_tier import plan_host_tier
+
+    cpu = torch.device("cpu")
+    full = load_weights(checkpoint, cpu, "float32").store
+    layers, num_experts = list(full.blocks), full.num_experts
+    capped = load_weights(checkpoint, cpu, "float32", expert_device=cpu, plan_tier=lambda *a: plan_host_tier(
+        layers, num_experts, full.expert_bytes, STAGING_ROWS * full.expert_bytes, can_map=True)).store
+    assert capped.mapped is not None and all(len(capped.held(layer)) == 0 for layer in layers)
+    row = torch.full_like(full.blocks[layers[0]][0], float("nan"))
+    for layer in layers:
+        for expert in range(num_experts):
+            capped.mapped.read(layer, expert, row)
+            assert torch.equal(row.view(torch.int32), full.blocks[layer][expert].view(torch.int32)), (layer, expert)
