@@ -21,9 +21,10 @@ def experts_of(path):
     return load_gguf_weights(path, torch.float32, torch.device("cpu"), dequantize=dequantize_dense).experts
 
 
-def generate(path, **options):
-    greedy, seeded = sampling(6)
-    with Engine(EngineOptions(model=str(path), device="cpu", backend="wisp", max_model_len=MAX_MODEL_LEN,
+def generate(path, device="cpu", max_tokens=6, **options):
+    """(outputs of a prompt alone and of a batch, greedy and seeded; the engine's stats), experts paged."""
+    greedy, seeded = sampling(max_tokens)
+    with Engine(EngineOptions(model=str(path), device=device, backend="wisp", max_model_len=MAX_MODEL_LEN,
                               experts="paged", **options)) as engine:
         results = [engine.generate(GenerateRequest(prompt_token_ids=PROMPTS[0], sampling=greedy))]
         handles = engine.submit_batch([GenerateRequest(prompt_token_ids=p, sampling=(greedy, seeded)[i % 2])
