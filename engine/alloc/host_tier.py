@@ -17,7 +17,7 @@ from engine.errors import HostMemoryError
 GiB = 1024**3
 MIN_RESERVE_BYTES = 2 * GiB  # left to the OS and the app (its Qt windows, the tokenizer, Python itself)
 RESERVE_FRACTION = 8  # ... or an eighth of the machine's RAM, whichever is larger
-STAGING_ROWS = 4  # pinned rows that mapped misses are read into: copies of one group overlap the next read
+STAGING_ROWS = 8  # pinned rows mapped misses are read into: a top-8 step's misses without waiting on a copy
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,11 @@ def machine_allowance(cap_bytes: int | None) -> int:
     return host_allowance(cap_bytes, memory.available, memory.total)
 
 
+def staging_rows(num_experts: int) -> int:
+    """Staging rows of a store with experts left in the file (one copy call pages within one layer)."""
+    return min(STAGING_ROWS, num_experts)
+
+
 def plan_host_tier(layers: list[int], num_experts: int, row_bytes: int, allowance_bytes: int,
                    can_map: bool, use_counts: dict[int, list[int]] | None = None,
                    cap_bytes: int | None = None) -> HostTier:
@@ -88,15 +93,16 @@ def plan_host_tier(layers: list[int], num_experts: int, row_bytes: int, allowanc
             f"the experts need {gib(total)} of host RAM but the engine may use {gib(allowance_bytes)} (the host "
             "budget, or available RAM less a reserve for the system); use --experts paged, which keeps the rest "
             "memory-mapped from the model file")
-    staging = STAGING_ROWS * row_bytes
-    if allowance_bytes < staging:
+    num_staging = staging_rows(num_experts)
+    if allowance_bytes < num_staging * row_bytes:
         raise HostMemoryError(
-            f"paging experts from the model file needs {gib(staging)} of host RAM to stage {STAGING_ROWS} experts "
-            f"but the engine may use {gib(allowance_bytes)}; raise --host-budget or close other programs")
-    num_rows = (allowance_bytes - staging) // row_bytes
+            f"paging experts from the model file needs {gib(num_staging * row_bytes)} of host RAM to stage "
+            f"{num_staging} experts but the engine may use {gib(allowance_bytes)}; raise --host-budget or close "
+            "other programs")
+    num_rows = (allowance_bytes - num_staging * row_bytes) // row_bytes
     ranked = ranked_rows(layers, num_experts, use_counts)[:num_rows]
     held = {layer: tuple(sorted(e for owner, e in ranked if owner == layer)) for layer in layers}
-    return HostTier(row_bytes, num_experts, held, staging_rows=STAGING_ROWS, cap_bytes=cap_bytes)
+    return HostTier(row_bytes, num_experts, held, staging_rows=num_staging, cap_bytes=cap_bytes)
 
 
 def ranked_rows(layers: list[int], num_experts: int, use_counts: dict[int, list[int]] | None) -> list[tuple[int, int]]:

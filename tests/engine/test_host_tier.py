@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from engine.alloc.host_tier import STAGING_ROWS
+from engine.alloc.host_tier import STAGING_ROWS, staging_rows
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.errors import HostMemoryError
 from engine.model.config_file import read_args
@@ -18,6 +18,10 @@ from engine.model.registry import architecture
 PROMPTS = ["def fib(n):", "The quick brown fox", "class Stack:\n    def"]
 GREEDY = SamplingParams(max_tokens=12, ignore_eos=True)
 SEEDED = SamplingParams(max_tokens=12, temperature=0.9, top_p=0.9, seed=5, ignore_eos=True)
+
+
+def test_the_tiny_checkpoint_stages_the_full_count(tiny_model_dir):
+    assert staging_rows(read_args(tiny_model_dir("qwen3_moe")).num_experts) == STAGING_ROWS
 
 
 def row_bytes(folder) -> int:
@@ -109,3 +113,25 @@ def test_mapped_rows_are_the_bytes_the_store_would_hold(checkpoint):
         for expert in range(num_experts):
             capped.mapped.read(layer, expert, row)
             assert torch.equal(row.view(torch.int32), full.blocks[layer][expert].view(torch.int32)), (layer, expert)
+
+
+def test_more_mapped_misses_than_staging_rows_are_copied_in_turns(tiny_model_dir):
+    """One copy call with more mapped rows than staging rows: each group is copied before its rows are reused."""
+    from engine.alloc.host_tier import HostTier
+    from engine.experts.copy_engine import CopyEngine
+    from engine.experts.counters import ExpertCounters
+    from engine.experts.mapped_reads import RowCopier
+    from engine.runtime.builder import load_weights
+
+    folder, cpu = tiny_model_dir("qwen3_moe"), torch.device("cpu")
+    full = load_weights(folder, cpu, "float32").store
+    layers, num_experts = list(full.blocks), full.num_experts
+    held = {layer: (1,) if layer == layers[0] else () for layer in layers}
+    capped = load_weights(folder, cpu, "float32", plan_tier=lambda *a: HostTier(
+        full.expert_bytes, num_experts, held, staging_rows=2)).store
+    counters = ExpertCounters()
+    copier = RowCopier(capped, CopyEngine(cpu, counters), counters, cpu)
+    slots = torch.full((num_experts, full.layout.numel), float("nan"))
+    copier.copy([(slots[e], layers[0], e) for e in range(num_experts)])
+    assert torch.equal(slots, full.blocks[layers[0]])
+    assert counters.page_cache_reads == num_experts - 1 and counters.h2d_bytes == num_experts * full.expert_bytes

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.alloc.host_tier import STAGING_ROWS, plan_host_tier
+from engine.alloc.host_tier import plan_host_tier, staging_rows
 from engine.api import Engine, EngineOptions, GenerateRequest
 from engine.gguf.weights import load_gguf_weights
 from engine.quant.dense import dequantize_dense
@@ -39,11 +39,12 @@ def generate(path, device="cpu", max_tokens=6, **options):
 def test_capped_host_ram_gives_the_same_tokens_through_the_page_cache(model_type, ftype, gguf_files):
     path = gguf_files.quantized(model_type, ftype)
     experts = experts_of(path)
-    num_rows = len(experts) * next(iter(experts.values())).gate.shape[0]
+    num_experts = next(iter(experts.values())).gate.shape[0]
+    num_rows = len(experts) * num_experts
     row = quant_layout_of(experts).expert_bytes
     reference, _ = generate(path, expert_slots=2)
     held = 2  # layer 0's first two experts: every other row is mapped
-    capped, stats = generate(path, expert_slots=2, host_budget_bytes=(STAGING_ROWS + held) * row)
+    capped, stats = generate(path, expert_slots=2, host_budget_bytes=(staging_rows(num_experts) + held) * row)
     assert len({ids for ids, _ in reference}) > 1
     assert capped == reference
     assert stats.host_mapped_bytes == (num_rows - held) * row < num_rows * row
@@ -55,7 +56,8 @@ def test_mapped_rows_are_the_padded_rows_the_store_would_hold(model_type, ftype,
     experts = experts_of(gguf_files.quantized(model_type, ftype))
     full = quant_store_from_gguf(experts, "cpu", pin=False)
     layers, num_experts = list(full.blocks), full.num_experts
-    tier = plan_host_tier(layers, num_experts, full.expert_bytes, (STAGING_ROWS + 1) * full.expert_bytes, can_map=True)
+    tier = plan_host_tier(layers, num_experts, full.expert_bytes, (staging_rows(num_experts) + 1) * full.expert_bytes,
+                          can_map=True)
     capped = quant_store_from_gguf(experts, "cpu", pin=False, tier=tier)
     assert torch.equal(capped.row(layers[0], 0), full.blocks[layers[0]][0])
     row = torch.full((full.layout.numel,), 0xA5, dtype=torch.uint8)  # stale bytes: padding must be rewritten

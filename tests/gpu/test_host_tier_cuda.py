@@ -6,7 +6,7 @@ safetensors checkpoint), and page-cache reads are counted."""
 import pytest
 import torch
 
-from engine.alloc.host_tier import STAGING_ROWS
+from engine.alloc.host_tier import STAGING_ROWS, staging_rows
 from engine.quant.gguf_store import quant_layout_of
 from tests.gguf.peaked import greedy_files  # noqa: F401 (the fixture)
 from tests.gguf.test_host_tier import experts_of, generate
@@ -23,10 +23,11 @@ def cuda():
 @pytest.mark.parametrize("slots", [2, 4])
 def test_capped_host_ram_is_bitwise_uncapped_on_cuda_gguf(cuda, greedy_files, slots):
     path = greedy_files.quantized("qwen3_moe", "Q4_K_M")
-    row = quant_layout_of(experts_of(path)).expert_bytes
+    experts = experts_of(path)
+    row, num_experts = quant_layout_of(experts).expert_bytes, next(iter(experts.values())).gate.shape[0]
     reference, full = generate(path, device="cuda", max_tokens=10, expert_slots=slots)
     capped, stats = generate(path, device="cuda", max_tokens=10, expert_slots=slots,
-                             host_budget_bytes=(STAGING_ROWS + 2) * row)
+                             host_budget_bytes=(staging_rows(num_experts) + 2) * row)
     assert capped == reference
     assert stats.host_mapped_bytes > 0 and stats.page_cache_reads > 0 and stats.page_cache_gb_per_s > 0
     assert full.page_cache_reads == 0
@@ -39,6 +40,7 @@ def test_capped_host_ram_is_bitwise_uncapped_on_cuda_safetensors(cuda, tiny_mode
     folder = tiny_model_dir("qwen3_moe")
     args = read_args(folder)
     row = 3 * args.hidden_size * args.moe_intermediate_size * 4  # the tiny checkpoint is fp32
+    assert staging_rows(args.num_experts) == STAGING_ROWS
 
     def run(**options):
         request = GenerateRequest(prompt="def fib(n):", sampling=SamplingParams(max_tokens=16, ignore_eos=True))
