@@ -27,6 +27,7 @@ class EngineOptions:
     expert_slots: int | None = None
     budget_bytes: int | None = None
     host_budget_bytes: int | None = None  # most host RAM to hold experts in; None: what the machine can spare
+    pin_trace: str | None = None  # a routing trace (.npz): past the host budget, its most used experts are pinned
     prefetch: bool = False
     max_model_len: int | None = None
     max_num_seqs: int = 8

@@ -28,7 +28,6 @@ class HostTier:
     num_experts: int
     in_memory: dict[int, tuple[int, ...]]  # {layer: experts held in memory, ascending}
     staging_rows: int = 0  # pinned staging rows for mapped misses (0 when every row is in memory)
-    cap_bytes: int | None = None  # what the engine allowed itself (None: no host limit applied)
 
     @property
     def is_complete(self) -> bool:
@@ -79,15 +78,13 @@ def staging_rows(num_experts: int) -> int:
 
 
 def plan_host_tier(layers: list[int], num_experts: int, row_bytes: int, allowance_bytes: int,
-                   can_map: bool, use_counts: dict[int, list[int]] | None = None,
-                   cap_bytes: int | None = None) -> HostTier:
+                   can_map: bool, use_counts: dict[int, list[int]] | None = None) -> HostTier:
     """Which rows to hold. can_map: the caller can read the other rows from the file (paged mode); otherwise
     every row must fit. use_counts {layer: [uses per expert]} ranks rows most used first (ties in layer order).
     Raises HostMemoryError with one line when nothing can work."""
     total = len(layers) * num_experts * row_bytes
     if total <= allowance_bytes:
-        return HostTier(row_bytes, num_experts, {layer: tuple(range(num_experts)) for layer in layers},
-                        cap_bytes=cap_bytes)
+        return HostTier(row_bytes, num_experts, {layer: tuple(range(num_experts)) for layer in layers})
     if not can_map:
         raise HostMemoryError(
             f"the experts need {gib(total)} of host RAM but the engine may use {gib(allowance_bytes)} (the host "
@@ -102,7 +99,7 @@ def plan_host_tier(layers: list[int], num_experts: int, row_bytes: int, allowanc
     num_rows = (allowance_bytes - num_staging * row_bytes) // row_bytes
     ranked = ranked_rows(layers, num_experts, use_counts)[:num_rows]
     held = {layer: tuple(sorted(e for owner, e in ranked if owner == layer)) for layer in layers}
-    return HostTier(row_bytes, num_experts, held, staging_rows=num_staging, cap_bytes=cap_bytes)
+    return HostTier(row_bytes, num_experts, held, staging_rows=num_staging)
 
 
 def ranked_rows(layers: list[int], num_experts: int, use_counts: dict[int, list[int]] | None) -> list[tuple[int, int]]:
@@ -117,14 +114,20 @@ def ranked_rows(layers: list[int], num_experts: int, use_counts: dict[int, list[
 TierPlanner = Callable[[list[int], int, int], "HostTier | None"]  # (MoE layers, experts per layer, row bytes)
 
 
-def tier_planner(mode: str, experts_on_host: bool, cap_bytes: int | None) -> TierPlanner:
+UseCounts = Callable[[list[int], int], dict[int, list[int]]]  # (MoE layers, experts per layer) -> uses per expert
+
+
+def tier_planner(mode: str, experts_on_host: bool, cap_bytes: int | None,
+                 use_counts: UseCounts | None = None) -> TierPlanner:
     """How a load of the given expert mode picks its host tier: None (nothing on the host) when the experts live
-    on the device; paged mode may leave rows in the file, resident (on the CPU) and static hold them all."""
+    on the device; paged mode may leave rows in the file, resident (on the CPU) and static hold them all.
+    use_counts (a routing trace's, say) ranks the rows to pin when not all fit."""
 
     def plan(layers: list[int], num_experts: int, row_bytes: int) -> HostTier | None:
         if not experts_on_host:
             return None
+        counts = use_counts(layers, num_experts) if use_counts else None
         return plan_host_tier(layers, num_experts, row_bytes, machine_allowance(cap_bytes), can_map=mode == "paged",
-                              cap_bytes=cap_bytes)
+                              use_counts=counts)
 
     return plan

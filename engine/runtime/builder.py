@@ -7,7 +7,6 @@ from pathlib import Path
 
 import torch
 
-from engine.alloc.host_tier import tier_planner
 from engine.alloc.memory_plan import MemoryPlan, PlanRequest, plan_memory
 from engine.config import EngineOptions
 from engine.config import Progress
@@ -24,6 +23,7 @@ from engine.model.sizes import model_sizes
 from engine.model_path import DEMO_MODEL
 from engine.runtime.llm_engine import LLMEngine
 from engine.runtime.decode_graphs import DecodeGraphs
+from engine.runtime.host_tier_rule import host_tier_planner
 from engine.runtime.determinism import use_deterministic_kernels
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner
@@ -54,8 +54,7 @@ def build_engine(folder: Path, options: EngineOptions, progress: Progress | None
     weights = load_weights(folder, device, str(dtype).replace("torch.", ""),
                            expert_device=torch.device("cpu") if on_host else device,
                            pin_experts=on_host and device.type == "cuda", progress=progress,
-                           plan_tier=tier_planner(options.experts, options.experts_on_host(device.type),
-                                                  options.host_budget_bytes))
+                           plan_tier=host_tier_planner(options, device.type))
     return finish_engine(weights, tokenizer, options, sizes, plan_request, plan, device, folder)
 
 

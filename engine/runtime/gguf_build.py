@@ -8,7 +8,6 @@ from pathlib import Path
 
 import torch
 
-from engine.alloc.host_tier import tier_planner
 from engine.alloc.memory_plan import plan_memory
 from engine.config import EngineOptions, Progress
 from engine.gguf.model_file import GgufModel
@@ -19,6 +18,7 @@ from engine.model.loader import LoadedWeights, resolve_dtype
 from engine.model.transformer import meta_model
 from engine.quant.dense import dequantize_dense
 from engine.quant.gguf_store import num_experts_of, quant_layout_of, quant_store_from_gguf
+from engine.runtime.host_tier_rule import host_tier_planner
 from engine.tokenizer import Tokenizer
 
 
@@ -38,7 +38,7 @@ def load_gguf(path: Path, options: EngineOptions, progress: Progress | None):
     model.attach_rotary(device)
     model.eval()
     on_host = options.experts != "resident"
-    plan_tier = tier_planner(options.experts, options.experts_on_host(device.type), options.host_budget_bytes)
+    plan_tier = host_tier_planner(options, device.type)
     layout = quant_layout_of(weights.experts)
     tier = plan_tier(list(weights.experts), num_experts_of(weights.experts), layout.expert_bytes)
     store = quant_store_from_gguf(weights.experts, torch.device("cpu") if on_host else device,

@@ -18,7 +18,12 @@ def test_host_budget_sizes_reach_the_engine_options(text, expected):
 
 def test_without_the_flag_the_machine_decides():
     args = build_parser().parse_args(["run", "--prompt", "hi"])
-    assert engine_options(args).host_budget_bytes is None
+    assert engine_options(args).host_budget_bytes is None and engine_options(args).pin_trace is None
+
+
+def test_a_pin_trace_reaches_the_engine_options():
+    args = build_parser().parse_args(["run", "--prompt", "hi", "--host-budget", "8GiB", "--pin-trace", "t.npz"])
+    assert engine_options(args).pin_trace == "t.npz"
 
 
 @pytest.mark.parametrize("value", ["lots", "0", "-1GiB", "12 parsecs"])

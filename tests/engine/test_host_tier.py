@@ -135,3 +135,44 @@ def test_more_mapped_misses_than_staging_rows_are_copied_in_turns(tiny_model_dir
     copier.copy([(slots[e], layers[0], e) for e in range(num_experts)])
     assert torch.equal(slots, full.blocks[layers[0]])
     assert counters.page_cache_reads == num_experts - 1 and counters.h2d_bytes == num_experts * full.expert_bytes
+
+
+def write_trace(path, num_layers: int, num_experts: int, per_layer: list[list[list[int]]]):
+    """A trace whose row r routes per_layer[l][r % len] at MoE layer l (one prefill step)."""
+    import numpy as np
+
+    from engine.traces.format import Trace, TraceHeader, save
+
+    rows = 12
+    ids = np.array([[per_layer[layer][r % len(per_layer[layer])] for layer in range(num_layers)]
+                    for r in range(rows)])  # [N, L, K]
+    header = TraceHeader("tiny", "qwen3_moe", num_layers, num_experts, ids.shape[2], "chat")
+    save(Trace(header, np.array([True]), np.array([rows]), ids, np.zeros(rows, dtype=np.int32)), path)
+    return path
+
+
+def test_a_pin_trace_pins_its_most_used_experts_and_changes_no_token(tiny_model_dir, tmp_path):
+    folder = tiny_model_dir("qwen3_moe")
+    args = read_args(folder)
+    layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
+    trace = write_trace(tmp_path / "t.npz", len(layers), args.num_experts,
+                        [[[6, 7], [1, 2]]] + [[[5, 3]]] * (len(layers) - 1))
+    request = GenerateRequest(prompt=PROMPTS[0], sampling=GREEDY)
+    options = dict(model=str(folder), device="cpu", experts="paged", expert_slots=2)
+    with Engine(EngineOptions(**options)) as engine:
+        reference = engine.generate(request)
+    with Engine(EngineOptions(**options, host_budget_bytes=(STAGING_ROWS + 2) * row_bytes(folder),
+                              pin_trace=str(trace))) as engine:
+        held = engine._core.host_tier.in_memory
+        capped = engine.generate(request)
+    assert held == {layer: ((3, 5) if layer == layers[1] else ()) for layer in layers}
+    assert (capped.token_ids, capped.logprobs) == (reference.token_ids, reference.logprobs)
+
+
+def test_a_pin_trace_of_another_model_is_refused(tiny_model_dir, tmp_path):
+    from engine.traces.format import TraceFormatError
+
+    folder = tiny_model_dir("qwen3_moe")
+    trace = write_trace(tmp_path / "t.npz", 5, 8, [[[1, 2]]] * 5)
+    with pytest.raises(TraceFormatError, match="record one of this model"):
+        Engine(EngineOptions(model=str(folder), device="cpu", experts="paged", pin_trace=str(trace)))
