@@ -170,7 +170,8 @@ class MainWindowWidget(QMainWindow):
         return self.loader.load(LoadRequest(model, budget or self.settings.budget_bytes, self.launch.device,
                                             api_key=self.settings.api_key_for(model),
                                             deterministic=self.settings.repeatable,
-                                            gguf_engine=self.settings.gguf_engine))
+                                            gguf_engine=self.settings.gguf_engine,
+                                            host_budget_bytes=self.settings.host_budget_bytes))
 
     def open_model_picker(self) -> ModelPickerDialog:
         budget = self.memory_panel.budget_slider.budget_bytes

@@ -32,6 +32,7 @@ class LoadRequest:
     api_key: str | None = field(default=None, repr=False)  # remote servers only
     deterministic: bool = True  # CUDA: bitwise-repeatable kernels (the app's "Repeatable outputs")
     gguf_engine: str = "auto"  # EngineOptions.backend for a .gguf file (the app's Model → GGUF engine)
+    host_budget_bytes: int | None = None  # most host RAM for experts (the settings' host_budget_bytes)
 
     @property
     def is_remote(self) -> bool:
@@ -47,7 +48,8 @@ class LoadRequest:
         # The choice is about GGUF files only: the engine refuses llama.cpp for a checkpoint folder.
         backend = self.gguf_engine if self.is_gguf else "auto"
         return api().EngineOptions(model=self.model, device=self.device, experts="paged", backend=backend,
-                                   budget_bytes=self.budget_bytes, deterministic=self.deterministic)
+                                   budget_bytes=self.budget_bytes, deterministic=self.deterministic,
+                                   host_budget_bytes=self.host_budget_bytes)
 
     @property
     def display_name(self) -> str:

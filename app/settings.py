@@ -21,6 +21,7 @@ GGUF_ENGINES = ("auto", "wisp", "llama.cpp")  # EngineOptions.backend for a .ggu
 @dataclass(frozen=True)
 class AppSettings:
     budget_bytes: int | None = None  # None: chosen from the detected hardware
+    host_budget_bytes: int | None = None  # most host RAM for experts (--host-budget); None: what the machine spares
     model_folders: tuple[str, ...] = ()
     theme: str = "system"
     last_model: str | None = None  # None: the bundled demo model
@@ -62,6 +63,9 @@ def _clean(raw: dict) -> dict:
         values.pop("window_geometry")
     if not isinstance(values.get("repeatable", True), bool):
         values.pop("repeatable")
+    host_budget = values.get("host_budget_bytes")
+    if host_budget is not None and (not isinstance(host_budget, int) or isinstance(host_budget, bool) or host_budget < 1):
+        values.pop("host_budget_bytes")
     if not isinstance(values.get("server_port"), int) or not 0 <= values["server_port"] <= 65535:
         values.pop("server_port", None)
     return values

@@ -6,6 +6,7 @@ import sys
 from argparse import Namespace
 
 from engine.api import Engine, FinishEvent, GenerateRequest, TokenEvent
+from engine.alloc.host_tier import host_allowance, reserve_bytes
 from engine.api import device_peak_bytes, expert_counters
 from engine.cli_options import engine_options, print_json, sampling_params
 from engine.errors import RequestError, WispError
@@ -71,6 +72,8 @@ def run_result(finish: FinishEvent, before, after, peak: int | None) -> dict:
             "expert_misses": after.misses - before.misses,
             "expert_evictions": after.evictions - before.evictions,
             "h2d_bytes": after.h2d_bytes - before.h2d_bytes,
+            "page_cache_reads": after.page_cache_reads - before.page_cache_reads,
+            "page_cache_bytes": after.page_cache_bytes - before.page_cache_bytes,
             "device_peak_bytes": peak,
         },
     }
@@ -113,5 +116,8 @@ def doctor_command(args: Namespace) -> int:
     for gpu in hw.gpus:
         print(f"GPU {gpu.index}        {gpu.name}: {format_bytes(gpu.total_bytes)} total, {format_bytes(gpu.free_bytes)} free")
     print(f"host RAM     {format_bytes(hw.host_total_bytes)} total, {format_bytes(hw.host_available_bytes)} available")
+    print(f"host budget  {format_bytes(host_allowance(None, hw.host_available_bytes, hw.host_total_bytes))} for "
+          f"experts (available less a {format_bytes(reserve_bytes(hw.host_total_bytes))} reserve; --host-budget caps "
+          "it, paged experts past it stay memory-mapped)")
     print(f"CPU cores    {hw.cpu_count}")
     return 0

@@ -84,6 +84,12 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--expert-slots", type=whole(1, MAX_EXPERT_SLOTS), default=None,
                         help="paged mode: expert slots per MoE layer (at most the model's experts per layer)")
     parser.add_argument("--budget", type=size, default=None, help="most device memory to use, e.g. 12GiB")
+    parser.add_argument("--host-budget", type=size, default=None,
+                        help="most host RAM to hold experts in, e.g. 24GiB (default: available RAM less a reserve); "
+                             "paged experts past it stay memory-mapped in the model file")
+    parser.add_argument("--pin-trace", default=None, metavar="TRACE",
+                        help="a routing trace of this model (wisp trace): past --host-budget, its most used experts "
+                             "are the ones pinned (default: in layer order)")
     parser.add_argument("--max-model-len", type=whole(2, INT32_MAX), default=None,
                         help="context length (default: min(model, 4096))")
     parser.add_argument("--decode", default="auto", choices=["auto", "graphs", "static", "dynamic"],
@@ -133,7 +139,8 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         raise RequestError("--expert-slots sizes the paged expert cache: use it with --experts paged")
     return EngineOptions(
         model=args.model, device=args.device, dtype=args.dtype, experts=args.experts,
-        expert_slots=args.expert_slots, budget_bytes=args.budget,
+        expert_slots=args.expert_slots, budget_bytes=args.budget, host_budget_bytes=getattr(args, "host_budget", None),
+        pin_trace=getattr(args, "pin_trace", None),
         max_model_len=args.max_model_len, decode=getattr(args, "decode", "auto"),
         deterministic=not getattr(args, "nondeterministic", False), attention=getattr(args, "attention", "auto"),
         n_gpu_layers=getattr(args, "n_gpu_layers", None),

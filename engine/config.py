@@ -26,6 +26,8 @@ class EngineOptions:
     experts: str = "resident"
     expert_slots: int | None = None
     budget_bytes: int | None = None
+    host_budget_bytes: int | None = None  # most host RAM to hold experts in; None: what the machine can spare
+    pin_trace: str | None = None  # a routing trace (.npz): past the host budget, its most used experts are pinned
     prefetch: bool = False
     max_model_len: int | None = None
     max_num_seqs: int = 8
@@ -55,6 +57,8 @@ class EngineOptions:
             raise RequestError(f"experts must be one of {', '.join(EXPERT_MODES)}, got '{self.experts}'")
         if self.expert_slots is not None and self.expert_slots < 1:
             raise RequestError(f"expert slots must be positive, got {self.expert_slots}")
+        if self.host_budget_bytes is not None and self.host_budget_bytes < 1:
+            raise RequestError(f"the host budget must be a positive size, got {self.host_budget_bytes}")
         if self.max_num_seqs < 1 or self.block_size < 1:
             raise RequestError("max_num_seqs and block_size must be positive")
         if self.max_model_len is not None and self.max_model_len < 2:
@@ -65,6 +69,10 @@ class EngineOptions:
     def context_length(self, max_position_embeddings: int) -> int:
         """The longest sequence the engine plans for: the options' limit (or the default) within the model's."""
         return min(self.max_model_len or DEFAULT_MAX_MODEL_LEN, max_position_embeddings)
+
+    def experts_on_host(self, device_type: str) -> bool:
+        """Whether expert rows live in host memory: every mode but resident, and resident on the CPU."""
+        return self.experts != "resident" or device_type == "cpu"
 
     def plan_request(self, max_position_embeddings: int) -> PlanRequest:
         """What the memory planner is asked for a model of this context limit (the loader and the picker's

@@ -75,3 +75,10 @@ class EngineStats:
     pending_budget: int | None
     device_peak_bytes: int | None
     wsa_curve: tuple[tuple[float, float], ...] | None = None  # (expert share of the pool, predicted tok/s)
+    # The host tier: expert bytes held in host memory (pinned on a GPU) and left memory-mapped in the model file,
+    # and the misses served from the mapping (through the page cache) since load.
+    host_pinned_bytes: int = 0
+    host_mapped_bytes: int = 0
+    page_cache_reads: int = 0
+    page_cache_bytes: int = 0
+    page_cache_gb_per_s: float = 0.0

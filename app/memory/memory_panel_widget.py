@@ -1,5 +1,5 @@
-"""The live memory-split panel: budget slider, the budget as a bar with a legend, the plan in words, expert
-hit rate / decode tok/s / H2D GB/s over the last seconds as live charts, the MV-WSA curve, and the controller's
+"""The live memory-split panel: budget slider, the budget as a bar with a legend, the plan in words, the host
+tier (pinned and memory-mapped experts, the page cache's read rate), expert hit rate / decode tok/s / H2D GB/s over the last seconds as live charts, the MV-WSA curve, and the controller's
 decisions. It polls a stats source (engine.stats(), cheap) four times a second on the GUI thread; another engine
 (a model switch) starts the charts afresh, and what does not apply to it (the pager's charts for llama.cpp or a
 remote server) is hidden."""
@@ -13,6 +13,7 @@ from PySide6.QtCore import QTimer, Signal, Slot
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from app.memory.budget_slider_widget import BudgetSliderWidget
+from app.memory.host_tier_text import host_tier_text
 from app.memory.memory_bar_widget import MemoryBarWidget
 from app.memory.memory_segments import SEGMENT_LABELS, expert_share, memory_segments
 from app.memory.plan_log_widget import PlanLogWidget
@@ -49,6 +50,9 @@ class MemoryPanelWidget(QFrame):
         self.legend_labels = {key: QLabel(self, objectName="legendLabel", wordWrap=True) for key in SEGMENT_LABELS}
         self.plan_label = QLabel("No model loaded", self, wordWrap=True)
         self.plan_label.setAccessibleName("Memory plan")
+        self.host_title = QLabel("Host memory", self, objectName="panelTitle")
+        self.host_label = QLabel("", self, wordWrap=True)
+        self.host_label.setAccessibleName("Host memory")
         self.hit_rate_chart = SparklineWidget("Expert hit rate", lambda v: f"{v:.1%}", self, fixed_maximum=1.0)
         self.decode_chart = SparklineWidget("Decode", lambda v: f"{v:.1f} tok/s", self)
         self.h2d_chart = SparklineWidget("Host → device", lambda v: f"{v:.2f} GB/s", self)
@@ -78,6 +82,8 @@ class MemoryPanelWidget(QFrame):
         layout.addWidget(self.bar)
         layout.addLayout(legend)
         layout.addWidget(self.plan_label)
+        layout.addWidget(self.host_title)
+        layout.addWidget(self.host_label)
         layout.addWidget(QLabel("Live", self, objectName="panelTitle"))
         for chart in (self.hit_rate_chart, self.decode_chart, self.h2d_chart):
             layout.addWidget(chart)
@@ -146,6 +152,7 @@ class MemoryPanelWidget(QFrame):
         if engine is None:
             self._set_local_parts_visible(True)
             self.plan_label.setText("No model loaded")
+            self.host_label.setText("")
             self.bar.set_segments([], "No model loaded")
             return
         stats = engine.stats()
@@ -167,12 +174,15 @@ class MemoryPanelWidget(QFrame):
                 f'<span style="color:{color}">■</span> {segment.label} {self._format_bytes(segment.num_bytes)}')
         budget = "no budget" if plan.budget_bytes is None else f"budget {self._format_bytes(plan.budget_bytes)}"
         self.plan_label.setText(f"{plan.mode} · {budget} · {plan_summary(plan, self._format_bytes)}")
+        self.host_label.setText(host_tier_text(stats, self._format_bytes))
 
     def _set_local_parts_visible(self, is_local: bool, has_pager: bool = True) -> None:
         """The bar and its legend describe local device memory (a remote engine has none); the hit rate, transfer
         rate and MV-WSA curve describe Wisp's expert pager (llama.cpp and remote servers have none)."""
         for widget in (self.bar, *self.legend_labels.values()):
             widget.setVisible(is_local)
+        for widget in (self.host_title, self.host_label):  # llama.cpp places its own tensors; remote: none here
+            widget.setVisible(is_local and has_pager)
         for widget in (self.hit_rate_chart, self.h2d_chart, self.curve_title, self.curve, self.controller_label):
             widget.setVisible(has_pager)
 

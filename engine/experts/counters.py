@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass
@@ -17,6 +17,9 @@ class ExpertCounters:
     timed_bytes: int = 0  # the bytes copy_s covers (copies inside CUDA graphs are counted but not timed)
     prefetched: int = 0
     prefetch_used: int = 0
+    page_cache_reads: int = 0  # misses on rows left in the model file, read through the page cache
+    page_cache_bytes: int = 0  # bytes those reads took from the file
+    page_cache_s: float = 0.0  # time spent reading them into staging
     layer_hits: dict[int, int] = field(default_factory=dict)
     layer_misses: dict[int, int] = field(default_factory=dict)
 
@@ -34,6 +37,9 @@ class ExpertCounters:
     def h2d_gb_per_s(self) -> float:
         return self.timed_bytes / self.copy_s / 1e9 if self.copy_s > 0 else 0.0
 
+    @property
+    def page_cache_gb_per_s(self) -> float:
+        return self.page_cache_bytes / self.page_cache_s / 1e9 if self.page_cache_s > 0 else 0.0
+
     def snapshot(self) -> "ExpertCounters":
-        return ExpertCounters(self.hits, self.misses, self.evictions, self.h2d_bytes, self.copy_s, self.timed_bytes,
-                              self.prefetched, self.prefetch_used, dict(self.layer_hits), dict(self.layer_misses))
+        return replace(self, layer_hits=dict(self.layer_hits), layer_misses=dict(self.layer_misses))

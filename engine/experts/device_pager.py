@@ -2,7 +2,8 @@
 (engine.experts.device_lru), so the whole step runs as CUDA graphs with no host sync
 (engine.runtime.decode_graphs). The host LRUs and the device state hand over ownership at the switch: the
 device takes it before a graphed step, the host takes it back before it pages again (a large step, a resize,
-a host-paged step)."""
+a host-paged step). Graphed steps read misses in place from pinned memory, so they need every expert held there;
+a store that leaves experts in the model file pages on the host."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ class DevicePager(GraphedExperts):
 
     def can_run(self, tokens: int, top_k: int) -> bool:
         store = self.pager.host
-        return (self.is_enabled and pager_kernels.runs_on(self.device)
+        return (self.is_enabled and pager_kernels.runs_on(self.device) and store.is_complete
                 and (store.is_pinned or self.device.type == "cpu") and tokens * top_k < pager_kernels.STAMP_STRIDE
                 and is_small_step(tokens, top_k, store.expert_bytes))
 

@@ -5,7 +5,8 @@ Per layer-step: hits and misses -> place misses in free slots or evict the layer
 not needed now -> copy only the misses (a side stream on CUDA, overlapped with gathering the hits) -> compute
 through the layout. A step needing more experts than the layer's capacity: a large step fetches them in groups
 that fit; a small step copies the misses that find no free or evictable slot straight into its gathered buffer,
-uncached (as the device pager does, so batched decode at a small budget still runs as whole-step graphs)."""
+uncached (as the device pager does, so batched decode at a small budget still runs as whole-step graphs).
+Misses on experts the host tier left in the model file are read through staging (engine.experts.mapped_reads)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from engine.alloc.expert_lru import ExpertLRU
 from engine.experts.copy_engine import CopyEngine
 from engine.experts.counters import ExpertCounters
 from engine.experts.dispatch import combine, combine_grouped, is_small_step, start_layer
+from engine.experts.mapped_reads import RowCopier
 from engine.experts.slot_pool import SlotPool
 from engine.experts.store import ExpertStore
 
@@ -28,6 +30,7 @@ class HostPager:
         self.pool = SlotPool(self.layout.numel, self.layout.dtype, device)
         self.lru = {layer: ExpertLRU(0) for layer in host.blocks}
         self.copies = CopyEngine(device, counters)
+        self.rows = RowCopier(host, self.copies, counters, device)
 
     @property
     def capacity(self) -> dict[int, int]:
@@ -83,7 +86,7 @@ class HostPager:
         if not over:
             return layout.run_rows(x, self.pool.tensor, slots, ids, weights)
         blocks = self.pool.tensor[slots]
-        self.copies.copy([(blocks[np.flatnonzero(flat == e)[0]], self.host.blocks[layer][e]) for e in over])
+        self.rows.copy([(blocks[np.flatnonzero(flat == e)[0]], layer, e) for e in over])
         self.copies.wait()
         for expert in over:  # an expert routed by several tokens: copied once, repeated on the device
             rows = np.flatnonzero(flat == expert)
@@ -123,7 +126,7 @@ class HostPager:
             loaded.append(expert)
             keep.add(expert)  # never evict what this call just placed
         if loaded:
-            self.copies.copy([(self.pool.tensor[lru.slot_of(e)], self.host.blocks[layer][e]) for e in loaded])
+            self.rows.copy([(self.pool.tensor[lru.slot_of(e)], layer, e) for e in loaded])
         return loaded
 
     def _compute(self, layer, experts, index, dispatch, out, pending: set[int]) -> None:

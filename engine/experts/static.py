@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.errors import BudgetError
+from engine.errors import BudgetError, HostMemoryError
 from engine.experts.counters import ExpertCounters
 from engine.experts.provider import ExpertProvider, GraphedExperts
 from engine.experts.routing_feed import FeedsRouting, RoutingFeed
@@ -16,6 +16,8 @@ from engine.experts.use_counter import LazyUseCounter
 def split_layers(host: ExpertStore, device: torch.device, num_offloaded_layers: int):
     """The first MoE layers stay on the host; the others' experts are copied to the device once.
     -> (offloaded layer ids, device blocks of the resident layers)."""
+    if not host.is_complete:  # the loader plans the host tier for the mode: this is a caller's mistake
+        raise HostMemoryError("static offload copies whole layers from host memory: every expert must be held there")
     layers = list(host.blocks)
     offloaded = set(layers[:num_offloaded_layers])
     return offloaded, {layer: host.blocks[layer].to(device) for layer in layers if layer not in offloaded}

@@ -65,3 +65,11 @@ class Checkpoint:
                 f"{self.folder / shard}: tensor '{name}' has shape {list(tensor.shape)}, config.json implies {list(shape)}"
             )
         return tensor
+
+    def get_row(self, name: str, index: int) -> torch.Tensor:
+        """tensor[index] of a stacked tensor (one expert of a fused [E, ...] tensor), reading only its bytes."""
+        shard = self.weight_map[name]
+        try:
+            return self._open(shard).get_slice(name)[index]
+        except Exception as err:
+            raise ModelFormatError(f"{self.folder / shard}: cannot read row {index} of '{name}' ({err})") from None

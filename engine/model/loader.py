@@ -7,12 +7,14 @@ from pathlib import Path
 
 import torch
 
+from engine.alloc.host_tier import TierPlanner
 from engine.config import Progress
 from engine.experts.activation import SILU_GLU, ClampedSwiGlu
 from engine.experts.dense_layout import DenseLayout
 from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
+from engine.model.checkpoint_rows import CheckpointRows
 from engine.model.config_file import read_args
 from engine.model.deepseek_moe import fp32_parameter_names
 from engine.model.gpt_oss_experts import load_expert_biases, load_experts as load_gpt_oss_experts
@@ -64,12 +66,12 @@ def load_experts(store: ExpertStore, args: ModelArgs, ckpt: Checkpoint, names: M
         if fused:
             gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj"), (args.num_experts, 2 * I, D))
             down = ckpt.get(names.fused_weight(layer, "down_proj"), (args.num_experts, D, I))
-        for e in range(args.num_experts):
+        for row, e in enumerate(store.held(layer)):
             if fused:
-                layout.pack(blocks[e], gate_up[e, :I], gate_up[e, I:], down[e])
+                layout.pack(blocks[row], gate_up[e, :I], gate_up[e, I:], down[e])
             else:
                 layout.pack(
-                    blocks[e],
+                    blocks[row],
                     ckpt.get(names.expert_weight(layer, e, names.gate), (I, D)),
                     ckpt.get(names.expert_weight(layer, e, names.up), (I, D)),
                     ckpt.get(names.expert_weight(layer, e, names.down), (D, I)),
@@ -94,8 +96,10 @@ class LoadedWeights:
 
 
 def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: torch.device | None = None,
-                 pin_experts: bool = False, progress: Progress | None = None) -> LoadedWeights:
-    """Dense weights go to `device`; experts to `expert_device` (default: the same)."""
+                 pin_experts: bool = False, progress: Progress | None = None,
+                 plan_tier: TierPlanner | None = None) -> LoadedWeights:
+    """Dense weights go to `device`; experts to `expert_device` (default: the same). plan_tier(layers, experts,
+    row bytes) picks the rows held in memory; the others are read from the checkpoint on a miss."""
     args = read_args(folder)
     names = architecture(args.model_type).WEIGHT_NAMES
     torch_dtype = resolve_dtype(dtype, args, device)
@@ -111,6 +115,10 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
     else:
         layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, torch_dtype, expert_activation(args), biases)
         fill = load_gpt_oss_experts if args.model_type == "gpt_oss" else load_experts
-    store = ExpertStore(layout, moe_layers, args.num_experts, expert_device or device, pin=pin_experts)
+    # The host tier maps rows of per-expert checkpoint tensors; gpt-oss's fused expert tensors are held whole.
+    tier = plan_tier(moe_layers, args.num_experts, layout.expert_bytes) if plan_tier and fill is load_experts else None
+    store = ExpertStore(layout, moe_layers, args.num_experts, expert_device or device, pin=pin_experts, tier=tier)
     fill(store, args, ckpt, names, progress)
+    if not store.is_complete:
+        store.mapped = CheckpointRows(ckpt, names, args, layout)
     return LoadedWeights(args=args, model=model, store=store, dtype=torch_dtype)

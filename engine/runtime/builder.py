@@ -24,6 +24,7 @@ from engine.model.sizes import model_sizes
 from engine.model_path import DEMO_MODEL
 from engine.runtime.llm_engine import LLMEngine
 from engine.runtime.decode_graphs import DecodeGraphs
+from engine.runtime.host_tier_rule import host_tier_planner
 from engine.runtime.determinism import use_deterministic_kernels
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner
@@ -53,7 +54,8 @@ def build_engine(folder: Path, options: EngineOptions, progress: Progress | None
     on_host = options.experts != "resident"
     weights = load_weights(folder, device, str(dtype).replace("torch.", ""),
                            expert_device=torch.device("cpu") if on_host else device,
-                           pin_experts=on_host and device.type == "cuda", progress=progress)
+                           pin_experts=on_host and device.type == "cuda", progress=progress,
+                           plan_tier=host_tier_planner(options, device.type))
     return finish_engine(weights, tokenizer, options, sizes, plan_request, plan, device, folder)
 
 
@@ -98,7 +100,14 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len)
     runner = ModelRunner(weights.model, experts, cache, block_manager, device,
                          decode_path(options, weights.model, cache, device, max_model_len))
-    return LLMEngine(runner, scheduler, tokenizer, max_model_len, plan, replanner)
+    engine = LLMEngine(runner, scheduler, tokenizer, max_model_len, plan, replanner)
+    if is_on_host(weights.store):
+        engine.host_tier = weights.store.tier
+    return engine
+
+
+def is_on_host(store) -> bool:
+    return all(block.device.type == "cpu" for block in store.blocks.values())
 
 
 def decode_attention_kernel(options: EngineOptions, device: torch.device) -> str:

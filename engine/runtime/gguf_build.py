@@ -1,6 +1,6 @@
 """Load a GGUF MoE file for Wisp's own engine: the tokenizer and ModelArgs from its metadata, dense weights
 expanded to the compute dtype, and the routed experts kept in their block formats in (pinned) host memory or on
-the device, planned at their stored bytes."""
+the device, planned at their stored bytes; past the host budget, the rest stay memory-mapped in the file."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from engine.hardware import pick_device
 from engine.model.loader import LoadedWeights, expert_activation, resolve_dtype
 from engine.model.transformer import meta_model
 from engine.quant.dense import dequantize_dense
-from engine.quant.gguf_store import quant_store_from_gguf
+from engine.quant.gguf_store import num_experts_of, quant_layout_of, quant_store_from_gguf
+from engine.runtime.host_tier_rule import host_tier_planner
 from engine.tokenizer import Tokenizer
 
 
@@ -39,9 +40,12 @@ def load_gguf(path: Path, options: EngineOptions, progress: Progress | None):
     model.eval()
     on_host = options.experts != "resident"
     biases = expert_biases(model_file, dtype, device) if args.expert_bias else None
+    plan_tier = host_tier_planner(options, device.type)
+    layout = quant_layout_of(weights.experts, expert_activation(args), biases)
+    tier = plan_tier(list(weights.experts), num_experts_of(weights.experts), layout.expert_bytes)
     store = quant_store_from_gguf(weights.experts, torch.device("cpu") if on_host else device,
                                   pin=on_host and device.type == "cuda", progress=progress,
-                                  activation=expert_activation(args), biases=biases)
+                                  activation=expert_activation(args), biases=biases, tier=tier)
     loaded = LoadedWeights(args=args, model=model, store=store, dtype=dtype)
     return loaded, tokenizer, options, sizes, plan_request, plan, device
 

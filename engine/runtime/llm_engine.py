@@ -45,6 +45,7 @@ class LLMEngine:
         self.throughput = Throughput()
         self.controller = None  # OnlineController, attached for paged mode with a budget
         self.wsa_curve = None  # MV-WSA's predicted (expert share, tok/s) curve, refreshed at barriers
+        self.host_tier = None  # engine.alloc.host_tier.HostTier of experts kept in host memory (None: on the device)
 
     @property
     def memory(self) -> "LLMEngine":

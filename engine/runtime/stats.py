@@ -13,10 +13,14 @@ def collect_stats(core) -> EngineStats:
     pending = core.pending_budget[0] if core.pending_budget else None
     peak = torch.cuda.max_memory_allocated(core.device) if core.device.type == "cuda" else None
     core.throughput.prune()
+    tier = core.host_tier
     return EngineStats(
         plan=core.plan, expert_hits=counters.hits, expert_misses=counters.misses, expert_hit_rate=counters.hit_rate,
         h2d_bytes=counters.h2d_bytes, h2d_gb_per_s=counters.h2d_gb_per_s, decode_tok_s=core.throughput.decode_tok_s,
         kv_blocks_used=manager.num_used_blocks, kv_blocks_total=manager.num_blocks,
         running=len(core.scheduler.running), waiting=len(core.scheduler.waiting), pending_budget=pending,
         device_peak_bytes=peak, wsa_curve=core.wsa_curve,
+        host_pinned_bytes=tier.in_memory_bytes if tier else 0, host_mapped_bytes=tier.mapped_bytes if tier else 0,
+        page_cache_reads=counters.page_cache_reads, page_cache_bytes=counters.page_cache_bytes,
+        page_cache_gb_per_s=counters.page_cache_gb_per_s,
     )

@@ -40,6 +40,11 @@ class Stats:
     pending_budget: int | None = None
     device_peak_bytes: int | None = None
     wsa_curve: tuple | None = None
+    host_pinned_bytes: int = 0
+    host_mapped_bytes: int = 0
+    page_cache_reads: int = 0
+    page_cache_bytes: int = 0
+    page_cache_gb_per_s: float = 0.0
 
 
 class StandInEngine:
