@@ -110,6 +110,12 @@ def file_type(out_type: str) -> int:
 
 def write_metadata(writer, args: ModelArgs, arch: str, vocab: Vocab, name: str, out_type: str) -> None:
     """Hyperparameters under `{arch}.*` as llama.cpp reads them, then the tokenizer."""
+    write_hparams(writer, args, name, out_type)
+    write_vocab(writer, vocab)
+
+
+def write_hparams(writer, args: ModelArgs, name: str, out_type: str) -> None:
+    """The name, file type and hyperparameters under `{arch}.*` as llama.cpp reads them (no tokenizer)."""
     import gguf
 
     writer.add_name(name)
@@ -134,7 +140,6 @@ def write_metadata(writer, args: ModelArgs, arch: str, vocab: Vocab, name: str, 
         writer.add_expert_shared_feed_forward_length(args.shared_expert_intermediate_size)
     if args.clip_qkv:
         writer.add_clamp_kqv(args.clip_qkv)
-    write_vocab(writer, vocab)
 
 
 def write_vocab(writer, vocab: Vocab) -> None:
