@@ -8,7 +8,7 @@ besides the experts (its model, KV and compute buffers, as its verbose log print
 smallest N whose buffers, that base plus the expert bytes of layers N.. (read from the file), fit the budget, and
 is run and checked (N + 1 if it does not fit). This is the same account as Wisp's peak (torch's allocated bytes):
 neither counts the CUDA context; nvidia-smi's peak for the process is recorded beside it. Writes llama_cpp.json
-and llama_cpp.md (and each run's log) into DIR."""
+and llama_cpp.md (and each run's log, its load and buffer lines) into DIR."""
 
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 GiB, MiB = 2**30, 2**20
+KEPT = re.compile(r"buffer size|system_info|print_info|load_tensors|ggml_cuda_init|Device \d|offload|n_ctx|error",
+                  re.IGNORECASE)
 BUFFER = re.compile(r"(CUDA\d+) (model|KV|compute|RS) buffer size\s*=\s*([\d.]+) MiB")
 
 
@@ -96,7 +98,8 @@ def run_bench(args, n_cpu_moe: int, out: Path) -> dict:
     with MemoryPoll() as memory:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     log_path = out / f"llama_cpp-ncmoe{n_cpu_moe}.log"
-    log_path.write_text(" ".join(command) + "\n" + done.stderr[-200_000:])
+    kept = [line for line in done.stderr.splitlines() if KEPT.search(line)]  # -v also logs every graph node
+    log_path.write_text(" ".join(command) + "\n" + "\n".join(kept) + "\n")
     row = {"n_cpu_moe": n_cpu_moe, "command": " ".join(command), "returncode": done.returncode,
            "wall_s": time.perf_counter() - started, "buffers_mib": device_buffers(done.stderr),
            "smi_idle_mib": memory.idle, "smi_peak_mib": memory.peak}
@@ -146,7 +149,7 @@ def table(result: dict) -> str:
     lines = [f"llama-bench on {result['model']}: -ngl 99, -t {result['threads']}, -p {result['prompt']}, "
              f"-n {result['tokens']}, {result['reps']} repetitions (mean +- std)", "",
              "| budget GiB | --n-cpu-moe | expert layers on GPU | device buffers GiB | nvidia-smi peak GiB | "
-             "pp512 tok/s | tg tok/s |", "|---|---|---|---|---|---|---|"]
+             f"pp{result['prompt']} tok/s | tg{result['tokens']} tok/s |", "|---|---|---|---|---|---|---|"]
     rows = [("all on host", result["layers"])] + [(f"{b['budget_gib']:g}", b["n_cpu_moe"]) for b in result["budgets"]]
     for label, n in rows:
         row = by_n[n]

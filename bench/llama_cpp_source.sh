@@ -2,16 +2,15 @@
 # The llama.cpp source that llama-cpp-python 0.3.36 vendors, trimmed to what its CMake needs for llama-bench and
 # llama-quantize with the CPU and CUDA backends (other backends, docs, models, tests, examples and the other
 # tools removed; tools/CMakeLists.txt rewritten to add only those two), so it travels to the GPU machine:
-#   bash bench/llama_cpp_source.sh OUT_DIR        # OUT_DIR/llama.cpp, ~20 MB
-# The sdist comes from PyPI: pip download llama-cpp-python==0.3.36 --no-binary :all: --no-deps
-# (or SDIST=path/to/llama_cpp_python-0.3.36.tar.gz).
+#   bash bench/llama_cpp_source.sh OUT_DIR        # OUT_DIR/llama.cpp (22 MB) and OUT_DIR/llama.cpp.tar.xz (2.3 MB)
+# The sdist comes from PyPI (pip download; only its build backend comes as wheels), or SDIST=path/to/the.tar.gz.
 set -euo pipefail
 OUT=${1:?usage: bench/llama_cpp_source.sh OUT_DIR}
 VERSION=0.3.36
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [ -z "${SDIST:-}" ]; then
-    python -m pip download "llama-cpp-python==$VERSION" --no-binary :all: --no-deps --no-build-isolation -d "$work" -q
+    python -m pip download "llama-cpp-python==$VERSION" --no-binary llama-cpp-python --no-deps -d "$work" -q
     SDIST=$(ls "$work"/llama_cpp_python-$VERSION.tar.gz)
 fi
 tar xzf "$SDIST" -C "$work" "llama_cpp_python-$VERSION/vendor/llama.cpp"
@@ -34,4 +33,5 @@ for f in "$src"/ggml/src/*; do  # the core files, and of the backends only CPU a
     esac
 done
 cp -r "$src"/ggml/src/{ggml-cpu,ggml-cuda} "$dst/ggml/src/"
-du -sh "$dst"
+tar cJf "$OUT/llama.cpp.tar.xz" -C "$OUT" llama.cpp
+du -sh "$dst" "$OUT/llama.cpp.tar.xz"
