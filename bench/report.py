@@ -117,7 +117,8 @@ def caption(facts: dict, rows: list[dict]) -> str:
     first = rows[0] if rows else {"batch": "-", "prompt": "-"}
     commit = facts.get("git_commit") or "unknown"
     label = f", label: {facts['label']}" if facts.get("label") else ""
-    return (f"Trace-driven ({facts['trace']}), {facts['shape']} shape ({facts['layers']} layers, synthetic weights), "
+    weights = (f"the weights of {facts['gguf']}" if facts.get("gguf") else "synthetic weights")
+    return (f"Trace-driven ({facts['trace']}), {facts['shape']} shape ({facts['layers']} layers, {weights}), "
             f"{facts['gpu']}, torch {facts['torch']}, commit {commit}{label}, batch {first['batch']}, prompt "
             f"{first['prompt']} tokens, pinned copy loop {facts['copy_loop_gb_s']:.1f} GB/s at one-expert copies"
             + kernel_rates(facts) + ".")

@@ -307,6 +307,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                              "(its flags override the others; repeatable)")
     parser.add_argument("--quant", default=None, choices=["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "MXFP4_MOE"],
                         help="experts as a GGUF file of this type holds them (random valid blocks; dense stays bf16)")
+    parser.add_argument("--gguf", type=Path, default=None,
+                        help="run on this GGUF file's weights (its shape and expert types; --shape, --layers and "
+                             "--quant are not used), e.g. the file llama.cpp is measured on")
     parser.add_argument("--label", default="", help="free text stored in the JSON facts (e.g. what changed)")
     parser.add_argument("--out", type=Path, required=True)
     return parser.parse_args(argv)
@@ -317,6 +320,7 @@ def run_facts(args, model_args: ModelArgs, host: LoadedWeights, device, build_s:
     return {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
             "gpu": device_name(device), "torch": torch.__version__,
             "git_commit": git_commit(), "label": args.label, "build_s": build_s, "quant": args.quant,
+            "gguf": args.gguf.name if args.gguf else None,
             "num_moe_layers": model_args.num_moe_layers, "num_experts": model_args.num_experts,
             "expert_bytes": host.store.expert_bytes, "pinned": host.store.is_pinned,
             "copy_loop_gb_s": copy_loop_rate(host.store, device),
@@ -414,14 +418,25 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(argv) if argv is not None else sys.argv[1:]
     args = parse_args(argv)
     device = torch.device(args.device)
-    model_args = shape_of(args)
     started = time.perf_counter()
-    host = synthetic_weights(model_args, device, experts_on_host=True, quant=args.quant)
+    host = bench_weights(args, device)
+    model_args = host.args
     facts = run_facts(args, model_args, host, device, time.perf_counter() - started)
     print(json.dumps(facts), flush=True)
     for extra in [""] + args.also:  # each --also session reuses the built weights with its flags on top
         session = parse_args(argv + shlex.split(extra)) if extra else args
+        session.shape, session.quant = args.shape, args.quant  # the built weights' (a --gguf file's)
         run_session(session, host, device, {**facts, "trace": session.trace.name})
+
+
+def bench_weights(args, device: torch.device) -> LoadedWeights:
+    """The weights every arm runs on: a GGUF file's (--gguf) or synthetic ones of --shape (--quant)."""
+    if args.gguf is None:
+        return synthetic_weights(shape_of(args), device, experts_on_host=True, quant=args.quant)
+    from engine.bench.gguf_weights import gguf_bench_weights, gguf_file_type
+
+    args.shape, args.quant = args.gguf.stem, gguf_file_type(args.gguf)  # what the facts and file names say
+    return gguf_bench_weights(args.gguf, device)
 
 
 def run_session(args, host, device, facts: dict) -> None:

@@ -89,7 +89,7 @@ class TouchedCopyGraphed(GraphedExperts):
 
     def begin_step(self, tokens: int, top_k: int) -> None:
         owner = self.owner
-        if self.reader is None:
+        if self.reader is None and owner.offloaded:  # a plan that offloads no layer reads nothing from the host
             layers = sorted(owner.offloaded)
             self.reader = DeviceLRU(layers, owner.host.num_experts, dict.fromkeys(layers, 1),
                                     dict.fromkeys(layers, 0), owner.device)

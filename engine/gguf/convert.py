@@ -116,6 +116,12 @@ def file_type(out_type: str) -> int:
 
 def write_metadata(writer, args: ModelArgs, arch: str, vocab: Vocab, name: str, out_type: str) -> None:
     """Hyperparameters under `{arch}.*` as llama.cpp reads them, then the tokenizer."""
+    write_hparams(writer, args, arch, name, out_type)
+    write_vocab(writer, vocab)
+
+
+def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) -> None:
+    """The name, file type and hyperparameters under `{arch}.*` as llama.cpp reads them (no tokenizer)."""
     import gguf
 
     writer.add_name(name)
@@ -142,7 +148,6 @@ def write_metadata(writer, args: ModelArgs, arch: str, vocab: Vocab, name: str, 
         writer.add_clamp_kqv(args.clip_qkv)
     if arch == GPT_OSS:
         write_gpt_oss_metadata(writer, args)
-    write_vocab(writer, vocab)
 
 
 def write_vocab(writer, vocab: Vocab) -> None:

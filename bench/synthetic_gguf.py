@@ -1,0 +1,176 @@
+"""A Qwen3-30B-A3B-shaped GGUF file of random weights quantized by llama.cpp, so llama.cpp and Wisp run the same
+file (bench/results/2026-12-01-h200-h2h). The f16 file of the whole shape (61 GB) does not fit the GPU machine's
+disk beside its quantized copies, so a template of two full-width layers is quantized and the file assembled from it:
+
+    python bench/synthetic_gguf.py template T-f16.gguf                     # f16, every tensor at full size, 2 layers
+    llama-quantize T-f16.gguf T-Q4_K_M.gguf Q4_K_M 16                      # llama.cpp picks and makes every type
+    python bench/synthetic_gguf.py assemble T-Q4_K_M.gguf Q4_K_M.gguf --layers 48
+
+At two layers llama.cpp's use_more_bits rule gives layer 0 the plain types and layer 1 the richer ones (attn_v and
+ffn_down Q6_K at Q4_K_M). Each assembled layer copies the template layer whose ffn_down type that rule gives it at
+the assembled layer count (engine.quant.file_types), so the file's type mix is that of a 48-layer Q4_K_M file.
+Each layer's experts, and the router rows that select them, are permuted by that layer's own random permutation,
+so no two layers hold the same bytes in the same order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engine.gguf.convert import import_gguf, write_hparams  # noqa: E402
+from engine.gguf.param_names import gguf_name  # noqa: E402
+from engine.gguf.tensor_map import EXPERTS, gguf_architecture  # noqa: E402
+from engine.model.args import ModelArgs  # noqa: E402
+from engine.model.shapes import shape  # noqa: E402
+from engine.model.transformer import meta_model  # noqa: E402
+from engine.quant.file_types import expert_types  # noqa: E402
+
+WEIGHT_STD = 0.02  # as engine.bench.synthetic: activations stay finite through 48 random layers
+PERMUTED = {f"{name}.weight" for name in EXPERTS.values()} | {"ffn_gate_inp.weight"}  # [E, ...] tensors
+BYTE, CONTROL, NORMAL, UNKNOWN = 6, 3, 1, 2  # gguf TokenType values
+
+
+def template_tensors(args: ModelArgs) -> list[tuple[str, tuple[int, ...], bool]]:
+    """(GGUF name, numpy shape, stored f32) of every tensor of args, experts stacked [E, out, in] per layer."""
+    tensors = []
+    for param, value in meta_model(args).named_parameters():
+        f32 = value.dim() == 1 or param.endswith("mlp.gate.weight")  # norms and routers stay f32 (as llama.cpp)
+        tensors.append((gguf_name(param), tuple(value.shape), f32))
+    inter, hidden = args.moe_intermediate_size, args.hidden_size
+    for layer in range(args.num_hidden_layers):
+        for projection, shape_ in (("gate", (inter, hidden)), ("up", (inter, hidden)), ("down", (hidden, inter))):
+            tensors.append((f"blk.{layer}.{EXPERTS[projection]}.weight", (args.num_experts, *shape_), False))
+    return tensors
+
+
+def write_synthetic_vocab(writer, size: int) -> None:
+    """A SentencePiece ("llama") vocabulary of `size` tokens: <unk> <s> </s>, the 256 byte tokens, then filler.
+    Benchmarks feed token ids, so the strings only have to be distinct and loadable by llama.cpp and Wisp."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    tokens += [f"\u2581t{i}" for i in range(len(tokens), size)]
+    types = [UNKNOWN, CONTROL, CONTROL] + [BYTE] * 256 + [NORMAL] * (size - 259)
+    writer.add_tokenizer_model("llama")
+    writer.add_token_list(tokens[:size])
+    writer.add_token_scores([0.0] * size)
+    writer.add_token_types(types[:size])
+    writer.add_unk_token_id(0)
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_add_bos_token(False)
+
+
+def write_template(out: Path, args: ModelArgs, seed: int = 0, device: str = "cpu") -> Path:
+    """An f16 GGUF of args (norms = 1, routers and norms f32, the rest N(0, WEIGHT_STD)), written tensor by tensor;
+    the values are drawn on `device` (cuda: a 2.5 GB template in seconds)."""
+    gguf = import_gguf()
+    writer = gguf.GGUFWriter(out, gguf_architecture(args))
+    write_hparams(writer, args, gguf_architecture(args), f"synthetic {args.model_type}", "f16")
+    write_synthetic_vocab(writer, args.vocab_size)
+    tensors = template_tensors(args)
+    for name, shape_, f32 in tensors:
+        dtype = np.dtype(np.float32 if f32 else np.float16)
+        writer.add_tensor_info(name, shape_, dtype, int(np.prod(shape_)) * dtype.itemsize)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    generator = torch.Generator(device=device).manual_seed(seed)
+    for name, shape_, f32 in tensors:
+        if "norm" in name:
+            value = torch.ones(shape_, device=device)
+        else:
+            value = torch.randn(shape_, generator=generator, device=device).mul_(WEIGHT_STD)
+        writer.write_tensor_data(value.to(torch.float32 if f32 else torch.float16).cpu().numpy())
+    writer.close()
+    return out
+
+
+def layer_sources(reader, arch: str, file_type: str, layers: int) -> dict[int, int]:
+    """{assembled layer: template layer} by the ffn_down type llama.cpp's rule gives each assembled layer."""
+    from gguf import GGMLQuantizationType
+
+    template_layers = int(reader.fields[f"{arch}.block_count"].contents())
+    by_type: dict[str, int] = {}
+    for layer in range(template_layers):
+        tensor = next(t for t in reader.tensors if t.name == f"blk.{layer}.ffn_down_exps.weight")
+        by_type.setdefault(GGMLQuantizationType(tensor.tensor_type).name, layer)
+    wanted = expert_types(file_type, list(range(layers)), layers)
+    missing = {types[2] for types in wanted.values()} - set(by_type)
+    if missing:
+        raise ValueError(f"the template has no layer whose ffn_down is {', '.join(sorted(missing))} "
+                         f"(it has {', '.join(sorted(by_type))}): quantize a template of 2 layers")
+    return {layer: by_type[types[2]] for layer, types in wanted.items()}
+
+
+def file_type_name(reader) -> str:
+    """general.file_type as engine.quant.file_types names it (15 -> "Q4_K_M")."""
+    from gguf import LlamaFileType
+
+    return LlamaFileType(int(reader.fields["general.file_type"].contents())).name.removeprefix("MOSTLY_")
+
+
+def assemble(template: Path, out: Path, layers: int, seed: int = 0) -> dict[int, int]:
+    """Write `out`: the template's metadata with block_count = layers, its global tensors, and each layer copied
+    from its source template layer with experts (and router rows) permuted. Returns {layer: template layer}."""
+    gguf = import_gguf()
+    reader = gguf.GGUFReader(template)
+    arch = reader.fields["general.architecture"].contents()
+    sources = layer_sources(reader, arch, file_type_name(reader), layers)
+    writer = gguf.GGUFWriter(out, arch)
+    for name, field in reader.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        value = layers if name == f"{arch}.block_count" else field.contents()
+        sub_type = field.types[1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(name, value, field.types[0], sub_type)
+    plan = [(t.name, t) for t in reader.tensors if not t.name.startswith("blk.")]
+    for layer, source in sources.items():
+        prefix = f"blk.{source}."
+        plan += [(f"blk.{layer}.{t.name[len(prefix):]}", t) for t in reader.tensors if t.name.startswith(prefix)]
+    for name, tensor in plan:
+        writer.add_tensor_info(name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes,
+                               raw_dtype=gguf.GGMLQuantizationType(tensor.tensor_type))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    rng = np.random.default_rng(seed)
+    perms = {layer: rng.permutation(int(reader.fields[f"{arch}.expert_count"].contents())) for layer in sources}
+    for name, tensor in plan:
+        layer, suffix = (int(name.split(".")[1]), name.split(".", 2)[2]) if name.startswith("blk.") else (None, "")
+        data = np.take(tensor.data, perms[layer], axis=0) if suffix in PERMUTED else tensor.data
+        writer.write_tensor_data(np.ascontiguousarray(data))
+    writer.close()
+    return sources
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    template = commands.add_parser("template", help="an f16 template of the shape at full width")
+    template.add_argument("out", type=Path)
+    template.add_argument("--shape", default="qwen3-30b-a3b")
+    template.add_argument("--layers", type=int, default=2)
+    template.add_argument("--seed", type=int, default=0)
+    template.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    build = commands.add_parser("assemble", help="a file of --layers layers from a quantized template")
+    build.add_argument("template", type=Path)
+    build.add_argument("out", type=Path)
+    build.add_argument("--layers", type=int, default=48)
+    build.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.command == "template":
+        model_args = replace(shape(args.shape, args.layers), torch_dtype="float16")
+        print(f"wrote {write_template(args.out, model_args, args.seed, args.device)}")
+    else:
+        sources = assemble(args.template, args.out, args.layers, args.seed)
+        print(f"wrote {args.out}: {args.out.stat().st_size / 2**30:.2f} GiB, layer <- template layer {sources}")
+
+
+if __name__ == "__main__":
+    main()
