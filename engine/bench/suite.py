@@ -435,8 +435,14 @@ def bench_weights(args, device: torch.device) -> LoadedWeights:
         return synthetic_weights(shape_of(args), device, experts_on_host=True, quant=args.quant)
     from engine.bench.gguf_weights import gguf_bench_weights, gguf_file_type
 
-    args.shape, args.quant = args.gguf.stem, gguf_file_type(args.gguf)  # what the facts and file names say
-    return gguf_bench_weights(args.gguf, device)
+    from engine.errors import WispError
+
+    try:
+        args.shape, args.quant = args.gguf.stem, gguf_file_type(args.gguf)  # what the facts and file names say
+        return gguf_bench_weights(args.gguf, device)
+    except WispError as error:  # a file Wisp cannot read or run: one line, as the other commands say it
+        print(f"wisp bench: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def run_session(args, host, device, facts: dict) -> None:

@@ -91,3 +91,12 @@ def test_wisp_bench_runs_every_arm_on_the_gguf_file(files, tmp_path):
     assert set(rows) == {"resident", "wisp", "static-uva"} and not [r for r in rows.values() if "error" in r]
     assert rows["wisp"]["misses"] > 0 and rows["resident"]["misses"] == 0
     assert rows["wisp"]["tokens"] == rows["resident"]["tokens"] == rows["static-uva"]["tokens"]
+
+
+def test_a_gguf_file_it_cannot_open_is_one_line_and_status_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", "--gguf", str(tmp_path / "missing.gguf"), "--trace", "resources/traces/qwen3-twin_chat.npz",
+              "--device", "cpu", "--out", str(tmp_path)])
+    assert exit_info.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"wisp bench: {tmp_path / 'missing.gguf'}: cannot open it")
