@@ -43,7 +43,9 @@ def outputs(folder, **options) -> list[tuple]:
 def transformers_greedy(folder, ids: list[int], dtype) -> list[int]:
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).cuda().eval()
+    # transformers' op-for-op paths: no hub attention kernels, no grouped_mm (its CUDA kernels are bf16-first)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, attn_implementation="eager",
+                                                 experts_implementation="eager").cuda().eval()
     with torch.inference_mode():
         out = model.generate(torch.tensor([ids], device="cuda"), max_new_tokens=32, min_new_tokens=32,
                              do_sample=False, eos_token_id=None, pad_token_id=0)
@@ -67,7 +69,7 @@ def test_expert_modes_bitwise_with_graphs_on_cuda(model_dir):
     folder = model_dir(torch.bfloat16)
     reference = outputs(folder, experts="resident")
     for options in (dict(experts="static"), dict(experts="paged", expert_slots=2),
-                    dict(experts="paged", expert_slots=3), dict(experts="paged", expert_slots=8)):
+                    dict(experts="paged", expert_slots=3)):
         assert outputs(folder, **options) == reference, options
 
 
