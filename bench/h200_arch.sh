@@ -8,6 +8,7 @@
 # - GLM-4.5-Air: its first 8 layers (dense layer 0 + 7 MoE layers, 28.9 GiB of experts): the whole model is
 #   199 GB in bf16, more than the host's 128 GiB. 12 GiB gives 24 of 128 slots per layer, what the whole
 #   model gets at ~48 GiB.
+# MXFP4=1 adds gpt-oss-20b with its experts MXFP4, as published, at 8 GiB (wisp bench --quant MXFP4_MOE).
 # Out: OUT_DIR/arch.tgz (the JSONs and plots), results.md and one log per shape (the device returns 8 files).
 set -u
 OUT=${1:?usage: bench/h200_arch.sh OUT_DIR}
@@ -25,6 +26,10 @@ bench() {  # bench NAME ARGS...: one `wisp bench` process, its log to OUT/NAME.l
 
 bench gpt-oss --shape gpt-oss-20b --trace resources/traces/gpt-oss-assumed_chat-carry42.npz --budgets 12
 bench glm --shape glm-4.5-air --layers 8 --trace resources/traces/glm45air-assumed_chat-carry30.npz --budgets 12
+if [ "${MXFP4:-0}" = 1 ]; then  # gpt-oss-20b as published (MXFP4 experts, ~1 min more): needs --quant MXFP4_MOE
+    bench gpt-oss-mxfp4 --shape gpt-oss-20b --quant MXFP4_MOE \
+        --trace resources/traces/gpt-oss-assumed_chat-carry42.npz --budgets 8
+fi
 python -m bench.report "$OUT"/arch/*.json --out "$OUT/arch" > /dev/null 2>&1
 cp "$OUT/arch/results.md" "$OUT/results.md" 2>/dev/null && cat "$OUT/results.md"
 tar czf "$OUT/arch.tgz" -C "$OUT" arch && rm -rf "$OUT/arch"
