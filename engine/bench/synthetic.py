@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import torch
 
+from engine.experts.activation import ExpertBias
 from engine.experts.dense_layout import DenseLayout
 from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
-from engine.model.loader import DTYPES, LoadedWeights
+from engine.model.loader import DTYPES, LoadedWeights, expert_activation
 from engine.model.transformer import MoeTransformer, meta_model
 
 WEIGHT_STD = 0.02
@@ -31,8 +32,9 @@ def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, s
 
 def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, host: bool, seed: int = 1) -> ExpertStore:
     """Experts generated layer by layer on `gpu`, kept there (host=False) or copied into pinned host memory."""
-    layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, dtype)
     moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
+    biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.expert_bias else None
+    layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, dtype, expert_activation(args), biases)
     store = ExpertStore(layout, moe_layers, args.num_experts, "cpu" if host else gpu, pin=host)
     generator = torch.Generator(device=gpu).manual_seed(seed)
     for layer in moe_layers:
@@ -41,6 +43,17 @@ def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, ho
     if gpu.type == "cuda":
         torch.cuda.synchronize(gpu)
     return store
+
+
+def synthetic_biases(args: ModelArgs, moe_layers: list[int], dtype, gpu: torch.device) -> dict[int, ExpertBias]:
+    """Expert biases (gpt_oss), resident on the compute device as the loader keeps them."""
+    generator = torch.Generator(device=gpu).manual_seed(2)
+    E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+
+    def random(*shape):
+        return torch.randn(shape, generator=generator, dtype=dtype, device=gpu) * WEIGHT_STD
+
+    return {layer: ExpertBias(gate_up=random(E, 2 * I), down=random(E, D)) for layer in moe_layers}
 
 
 def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
@@ -53,13 +66,13 @@ def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
     if quant is None:
         store = synthetic_experts(args, dtype, gpu, host=host)
     else:
-        from engine.model.loader import expert_activation
         from engine.quant.file_types import expert_types
         from engine.quant.synthetic import synthetic_quant_experts
 
         moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
+        biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.expert_bias else None
         store = synthetic_quant_experts(args, expert_types(quant, moe_layers, args.num_hidden_layers), gpu, host,
-                                        activation=expert_activation(args))
+                                        activation=expert_activation(args), biases=biases)
     return LoadedWeights(args=args, model=model, store=store, dtype=dtype)
 
 

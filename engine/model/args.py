@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.errors import ModelFormatError, UnsupportedModelError
-from engine.model.rope_scaling import Yarn, parse_yarn
+from engine.model.yarn_config import Yarn, parse_yarn
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,8 @@ class ModelArgs:
         return None
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
+        """K and V of every layer. Sliding-window layers count in full too: every layer's pool shares one block
+        table, so a sliding layer keeps (and is planned for) positions its window no longer reads."""
         return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
 
 

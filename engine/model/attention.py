@@ -132,7 +132,10 @@ class Attention(nn.Module):
                 out[rows] = decode_attention(q[rows], cache.k[self.layer], cache.v[self.layer], index, lengths,
                                              self.head_dim**-0.5, self.window, self.sinks)
                 continue
-            out[rows] = self.attend(q[rows], cache.k[self.layer][span.kv_slots], cache.v[self.layer][span.kv_slots])
+            slots = span.kv_slots
+            if self.window is not None:  # a sliding layer gathers only the keys its window reaches
+                slots = slots[max(0, slots.numel() - span.q_len - self.window + 1) :]
+            out[rows] = self.attend(q[rows], cache.k[self.layer][slots], cache.v[self.layer][slots])
         return self.o_proj(out.view(x.shape[0], -1))
 
     def forward_padded(self, x, rope, meta: PaddedDecodeMetadata, cache: KVCache) -> torch.Tensor:

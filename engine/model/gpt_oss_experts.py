@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from engine.config import Progress
+from engine.errors import UnsupportedModelError
 from engine.experts.activation import ExpertBias
 from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
@@ -20,10 +21,28 @@ def halves(interleaved: torch.Tensor) -> torch.Tensor:
     return torch.cat([interleaved[..., 0::2], interleaved[..., 1::2]], dim=-1)
 
 
+def pack_layer(layout, blocks: torch.Tensor, gate_up: torch.Tensor, down: torch.Tensor) -> None:
+    """gate_up [E, D, 2I] (interleaved), down [E, I, D] -> blocks [E, numel] of a DenseLayout."""
+    for e in range(blocks.shape[0]):
+        layout.pack(blocks[e], gate_up[e, :, 0::2].t(), gate_up[e, :, 1::2].t(), down[e].t())
+
+
+def refuse_mxfp4(ckpt: Checkpoint, names: MoeWeightNames, layer: int) -> None:
+    """A folder whose experts are MXFP4 blocks (gate_up_proj_blocks / _scales) while config.json does not say so
+    (quantization_config): the MXFP4 path (engine.quant.mxfp4_checkpoint) reads only folders that do."""
+    if not ckpt.has(names.fused_weight(layer, "gate_up_proj")) and ckpt.has(
+            names.fused_weight(layer, "gate_up_proj_blocks")):
+        raise UnsupportedModelError(f"{ckpt.folder}: gpt-oss experts in MXFP4 blocks, but config.json has no "
+                                    "quantization_config with quant_method mxfp4; restore it, or use the "
+                                    "checkpoint's bf16 form")
+
+
 def load_expert_biases(ckpt: Checkpoint, args: ModelArgs, names: MoeWeightNames, moe_layers: list[int],
                        dtype: torch.dtype, device) -> dict[int, ExpertBias]:
     """{layer: ExpertBias} on the compute device, in the compute dtype."""
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+    if not args.expert_quant:
+        refuse_mxfp4(ckpt, names, moe_layers[0])  # before the experts' host memory is sized for bf16
     biases = {}
     for layer in moe_layers:
         gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj_bias"), (E, 2 * I))
@@ -40,7 +59,6 @@ def load_experts(store: ExpertStore, args: ModelArgs, ckpt: Checkpoint, names: M
     for done, (layer, blocks) in enumerate(store.blocks.items()):
         gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj"), (E, D, 2 * I))
         down = ckpt.get(names.fused_weight(layer, "down_proj"), (E, I, D))
-        for e in range(E):
-            store.layout.pack(blocks[e], gate_up[e, :, 0::2].t(), gate_up[e, :, 1::2].t(), down[e].t())
+        pack_layer(store.layout, blocks, gate_up, down)
         if progress:
             progress((done + 1) / len(store.blocks), f"experts of layer {layer}")

@@ -14,7 +14,17 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-MAX_SCORE_ELEMENTS = 1 << 24  # one prefill chunk's [H, q, L] scores: 64 MiB in fp32
+MAX_SCORE_ELEMENTS = 1 << 22  # one prefill chunk's [H, c, n] scores: 16 MiB in fp32, inside the plan's workspace
+
+
+def query_rows(heads: int, kv_len: int, window: int | None) -> int:
+    """Query rows per prefill chunk: a chunk of c rows reads up to kv_len keys, or c + window - 1 in a sliding
+    layer, and its scores stay within MAX_SCORE_ELEMENTS."""
+    rows = max(1, MAX_SCORE_ELEMENTS // (heads * kv_len))
+    if window is not None:
+        while 2 * rows <= kv_len and heads * 2 * rows * (2 * rows + window - 1) <= MAX_SCORE_ELEMENTS:
+            rows *= 2
+    return rows
 
 
 def softmax_with_sinks(scores: torch.Tensor, allowed: torch.Tensor, sinks: torch.Tensor | None) -> torch.Tensor:
@@ -31,36 +41,39 @@ def softmax_with_sinks(scores: torch.Tensor, allowed: torch.Tensor, sinks: torch
 def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, sinks: torch.Tensor | None,
                     window: int | None) -> torch.Tensor:
     """q [q, H, hd]: the last q positions of a context whose keys/values are k, v [L, KVH, hd]. -> [q, H, hd]"""
-    q_len, heads = q.shape[0], q.shape[1]
-    kv_len, groups = k.shape[0], heads // k.shape[1]
+    q_len, heads, head_dim = q.shape
+    kv_len, kv_heads = k.shape[0], k.shape[1]
     offset = kv_len - q_len  # position of query row 0
-    rows = max(1, MAX_SCORE_ELEMENTS // (heads * kv_len))
+    rows = query_rows(heads, kv_len, window)
     out = torch.empty_like(q)
     for start in range(0, q_len, rows):
         stop = min(q_len, start + rows)
         first_key = 0 if window is None else max(0, offset + start - window + 1)
-        keys = k[first_key : offset + stop].transpose(0, 1).repeat_interleave(groups, dim=0)  # [H, n, hd]
-        values = v[first_key : offset + stop].transpose(0, 1).repeat_interleave(groups, dim=0)
+        keys = k[first_key : offset + stop].transpose(0, 1)  # [KVH, n, hd]
+        values = v[first_key : offset + stop].transpose(0, 1)
         query_pos = torch.arange(offset + start, offset + stop, device=q.device)[:, None]  # [c, 1]
         key_pos = torch.arange(first_key, offset + stop, device=q.device)[None, :]  # [1, n]
         allowed = key_pos <= query_pos
         if window is not None:
             allowed = allowed & (key_pos > query_pos - window)
-        scores = torch.matmul(q[start:stop].transpose(0, 1), keys.transpose(1, 2)) * scale  # [H, c, n]
-        probs = softmax_with_sinks(scores, allowed, sinks).to(values.dtype)
-        out[start:stop] = torch.matmul(probs, values).transpose(0, 1)  # [c, H, hd]
+        c, n = stop - start, keys.shape[1]
+        grouped = q[start:stop].transpose(0, 1).reshape(kv_heads, -1, head_dim)  # [KVH, G*c, hd]: no K/V copies
+        scores = (torch.matmul(grouped, keys.transpose(1, 2)) * scale).view(heads, c, n)  # [H, c, n]
+        probs = softmax_with_sinks(scores, allowed, sinks).to(values.dtype).view(kv_heads, -1, n)  # [KVH, G*c, n]
+        out[start:stop] = torch.matmul(probs, values).view(heads, c, head_dim).transpose(0, 1)  # [c, H, hd]
     return out
 
 
 def padded_eager_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, lengths: torch.Tensor,
                            scale: float, sinks: torch.Tensor | None, window: int | None) -> torch.Tensor:
     """Decode with static shapes: q [B, H, hd]; keys, values [B, KVH, L, hd] padded past lengths [B]. -> [B, H, hd]"""
-    groups = q.shape[1] // keys.shape[1]
-    keys, values = keys.repeat_interleave(groups, dim=1), values.repeat_interleave(groups, dim=1)  # [B, H, L, hd]
-    positions = torch.arange(keys.shape[2], device=q.device)[None, :]  # [1, L]
+    B, heads, head_dim = q.shape
+    kv_heads, L = keys.shape[1], keys.shape[2]
+    positions = torch.arange(L, device=q.device)[None, :]  # [1, L]
     allowed = positions < lengths[:, None]
     if window is not None:
         allowed = allowed & (positions >= lengths[:, None] - window)
-    scores = torch.matmul(q[:, :, None, :], keys.transpose(2, 3)) * scale  # [B, H, 1, L]
+    grouped = q.view(B, kv_heads, -1, head_dim)  # [B, KVH, G, hd]: the query heads of each KV head, no K/V copies
+    scores = (torch.matmul(grouped, keys.transpose(2, 3)) * scale).view(B, heads, 1, L)
     probs = softmax_with_sinks(scores, allowed[:, None, None, :], sinks).to(values.dtype)
-    return torch.matmul(probs, values)[:, :, 0]  # [B, H, hd]
+    return torch.matmul(probs.view(B, kv_heads, -1, L), values).view(B, heads, head_dim)

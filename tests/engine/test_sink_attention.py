@@ -79,8 +79,18 @@ def test_chunked_prefill_matches_transformers(window, monkeypatch):
     sinks = torch.randn(H, generator=generator)
     reference = transformers_attention(q, k, v, sinks, window)
     whole = eager_attention(q, k, v, D**-0.5, sinks, window)
-    monkeypatch.setattr(sink_attention, "MAX_SCORE_ELEMENTS", 3 * H * 27)  # 3 query rows per chunk
+    monkeypatch.setattr(sink_attention, "MAX_SCORE_ELEMENTS", 3 * H * 27)  # a few query rows per chunk
+    assert 1 < sink_attention.query_rows(H, 27, window) < 20
     chunked = eager_attention(q, k, v, D**-0.5, sinks, window)
     torch.testing.assert_close(whole, reference, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(chunked, reference, atol=1e-5, rtol=1e-5)
-    assert MAX_SCORE_ELEMENTS >= 1 << 20
+
+
+def test_prefill_chunks_stay_within_the_score_limit():
+    from engine.model.sink_attention import query_rows
+
+    for heads, kv_len, window in [(64, 4096, None), (64, 4096, 128), (64, 100, 128), (4, 10, None), (64, 10**6, None)]:
+        rows = query_rows(heads, kv_len, window)
+        keys = kv_len if window is None else min(kv_len, rows + window - 1)
+        assert rows >= 1 and (rows == 1 or heads * rows * keys <= MAX_SCORE_ELEMENTS)
+    assert query_rows(64, 4096, 128) > 4 * query_rows(64, 4096, None)  # sliding layers take longer chunks

@@ -11,7 +11,7 @@ from engine.gguf.weights import load_gguf_weights
 from engine.model.checkpoint import Checkpoint
 from engine.model.loader import hf_name, read_args
 from engine.model.registry import architecture
-from tests.tiny_models import MODEL_TYPES
+from tests.tiny_models import GGUF_MODEL_TYPES
 
 
 def hf_experts(folder, args, layer: int, projection: str) -> torch.Tensor:
@@ -21,8 +21,7 @@ def hf_experts(folder, args, layer: int, projection: str) -> torch.Tensor:
     return torch.stack([ckpt.get(names.expert_weight(layer, e, hf)) for e in range(args.num_experts)])
 
 
-# gpt_oss: its files hold llama.cpp's SwiGLU constants and YaRN, not the checkpoint's (tests/gguf/test_gpt_oss_gguf)
-@pytest.mark.parametrize("model_type", [m for m in MODEL_TYPES if m != "gpt_oss"])
+@pytest.mark.parametrize("model_type", GGUF_MODEL_TYPES)
 def test_args_and_weights_of_an_f32_file_equal_the_checkpoint(model_type, gguf_files):
     folder = gguf_files.folder(model_type)
     weights = load_gguf_weights(gguf_files.converted(model_type, "f32"), torch.float32)
