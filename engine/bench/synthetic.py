@@ -68,13 +68,13 @@ def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
     if quant is None:
         store = synthetic_experts(args, dtype, gpu, host=host)
     else:
-        from engine.model.loader import expert_activation
         from engine.quant.file_types import expert_types
         from engine.quant.synthetic import synthetic_quant_experts
 
         moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
+        biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.expert_bias else None
         store = synthetic_quant_experts(args, expert_types(quant, moe_layers, args.num_hidden_layers), gpu, host,
-                                        activation=expert_activation(args))
+                                        activation=expert_activation(args), biases=biases)
     return LoadedWeights(args=args, model=model, store=store, dtype=dtype)
 
 

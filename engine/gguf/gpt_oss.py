@@ -15,7 +15,7 @@ import torch
 
 from engine.errors import ModelFormatError
 from engine.experts.activation import ExpertBias
-from engine.model.rope_scaling import Yarn, yarn_mscale
+from engine.model.yarn_config import Yarn, yarn_mscale
 
 ARCH = "gpt-oss"
 MODEL_TYPE = "gpt_oss"

@@ -28,11 +28,12 @@ def pack_layer(layout, blocks: torch.Tensor, gate_up: torch.Tensor, down: torch.
 
 
 def refuse_mxfp4(ckpt: Checkpoint, names: MoeWeightNames, layer: int) -> None:
-    """The published gpt-oss folders hold MXFP4 experts (gate_up_proj_blocks / _scales); this loader reads the
-    bf16 form (gate_up_proj)."""
+    """A folder whose experts are MXFP4 blocks (gate_up_proj_blocks / _scales) while config.json does not say so
+    (quantization_config): the MXFP4 path (engine.quant.mxfp4_checkpoint) reads only folders that do."""
     if not ckpt.has(names.fused_weight(layer, "gate_up_proj")) and ckpt.has(
             names.fused_weight(layer, "gate_up_proj_blocks")):
-        raise UnsupportedModelError(f"{ckpt.folder}: gpt-oss experts in MXFP4 are not supported yet; use the "
+        raise UnsupportedModelError(f"{ckpt.folder}: gpt-oss experts in MXFP4 blocks, but config.json has no "
+                                    "quantization_config with quant_method mxfp4; restore it, or use the "
                                     "checkpoint's bf16 form")
 
 
@@ -40,7 +41,8 @@ def load_expert_biases(ckpt: Checkpoint, args: ModelArgs, names: MoeWeightNames,
                        dtype: torch.dtype, device) -> dict[int, ExpertBias]:
     """{layer: ExpertBias} on the compute device, in the compute dtype."""
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
-    refuse_mxfp4(ckpt, names, moe_layers[0])  # before the experts' host memory is sized for bf16
+    if not args.expert_quant:
+        refuse_mxfp4(ckpt, names, moe_layers[0])  # before the experts' host memory is sized for bf16
     biases = {}
     for layer in moe_layers:
         gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj_bias"), (E, 2 * I))

@@ -36,11 +36,11 @@ def random_blocks(spec: QuantLinearSpec, count: int, generator: torch.Generator,
 
 
 def synthetic_quant_experts(args, types_by_layer: dict[int, tuple], gpu: torch.device, host: bool,
-                            seed: int = 1, activation=SILU_GLU) -> ExpertStore:
+                            seed: int = 1, activation=SILU_GLU, biases: dict | None = None) -> ExpertStore:
     """Every MoE layer of args (engine.model.args.ModelArgs) with types_by_layer[layer] = (gate, up, down) types,
-    generated layer by layer on `gpu` and kept there (host=False) or copied into pinned host memory; activation:
-    the experts' (engine.experts.activation)."""
-    layout = QuantLayout(args.hidden_size, args.moe_intermediate_size, types_by_layer, activation)
+    generated layer by layer on `gpu` and kept there (host=False) or copied into pinned host memory; activation
+    and biases ({layer: ExpertBias}, resident): the experts' (engine.experts.activation)."""
+    layout = QuantLayout(args.hidden_size, args.moe_intermediate_size, types_by_layer, activation, biases)
     store = ExpertStore(layout, list(types_by_layer), args.num_experts, "cpu" if host else gpu,
                         pin=host and gpu.type == "cuda")
     generator = torch.Generator(device=gpu).manual_seed(seed)

@@ -44,7 +44,7 @@ def greedy_tokens(model: str, max_tokens: int = 16) -> tuple[int, ...]:
         return engine.generate(request).token_ids
 
 
-@pytest.mark.parametrize("model_type", GGUF_MODEL_TYPES)
+@pytest.mark.parametrize("model_type", [*GGUF_MODEL_TYPES, "gpt_oss"])
 def test_every_model_type_converts_and_generates_the_same_tokens(model_type, tmp_path):
     folder = write_tiny(tmp_path / model_type, model_type)
     gguf_path = convert(folder, tmp_path / f"{model_type}.gguf", "f32").path
