@@ -167,3 +167,22 @@ def test_a_bf16_models_router_routes_as_transformers_fp32_router(tiny_model_dir)
         ids, weights, _ = ours.route(x, MoeContext(experts=None))
         _, reference_weights, reference_ids = reference(x)
     assert torch.equal(ids, reference_ids) and torch.equal(weights, reference_weights)
+
+
+def test_a_recorded_trace_holds_the_routing_wisp_runs(tiny_model_dir, tmp_path, capsys):
+    """`wisp trace record` reads the routers' own choice (biased, grouped top-k) for the MoE layers only."""
+    from engine.traces import format as trace_format
+
+    folder = tiny_model_dir("glm4_moe")
+    (tmp_path / "prompts.json").write_text(json.dumps([PROMPTS[0]]))
+    assert main(["trace", "record", str(folder), "--prompts", str(tmp_path / "prompts.json"), "--out",
+                 str(tmp_path / "t.npz"), "--max-tokens", "6"]) == 0
+    trace = trace_format.load(tmp_path / "t.npz")
+    assert trace.header.num_layers == 2 and trace.num_tokens.tolist()[1:] == [1] * 5
+    routed = {1: [], 2: []}
+    with Engine(EngineOptions(model=str(folder), device="cpu")) as engine:
+        engine._core.runner.routing_observer = lambda layer, ids: routed[layer].append(ids)
+        engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SamplingParams(max_tokens=6, ignore_eos=True)))
+    for column, layer in enumerate((1, 2)):
+        ours = torch.cat(routed[layer])[: trace.expert_ids.shape[0]].sort(dim=-1).values
+        assert ours.tolist() == torch.from_numpy(trace.expert_ids[:, column].astype("int64")).sort(dim=-1).values.tolist()
