@@ -10,7 +10,7 @@
 #   model gets at ~48 GiB.
 # MXFP4=1 adds gpt-oss-20b with its experts MXFP4, as published, at 8 GiB (wisp bench --quant MXFP4_MOE).
 # Out: OUT_DIR/arch.tgz (the JSONs and plots), results.md and one log per shape (the device returns 8 files).
-set -u
+set -u  # RUNS=N (default 2) and BENCH_TIMEOUT=S (default 170) per shape fit a shorter call
 OUT=${1:?usage: bench/h200_arch.sh OUT_DIR}
 mkdir -p "$OUT/arch"
 export PYTHONUNBUFFERED=1
@@ -19,8 +19,8 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/gpu.l
 bench() {  # bench NAME ARGS...: one `wisp bench` process, its log to OUT/NAME.log
     local name=$1
     shift
-    timeout 170 python -m engine.bench.suite "$@" --arms resident,wisp,static-uva --prompt 512 --tokens 32 \
-        --runs 2 --label "trace-driven, assumed locality" --out "$OUT/arch" 2>&1 | cut -c1-400 > "$OUT/$name.log"
+    timeout "${BENCH_TIMEOUT:-170}" python -m engine.bench.suite "$@" --arms resident,wisp,static-uva --prompt 512 --tokens 32 \
+        --runs "${RUNS:-2}" --label "trace-driven, assumed locality" --out "$OUT/arch" 2>&1 | cut -c1-400 > "$OUT/$name.log"
     tail -5 "$OUT/$name.log"
 }
 
