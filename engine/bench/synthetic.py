@@ -79,17 +79,12 @@ def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
 
 
 class IdOnlyTokenizer:
-    """Benchmarks feed token ids and never read text: a tokenizer that emits no text and has no EOS."""
+    """Benchmarks feed token ids and never read text: a tokenizer that decodes to no text and has no EOS (an
+    engine.detokenizer.Decoder, so the engine's text stream runs as for a real tokenizer)."""
 
     eos_token_ids = frozenset()
+    special_token_ids = frozenset()
     has_chat_template = False
 
-    class _Silent:
-        def push(self, token_id: int) -> str:
-            return ""
-
-        def flush(self) -> str:
-            return ""
-
-    def detokenizer(self):
-        return self._Silent()
+    def decode(self, ids, skip_special_tokens: bool = True) -> str:
+        return ""
