@@ -118,6 +118,6 @@ def latent_decode(q_rows: torch.Tensor, pool: torch.Tensor, kv_index: torch.Tens
         BG=BG, R=rank, BR=BR, P=rope_dim, BP=max(triton.next_power_of_2(rope_dim), 16), BN=BLOCK_N, CHUNK=CHUNK,
         IEEE=q_rows.dtype == torch.float32, num_warps=8)
     combine = _decode_kernels()[1]  # head blocks stand where KV heads stand there
-    combine[(B, head_blocks)](m, total, acc, lengths, out, KVH=head_blocks, G=G, BG=BG, D=rank, BD=BR,
-                              CHUNK=CHUNK, SPLITS=splits, num_warps=4)
+    combine[(B, head_blocks)](m, total, acc, lengths, m, out, KVH=head_blocks, G=G, BG=BG, D=rank, BD=BR,
+                              CHUNK=CHUNK, SPLITS=splits, WINDOW=0, HAS_SINKS=False, num_warps=4)  # m: no sinks
     return out

@@ -59,8 +59,8 @@ def test_config_missing_field(capsys, broken):
 
 
 def test_unsupported_model_type(capsys, broken):
-    edit_config(broken, model_type="deepseek_v3")
-    assert_user_error(*wisp_run(capsys, broken), "deepseek_v3", "qwen3_moe", "mixtral")
+    edit_config(broken, model_type="dbrx")
+    assert_user_error(*wisp_run(capsys, broken), "dbrx", "qwen3_moe", "mixtral")
 
 
 def test_dense_model_is_refused(capsys, broken):
