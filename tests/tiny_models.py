@@ -74,12 +74,23 @@ def hf_model(model_type: str, num_layers: int = 2, **glm4_moe_config):
     raise ValueError(model_type)
 
 
+def gpt_oss_swiglu_limit() -> float:
+    """GPT_OSS_SWIGLU_LIMIT where transformers' GptOssExperts reads the config's limit; the published 7.0 where it
+    hard-codes it (transformers 5.17, the H200's), so the reference computes what the config says."""
+    import inspect
+
+    from transformers.models.gpt_oss import modeling_gpt_oss
+
+    honoured = "config.swiglu_limit" in inspect.getsource(modeling_gpt_oss.GptOssExperts.__init__)
+    return GPT_OSS_SWIGLU_LIMIT if honoured else 7.0
+
+
 def gpt_oss_model(common: dict):
     from transformers import GptOssConfig, GptOssForCausalLM
 
     layers = common["num_hidden_layers"]
     config = GptOssConfig(**common, num_local_experts=8, num_experts_per_tok=2, intermediate_size=32, head_dim=16,
-                          sliding_window=GPT_OSS_WINDOW, swiglu_limit=GPT_OSS_SWIGLU_LIMIT, attention_bias=True,
+                          sliding_window=GPT_OSS_WINDOW, swiglu_limit=gpt_oss_swiglu_limit(), attention_bias=True,
                           layer_types=[("sliding_attention", "full_attention")[i % 2] for i in range(layers)],
                           rope_parameters={**GPT_OSS_YARN, "rope_theta": 150000.0})
     return GptOssForCausalLM(config)
