@@ -7,24 +7,13 @@ differ from cos/sin, so its rotary embedding hands out the polar form's real and
 from __future__ import annotations
 
 import torch
-from torch import nn
 
-from engine.model.layers import apply_rope
-from engine.model.rope_scaling import Yarn, inverse_frequencies
+from engine.model.layers import RotaryEmbedding, apply_rope
 
 
-class ComplexRotaryEmbedding(nn.Module):
+class ComplexRotaryEmbedding(RotaryEmbedding):
     """deepseek_v2: positions [T] -> (real, imag) of the unit rotations, each twice as cos/sin are: [T, rope_dim],
-    always fp32."""
-
-    def __init__(self, rope_dim: int, theta: float, scaling: Yarn | None = None):
-        super().__init__()
-        self.attention_factor = 1.0
-        if scaling is None:
-            inv_freq = 1.0 / (theta ** (torch.arange(0, rope_dim, 2, dtype=torch.float) / rope_dim))
-        else:
-            inv_freq, self.attention_factor = inverse_frequencies(scaling, rope_dim, theta)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+    always fp32. Frequencies and attention factor as RotaryEmbedding's."""
 
     @staticmethod
     def output_dtype(dtype: torch.dtype) -> torch.dtype:

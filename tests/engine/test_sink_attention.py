@@ -8,8 +8,8 @@ import torch
 
 from engine.model.decode_attention import decode_attention
 from engine.model.sink_attention import MAX_SCORE_ELEMENTS, eager_attention, padded_eager_attention
-
-H, KVH, D, SLOTS = 8, 2, 16, 700
+from tests.engine.test_decode_attention import H, KVH, D
+from tests.engine.test_decode_attention import case as decode_case
 
 
 def transformers_attention(q, k, v, sinks, window):
@@ -32,15 +32,9 @@ def transformers_attention(q, k, v, sinks, window):
 
 
 def case(seed=0, lengths=(5, 600, 1, 300)):
-    generator = torch.Generator().manual_seed(seed)
-    q = torch.randn(len(lengths), H, D, generator=generator)
-    k = torch.randn(SLOTS, KVH, D, generator=generator)
-    v = torch.randn(SLOTS, KVH, D, generator=generator)
-    index = torch.zeros(len(lengths), 640, dtype=torch.long)
-    for row, length in enumerate(lengths):
-        index[row, :length] = torch.randperm(SLOTS, generator=generator)[:length]
-    sinks = torch.randn(H, generator=generator) * 2
-    return q, k, v, index, torch.tensor(lengths), sinks
+    """test_decode_attention's case (same head counts) plus a learned sink logit per head."""
+    sinks = torch.randn(H, generator=torch.Generator().manual_seed(seed + 1)) * 2
+    return (*decode_case(seed, lengths), sinks)
 
 
 @pytest.mark.parametrize("window", [None, 8, 300])  # 300 with a 600 context: the first chunk is skipped whole
