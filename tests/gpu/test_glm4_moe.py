@@ -105,7 +105,7 @@ def test_paged_glm_4_5_air_shape_stays_within_budget_and_plans_its_dense_bytes()
     torch.cuda.empty_cache()
     dense = sum(t.numel() * t.element_size() for t in weights.model.state_dict().values() if t.is_cuda)
     others = torch.cuda.memory_allocated(device) - dense
-    budget = 6 * GiB
+    budget = 8 * GiB
     torch.cuda.reset_peak_memory_stats(device)
     plan = plan_for(weights, "paged", budget, None, batch=1, max_len=4096)
     assert plan.dense_bytes == dense
