@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from app.atomic_write import write_text_atomic
+from app.engine_api import REASONING_EFFORTS
 from app.remote_server import RemoteServer
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ class AppSettings:
     temperature: float = 0.7
     top_p: float = 0.95
     max_tokens: int = 512
+    reasoning_effort: str | None = None  # one of REASONING_EFFORTS (gpt-oss templates); None: the template default
     last_conversation_id: int | None = None
     remote_servers: tuple[RemoteServer, ...] = ()
     server_port: int = 8000  # the app's OpenAI-compatible server (0: any free port)
@@ -53,6 +55,8 @@ def _clean(raw: dict) -> dict:
         values.pop("theme", None)
     if values.get("mode") not in MODES:
         values.pop("mode", None)
+    if values.get("reasoning_effort") not in (None, *REASONING_EFFORTS):
+        values.pop("reasoning_effort")
     if values.get("gguf_engine") not in GGUF_ENGINES:
         values.pop("gguf_engine", None)
     if "remote_servers" in values:

@@ -21,6 +21,7 @@ from engine.hardware_info import HardwareInfo
 from engine.model_path import is_remote_url
 from engine.generation.model_info import ModelInfo
 from engine.generation.plan_event import PlanEvent
+from engine.request_checks import REASONING_EFFORTS
 from engine.requests import GenerateRequest
 from engine.sampling import SamplingParams
 from engine.units import format_bytes, parse_size
@@ -30,6 +31,7 @@ __all__ = [
     "ModelInfo", "RequestHandle", "EngineStats", "PlanEvent", "MemoryPlan", "WispError", "BudgetError",
     "ModelEntry", "scan_models", "estimate_plan", "fit_summary", "engine_plan", "budget_marks", "BudgetMarks",
     "HardwareInfo", "detect_hardware", "parse_size", "format_bytes", "start_server", "is_remote_url",
+    "REASONING_EFFORTS",
 ]
 
 EventCallback = Callable[[Event], None]

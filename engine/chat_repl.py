@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from engine.api import Engine, FinishEvent, GenerateRequest, SamplingParams, TokenEvent
+from engine.api import REASONING_EFFORTS, Engine, FinishEvent, GenerateRequest, SamplingParams, TokenEvent
 from engine.chat_input import BadLine
 from engine.errors import WispError
 from engine.reply_printer import ReplyPrinter
@@ -15,6 +15,7 @@ HELP = """commands:
   /help         this list
   /reset        forget the conversation (the system prompt stays)
   /save FILE    write the conversation to FILE as JSON (a list of {role, content})
+  /effort LEVEL reasoning effort for the next replies: low, medium, high or default (gpt-oss)
   /exit         quit (also /quit or Ctrl+D)
 keys (terminal): Enter sends; Alt+Enter or Esc then Enter starts a new line; a paste stays one message;
   Ctrl+C stops a reply and keeps the conversation; Up/Down walk the history."""
@@ -23,8 +24,10 @@ keys (terminal): Enter sends; Alt+Enter or Esc then Enter starts a new line; a p
 class ChatSession:
     """One conversation with a loaded engine; `handle(line)` takes each message or command."""
 
-    def __init__(self, engine: Engine, sampling: SamplingParams, system: str | None = None, out=None, err=None):
+    def __init__(self, engine: Engine, sampling: SamplingParams, system: str | None = None, out=None, err=None,
+                 reasoning_effort: str | None = None):
         self.engine, self.sampling, self.system = engine, sampling, system
+        self.reasoning_effort = reasoning_effort
         self.out, self.err = out or sys.stdout, err or sys.stderr
         self.turns: list[dict] = []
 
@@ -64,9 +67,20 @@ class ChatSession:
             self.note(f"[conversation cleared: {dropped} messages forgotten]")
         elif name == "/save":
             self.save(argument.strip())
+        elif name == "/effort":
+            self.set_effort(argument.strip())
         else:
             self.note(f"wisp: error: unknown command {name}; /help lists the commands")
         return True
+
+    def set_effort(self, level: str) -> None:
+        if level not in (*REASONING_EFFORTS, "default"):
+            self.note(f"wisp: error: /effort takes {', '.join(REASONING_EFFORTS)} or default "
+                      f"(now: {self.reasoning_effort or 'default'})")
+            return
+        self.reasoning_effort = None if level == "default" else level
+        unused = "" if self.engine.info.reasoning_effort else " (this model's chat template takes none)"
+        self.note(f"[reasoning effort: {level}{unused}]")
 
     def save(self, path: str) -> None:
         if not path:
@@ -83,7 +97,7 @@ class ChatSession:
     def reply(self, line: str) -> None:
         try:
             request = GenerateRequest(messages=tuple(self.messages() + [{"role": "user", "content": line}]),
-                                      sampling=self.sampling)
+                                      sampling=self.sampling, reasoning_effort=self.reasoning_effort)
         except WispError as error:
             self.note(f"wisp: error: {error}")
             return

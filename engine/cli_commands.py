@@ -23,13 +23,16 @@ def chat_messages(system: str | None, turns: list[dict]) -> tuple[dict, ...]:
 def run_command(args: Namespace) -> int:
     if args.system is not None and not args.chat:
         raise RequestError("--system is the system turn of a chat: add --chat, or put it in --prompt")
+    if args.reasoning_effort is not None and not args.chat:
+        raise RequestError("--reasoning-effort goes into the chat template: add --chat")
     sampling = sampling_params(args)
     if args.chat:
         request = GenerateRequest(messages=chat_messages(args.system, [{"role": "user", "content": args.prompt}]),
-                                  sampling=sampling)
+                                  sampling=sampling, reasoning_effort=args.reasoning_effort)
     else:
         request = GenerateRequest(prompt=args.prompt, sampling=sampling)
     with Engine(engine_options(args)) as engine:
+        note_unused_effort(engine, args.reasoning_effort)
         before = expert_counters(engine)
         finish = stream_to_stdout(engine, request) if not args.json else engine.generate(request)
         if finish.reason == "error":
@@ -40,6 +43,12 @@ def run_command(args: Namespace) -> int:
         else:
             print_summary(finish)
     return 0
+
+
+def note_unused_effort(engine: Engine, effort: str | None) -> None:
+    if effort is not None and not engine.info.reasoning_effort:
+        print(f"wisp: note: {engine.info.name}'s chat template takes no reasoning effort; --reasoning-effort "
+              "changes nothing", file=sys.stderr)
 
 
 def stream_to_stdout(engine: Engine, request: GenerateRequest) -> FinishEvent:
@@ -97,7 +106,8 @@ def chat_command(args: Namespace) -> int:
             raise WispError(f"{engine.info.path} has no chat template; use `wisp run --prompt` for raw completion")
         print(f"{engine.info.name} on {engine.info.device}. Type a message; /help lists the commands, /exit quits.",
               file=sys.stderr)
-        ChatSession(engine, sampling, args.system).run(open_reader())
+        note_unused_effort(engine, args.reasoning_effort)
+        ChatSession(engine, sampling, args.system, reasoning_effort=args.reasoning_effort).run(open_reader())
     return 0
 
 

@@ -12,7 +12,7 @@ import re
 
 from engine.config import BACKENDS, EngineOptions
 from engine.errors import RequestError, WispError
-from engine.request_checks import INT32_MAX, SEED_MAX, SEED_MIN, check_int, check_text
+from engine.request_checks import INT32_MAX, REASONING_EFFORTS, SEED_MAX, SEED_MIN, check_int, check_text
 from engine.sampling import SamplingParams
 from engine.units import parse_size
 
@@ -115,6 +115,12 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=whole(0, INT32_MAX), default=0)
     parser.add_argument("--seed", type=whole(SEED_MIN, SEED_MAX), default=None)
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable, not empty)")
+
+
+def add_reasoning_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reasoning-effort", choices=REASONING_EFFORTS, default=None,
+                        help="how long a reasoning model thinks, for chat templates that take it (gpt-oss); "
+                             "default: the template's own")
 
 
 def add_remote_options(parser: argparse.ArgumentParser) -> None:

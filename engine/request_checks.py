@@ -10,6 +10,7 @@ from engine.errors import RequestError
 
 SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # what torch.Generator.manual_seed takes
 INT32_MAX = 2**31 - 1  # token ids, token counts and top_k: torch indexes with them
+REASONING_EFFORTS = ("low", "medium", "high")  # what gpt-oss's chat template and the OpenAI API take
 
 
 def check_text(value: object, field: str) -> str:
@@ -78,3 +79,10 @@ def shorten(value: object, limit: int = 40) -> str:
         return f"a {value.bit_length()}-bit number"  # str() of a huge int is slow and capped by Python
     text = repr(value)
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def check_reasoning_effort(value: object) -> None:
+    """None (the chat template's default) or one of REASONING_EFFORTS."""
+    if value is not None and value not in REASONING_EFFORTS:
+        raise RequestError(f"reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, not {value!r}",
+                           "reasoning_effort")

@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from engine.errors import RequestError
-from engine.request_checks import check_messages, check_text, check_token_ids
+from engine.request_checks import check_messages, check_reasoning_effort, check_text, check_token_ids
 from engine.sampling import SamplingParams
 
 
@@ -19,6 +19,7 @@ class GenerateRequest:
     prompt_token_ids: tuple[int, ...] | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    reasoning_effort: str | None = None  # low, medium or high, for chat templates that take it (gpt-oss)
 
     def __post_init__(self):
         given = [x is not None for x in (self.prompt, self.messages, self.prompt_token_ids)]
@@ -36,3 +37,7 @@ class GenerateRequest:
             check_token_ids(self.prompt_token_ids)
         if not isinstance(self.sampling, SamplingParams):
             raise RequestError("sampling must be a SamplingParams", "sampling")
+        check_reasoning_effort(self.reasoning_effort)
+        if self.reasoning_effort is not None and self.messages is None:
+            raise RequestError("reasoning_effort goes into the chat template: send messages, not a raw prompt",
+                               "reasoning_effort")

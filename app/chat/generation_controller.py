@@ -28,6 +28,7 @@ class GenerationSettings:
     temperature: float
     top_p: float
     max_tokens: int
+    reasoning_effort: str | None = None  # low, medium, high; None: the chat template's default
 
 
 def finish_info(event) -> dict:
@@ -150,7 +151,8 @@ class GenerationController(QObject):
         system = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
         # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
         chat = [{"role": m.role, "content": prompt_content(m)} for m in history]
-        return engine_api.GenerateRequest(messages=tuple(system + chat), sampling=sampling)
+        return engine_api.GenerateRequest(messages=tuple(system + chat), sampling=sampling,
+                                          reasoning_effort=settings.reasoning_effort)
 
     def _set_request(self, request_id: str | None) -> None:
         was_busy = self.is_busy

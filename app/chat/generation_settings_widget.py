@@ -1,4 +1,5 @@
-"""System prompt (with presets) and sampling controls: temperature, top-p, max tokens."""
+"""System prompt (with presets) and sampling controls: temperature, top-p, max tokens, and the reasoning effort
+for models whose chat template takes one (gpt-oss)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, Q
 
 from app.chat.generation_controller import GenerationSettings
 from app.chat.prompt_presets import load_presets, preset_for_mode
+from app.engine_api import REASONING_EFFORTS
 
 CUSTOM = "Custom"
 
@@ -31,12 +33,21 @@ class GenerationSettingsWidget(QWidget):
         self.temperature = self._spin(QDoubleSpinBox(self), 0.0, 2.0, 0.05, "Temperature")
         self.top_p = self._spin(QDoubleSpinBox(self), 0.05, 1.0, 0.05, "Top-p")
         self.max_tokens = self._spin(QSpinBox(self), 1, 32768, 64, "Maximum new tokens")
+        self.reasoning_label = QLabel("Reasoning", self, objectName="mutedLabel")
+        self.reasoning = QComboBox(self)
+        self.reasoning.setAccessibleName("Reasoning effort")
+        self.reasoning.setToolTip("How long the model thinks before it answers (its chat template's reasoning effort)")
+        self.reasoning.addItem("Default", None)
+        for effort in REASONING_EFFORTS:
+            self.reasoning.addItem(effort.capitalize(), effort)
+        self.set_reasoning_available(False)
         self._build_layout()
         self.prompt_toggle.toggled.connect(self.prompt_edit.setVisible)
         self.preset_combo.activated.connect(self._on_preset_combo_activated)
         self.prompt_edit.textChanged.connect(self._on_prompt_edit_text_changed)
         for box in (self.temperature, self.top_p, self.max_tokens):
             box.valueChanged.connect(self.changed)
+        self.reasoning.currentIndexChanged.connect(self.changed)
         self.set_mode("chat")
 
     @staticmethod
@@ -56,6 +67,8 @@ class GenerationSettingsWidget(QWidget):
         for label, box in (("Temperature", self.temperature), ("Top-p", self.top_p), ("Max tokens", self.max_tokens)):
             row.addWidget(QLabel(label, self, objectName="mutedLabel"))
             row.addWidget(box)
+        row.addWidget(self.reasoning_label)
+        row.addWidget(self.reasoning)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(row)
@@ -65,6 +78,20 @@ class GenerationSettingsWidget(QWidget):
         self.temperature.setValue(temperature)
         self.top_p.setValue(top_p)
         self.max_tokens.setValue(max_tokens)
+
+    def set_reasoning_effort(self, effort: str | None) -> None:
+        index = self.reasoning.findData(effort)
+        self.reasoning.setCurrentIndex(max(index, 0))
+
+    def set_reasoning_available(self, available: bool) -> None:
+        """Shown for a model whose chat template takes a reasoning effort; the choice is kept while hidden."""
+        self._reasoning_available = available
+        self.reasoning_label.setVisible(available)
+        self.reasoning.setVisible(available)
+
+    def chosen_reasoning_effort(self) -> str | None:
+        """The user's choice, kept in the settings file whichever model is loaded."""
+        return self.reasoning.currentData()
 
     def set_mode(self, mode: str) -> None:
         """Switch to the mode's preset, unless the user wrote their own prompt."""
@@ -79,8 +106,9 @@ class GenerationSettingsWidget(QWidget):
         self._show_prompt(text)
 
     def settings(self) -> GenerationSettings:
+        effort = self.chosen_reasoning_effort() if self._reasoning_available else None
         return GenerationSettings(self._mode, self.prompt_edit.toPlainText(), self.temperature.value(),
-                                  self.top_p.value(), self.max_tokens.value())
+                                  self.top_p.value(), self.max_tokens.value(), effort)
 
     def _show_prompt(self, text: str) -> None:
         self.prompt_edit.blockSignals(True)

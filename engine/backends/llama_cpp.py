@@ -6,6 +6,7 @@ model (engine/backends/gguf_placement.py), loads it through the low-level API an
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from engine.alloc.memory_plan import MemoryPlan
@@ -16,6 +17,7 @@ from engine.backends.llama_cpp_core import LlamaCppCore
 from engine.backends.llama_cpp_model import LOG, ContextSettings, LlamaCppModel
 from engine.config import EngineOptions, Progress
 from engine.generation.model_info import DEFAULT_MAX_MODEL_LEN, ModelInfo
+from engine.generation.reasoning_effort import takes_reasoning_effort
 
 
 def build(path: Path, options: EngineOptions, progress: Progress | None = None) -> tuple[LlamaCppCore, ModelInfo]:
@@ -30,7 +32,8 @@ def build(path: Path, options: EngineOptions, progress: Progress | None = None) 
     workspace = compute_buffer_bytes([line for _, line in LOG.lines], placement.device)
     plan = memory_plan(info, placement, model.n_ctx, workspace)
     core = LlamaCppCore(model, tokenizer, plan, model.n_ctx)
-    return core, model_info(info, placement, plan, model.n_ctx, tokenizer.has_chat_template, options)
+    return core, replace(model_info(info, placement, plan, model.n_ctx, tokenizer.has_chat_template, options),
+                         reasoning_effort=takes_reasoning_effort(tokenizer))
 
 
 def load_model(path: Path, placement: Placement, n_ctx: int, progress: Progress | None) -> LlamaCppModel:

@@ -87,7 +87,8 @@ def build(target: str, options, progress=None) -> tuple["RemoteCore", ModelInfo]
     info = ModelInfo(
         path=target, name=str(card["id"]), model_type="remote", num_layers=0, num_experts=0, top_k=0,
         max_model_len=int(card.get("max_model_len") or 0), device=f"remote ({urlsplit(base_url).netloc})",
-        dtype="remote", has_chat_template=True, plan=REMOTE_PLAN)
+        dtype="remote", has_chat_template=True, plan=REMOTE_PLAN,
+        reasoning_effort=True)  # sent on: the server applies it or not
     return RemoteCore(client, str(card["id"]), card.get("owned_by") in EXTENSION_OWNERS), info
 
 
@@ -136,7 +137,8 @@ def request_body(request: GenerateRequest, model_id: str, has_extensions: bool) 
     elif sampling.top_k or sampling.ignore_eos:
         raise RequestError("this remote server does not take top_k or ignore_eos; leave them unset")
     if request.messages is not None:
-        return "/chat/completions", {**body, "messages": list(request.messages), "logprobs": has_extensions}
+        effort = {"reasoning_effort": request.reasoning_effort} if request.reasoning_effort is not None else {}
+        return "/chat/completions", {**body, "messages": list(request.messages), "logprobs": has_extensions, **effort}
     prompt = request.prompt if request.prompt is not None else list(request.prompt_token_ids)
     return "/completions", {**body, "prompt": prompt, **({"logprobs": 0} if has_extensions else {})}
 

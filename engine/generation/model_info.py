@@ -24,3 +24,4 @@ class ModelInfo:
     has_chat_template: bool
     plan: MemoryPlan
     warnings: tuple[str, ...] = ()
+    reasoning_effort: bool = False  # the chat template takes a reasoning effort (gpt-oss: low, medium, high)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.errors import PromptTooLongError, RequestError
+from engine.generation.reasoning_effort import template_variables
 from engine.requests import GenerateRequest
 
 
@@ -12,7 +13,8 @@ def prompt_token_ids(request: GenerateRequest, tokenizer, max_model_len: int) ->
         ids = list(request.prompt_token_ids)
         check_vocabulary(ids, getattr(tokenizer, "vocab_size", None))
     elif request.messages is not None:
-        ids = tokenizer.encode_chat(list(request.messages), add_generation_prompt=True)
+        ids = tokenizer.encode_chat(list(request.messages), add_generation_prompt=True,
+                                    **template_variables(request.reasoning_effort))
     else:
         ids = tokenizer.encode(request.prompt, add_special_tokens=True)
     if not ids:

@@ -18,6 +18,7 @@ from engine.kv.block_manager import BlockManager
 from engine.model.attention import KVCache
 from engine.model.latent_cache import new_kv_cache
 from engine.generation.model_info import ModelInfo
+from engine.generation.reasoning_effort import takes_reasoning_effort
 from engine.model.config_file import read_args
 from engine.model.loader import LoadedWeights, load_weights, resolve_dtype
 from engine.model.sizes import model_sizes
@@ -79,7 +80,7 @@ def finish_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineO
         num_experts=args.num_experts, top_k=args.num_experts_per_tok, max_model_len=max_model_len,
         device=str(device), dtype=str(weights.dtype).replace("torch.", ""),
         has_chat_template=tokenizer.has_chat_template, plan=plan,
-        warnings=tuple(w for w in [weights.store.warning] if w),
+        warnings=tuple(w for w in [weights.store.warning] if w), reasoning_effort=takes_reasoning_effort(tokenizer),
     )
     return engine, info
 

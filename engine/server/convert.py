@@ -72,8 +72,8 @@ def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: Serve
     messages = tuple({"role": "system" if m.role == "developer" else m.role, "content": m.text()}
                      for m in body.messages)
     sampling = sampling_params(body, body.max_completion_tokens or body.max_tokens, served, limits)
-    return Prepared(GenerateRequest(messages=messages, sampling=sampling), body.stream, body.include_usage,
-                    body.logprobs, body.return_tokens_as_token_ids)
+    return Prepared(GenerateRequest(messages=messages, sampling=sampling, reasoning_effort=body.reasoning_effort),
+                    body.stream, body.include_usage, body.logprobs, body.return_tokens_as_token_ids)
 
 
 def completion_request(body: CompletionRequest, served: ServedModel, limits: ServerLimits) -> Prepared:

@@ -84,7 +84,7 @@ class ChatCompletionRequest(SamplingFields):
     parallel_tool_calls: object = None  # accepted and ignored: hints that change nothing without tools
     prompt_cache_key: object = None
     safety_identifier: object = None
-    reasoning_effort: object = None
+    reasoning_effort: object = None  # checked in convert: low, medium or high
     verbosity: object = None
     prediction: object = None
 

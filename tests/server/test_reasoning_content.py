@@ -56,3 +56,30 @@ def test_the_remote_backend_reads_reasoning_content_back():
         server.stop()
     assert (handle.finish.text, handle.finish.reasoning) == ("Hello there!", "The user greets me. Reply briefly.")
     assert "".join(token.reasoning for token in tokens) == handle.finish.reasoning
+
+
+def test_reasoning_effort_reaches_the_engine_and_a_bad_one_is_a_400():
+    engine = ScriptedEngine(REASONING_REPLY)
+    with TestClient(create_app(engine), base_url="http://127.0.0.1") as client:
+        assert client.post("/v1/chat/completions", json={**BODY, "reasoning_effort": "high"}).status_code == 200
+        assert client.post("/v1/chat/completions", json=BODY).status_code == 200
+        for bad in ("extreme", 3, ["low"]):
+            response = client.post("/v1/chat/completions", json={**BODY, "reasoning_effort": bad})
+            assert response.status_code == 400 and response.json()["error"]["param"] == "reasoning_effort"
+    assert [request.reasoning_effort for request in engine.requests] == ["high", None]
+
+
+def test_the_remote_backend_sends_the_reasoning_effort_on():
+    from engine.api import Engine, EngineOptions, GenerateRequest
+    from engine.server import start_server
+
+    served = ScriptedEngine(REASONING_REPLY)
+    server = start_server(served, "127.0.0.1", 0)
+    try:
+        with Engine(EngineOptions(model=server.url)) as remote:
+            assert remote.info.reasoning_effort  # a remote server decides for itself
+            remote.generate(GenerateRequest(messages=tuple(BODY["messages"]), reasoning_effort="low"))
+            remote.generate(GenerateRequest(messages=tuple(BODY["messages"])))
+    finally:
+        server.stop()
+    assert [request.reasoning_effort for request in served.requests] == ["low", None]
