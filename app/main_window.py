@@ -22,6 +22,7 @@ from app.launch_options import DEMO, LaunchOptions
 from app.logs import setup_logging
 from app.memory.budget_controller import BudgetController
 from app.memory.budget_range import budget_range
+from app.memory.host_budget_dialog import HostBudgetDialog
 from app.memory.memory_panel_widget import MemoryPanelWidget
 from app.memory.plan_text import plan_summary
 from app.model_loader import LoadRequest, ModelLoader
@@ -61,6 +62,8 @@ class MainWindowWidget(QMainWindow):
         self._connect()
         self._restore()
         self._picker: ModelPickerDialog | None = None
+        self._host_budget_dialog: HostBudgetDialog | None = None
+        self._host_total_bytes: int | None = None
         self._announced_engine = None
         if store_problem:
             QTimer.singleShot(0, lambda: show_error(self, "Saved conversations could not be read", store_problem))
@@ -110,6 +113,7 @@ class MainWindowWidget(QMainWindow):
         actions.choose_model.triggered.connect(self.open_model_picker)
         actions.open_model_folder.triggered.connect(self._on_open_model_folder_triggered)
         actions.repeatable.toggled.connect(self.set_repeatable)
+        actions.host_memory.triggered.connect(self.open_host_budget_dialog)
         for name, action in actions.gguf_engines.items():
             action.triggered.connect(lambda _=False, name=name: self.set_gguf_engine(name))
         actions.chat_mode.triggered.connect(lambda: self.chat.set_mode("chat"))
@@ -207,6 +211,22 @@ class MainWindowWidget(QMainWindow):
         if request is not None and not request.is_remote and self.loader.engine is not None:
             self.load_model(request.model)
 
+    def open_host_budget_dialog(self) -> HostBudgetDialog:
+        self._host_budget_dialog = HostBudgetDialog(self.settings.host_budget_bytes, self._host_total_bytes, self)
+        self._host_budget_dialog.chosen.connect(self.set_host_budget)
+        self._host_budget_dialog.open()
+        return self._host_budget_dialog
+
+    def set_host_budget(self, num_bytes: int | None) -> None:
+        """The host-RAM cap for experts (None: automatic); the engine pins at load, so a loaded local model is
+        loaded again."""
+        if num_bytes == self.settings.host_budget_bytes:
+            return
+        self._save_settings(host_budget_bytes=num_bytes)
+        request = self.loader.request
+        if request is not None and not request.is_remote and self.loader.engine is not None:
+            self.load_model(request.model)
+
     def set_gguf_engine(self, name: str) -> None:
         """Which engine runs GGUF files (app.settings.GGUF_ENGINES); a loaded GGUF model is loaded again on it."""
         self.window_actions.gguf_engines[name].setChecked(True)
@@ -223,6 +243,7 @@ class MainWindowWidget(QMainWindow):
 
     # --- slots ---
     def _on_hardware_task_succeeded(self, hardware) -> None:
+        self._host_total_bytes = hardware.host_total_bytes
         limits = budget_range(hardware, format_bytes)
         slider = self.memory_panel.budget_slider
         slider.set_range(limits)

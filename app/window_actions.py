@@ -19,6 +19,7 @@ class WindowActions:
     choose_model: QAction
     open_model_folder: QAction
     repeatable: QAction
+    host_memory: QAction
     gguf_auto: QAction
     gguf_wisp: QAction
     gguf_llama_cpp: QAction
@@ -61,6 +62,8 @@ def create_actions(window: QMainWindow) -> WindowActions:
         open_model_folder=_action(window, "&Open model folder…", QKeySequence.StandardKey.Open),
         repeatable=_action(window, "&Repeatable outputs", tip="The same prompt gives the same reply, bit for bit "
                            "(deterministic GPU kernels, as fast as the others on an H200); reloads the model"),
+        host_memory=_action(window, "&Host memory for experts…", tip="The most host RAM pinned for experts that are "
+                            "not on the GPU (the rest are read from the model file); reloads the model"),
         gguf_auto=_action(window, "&Auto", tip="GGUF files run on Wisp's engine (experts paged) when it supports "
                           "the file's architecture and quant types, on llama.cpp otherwise; reloads a GGUF model"),
         gguf_wisp=_action(window, "&Wisp's engine", tip="GGUF files run on Wisp's engine, experts paged within the "
@@ -97,6 +100,7 @@ def build_menus(window: QMainWindow, actions: WindowActions) -> None:
     model_menu.addAction(actions.open_model_folder)
     model_menu.addSeparator()
     model_menu.addAction(actions.repeatable)
+    model_menu.addAction(actions.host_memory)
     gguf_menu = model_menu.addMenu("&GGUF engine")
     for action in actions.gguf_engines.values():
         gguf_menu.addAction(action)
