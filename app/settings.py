@@ -31,6 +31,7 @@ class AppSettings:
     top_p: float = 0.95
     max_tokens: int = 512
     reasoning_effort: str | None = None  # one of REASONING_EFFORTS (gpt-oss templates); None: the template default
+    thinking: bool = True  # the Think switch, for chat templates that take enable_thinking (Qwen3)
     last_conversation_id: int | None = None
     remote_servers: tuple[RemoteServer, ...] = ()
     server_port: int = 8000  # the app's OpenAI-compatible server (0: any free port)
@@ -65,8 +66,9 @@ def _clean(raw: dict) -> dict:
                                          if isinstance(server, dict) and server.get("url"))
     if not isinstance(values.get("window_geometry") or "", str):
         values.pop("window_geometry")
-    if not isinstance(values.get("repeatable", True), bool):
-        values.pop("repeatable")
+    for switch in ("repeatable", "thinking"):
+        if not isinstance(values.get(switch, True), bool):
+            values.pop(switch)
     host_budget = values.get("host_budget_bytes")
     if host_budget is not None and (not isinstance(host_budget, int) or isinstance(host_budget, bool) or host_budget < 1):
         values.pop("host_budget_bytes")

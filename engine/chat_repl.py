@@ -16,6 +16,7 @@ HELP = """commands:
   /reset        forget the conversation (the system prompt stays)
   /save FILE    write the conversation to FILE as JSON (a list of {role, content})
   /effort LEVEL reasoning effort for the next replies: low, medium, high or default (gpt-oss)
+  /think on|off thinking before the next replies, or default (Qwen3)
   /exit         quit (also /quit or Ctrl+D)
 keys (terminal): Enter sends; Alt+Enter or Esc then Enter starts a new line; a paste stays one message;
   Ctrl+C stops a reply and keeps the conversation; Up/Down walk the history."""
@@ -25,9 +26,9 @@ class ChatSession:
     """One conversation with a loaded engine; `handle(line)` takes each message or command."""
 
     def __init__(self, engine: Engine, sampling: SamplingParams, system: str | None = None, out=None, err=None,
-                 reasoning_effort: str | None = None):
+                 reasoning_effort: str | None = None, enable_thinking: bool | None = None):
         self.engine, self.sampling, self.system = engine, sampling, system
-        self.reasoning_effort = reasoning_effort
+        self.reasoning_effort, self.enable_thinking = reasoning_effort, enable_thinking
         self.out, self.err = out or sys.stdout, err or sys.stderr
         self.turns: list[dict] = []
 
@@ -69,6 +70,8 @@ class ChatSession:
             self.save(argument.strip())
         elif name == "/effort":
             self.set_effort(argument.strip())
+        elif name == "/think":
+            self.set_thinking(argument.strip())
         else:
             self.note(f"wisp: error: unknown command {name}; /help lists the commands")
         return True
@@ -81,6 +84,16 @@ class ChatSession:
         self.reasoning_effort = None if level == "default" else level
         unused = "" if self.engine.info.reasoning_effort else " (this model's chat template takes none)"
         self.note(f"[reasoning effort: {level}{unused}]")
+
+    def set_thinking(self, switch: str) -> None:
+        choices = {"on": True, "off": False, "default": None}
+        if switch not in choices:
+            now = {True: "on", False: "off", None: "default"}[self.enable_thinking]
+            self.note(f"wisp: error: /think takes on, off or default (now: {now})")
+            return
+        self.enable_thinking = choices[switch]
+        unused = "" if self.engine.info.thinking_switch else " (this model's chat template has no switch)"
+        self.note(f"[thinking: {switch}{unused}]")
 
     def save(self, path: str) -> None:
         if not path:
@@ -97,7 +110,8 @@ class ChatSession:
     def reply(self, line: str) -> None:
         try:
             request = GenerateRequest(messages=tuple(self.messages() + [{"role": "user", "content": line}]),
-                                      sampling=self.sampling, reasoning_effort=self.reasoning_effort)
+                                      sampling=self.sampling, reasoning_effort=self.reasoning_effort,
+                                      enable_thinking=self.enable_thinking)
         except WispError as error:
             self.note(f"wisp: error: {error}")
             return

@@ -7,7 +7,7 @@ import os
 import sys
 
 from engine.cli_commands import chat_command, doctor_command, run_command
-from engine.cli_options import (Parser, add_engine_options, add_reasoning_option, add_remote_options,
+from engine.cli_options import (Parser, add_engine_options, add_reasoning_options, add_remote_options,
                                 add_sampling_options, remote_key_scope)
 from engine.errors import WispError
 
@@ -33,7 +33,7 @@ def build_parser() -> Parser:
     run = commands.add_parser("run", help="generate from one prompt")
     add_engine_options(run)
     add_sampling_options(run)
-    add_reasoning_option(run)
+    add_reasoning_options(run)
     add_remote_options(run)
     run.add_argument("--prompt", required=True)
     run.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn with the chat template")
@@ -43,7 +43,7 @@ def build_parser() -> Parser:
     chat = commands.add_parser("chat", help="interactive chat in the terminal (/help lists its commands)")
     add_engine_options(chat)
     add_sampling_options(chat)
-    add_reasoning_option(chat)
+    add_reasoning_options(chat)
     add_remote_options(chat)
     chat.add_argument("--system", default=None)
     chat.set_defaults(handler=chat_command)

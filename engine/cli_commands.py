@@ -8,7 +8,7 @@ from argparse import Namespace
 from engine.api import Engine, FinishEvent, GenerateRequest, TokenEvent
 from engine.alloc.host_tier import host_allowance, reserve_bytes
 from engine.api import device_peak_bytes, expert_counters
-from engine.cli_options import engine_options, print_json, sampling_params
+from engine.cli_options import engine_options, print_json, sampling_params, thinking_flag
 from engine.errors import RequestError, WispError
 from engine.reply_printer import ReplyPrinter
 from engine.units import format_bytes
@@ -23,16 +23,18 @@ def chat_messages(system: str | None, turns: list[dict]) -> tuple[dict, ...]:
 def run_command(args: Namespace) -> int:
     if args.system is not None and not args.chat:
         raise RequestError("--system is the system turn of a chat: add --chat, or put it in --prompt")
-    if args.reasoning_effort is not None and not args.chat:
-        raise RequestError("--reasoning-effort goes into the chat template: add --chat")
+    for option, value in (("--reasoning-effort", args.reasoning_effort), ("--thinking", args.thinking)):
+        if value is not None and not args.chat:
+            raise RequestError(f"{option} goes into the chat template: add --chat")
     sampling = sampling_params(args)
     if args.chat:
         request = GenerateRequest(messages=chat_messages(args.system, [{"role": "user", "content": args.prompt}]),
-                                  sampling=sampling, reasoning_effort=args.reasoning_effort)
+                                  sampling=sampling, reasoning_effort=args.reasoning_effort,
+                                  enable_thinking=thinking_flag(args))
     else:
         request = GenerateRequest(prompt=args.prompt, sampling=sampling)
     with Engine(engine_options(args)) as engine:
-        note_unused_effort(engine, args.reasoning_effort)
+        note_unused_options(engine, args)
         before = expert_counters(engine)
         finish = stream_to_stdout(engine, request) if not args.json else engine.generate(request)
         if finish.reason == "error":
@@ -45,10 +47,14 @@ def run_command(args: Namespace) -> int:
     return 0
 
 
-def note_unused_effort(engine: Engine, effort: str | None) -> None:
-    if effort is not None and not engine.info.reasoning_effort:
-        print(f"wisp: note: {engine.info.name}'s chat template takes no reasoning effort; --reasoning-effort "
-              "changes nothing", file=sys.stderr)
+def note_unused_options(engine: Engine, args: Namespace) -> None:
+    """A line on stderr for each reasoning option the model's chat template does not read."""
+    for option, value, taken, what in (
+            ("--reasoning-effort", args.reasoning_effort, engine.info.reasoning_effort, "reasoning effort"),
+            ("--thinking", args.thinking, engine.info.thinking_switch, "thinking switch")):
+        if value is not None and not taken:
+            print(f"wisp: note: {engine.info.name}'s chat template takes no {what}; {option} changes nothing",
+                  file=sys.stderr)
 
 
 def stream_to_stdout(engine: Engine, request: GenerateRequest) -> FinishEvent:
@@ -106,8 +112,9 @@ def chat_command(args: Namespace) -> int:
             raise WispError(f"{engine.info.path} has no chat template; use `wisp run --prompt` for raw completion")
         print(f"{engine.info.name} on {engine.info.device}. Type a message; /help lists the commands, /exit quits.",
               file=sys.stderr)
-        note_unused_effort(engine, args.reasoning_effort)
-        ChatSession(engine, sampling, args.system, reasoning_effort=args.reasoning_effort).run(open_reader())
+        note_unused_options(engine, args)
+        ChatSession(engine, sampling, args.system, reasoning_effort=args.reasoning_effort,
+                    enable_thinking=thinking_flag(args)).run(open_reader())
     return 0
 
 

@@ -117,10 +117,18 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable, not empty)")
 
 
-def add_reasoning_option(parser: argparse.ArgumentParser) -> None:
+def add_reasoning_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reasoning-effort", choices=REASONING_EFFORTS, default=None,
                         help="how long a reasoning model thinks, for chat templates that take it (gpt-oss); "
                              "default: the template's own")
+    parser.add_argument("--thinking", choices=("on", "off"), default=None,
+                        help="thinking before the answer, for chat templates that switch it (Qwen3's "
+                             "enable_thinking); default: the template's own")
+
+
+def thinking_flag(args: argparse.Namespace) -> bool | None:
+    """--thinking as GenerateRequest.enable_thinking: None when not given."""
+    return None if args.thinking is None else args.thinking == "on"
 
 
 def add_remote_options(parser: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ class GenerateRequest:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     request_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     reasoning_effort: str | None = None  # low, medium or high, for chat templates that take it (gpt-oss)
+    enable_thinking: bool | None = None  # False: no thinking, for chat templates that take it (Qwen3)
 
     def __post_init__(self):
         given = [x is not None for x in (self.prompt, self.messages, self.prompt_token_ids)]
@@ -38,6 +39,8 @@ class GenerateRequest:
         if not isinstance(self.sampling, SamplingParams):
             raise RequestError("sampling must be a SamplingParams", "sampling")
         check_reasoning_effort(self.reasoning_effort)
-        if self.reasoning_effort is not None and self.messages is None:
-            raise RequestError("reasoning_effort goes into the chat template: send messages, not a raw prompt",
-                               "reasoning_effort")
+        if self.enable_thinking is not None and not isinstance(self.enable_thinking, bool):
+            raise RequestError("enable_thinking must be true or false", "enable_thinking")
+        for name in ("reasoning_effort", "enable_thinking"):
+            if getattr(self, name) is not None and self.messages is None:
+                raise RequestError(f"{name} goes into the chat template: send messages, not a raw prompt", name)

@@ -29,6 +29,7 @@ class GenerationSettings:
     top_p: float
     max_tokens: int
     reasoning_effort: str | None = None  # low, medium, high; None: the chat template's default
+    enable_thinking: bool | None = None  # False: no thinking (Qwen3's switch); None: the chat template's default
 
 
 def finish_info(event) -> dict:
@@ -152,7 +153,8 @@ class GenerationController(QObject):
         # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
         chat = [{"role": m.role, "content": prompt_content(m)} for m in history]
         return engine_api.GenerateRequest(messages=tuple(system + chat), sampling=sampling,
-                                          reasoning_effort=settings.reasoning_effort)
+                                          reasoning_effort=settings.reasoning_effort,
+                                          enable_thinking=settings.enable_thinking)
 
     def _set_request(self, request_id: str | None) -> None:
         was_busy = self.is_busy

@@ -1,10 +1,10 @@
-"""System prompt (with presets) and sampling controls: temperature, top-p, max tokens, and the reasoning effort
-for models whose chat template takes one (gpt-oss)."""
+"""System prompt (with presets) and sampling controls: temperature, top-p, max tokens, and for reasoning models
+whose chat template takes them, the reasoning effort (gpt-oss) or the thinking switch (Qwen3)."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import (QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPlainTextEdit, QSpinBox,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QHBoxLayout, QLabel, QPlainTextEdit, QSpinBox,
                                QToolButton, QVBoxLayout, QWidget)
 
 from app.chat.generation_controller import GenerationSettings
@@ -40,6 +40,9 @@ class GenerationSettingsWidget(QWidget):
         self.reasoning.addItem("Default", None)
         for effort in REASONING_EFFORTS:
             self.reasoning.addItem(effort.capitalize(), effort)
+        self.thinking = QCheckBox("Think", self, checked=True)
+        self.thinking.setAccessibleName("Think before answering")
+        self.thinking.setToolTip("Let the model reason before it answers (slower, often better); off skips it")
         self.set_reasoning_available(False)
         self._build_layout()
         self.prompt_toggle.toggled.connect(self.prompt_edit.setVisible)
@@ -48,6 +51,7 @@ class GenerationSettingsWidget(QWidget):
         for box in (self.temperature, self.top_p, self.max_tokens):
             box.valueChanged.connect(self.changed)
         self.reasoning.currentIndexChanged.connect(self.changed)
+        self.thinking.toggled.connect(self.changed)
         self.set_mode("chat")
 
     @staticmethod
@@ -69,6 +73,7 @@ class GenerationSettingsWidget(QWidget):
             row.addWidget(box)
         row.addWidget(self.reasoning_label)
         row.addWidget(self.reasoning)
+        row.addWidget(self.thinking)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(row)
@@ -83,11 +88,13 @@ class GenerationSettingsWidget(QWidget):
         index = self.reasoning.findData(effort)
         self.reasoning.setCurrentIndex(max(index, 0))
 
-    def set_reasoning_available(self, available: bool) -> None:
-        """Shown for a model whose chat template takes a reasoning effort; the choice is kept while hidden."""
-        self._reasoning_available = available
+    def set_reasoning_available(self, available: bool, thinking_switch: bool = False) -> None:
+        """The reasoning effort shows for a model whose chat template takes one, the Think switch for one whose
+        template switches thinking; the choices are kept while hidden."""
+        self._reasoning_available, self._thinking_available = available, thinking_switch
         self.reasoning_label.setVisible(available)
         self.reasoning.setVisible(available)
+        self.thinking.setVisible(thinking_switch)
 
     def chosen_reasoning_effort(self) -> str | None:
         """The user's choice, kept in the settings file whichever model is loaded."""
@@ -107,8 +114,9 @@ class GenerationSettingsWidget(QWidget):
 
     def settings(self) -> GenerationSettings:
         effort = self.chosen_reasoning_effort() if self._reasoning_available else None
+        thinking = None if not self._thinking_available or self.thinking.isChecked() else False
         return GenerationSettings(self._mode, self.prompt_edit.toPlainText(), self.temperature.value(),
-                                  self.top_p.value(), self.max_tokens.value(), effort)
+                                  self.top_p.value(), self.max_tokens.value(), effort, thinking)
 
     def _show_prompt(self, text: str) -> None:
         self.prompt_edit.blockSignals(True)

@@ -17,7 +17,7 @@ from engine.backends.llama_cpp_core import LlamaCppCore
 from engine.backends.llama_cpp_model import LOG, ContextSettings, LlamaCppModel
 from engine.config import EngineOptions, Progress
 from engine.generation.model_info import DEFAULT_MAX_MODEL_LEN, ModelInfo
-from engine.generation.reasoning_effort import takes_reasoning_effort
+from engine.generation.reasoning_options import has_thinking_switch, takes_reasoning_effort
 
 
 def build(path: Path, options: EngineOptions, progress: Progress | None = None) -> tuple[LlamaCppCore, ModelInfo]:
@@ -32,8 +32,9 @@ def build(path: Path, options: EngineOptions, progress: Progress | None = None) 
     workspace = compute_buffer_bytes([line for _, line in LOG.lines], placement.device)
     plan = memory_plan(info, placement, model.n_ctx, workspace)
     core = LlamaCppCore(model, tokenizer, plan, model.n_ctx)
-    return core, replace(model_info(info, placement, plan, model.n_ctx, tokenizer.has_chat_template, options),
-                         reasoning_effort=takes_reasoning_effort(tokenizer))
+    described = model_info(info, placement, plan, model.n_ctx, tokenizer.has_chat_template, options)
+    return core, replace(described, reasoning_effort=takes_reasoning_effort(tokenizer),
+                         thinking_switch=has_thinking_switch(tokenizer))
 
 
 def load_model(path: Path, placement: Placement, n_ctx: int, progress: Progress | None) -> LlamaCppModel:

@@ -84,12 +84,14 @@ def build(target: str, options, progress=None) -> tuple["RemoteCore", ModelInfo]
         raise
     if progress is not None:
         progress(1.0, f"connected to {base_url}")
+    has_extensions = card.get("owned_by") in EXTENSION_OWNERS
     info = ModelInfo(
         path=target, name=str(card["id"]), model_type="remote", num_layers=0, num_experts=0, top_k=0,
         max_model_len=int(card.get("max_model_len") or 0), device=f"remote ({urlsplit(base_url).netloc})",
         dtype="remote", has_chat_template=True, plan=REMOTE_PLAN,
-        reasoning_effort=True)  # sent on: the server applies it or not
-    return RemoteCore(client, str(card["id"]), card.get("owned_by") in EXTENSION_OWNERS), info
+        reasoning_effort=True,  # sent on: the server applies it or not
+        thinking_switch=has_extensions)  # sent as chat_template_kwargs, which OpenAI's own API refuses
+    return RemoteCore(client, str(card["id"]), has_extensions), info
 
 
 def fetch_models(client: httpx.Client, base_url: str) -> list[dict]:
@@ -137,8 +139,13 @@ def request_body(request: GenerateRequest, model_id: str, has_extensions: bool) 
     elif sampling.top_k or sampling.ignore_eos:
         raise RequestError("this remote server does not take top_k or ignore_eos; leave them unset")
     if request.messages is not None:
-        effort = {"reasoning_effort": request.reasoning_effort} if request.reasoning_effort is not None else {}
-        return "/chat/completions", {**body, "messages": list(request.messages), "logprobs": has_extensions, **effort}
+        if request.reasoning_effort is not None:
+            body["reasoning_effort"] = request.reasoning_effort
+        if request.enable_thinking is not None and not has_extensions:
+            raise RequestError("this remote server does not take chat_template_kwargs; leave thinking at its default")
+        if request.enable_thinking is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": request.enable_thinking}
+        return "/chat/completions", {**body, "messages": list(request.messages), "logprobs": has_extensions}
     prompt = request.prompt if request.prompt is not None else list(request.prompt_token_ids)
     return "/completions", {**body, "prompt": prompt, **({"logprobs": 0} if has_extensions else {})}
 

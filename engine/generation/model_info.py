@@ -25,3 +25,4 @@ class ModelInfo:
     plan: MemoryPlan
     warnings: tuple[str, ...] = ()
     reasoning_effort: bool = False  # the chat template takes a reasoning effort (gpt-oss: low, medium, high)
+    thinking_switch: bool = False  # the chat template takes enable_thinking (Qwen3: thinking on or off)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.errors import PromptTooLongError, RequestError
-from engine.generation.reasoning_effort import template_variables
+from engine.generation.reasoning_options import template_variables
 from engine.requests import GenerateRequest
 
 
@@ -14,7 +14,7 @@ def prompt_token_ids(request: GenerateRequest, tokenizer, max_model_len: int) ->
         check_vocabulary(ids, getattr(tokenizer, "vocab_size", None))
     elif request.messages is not None:
         ids = tokenizer.encode_chat(list(request.messages), add_generation_prompt=True,
-                                    **template_variables(request.reasoning_effort))
+                                    **template_variables(request))
     else:
         ids = tokenizer.encode(request.prompt, add_special_tokens=True)
     if not ids:

@@ -72,8 +72,19 @@ def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: Serve
     messages = tuple({"role": "system" if m.role == "developer" else m.role, "content": m.text()}
                      for m in body.messages)
     sampling = sampling_params(body, body.max_completion_tokens or body.max_tokens, served, limits)
-    return Prepared(GenerateRequest(messages=messages, sampling=sampling, reasoning_effort=body.reasoning_effort),
-                    body.stream, body.include_usage, body.logprobs, body.return_tokens_as_token_ids)
+    request = GenerateRequest(messages=messages, sampling=sampling, reasoning_effort=body.reasoning_effort,
+                              enable_thinking=enable_thinking(body.chat_template_kwargs))
+    return Prepared(request, body.stream, body.include_usage, body.logprobs, body.return_tokens_as_token_ids)
+
+
+def enable_thinking(kwargs: dict | None) -> bool | None:
+    """chat_template_kwargs (vLLM's extension) may hold enable_thinking, true or false, and nothing else."""
+    for key, value in (kwargs or {}).items():
+        if key != "enable_thinking":
+            raise bad_request("chat_template_kwargs takes enable_thinking only", f"chat_template_kwargs.{key}")
+        if not isinstance(value, bool):
+            raise bad_request("must be true or false", "chat_template_kwargs.enable_thinking")
+    return (kwargs or {}).get("enable_thinking")
 
 
 def completion_request(body: CompletionRequest, served: ServedModel, limits: ServerLimits) -> Prepared:

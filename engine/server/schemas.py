@@ -85,6 +85,7 @@ class ChatCompletionRequest(SamplingFields):
     prompt_cache_key: object = None
     safety_identifier: object = None
     reasoning_effort: object = None  # checked in convert: low, medium or high
+    chat_template_kwargs: dict | None = None  # vLLM's extension; Wisp takes enable_thinking alone
     verbosity: object = None
     prediction: object = None
 

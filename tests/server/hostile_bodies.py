@@ -16,7 +16,7 @@ KNOWN_FIELDS = {
     "logit_bias", "ignore_eos", "return_tokens_as_token_ids", "logprobs", "top_logprobs", "tools", "tool_choice",
     "response_format", "echo", "best_of", "user", "metadata", "store", "service_tier", "functions",
     "function_call", "audio", "modalities", "parallel_tool_calls", "prompt_cache_key", "safety_identifier",
-    "reasoning_effort", "verbosity", "prediction",
+    "reasoning_effort", "verbosity", "prediction", "chat_template_kwargs",
 }
 
 lone_surrogate = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)

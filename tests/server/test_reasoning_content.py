@@ -58,18 +58,28 @@ def test_the_remote_backend_reads_reasoning_content_back():
     assert "".join(token.reasoning for token in tokens) == handle.finish.reasoning
 
 
-def test_reasoning_effort_reaches_the_engine_and_a_bad_one_is_a_400():
+def test_reasoning_options_reach_the_engine_and_bad_ones_are_400s():
     engine = ScriptedEngine(REASONING_REPLY)
+    no_thinking = {"chat_template_kwargs": {"enable_thinking": False}}
     with TestClient(create_app(engine), base_url="http://127.0.0.1") as client:
         assert client.post("/v1/chat/completions", json={**BODY, "reasoning_effort": "high"}).status_code == 200
+        assert client.post("/v1/chat/completions", json={**BODY, **no_thinking}).status_code == 200
         assert client.post("/v1/chat/completions", json=BODY).status_code == 200
-        for bad in ("extreme", 3, ["low"]):
-            response = client.post("/v1/chat/completions", json={**BODY, "reasoning_effort": bad})
-            assert response.status_code == 400 and response.json()["error"]["param"] == "reasoning_effort"
-    assert [request.reasoning_effort for request in engine.requests] == ["high", None]
+        for field, bad, param in (("reasoning_effort", "extreme", "reasoning_effort"),
+                                  ("reasoning_effort", 3, "reasoning_effort"),
+                                  ("reasoning_effort", ["low"], "reasoning_effort"),
+                                  ("chat_template_kwargs", {"enable_thinking": "no"},
+                                   "chat_template_kwargs.enable_thinking"),
+                                  ("chat_template_kwargs", {"tools_in_user_message": True},
+                                   "chat_template_kwargs.tools_in_user_message"),
+                                  ("chat_template_kwargs", [1], "chat_template_kwargs")):
+            response = client.post("/v1/chat/completions", json={**BODY, field: bad})
+            assert response.status_code == 400 and response.json()["error"]["param"] == param, (field, bad)
+    assert [request.reasoning_effort for request in engine.requests] == ["high", None, None]
+    assert [request.enable_thinking for request in engine.requests] == [None, False, None]
 
 
-def test_the_remote_backend_sends_the_reasoning_effort_on():
+def test_the_remote_backend_sends_the_reasoning_options_on():
     from engine.api import Engine, EngineOptions, GenerateRequest
     from engine.server import start_server
 
@@ -77,9 +87,22 @@ def test_the_remote_backend_sends_the_reasoning_effort_on():
     server = start_server(served, "127.0.0.1", 0)
     try:
         with Engine(EngineOptions(model=server.url)) as remote:
-            assert remote.info.reasoning_effort  # a remote server decides for itself
+            assert remote.info.reasoning_effort and remote.info.thinking_switch  # the server decides for itself
             remote.generate(GenerateRequest(messages=tuple(BODY["messages"]), reasoning_effort="low"))
+            remote.generate(GenerateRequest(messages=tuple(BODY["messages"]), enable_thinking=False))
             remote.generate(GenerateRequest(messages=tuple(BODY["messages"])))
     finally:
         server.stop()
-    assert [request.reasoning_effort for request in served.requests] == ["low", None]
+    assert [request.reasoning_effort for request in served.requests] == ["low", None, None]
+    assert [request.enable_thinking for request in served.requests] == [None, False, None]
+
+
+def test_a_server_without_extensions_is_not_sent_a_thinking_switch():
+    from engine.api import GenerateRequest
+    from engine.backends.remote import request_body
+    from engine.errors import RequestError
+
+    request = GenerateRequest(messages=tuple(BODY["messages"]), enable_thinking=False)
+    assert request_body(request, "m", True)[1]["chat_template_kwargs"] == {"enable_thinking": False}
+    with pytest.raises(RequestError, match="chat_template_kwargs"):
+        request_body(request, "m", False)
