@@ -4,6 +4,7 @@ refused where it enters and never reaches the engine loop that other requests sh
 
 from __future__ import annotations
 
+import json
 import math
 
 from engine.errors import RequestError
@@ -56,7 +57,8 @@ def check_stop(stop: object) -> None:
 
 
 def check_messages(messages: object) -> None:
-    """Chat turns: dicts with a text role and text content."""
+    """Chat turns: dicts with a text role and text content; an assistant turn may hold `tool_calls` (OpenAI's
+    shape, arguments as JSON text or an object) and a tool's reply its `tool_call_id`."""
     if not isinstance(messages, (tuple, list)):
         raise RequestError(f"messages must be a sequence of dicts, got {type(messages).__name__}", "messages")
     for index, message in enumerate(messages):
@@ -64,6 +66,40 @@ def check_messages(messages: object) -> None:
             raise RequestError(f"messages.{index} must be a dict with role and content", f"messages.{index}")
         for key in ("role", "content"):
             check_text(message.get(key), f"messages.{index}.{key}")
+        if message.get("tool_call_id") is not None:
+            check_text(message["tool_call_id"], f"messages.{index}.tool_call_id")
+        calls = message.get("tool_calls")
+        if calls is not None:
+            if not isinstance(calls, (tuple, list)):
+                raise RequestError("tool_calls must be a list", f"messages.{index}.tool_calls")
+            for number, call in enumerate(calls):
+                check_function(call, f"messages.{index}.tool_calls.{number}")
+
+
+def check_function(entry: object, field: str) -> None:
+    """A tool or a tool call: {"type": "function", "function": {"name": text, ...}}, JSON through and through."""
+    function = entry.get("function") if isinstance(entry, dict) else None
+    if not isinstance(function, dict) or entry.get("type", "function") != "function":
+        raise RequestError(f'{field} must be {{"type": "function", "function": {{"name": ..., ...}}}}', field)
+    if not check_text(function.get("name"), f"{field}.function.name"):
+        raise RequestError("a function needs a name", f"{field}.function.name")
+    check_json(entry, field)
+
+
+def check_json(value: object, field: str) -> None:
+    """Plain JSON (what the chat template's tojson writes) with valid Unicode text."""
+    try:
+        json.dumps(value, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeEncodeError, RecursionError) as error:
+        raise RequestError(f"{field} is not plain JSON with valid text ({type(error).__name__})", field) from None
+
+
+def check_tools(tools: object) -> None:
+    """Function tools offered to the model, in OpenAI's shape."""
+    if not isinstance(tools, (tuple, list)) or not tools:
+        raise RequestError("tools must be a non-empty list of function tools", "tools")
+    for index, tool in enumerate(tools):
+        check_function(tool, f"tools.{index}")
 
 
 def check_token_ids(ids: object) -> None:

@@ -112,6 +112,12 @@ class Tokenizer:
         template = self._chat_templates.get("default")
         return template.source if template is not None else ""
 
+    @property
+    def tool_template_source(self) -> str:
+        """The jinja source of the template used when a request offers tools ("" without one)."""
+        template = self._chat_templates.get("tool_use") or self._chat_templates.get("default")
+        return template.source if template is not None else ""
+
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids of `text`; with `add_special_tokens`, the post-processor's BOS/EOS are added as HF does."""
         return self._backend.encode(text, add_special_tokens=add_special_tokens).ids

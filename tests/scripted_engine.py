@@ -14,16 +14,18 @@ LOGPROB = -0.25
 
 @dataclass
 class ScriptedEngine:
-    """Each reply is a list of (answer text, reasoning text) pieces, one per token. Events are delivered from
-    another thread, as the engine thread delivers them; `requests` records what was asked."""
+    """Each reply is a list of (answer text, reasoning text) pieces, one per token, and the tool calls it ends
+    with. Events are delivered from another thread, as the engine thread delivers them; `requests` records what
+    was asked."""
 
     pieces: list[tuple[str, str]]
     max_model_len: int = 4096
     requests: list = field(default_factory=list)
+    tool_calls: tuple = ()
 
     def __post_init__(self):
         self.info = SimpleNamespace(name="scripted", path="scripted", max_model_len=self.max_model_len,
-                                    has_chat_template=True, device="cpu")
+                                    has_chat_template=True, device="cpu", tool_calls=True)
         self._core = None  # engine.server.ServedModel looks for a tokenizer here
 
     def submit(self, request, callback=None) -> RequestHandle:
@@ -51,7 +53,8 @@ class ScriptedEngine:
         stats = RequestStats(prompt_tokens=5, cached_prompt_tokens=0, generated_tokens=num, ttft_s=0.01,
                              decode_tok_s=100.0, total_s=0.1, num_preemptions=0)
         finish = FinishEvent(request_id, "stop", "".join(t for t, _ in self.pieces), tuple(range(num)),
-                             (LOGPROB,) * num, stats, reasoning="".join(r for _, r in self.pieces))
+                             (LOGPROB,) * num, stats, reasoning="".join(r for _, r in self.pieces),
+                             tool_calls=self.tool_calls)
         return [*tokens, finish]
 
 

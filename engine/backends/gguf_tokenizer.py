@@ -41,6 +41,12 @@ class GgufTokenizer:
         template = self._templates.get("default")
         return template.source if template is not None else ""
 
+    @property
+    def tool_template_source(self) -> str:
+        """The jinja source of the template used when a request offers tools ("" without one)."""
+        template = self._templates.get("tool_use") or self._templates.get("default")
+        return template.source if template is not None else ""
+
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """As the GGUF's metadata says (add_bos_token); special-token text is parsed, as Hugging Face does."""
         return self._model.tokenize(text, add_special=add_special_tokens)

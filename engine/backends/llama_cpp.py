@@ -18,6 +18,7 @@ from engine.backends.llama_cpp_model import LOG, ContextSettings, LlamaCppModel
 from engine.config import EngineOptions, Progress
 from engine.generation.model_info import DEFAULT_MAX_MODEL_LEN, ModelInfo
 from engine.generation.reasoning_options import has_thinking_switch, takes_reasoning_effort
+from engine.generation.tool_calls import can_call_tools
 
 
 def build(path: Path, options: EngineOptions, progress: Progress | None = None) -> tuple[LlamaCppCore, ModelInfo]:
@@ -34,7 +35,7 @@ def build(path: Path, options: EngineOptions, progress: Progress | None = None) 
     core = LlamaCppCore(model, tokenizer, plan, model.n_ctx)
     described = model_info(info, placement, plan, model.n_ctx, tokenizer.has_chat_template, options)
     return core, replace(described, reasoning_effort=takes_reasoning_effort(tokenizer),
-                         thinking_switch=has_thinking_switch(tokenizer))
+                         thinking_switch=has_thinking_switch(tokenizer), tool_calls=can_call_tools(tokenizer))
 
 
 def load_model(path: Path, placement: Placement, n_ctx: int, progress: Progress | None) -> LlamaCppModel:

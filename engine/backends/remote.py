@@ -139,6 +139,8 @@ def request_body(request: GenerateRequest, model_id: str, has_extensions: bool) 
     elif sampling.top_k or sampling.ignore_eos:
         raise RequestError("this remote server does not take top_k or ignore_eos; leave them unset")
     if request.messages is not None:
+        if request.tools:
+            raise RequestError("tools are not sent on to remote servers; call the server itself")
         if request.reasoning_effort is not None:
             body["reasoning_effort"] = request.reasoning_effort
         if request.enable_thinking is not None and not has_extensions:

@@ -13,7 +13,8 @@ def prompt_token_ids(request: GenerateRequest, tokenizer, max_model_len: int) ->
         ids = list(request.prompt_token_ids)
         check_vocabulary(ids, getattr(tokenizer, "vocab_size", None))
     elif request.messages is not None:
-        ids = tokenizer.encode_chat(list(request.messages), add_generation_prompt=True,
+        tools = [dict(tool) for tool in request.tools] if request.tools else None
+        ids = tokenizer.encode_chat(list(request.messages), add_generation_prompt=True, tools=tools,
                                     **template_variables(request))
     else:
         ids = tokenizer.encode(request.prompt, add_special_tokens=True)

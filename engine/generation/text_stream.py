@@ -10,6 +10,7 @@ from engine.detokenizer import IncrementalDetokenizer, StopStringMatcher
 from engine.events import ToolCall
 from engine.generation.reasoning import Parsed, ReasoningParser
 from engine.generation.reasoning_formats import reasoning_format
+from engine.generation.tool_calls import ToolCallTags, writes_tool_call_tags
 from engine.requests import GenerateRequest
 
 
@@ -27,10 +28,12 @@ class TextStream:
     `ignore_end` keeps generating past the reasoning format's own end of generation (ignore_eos)."""
 
     def __init__(self, tokenizer, stop: tuple[str, ...], parser: ReasoningParser | None = None,
-                 kept_ids: frozenset[int] = frozenset(), ignore_end: bool = False):
+                 kept_ids: frozenset[int] = frozenset(), ignore_end: bool = False,
+                 tool_tags: ToolCallTags | None = None):
         self.detokenizer = IncrementalDetokenizer(tokenizer, (), skip_special_tokens=True, kept_ids=kept_ids)
         self.matcher = StopStringMatcher(stop)
         self.parser = parser
+        self.tool_tags = tool_tags  # `<tool_call>` blocks taken out of the answer (requests with tools)
         self.ignore_end = ignore_end
         self.parts: list[str] = []
         self.reasoning_parts: list[str] = []
@@ -39,13 +42,15 @@ class TextStream:
 
     @classmethod
     def for_request(cls, tokenizer, request: GenerateRequest, prompt_ids: Sequence[int]) -> TextStream:
-        """The stream of a request: chat requests to a reasoning model have their reasoning split off."""
+        """The stream of a request: chat requests to a reasoning model have their reasoning split off, and those
+        that offer tools to a model writing `<tool_call>` blocks have the calls taken out of the answer."""
         sampling = request.sampling
         chat_format = reasoning_format(tokenizer) if request.messages is not None else None
+        tool_tags = ToolCallTags() if request.tools and writes_tool_call_tags(tokenizer) else None
         if chat_format is None:
-            return cls(tokenizer, sampling.stop)
+            return cls(tokenizer, sampling.stop, tool_tags=tool_tags)
         return cls(tokenizer, sampling.stop, chat_format.parser(tokenizer, prompt_ids),
-                   chat_format.marker_ids(tokenizer), ignore_end=sampling.ignore_eos)
+                   chat_format.marker_ids(tokenizer), ignore_end=sampling.ignore_eos, tool_tags=tool_tags)
 
     def push(self, token_id: int) -> StreamDelta:
         if self.stopped:
@@ -67,6 +72,10 @@ class TextStream:
             self.stopped = True
         if self.parser is not None:
             self._collect(self.parser.flush())
+        if self.tool_tags is not None:
+            self._collect(self.tool_tags.flush(), is_tagged=True)
+            if self.tool_calls and not "".join(self.parts).strip():
+                self.parts = []  # the whitespace around the calls is not an answer
         return "".join(self.parts)
 
     def final_reasoning(self) -> str:
@@ -74,11 +83,14 @@ class TextStream:
         return "".join(self.reasoning_parts)
 
     def _parse(self, text: str) -> Parsed:
-        parsed = Parsed(content=text) if self.parser is None else self.parser.feed(text)
-        self._collect(parsed)
-        return parsed
+        return self._collect(Parsed(content=text) if self.parser is None else self.parser.feed(text))
 
-    def _collect(self, parsed: Parsed) -> None:
+    def _collect(self, parsed: Parsed, is_tagged: bool = False) -> Parsed:
+        """Keep a parsed piece (its tool-call blocks taken out first); -> what it adds to the stream."""
+        if self.tool_tags is not None and not is_tagged:
+            tagged = self.tool_tags.feed(parsed.content)
+            parsed = Parsed(tagged.content, parsed.reasoning, parsed.tool_calls + tagged.tool_calls)
         self.parts.append(parsed.content)
         self.reasoning_parts.append(parsed.reasoning)
         self.tool_calls += parsed.tool_calls
+        return parsed

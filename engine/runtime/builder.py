@@ -19,6 +19,7 @@ from engine.model.attention import KVCache
 from engine.model.latent_cache import new_kv_cache
 from engine.generation.model_info import ModelInfo
 from engine.generation.reasoning_options import has_thinking_switch, takes_reasoning_effort
+from engine.generation.tool_calls import can_call_tools
 from engine.model.config_file import read_args
 from engine.model.loader import LoadedWeights, load_weights, resolve_dtype
 from engine.model.sizes import model_sizes
@@ -81,7 +82,7 @@ def finish_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineO
         device=str(device), dtype=str(weights.dtype).replace("torch.", ""),
         has_chat_template=tokenizer.has_chat_template, plan=plan,
         warnings=tuple(w for w in [weights.store.warning] if w), reasoning_effort=takes_reasoning_effort(tokenizer),
-        thinking_switch=has_thinking_switch(tokenizer),
+        thinking_switch=has_thinking_switch(tokenizer), tool_calls=can_call_tools(tokenizer),
     )
     return engine, info
 

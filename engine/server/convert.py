@@ -12,6 +12,7 @@ from engine.server.api_errors import ApiError, bad_request
 from engine.server.limits import ServerLimits
 from engine.server.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
 from engine.server.served_model import ServedModel
+from engine.server.tools import offered_tools, template_message
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 
@@ -59,21 +60,17 @@ def sampling_params(body: SamplingFields, max_tokens: int | None, served: Served
 def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: ServerLimits) -> Prepared:
     check_model(body.model, served)
     refuse_unsupported(body)
-    if body.tools or body.tool_choice not in (None, "none", "auto"):
-        raise bad_request("tools and function calling are not supported by Wisp's server", "tools")
-    if body.functions or body.function_call not in (None, "none", "auto"):
-        raise bad_request("functions and function calling are not supported by Wisp's server", "functions")
+    tools = offered_tools(body, served)
     if body.audio or (body.modalities and body.modalities != ["text"]):
         raise bad_request("Wisp's server answers in text only", "modalities" if body.modalities else "audio")
     if body.response_format and body.response_format.get("type", "text") != "text":
         raise bad_request("only response_format {\"type\": \"text\"} is supported", "response_format")
     if body.top_logprobs:
         raise bad_request("top_logprobs is not supported (logprobs gives the chosen tokens' logprobs)", "top_logprobs")
-    messages = tuple({"role": "system" if m.role == "developer" else m.role, "content": m.text()}
-                     for m in body.messages)
+    messages = tuple(template_message(message, index) for index, message in enumerate(body.messages))
     sampling = sampling_params(body, body.max_completion_tokens or body.max_tokens, served, limits)
     request = GenerateRequest(messages=messages, sampling=sampling, reasoning_effort=body.reasoning_effort,
-                              enable_thinking=enable_thinking(body.chat_template_kwargs))
+                              enable_thinking=enable_thinking(body.chat_template_kwargs), tools=tools)
     return Prepared(request, body.stream, body.include_usage, body.logprobs, body.return_tokens_as_token_ids)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from engine.events import FinishEvent, RequestStats, TokenEvent
 from engine.server.served_model import ServedModel
+from engine.server.tools import tool_calls_out
 
 FINISH_REASONS = {"stop": "stop", "length": "length"}
 
@@ -37,6 +38,8 @@ def usage(stats: RequestStats) -> dict:
 
 
 def finish_reason(finish: FinishEvent) -> str:
+    if finish.tool_calls and finish.reason == "stop":
+        return "tool_calls"
     return FINISH_REASONS.get(finish.reason, "stop")
 
 
@@ -69,10 +72,12 @@ def completion_logprobs(shape: Shape, tokens: list[TokenEvent], offset: int = 0)
 
 def chat_message(finish: FinishEvent) -> dict:
     """The assistant message; a reasoning model's reasoning goes in `reasoning_content` (vLLM's and DeepSeek's
-    field), never into `content`."""
-    message = {"role": "assistant", "content": finish.text}
+    field), never into `content`; its tool calls in `tool_calls` (content null when it wrote nothing else)."""
+    message = {"role": "assistant", "content": finish.text or (None if finish.tool_calls else "")}
     if finish.reasoning:
         message["reasoning_content"] = finish.reasoning
+    if finish.tool_calls:
+        message["tool_calls"] = tool_calls_out(finish.tool_calls)
     return message
 
 

@@ -26,12 +26,14 @@ class ServedModel:
     id: str
     max_model_len: int  # 0 when unknown (a remote backend that does not say)
     tokenizer: object | None  # engine.tokenizer.Tokenizer (or GGUF's); None for backends without one (remote)
+    tool_calls: bool = False  # the model takes tools and the engine reads its calls (ModelInfo.tool_calls)
 
     @classmethod
     def of(cls, engine, model_id: str | None = None) -> "ServedModel":
         # api.Engine keeps its backend private; like api.expert_counters we read the tokenizer off it.
         tokenizer = getattr(engine._core, "tokenizer", None)
-        return cls(model_id or served_model_id(engine.info), engine.info.max_model_len, tokenizer)
+        return cls(model_id or served_model_id(engine.info), engine.info.max_model_len, tokenizer,
+                   bool(getattr(engine.info, "tool_calls", False)))
 
     def fim_token_ids(self) -> tuple[int, int, int] | None:
         token_to_id = getattr(self.tokenizer, "token_to_id", None)  # tokenizers without it: no FIM

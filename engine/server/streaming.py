@@ -14,6 +14,7 @@ from engine.server.api_errors import error_body
 from engine.server.bridge import Generation, wait_for_disconnect
 from engine.server.outcome import finish_error
 from engine.server.responses import Shape, chat_chunk, chat_delta, completion_chunk, finish_reason, usage_chunk
+from engine.server.tools import tool_calls_out
 
 DONE = b"data: [DONE]\n\n"
 
@@ -81,6 +82,8 @@ async def chat_stream(generation: Generation, first: Event, shape: Shape, includ
             continue
         if event.reason not in ("error", "cancelled"):
             delta = chat_delta(event.text[num_sent:], event.reasoning[num_reasoning_sent:])
+            if event.tool_calls:
+                delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(tool_calls_out(event.tool_calls))]
             yield sse(chat_chunk(shape, delta, [], finish_reason(event)))
         for obj in ending(shape, event, include_usage):
             yield sse(obj)

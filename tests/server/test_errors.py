@@ -19,7 +19,7 @@ def error_of(excinfo) -> dict:
     ({"n": 2}, "n"),
     ({"max_tokens": 100_000}, "max_tokens"),
     ({"messages": []}, "messages"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, "messages.0.role"),
+    ({"messages": [{"role": "function", "content": "x"}]}, "messages.0.role"),
     ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
     ({"presence_penalty": 1.0}, "presence_penalty"),
 ])

@@ -1,0 +1,66 @@
+"""Function calling over the OpenAI API: the tools a request offers, the conversation's tool turns as the chat
+template takes them, and the calls a reply made as OpenAI's `tool_calls`. The model must take tools and the
+engine must read its calls back (harmony or `<tool_call>` blocks: ModelInfo.tool_calls)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from engine.events import ToolCall
+from engine.server.api_errors import bad_request
+from engine.server.schemas import ChatCompletionRequest, ChatMessage
+from engine.server.served_model import ServedModel
+
+
+def offered_tools(body: ChatCompletionRequest, served: ServedModel) -> tuple[dict, ...] | None:
+    """The tools to render (None when none are offered or tool_choice is "none"); 400 for what Wisp cannot do."""
+    if body.functions or body.function_call not in (None, "none", "auto"):
+        raise bad_request("functions and function_call are the API's old form: send tools instead", "functions")
+    if body.tool_choice not in (None, "none", "auto"):
+        raise bad_request('tool_choice takes "auto" or "none": the model decides whether to call a tool',
+                          "tool_choice")
+    if not body.tools or body.tool_choice == "none":
+        return None
+    if not served.tool_calls:
+        raise bad_request(f"model '{served.id}' does not take tools: its chat template has none, or writes calls "
+                          "in a form Wisp does not read (it reads gpt-oss's harmony and <tool_call> blocks)", "tools")
+    return tuple(body.tools)
+
+
+def template_message(message: ChatMessage, index: int) -> dict:
+    """One turn as chat templates take it: text content, and an assistant's calls with their arguments as objects
+    (templates write them with tojson) where the JSON text parses."""
+    turn = {"role": "system" if message.role == "developer" else message.role, "content": message.text()}
+    if message.content is None and not (message.role == "assistant" and message.tool_calls):
+        raise bad_request("content is required (only an assistant turn that calls tools may leave it out)",
+                          f"messages.{index}.content")
+    if message.tool_calls:
+        if message.role != "assistant":
+            raise bad_request("only assistant turns make tool calls", f"messages.{index}.tool_calls")
+        turn["tool_calls"] = [
+            {"id": call.id or f"call_{index}_{number}", "type": "function",
+             "function": {"name": call.function.name, "arguments": arguments(call.function.arguments)}}
+            for number, call in enumerate(message.tool_calls)]
+    if message.role == "tool":
+        if message.tool_call_id is None:
+            raise bad_request("a tool turn names the call it answers", f"messages.{index}.tool_call_id")
+        turn["tool_call_id"] = message.tool_call_id
+    if message.name is not None:
+        turn["name"] = message.name
+    return turn
+
+
+def arguments(text: str) -> object:
+    """A call's JSON arguments as an object, or the text as written when it is not a JSON object."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict) else text
+
+
+def tool_calls_out(calls: tuple[ToolCall, ...]) -> list[dict]:
+    """The calls a reply made, in OpenAI's message shape (each with a fresh id); stream deltas add `index`."""
+    return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+             "function": {"name": call.name, "arguments": call.arguments}} for call in calls]

@@ -1,0 +1,110 @@
+"""Tool calls read out of a chat reply: `<tool_call>` blocks (Qwen3, Hermes) taken out of the answer as it
+streams, whatever pieces the text comes in; the tools offered reach the chat template; ModelInfo says which
+models can call tools; bad tools are refused with their field."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import engine.runtime.llm_engine as llm_engine
+from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams, TokenEvent
+from engine.errors import RequestError
+from engine.events import ToolCall
+from engine.generation.prompt import prompt_token_ids
+from engine.generation.tool_calls import ToolCallTags
+from engine.tokenizer import Tokenizer
+from tests.engine.tool_fixtures import CALL_REPLY, WEATHER, write_tool_model
+from tests.tiny_models import VOCAB, write_tiny_model
+
+ASK = ({"role": "user", "content": "Weather in Paris?"},)
+PARIS = ToolCall("get_weather", '{"city": "Paris"}')
+
+
+def read(pieces: list[str]):
+    tags, content, calls = ToolCallTags(), "", []
+    for piece in pieces:
+        parsed = tags.feed(piece)
+        content, calls = content + parsed.content, calls + parsed.tool_calls
+    rest = tags.flush()
+    return content + rest.content, calls
+
+
+def splits(text: str):
+    return st.lists(st.integers(0, len(text)), max_size=6).map(
+        lambda cuts: [text[a:b] for a, b in zip([0, *sorted(cuts)], [*sorted(cuts), len(text)])])
+
+
+TEXT = f"Let me check.\n{CALL_REPLY}\n<tool_call>not json</tool_call> and <b>bold</b> <tool_call>{{\"name\": 1}}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(splits(TEXT))
+def test_any_split_of_the_text_gives_the_same_calls_and_answer(pieces):
+    content, calls = read(pieces)
+    assert calls == [PARIS]
+    assert content == ("Let me check.\n\n<tool_call>not json</tool_call> and <b>bold</b> "
+                       "<tool_call>{\"name\": 1}")  # not calls: left as written (the last one never closed)
+
+
+@pytest.fixture(scope="module")
+def tool_model(tmp_path_factory):
+    folder = write_tool_model(tmp_path_factory.mktemp("tool_model"))
+    assert Tokenizer.from_folder(folder).vocab_size <= VOCAB
+    return folder
+
+
+def test_the_tools_reach_the_template(tool_model):
+    tokenizer = Tokenizer.from_folder(tool_model)
+    with_tools = tokenizer.decode(prompt_token_ids(GenerateRequest(messages=ASK, tools=(WEATHER,)), tokenizer, 4096),
+                                  skip_special_tokens=False)
+    without = tokenizer.decode(prompt_token_ids(GenerateRequest(messages=ASK), tokenizer, 4096),
+                               skip_special_tokens=False)
+    assert '"name": "get_weather"' in with_tools and "<tools>" not in without
+
+
+def test_the_engine_returns_the_call_apart_from_the_answer(tool_model, monkeypatch):
+    tokenizer = Tokenizer.from_folder(tool_model)
+    script = iter(tokenizer.encode(CALL_REPLY, add_special_tokens=False) + [tokenizer.token_to_id("<|im_end|>")] * 4)
+    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators: ([next(script)], [-1.0]))
+    with Engine(EngineOptions(model=str(tool_model), device="cpu")) as engine:
+        assert engine.info.tool_calls
+        handle = engine.submit(GenerateRequest(messages=ASK, tools=(WEATHER,), sampling=SamplingParams(max_tokens=60)))
+        tokens = [event for event in handle if isinstance(event, TokenEvent)]
+    finish = handle.finish
+    assert (finish.reason, finish.text, finish.tool_calls) == ("stop", "", (PARIS,))
+    assert "".join(token.text for token in tokens) == ""  # the call never streams as answer text
+
+
+def test_without_tools_offered_the_reply_is_left_as_text(tool_model, monkeypatch):
+    tokenizer = Tokenizer.from_folder(tool_model)
+    script = iter(tokenizer.encode(CALL_REPLY, add_special_tokens=False) + [tokenizer.token_to_id("<|im_end|>")] * 4)
+    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators: ([next(script)], [-1.0]))
+    with Engine(EngineOptions(model=str(tool_model), device="cpu")) as engine:
+        finish = engine.generate(GenerateRequest(messages=ASK, sampling=SamplingParams(max_tokens=60)))
+    assert (finish.text, finish.tool_calls) == (CALL_REPLY, ())
+
+
+def test_a_model_without_tools_in_its_template_says_so(tmp_path):
+    with Engine(EngineOptions(model=str(write_tiny_model(tmp_path, "qwen3_moe")), device="cpu")) as engine:
+        assert not engine.info.tool_calls
+
+
+@pytest.mark.parametrize("tools, field", [
+    ((), "tools"),
+    (({"type": "function"},), "tools.0"),
+    (({"type": "retrieval", "function": {"name": "f"}},), "tools.0"),
+    (({"type": "function", "function": {"name": ""}},), "tools.0.function.name"),
+    (({"type": "function", "function": {"name": "f", "parameters": {"x": float("nan")}}},), "tools.0"),
+    (({"type": "function", "function": {"name": "f", "description": "\ud800"}},), "tools.0"),
+])
+def test_bad_tools_are_refused_with_their_field(tools, field):
+    with pytest.raises(RequestError) as error:
+        GenerateRequest(messages=ASK, tools=tools)
+    assert error.value.field == field
+
+
+def test_tools_need_a_chat():
+    with pytest.raises(RequestError, match="send messages"):
+        GenerateRequest(prompt="hi", tools=(WEATHER,))
