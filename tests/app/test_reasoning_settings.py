@@ -8,8 +8,7 @@ from app.chat.generation_controller import GenerationController, GenerationSetti
 from app.engine_bridge import EngineBridge
 from app.settings import SettingsStore
 from tests.app.driving import type_and_send, use_greedy_sampling, wait_until_idle
-from tests.engine.reasoning_fixtures import THINK_TEMPLATE, save_harmony_folder
-from tests.engine.tokenizer_fixtures import save_hf_folder, train_byte_level_tokenizer
+from tests.engine.reasoning_fixtures import save_harmony_folder, save_think_folder
 from tests.scripted_engine import REASONING_REPLY, ScriptedEngine
 from tests.tiny_models import write_tiny_model
 
@@ -55,12 +54,8 @@ def test_bad_reasoning_options_in_the_settings_file_fall_back_to_the_defaults(tm
 
 
 def test_the_think_switch_shows_for_a_qwen3_style_model_and_turns_thinking_off(qtbot, start_app, tmp_path):
-    from tokenizers import AddedToken
-
     folder = write_tiny_model(tmp_path / "think", "qwen3_moe")
-    backend = train_byte_level_tokenizer(300)
-    backend.add_tokens([AddedToken("<think>", special=False), AddedToken("</think>", special=False)])
-    save_hf_folder(folder, backend, THINK_TEMPLATE, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    save_think_folder(folder, vocab_size=300)
     window = start_app(model=str(folder))
     bar = window.chat.settings_bar
     assert bar.thinking.isVisible() and bar.thinking.isChecked() and not bar.reasoning.isVisible()

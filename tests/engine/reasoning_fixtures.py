@@ -63,9 +63,9 @@ def save_harmony_folder(folder: Path, chat_template: str = HARMONY_TEMPLATE, voc
                           pad_token="<|endoftext|>")
 
 
-def save_think_folder(folder: Path, chat_template: str = THINK_TEMPLATE) -> Path:
+def save_think_folder(folder: Path, chat_template: str = THINK_TEMPLATE, vocab_size: int = 400) -> Path:
     """`<think>` and `</think>` are added tokens that are not special, as in Qwen3's tokenizer."""
-    backend = train_byte_level_tokenizer()
+    backend = train_byte_level_tokenizer(vocab_size)
     backend.add_tokens([AddedToken("<think>", special=False), AddedToken("</think>", special=False)])
     return save_hf_folder(folder, backend, chat_template, eos_token="<|im_end|>", pad_token="<|endoftext|>")
 

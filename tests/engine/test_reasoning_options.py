@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 
 import pytest
-from tokenizers import AddedToken
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.chat_repl import ChatSession
@@ -16,8 +15,7 @@ from engine.cli import main
 from engine.errors import RequestError
 from engine.generation.prompt import prompt_token_ids
 from engine.tokenizer import Tokenizer
-from tests.engine.reasoning_fixtures import THINK_TEMPLATE, save_harmony_folder
-from tests.engine.tokenizer_fixtures import save_hf_folder, train_byte_level_tokenizer
+from tests.engine.reasoning_fixtures import save_harmony_folder, save_think_folder
 from tests.tiny_models import VOCAB, write_tiny_model
 
 HI = ({"role": "user", "content": "Hi"},)
@@ -36,9 +34,7 @@ def harmony_model(tmp_path_factory):
 def think_model(tmp_path_factory):
     """Qwen3-style: `<think>` tags and a template that takes enable_thinking."""
     folder = write_tiny_model(tmp_path_factory.mktemp("think_model"), "qwen3_moe")
-    backend = train_byte_level_tokenizer(300)
-    backend.add_tokens([AddedToken("<think>", special=False), AddedToken("</think>", special=False)])
-    save_hf_folder(folder, backend, THINK_TEMPLATE, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    save_think_folder(folder, vocab_size=300)
     assert Tokenizer.from_folder(folder).vocab_size <= VOCAB
     return folder
 
