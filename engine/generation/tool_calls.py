@@ -31,7 +31,7 @@ def parse_call(body: str) -> ToolCall | None:
     """`{"name": str, "arguments": object or JSON text}` -> the call (arguments as JSON text); None otherwise."""
     try:
         value = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         return None
