@@ -95,7 +95,8 @@ def describe_gguf(path: Path, name: str) -> ModelEntry:
         info = read_info(path)
     except WispError as err:
         return ModelEntry(str(path), name, "gguf", size_bytes=size, error=str(err))
-    return ModelEntry(str(path), name, "gguf", info.architecture, info.num_layers, info.num_experts, info.top_k, size)
+    return ModelEntry(str(path), name, "gguf", info.architecture, info.num_layers, info.num_experts, info.top_k, size,
+                      num_shared_experts=info.num_shared_experts)
 
 
 def hf_cache_entries(cache: Path | None = None) -> list[ModelEntry]:

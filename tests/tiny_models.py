@@ -23,7 +23,7 @@ CORPUS = [
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 384
 MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe", "gpt_oss", "deepseek_v2", "deepseek_v3"]
-GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe"]  # those engine.gguf.convert writes
+GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe"]  # those engine.gguf.convert writes
 # gpt-oss-20b's published RoPE; a window and a SwiGLU limit small enough that the tiny model's prompts cross the
 # window and its activations reach the clamp
 GPT_OSS_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,

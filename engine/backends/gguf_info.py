@@ -33,6 +33,7 @@ class GgufInfo:
     layer_bytes: dict[int, int] = field(default_factory=dict)  # non-expert tensors of blk.N
     expert_layer_bytes: dict[int, int] = field(default_factory=dict)  # expert tensors of blk.N
     other_bytes: dict[str, int] = field(default_factory=dict)  # token_embd, output, output_norm, ...
+    num_shared_experts: int = 0  # always-on experts beside the routed ones (qwen2moe, glm4moe)
 
     @property
     def num_moe_layers(self) -> int:
@@ -68,7 +69,15 @@ def read_info(path: Path) -> GgufInfo:
         kv_bytes_per_token=kv_bytes_per_token(fields, arch),
         size_bytes=path.stat().st_size,
         layer_bytes=dict(layer_bytes), expert_layer_bytes=dict(expert_bytes), other_bytes=other_bytes,
+        num_shared_experts=shared_experts(fields, arch, header.tensors),
     )
+
+
+def shared_experts(fields: dict, arch: str, tensors) -> int:
+    """{arch}.expert_shared_count, or 1 when the layers hold a shared expert (ffn_*_shexp) without saying."""
+    if fields.get(f"{arch}.expert_shared_count") is not None:
+        return int(fields[f"{arch}.expert_shared_count"])
+    return int(any(name.endswith("ffn_down_shexp.weight") for name in tensors))
 
 
 def read_gguf_header(path: Path):

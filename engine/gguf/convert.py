@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError, WispError
+from engine.gguf import glm4_moe
+from engine.gguf.glm4_moe_convert import glm4_moe_specs
 from engine.gguf.gpt_oss import ARCH as GPT_OSS
 from engine.gguf.gpt_oss_convert import gpt_oss_specs, write_gpt_oss_metadata
 from engine.gguf.tensor_map import TensorSpec, gguf_architecture, tensor_specs
@@ -42,8 +44,8 @@ def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: P
         out_type = "bf16" if str(args.torch_dtype).removeprefix("torch.") == "bfloat16" else "f16"
     arch = gguf_architecture(args)
     vocab = read_vocab(model_dir, args.vocab_size)
-    specs = (gpt_oss_specs if arch == GPT_OSS else tensor_specs)(args, Checkpoint(model_dir),
-                                                                 architecture(args.model_type).WEIGHT_NAMES)
+    make_specs = {GPT_OSS: gpt_oss_specs, glm4_moe.ARCH: glm4_moe_specs}.get(arch, tensor_specs)
+    specs = make_specs(args, Checkpoint(model_dir), architecture(args.model_type).WEIGHT_NAMES)
     partial = out_path.with_name(out_path.name + ".partial")
     writer = gguf.GGUFWriter(partial, arch)
     try:
@@ -135,7 +137,7 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
     writer.add_head_count_kv(args.num_key_value_heads)
     writer.add_key_length(args.head_dim)
     writer.add_value_length(args.head_dim)
-    writer.add_rope_dimension_count(args.head_dim)
+    writer.add_rope_dimension_count(int(args.head_dim * args.partial_rotary_factor))
     writer.add_rope_freq_base(args.rope_theta)
     writer.add_layer_norm_rms_eps(args.rms_norm_eps)
     writer.add_vocab_size(args.vocab_size)
@@ -148,6 +150,8 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
         writer.add_clamp_kqv(args.clip_qkv)
     if arch == GPT_OSS:
         write_gpt_oss_metadata(writer, args)
+    if arch == glm4_moe.ARCH:
+        glm4_moe.write_hparams(writer, args)
 
 
 def write_vocab(writer, vocab: Vocab) -> None:
@@ -188,7 +192,8 @@ def print_progress(fraction: float, tensor_name: str) -> None:
 
 def add_parser(commands) -> None:
     parser = commands.add_parser("convert-gguf", help="write a GGUF file (llama.cpp) of a safetensors MoE model")
-    parser.add_argument("model_dir", help="Hugging Face model folder (qwen3_moe, qwen2_moe, olmoe, mixtral, gpt_oss)")
+    parser.add_argument("model_dir", help="Hugging Face model folder (qwen3_moe, qwen2_moe, olmoe, mixtral, gpt_oss, "
+                        "glm4_moe)")
     parser.add_argument("out", help="the .gguf file to write")
     parser.add_argument("--type", default="auto", choices=(*OUT_TYPES, "auto"),
                         help="weight type; routers, norms and biases stay f32 (default auto: bf16 for a bf16 "

@@ -1,12 +1,15 @@
 """ModelArgs from a GGUF file's metadata (`{arch}.*` keys) and tensor shapes, for the architectures Wisp's engine
-runs: qwen3moe, qwen2moe, olmoe, llama with experts (Mixtral) and gpt-oss (its own fields: engine.gguf.gpt_oss)."""
+runs: qwen3moe, qwen2moe, olmoe, llama with experts (Mixtral), gpt-oss and glm4moe (their own fields:
+engine.gguf.gpt_oss, engine.gguf.glm4_moe)."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError
-from engine.gguf import gpt_oss
+from engine.gguf import glm4_moe, gpt_oss
 from engine.gguf.reader import GgufFile
 from engine.gguf.tensor_map import ARCHITECTURES
 from engine.model.args import ModelArgs
@@ -19,7 +22,7 @@ QK_NORM = {"qwen3moe": "per_head", "olmoe": "full"}
 # dequantized to it), which engine.model.loader.resolve_dtype applies on a GPU like a checkpoint's own dtype.
 FLOAT_DTYPES = {0: "float32", 1: "float16", 30: "bfloat16"}
 QUANTIZED_DTYPE = "bfloat16"
-SUPPORTED = "qwen3moe, qwen2moe, olmoe, llama with experts (Mixtral), gpt-oss"
+SUPPORTED = "qwen3moe, qwen2moe, olmoe, llama with experts (Mixtral), gpt-oss, glm4moe (GLM-4.5)"
 
 
 def architecture_of(file: GgufFile) -> str:
@@ -46,6 +49,10 @@ def model_args(file: GgufFile) -> ModelArgs:
     architecture or feature the engine does not run, ModelFormatError naming a missing or inconsistent key."""
     arch = check_architecture(file)
     key = _Keys(file, arch)
+    facts = {"torch_dtype": FLOAT_DTYPES.get(_tensor(file, "token_embd.weight").qtype, QUANTIZED_DTYPE),
+             "extra": {"gguf_architecture": arch, "gguf_path": str(file.path)}}
+    if arch == glm4_moe.ARCH:
+        return replace(glm4_moe.model_args(file, key, _tensor), **facts)
     heads = key.integer("attention.head_count")
     hidden = key.integer("embedding_length")
     head_dim = key.integer("attention.key_length", hidden // heads)
@@ -87,8 +94,7 @@ def model_args(file: GgufFile) -> ModelArgs:
         clip_qkv=file.get(f"{arch}.attention.clamp_kqv"),
         shared_expert_intermediate_size=_shared_rows(file, moe_layers),
         router_weights_fp32=arch == "llama",
-        torch_dtype=FLOAT_DTYPES.get(_tensor(file, "token_embd.weight").qtype, QUANTIZED_DTYPE),
-        extra={"gguf_architecture": arch, "gguf_path": str(file.path)},
+        **facts,
         **own,
     )
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError, WispError
-from engine.gguf import gpt_oss
+from engine.gguf import glm4_moe, gpt_oss
 from engine.gguf.model_args import architecture_of, model_args
 from engine.gguf.param_names import gguf_name
 from engine.gguf.reader import GgufFile
@@ -85,6 +85,8 @@ class GgufModel:
                 names |= {split_name(layer, projection, e) for e in range(args.num_experts)}
             if is_moe and args.expert_bias:
                 names |= set(gpt_oss.bias_names(layer).values())
+        if self.architecture == glm4_moe.ARCH:  # the multi-token-prediction layers past num_hidden_layers
+            names |= {name for name in self.file.tensors if _layer_of(name) >= args.num_hidden_layers}
         return names
 
     def dense_tensors(self) -> dict[str, DenseTensor]:
@@ -153,6 +155,12 @@ class GgufModel:
         if row_bytes(info.qtype, info.shape[-1]) * int(np.prod(info.shape[:-1], dtype=np.int64)) != info.num_bytes:
             raise ModelFormatError(f"{self.path}: tensor '{info.name}' rows of {info.shape[-1]} are not whole "
                                    f"{qtype_name(info.qtype)} blocks")
+
+
+def _layer_of(name: str) -> int:
+    """N of a blk.N.* tensor; -1 for the others."""
+    parts = name.split(".")
+    return int(parts[1]) if parts[0] == "blk" and parts[1].isdigit() else -1
 
 
 def check_supported(path: Path | str) -> tuple[bool, str]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import re
 
-from engine.gguf import gpt_oss
+from engine.gguf import glm4_moe, gpt_oss
 from engine.gguf.tensor_map import ATTENTION, DENSE_MLP, GLOBAL, LAYER_NORMS, QK_NORMS, SHARED_EXPERT
 
 LAYER_PARAM = re.compile(r"^layers\.(\d+)\.(.+)\.(weight|bias)$")
 BARE_PARAM = re.compile(r"^layers\.(\d+)\.(self_attn\.sinks)$")  # stored as llama.cpp's {name}.weight
-ARCH_MODULES = {gpt_oss.ARCH: gpt_oss.LAYER_MODULES}  # where an architecture names a module its own way
+# where an architecture names a module its own way
+ARCH_MODULES = {gpt_oss.ARCH: gpt_oss.LAYER_MODULES, glm4_moe.ARCH: glm4_moe.LAYER_MODULES}
 
 
 def gguf_name(param: str, arch: str = "") -> str:
@@ -18,6 +19,8 @@ def gguf_name(param: str, arch: str = "") -> str:
     with no GGUF counterpart."""
     if param in GLOBAL_PARAMS:
         return GLOBAL_PARAMS[param]
+    if (bias := glm4_moe.correction_bias_name(param)) is not None:
+        return bias
     match = LAYER_PARAM.match(param)
     bare = BARE_PARAM.match(param)
     if not (match or bare):

@@ -26,6 +26,7 @@ ARCHITECTURES = {
     "olmoe": ("olmoe", False),
     "mixtral": ("llama", True),
     "gpt_oss": ("gpt-oss", False),  # its tensors: engine.gguf.gpt_oss_convert
+    "glm4_moe": ("glm4moe", None),  # renormalisation in the metadata; its tensors: engine.gguf.glm4_moe
 }
 ATTENTION = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output"}
 QK_NORMS = {"q_norm": "attn_q_norm", "k_norm": "attn_k_norm"}
@@ -55,6 +56,8 @@ def gguf_architecture(args: ModelArgs) -> str:
         raise UnsupportedModelError(f"convert-gguf does not know model_type '{args.model_type}' "
                                     f"(it converts {', '.join(sorted(ARCHITECTURES))})")
     arch, renormalises = ARCHITECTURES[args.model_type]
+    if renormalises is None:  # the file says (glm4moe): engine.gguf.glm4_moe checks what its graph cannot run
+        return arch
     if args.norm_topk_prob != renormalises:
         raise UnsupportedModelError(
             f"{args.model_type} with norm_topk_prob={str(args.norm_topk_prob).lower()}: llama.cpp's {arch} graph "
@@ -133,7 +136,7 @@ def _layer_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer
     norm = "post_attention_layernorm"
     specs.append(_plain(ckpt, f"{prefix}{norm}.weight", f"{blk}{LAYER_NORMS[norm]}.weight", keep_f32=True))
     specs.append(_plain(ckpt, names.router_weight(layer), blk + "ffn_gate_inp.weight", keep_f32=True))
-    specs += _expert_specs(args, ckpt, names, layer)
+    specs += stacked_expert_specs(args, ckpt, names, layer)
     for hf, gguf in SHARED_EXPERT.items():
         if ckpt.has(f"{prefix}mlp.{hf}.weight"):
             specs.append(_plain(ckpt, f"{prefix}mlp.{hf}.weight", f"{blk}{gguf}.weight"))
@@ -147,7 +150,7 @@ def _rotary_permute(args: ModelArgs, hf: str):
     return lambda weight: permute_rotary(weight, heads)
 
 
-def _expert_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer: int) -> list[TensorSpec]:
+def stacked_expert_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer: int) -> list[TensorSpec]:
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
     blk = f"blk.{layer}."
     return [

@@ -34,12 +34,17 @@ def load_gguf_weights(path: Path | str, dtype: torch.dtype, device: torch.device
     page in from the file when copied). `dequantize(tensor, dtype, device)` replaces the gguf package's numpy
     reference (DenseTensor.dequantize), e.g. with a GPU kernel. Raises UnsupportedModelError / ModelFormatError
     with the reason."""
+    from engine.model.deepseek_moe import fp32_parameter_names
+    from engine.model.transformer import meta_model
+
     model = GgufModel(path)
     model.check()
     dense = model.dense_tensors()
+    fp32 = fp32_parameter_names(meta_model(model.args))  # DeepSeek-style routers stay fp32, as in a checkpoint
     state = {}
     for done, (param, tensor) in enumerate(dense.items()):
-        state[param] = dequantize(tensor, dtype, device) if dequantize else tensor.dequantize(dtype, device)
+        target = torch.float32 if param in fp32 else dtype
+        state[param] = dequantize(tensor, target, device) if dequantize else tensor.dequantize(target, device)
         if progress:
             progress((done + 1) / len(dense), param)
     if "lm_head.weight" not in state:

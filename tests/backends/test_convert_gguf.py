@@ -11,6 +11,7 @@ from engine.cli import main
 from engine.errors import UnsupportedModelError
 from engine.gguf.convert import convert
 from engine.model_path import DEMO_MODEL
+from tests.tiny_glm4_moe import randomize_correction_bias
 from tests.tiny_models import GGUF_MODEL_TYPES, hf_model, save_tokenizer
 
 DEMO_BYTES = {"f32": 65_293_792, "f16": 32_787_936, "bf16": 32_787_936, "q8_0": 17_550_816}
@@ -18,9 +19,10 @@ DEMO_BYTES = {"f32": 65_293_792, "f16": 32_787_936, "bf16": 32_787_936, "q8_0": 
 
 def write_tiny(folder, model_type):
     """tests/tiny_models' checkpoints; OLMoE with as many KV heads as heads, the only layout llama.cpp's olmoe runs;
-    gpt_oss with llama.cpp's SwiGLU limit."""
+    gpt_oss with llama.cpp's SwiGLU limit; glm4_moe with ungrouped routing, as GLM-4.5 and llama.cpp's graph have it."""
     torch.manual_seed(0)
-    model = hf_model(model_type)
+    model = hf_model(model_type, **({"n_group": 1, "topk_group": 1} if model_type == "glm4_moe" else {}))
+    randomize_correction_bias(model)
     if model_type == "olmoe":
         from transformers import OlmoeForCausalLM
 

@@ -59,10 +59,10 @@ def llama_cpp_activations(model, gguf_types: dict[str, str]):
     """Within the block, Wisp's MoeTransformer `model` quantizes each quantized matmul's input as llama.cpp does:
     the dense projections (forward pre-hooks), lm_head (model.logits) and the routed experts' per-expert path
     (QuantExpertFormat.run_expert). Yields a counter of expert calls, so a test can check the path was taken."""
-    hooks = []
+    hooks, arch = [], model.args.extra.get("gguf_architecture", "")
     for name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear) and name != "lm_head":
-            weight_type = gguf_types[gguf_name(f"{name}.weight")]
+            weight_type = gguf_types[gguf_name(f"{name}.weight", arch)]
             hooks.append(module.register_forward_pre_hook(
                 lambda _m, args, t=weight_type: (quantize_activations(args[0], t),)))
     head = gguf_name("lm_head.weight")

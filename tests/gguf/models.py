@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from tests.tiny_glm4_moe import randomize_correction_bias
 from tests.tiny_models import save_tokenizer
 
 K_ROW = 256  # k-quant super-block: shorter rows make llama.cpp fall back to other types
@@ -37,6 +38,13 @@ def hf_config(model_type: str):
         return GptOssConfig(**common, num_local_experts=4, intermediate_size=128, head_dim=64, sliding_window=8,
                             swiglu_limit=7.0, attention_bias=True, rope_parameters=yarn,
                             layer_types=["sliding_attention", "full_attention"])
+    if model_type == "glm4_moe":  # a dense first layer, then experts with a shared one; ungrouped routing, as
+        from transformers import Glm4MoeConfig  # GLM-4.5's own config and llama.cpp's graph have it
+
+        return Glm4MoeConfig(**{**common, "num_hidden_layers": 3}, n_routed_experts=4, moe_intermediate_size=K_ROW,
+                             intermediate_size=512, head_dim=64, partial_rotary_factor=0.5, first_k_dense_replace=1,
+                             n_shared_experts=1, n_group=1, topk_group=1, routed_scaling_factor=2.5,
+                             norm_topk_prob=True, attention_bias=True)
     raise ValueError(model_type)
 
 
@@ -56,6 +64,7 @@ def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0,
     for key, value in config_changes.items():
         setattr(config, key, value)
     model = AutoModelForCausalLM.from_config(config)
+    randomize_correction_bias(model)  # glm4_moe's router bias (a buffer, zero at init)
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "norm" not in name:

@@ -11,7 +11,7 @@ from tests.gguf.reference import dequantized_copy, hf_model_from_gguf, llama_cpp
 PROMPT = list(range(5, 69))
 
 
-@pytest.mark.parametrize("model_type", ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral"])
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "glm4_moe"])
 def test_wisps_reading_of_a_q4_k_m_file_computes_llama_cpps_logits(model_type, gguf_files, tmp_path):
     path = gguf_files.quantized(model_type, "Q4_K_M")
     with torch.no_grad():

@@ -6,7 +6,7 @@ import pytest
 
 from tests.gguf.engine_runs import mode_options, outputs
 
-CASES = [(model_type, ftype) for model_type in ("qwen3_moe", "qwen2_moe", "olmoe", "mixtral")
+CASES = [(model_type, ftype) for model_type in ("qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "glm4_moe")
          for ftype in ("Q4_K_M", "Q8_0")] + [("qwen3_moe", "Q5_K_M"), ("mixtral", "Q6_K")]
 
 
