@@ -1,5 +1,5 @@
-"""A tiny qwen3_moe checkpoint as a Q4_K_M GGUF file made by llama.cpp's own quantizer (rows of 256 so the k-quant
-types are used), for GPU smoke runs: python bench/tiny_gguf.py OUT_DIR."""
+"""Tiny qwen3_moe and glm4_moe checkpoints as Q4_K_M GGUF files made by llama.cpp's own quantizer (rows of 256 so
+the k-quant types are used), for GPU smoke runs: python bench/tiny_gguf.py OUT_DIR."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from tests.gguf.models import quantize, write_model  # noqa: E402
 
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    folder = write_model(out / "qwen3_moe", "qwen3_moe")
-    f32 = convert(folder, out / "qwen3_moe-f32.gguf", "f32").path
-    print(quantize(f32, out / "qwen3_moe-Q4_K_M.gguf", "Q4_K_M"))
+    for model_type in ("qwen3_moe", "glm4_moe"):
+        folder = write_model(out / model_type, model_type)
+        f32 = convert(folder, out / f"{model_type}-f32.gguf", "f32").path
+        print(quantize(f32, out / f"{model_type}-Q4_K_M.gguf", "Q4_K_M"))
 
 
 if __name__ == "__main__":

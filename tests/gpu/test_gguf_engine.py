@@ -1,5 +1,5 @@
 """Wisp's engine on llama.cpp-quantized GGUF files on CUDA (`pytest -m gpu tests/gpu/test_gguf_engine.py`): for
-every quant type Wisp runs, token ids and logprobs are bitwise identical resident, static, paged at top_k /
+every quant type Wisp runs (and a GLM-4.5-shaped Q4_K_M file), token ids and logprobs are bitwise identical resident, static, paged at top_k /
 top_k + 1 / all slots and under a budget (graphs decode path, the default), the budget run's peak device memory
 stays within the budget, and greedy tokens start as the CPU's fp32 run does (a peaked model, so bf16 rounding
 cannot flip them)."""
@@ -13,7 +13,7 @@ from tests.gguf.engine_runs import mode_options, outputs
 from tests.gguf.peaked import greedy_files  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.gpu
-FTYPES = ["Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K"]
+CASES = [("qwen3_moe", ftype) for ftype in ("Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K")] + [("glm4_moe", "Q4_K_M")]
 FIRST_TOKENS = 4
 
 
@@ -23,9 +23,9 @@ def cuda():
     return torch.device("cuda")
 
 
-@pytest.mark.parametrize("ftype", FTYPES)
-def test_every_expert_mode_is_bitwise_resident_on_cuda(cuda, ftype, greedy_files):
-    path = greedy_files.quantized("qwen3_moe", ftype)
+@pytest.mark.parametrize("model_type,ftype", CASES)
+def test_every_expert_mode_is_bitwise_resident_on_cuda(cuda, model_type, ftype, greedy_files):
+    path = greedy_files.quantized(model_type, ftype)
     reference = outputs(path, max_tokens=12, device="cuda", experts="resident")
     for name, options in mode_options(path, dtype_bytes=2).items():
         gc.collect()
