@@ -13,7 +13,7 @@ import numpy as np
 
 from engine.errors import UnsupportedModelError
 from engine.gguf.gpt_oss import ARCH, SWIGLU_ALPHA, SWIGLU_LIMIT
-from engine.gguf.param_names import gguf_name
+from engine.gguf.named_specs import dense_specs
 from engine.gguf.tensor_map import TensorSpec, as_f32
 from engine.quant.types import MXFP4
 
@@ -23,27 +23,15 @@ ALWAYS_F32 = ("ffn_gate_inp.weight",)  # llama.cpp keeps routers f32, and every 
 def gpt_oss_specs(args, ckpt, names) -> list[TensorSpec]:
     """Every tensor of the file: Wisp's dense parameters under llama.cpp's names, then each layer's experts.
     Refuses a checkpoint whose SwiGLU constants differ from the ones llama.cpp's graph fixes."""
-    from engine.model.loader import hf_name
-    from engine.model.transformer import meta_model
-
     if (args.swiglu_alpha, args.swiglu_limit) != (SWIGLU_ALPHA, SWIGLU_LIMIT):
         raise UnsupportedModelError(
             f"gpt_oss with swiglu_limit {args.swiglu_limit} and alpha {args.swiglu_alpha}: llama.cpp's gpt-oss graph "
             f"fixes them at {SWIGLU_LIMIT} and {SWIGLU_ALPHA}, so its GGUF would compute a different model")
-    specs = []
-    for param, value in meta_model(args).named_parameters():
-        if param == "lm_head.weight" and not ckpt.has(param):
-            continue  # tied: llama.cpp reads token_embd
-        name, shape = gguf_name(param, ARCH), tuple(value.shape)
-        keep = len(shape) == 1 or not name.endswith(".weight") or name.endswith(ALWAYS_F32)
-        specs.append(TensorSpec(name, shape, _loader(ckpt, hf_name(param, names)), keep))
+    specs = dense_specs(args, ckpt, names, ARCH, lambda name, shape: len(shape) == 1 or not name.endswith(".weight")
+                        or name.endswith(ALWAYS_F32))
     for layer, is_moe in enumerate(args.moe_layers):
         specs += expert_specs(args, ckpt, names, layer) if is_moe else []
     return specs
-
-
-def _loader(ckpt, hf: str):
-    return lambda: as_f32(ckpt.get(hf))
 
 
 def expert_specs(args, ckpt, names, layer: int) -> list[TensorSpec]:
