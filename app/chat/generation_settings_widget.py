@@ -42,7 +42,8 @@ class GenerationSettingsWidget(QWidget):
             self.reasoning.addItem(effort.capitalize(), effort)
         self.thinking = QCheckBox("Think", self, checked=True)
         self.thinking.setAccessibleName("Think before answering")
-        self.thinking.setToolTip("Let the model reason before it answers (slower, often better); off skips it")
+        self.thinking.setToolTip("Let the model reason before it answers; off, it answers at once "
+                                 "(the chat template's enable_thinking)")
         self.set_reasoning_available(False)
         self._build_layout()
         self.prompt_toggle.toggled.connect(self.prompt_edit.setVisible)

@@ -4,7 +4,7 @@ one is read through the page cache, which is slower than a pinned copy."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (QButtonGroup, QDialog, QDialogButtonBox, QDoubleSpinBox, QGridLayout, QLabel,
                                QRadioButton, QVBoxLayout, QWidget)
 
@@ -20,6 +20,7 @@ class HostBudgetDialog(QDialog):
     def __init__(self, current_bytes: int | None, host_total_bytes: int | None, parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("Host memory for experts")
+        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self._current = current_bytes
         machine = (f"This computer has {format_bytes(host_total_bytes)} of RAM. " if host_total_bytes else "")
         text = QLabel(
