@@ -75,6 +75,21 @@ class ChatTemplate:
             raise RequestError(f"the chat template in {self.origin} rejected the conversation: {error}") from error
 
 
+def pick_template(templates: Mapping[str, ChatTemplate], has_tools: bool) -> ChatTemplate | None:
+    """The template a conversation renders with: the "tool_use" one when it offers tools and the model has one,
+    else "default" (None when there is none)."""
+    if has_tools and "tool_use" in templates:
+        return templates["tool_use"]
+    return templates.get("default")
+
+
+def template_source(templates: Mapping[str, ChatTemplate], has_tools: bool = False) -> str:
+    """pick_template's jinja source, "" without one: it tells which reasoning, tool-call and switch variables the
+    model's prompts take (engine.generation)."""
+    template = pick_template(templates, has_tools)
+    return template.source if template is not None else ""
+
+
 def _drop_none_values(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """transformers drops None-valued keys: templates handle a missing key better than `content=None`."""
     for message in messages:

@@ -19,7 +19,7 @@ from typing import Any
 import tokenizers
 from tokenizers import AddedToken
 
-from engine.chat_template import ChatTemplate
+from engine.chat_template import ChatTemplate, pick_template, template_source
 from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import TokenizerError
 
@@ -107,16 +107,13 @@ class Tokenizer:
 
     @property
     def chat_template_source(self) -> str:
-        """The jinja source of the default chat template ("" without one): it tells which reasoning format the
-        model writes (engine.generation.reasoning_formats)."""
-        template = self._chat_templates.get("default")
-        return template.source if template is not None else ""
+        """The default chat template's jinja source ("" without one)."""
+        return template_source(self._chat_templates)
 
     @property
     def tool_template_source(self) -> str:
-        """The jinja source of the template used when a request offers tools ("" without one)."""
-        template = self._chat_templates.get("tool_use") or self._chat_templates.get("default")
-        return template.source if template is not None else ""
+        """The jinja source of the template a request with tools renders with ("" without one)."""
+        return template_source(self._chat_templates, has_tools=True)
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """Token ids of `text`; with `add_special_tokens`, the post-processor's BOS/EOS are added as HF does."""
@@ -178,10 +175,9 @@ class Tokenizer:
 
     def _select_chat_template(self, has_tools: bool) -> ChatTemplate:
         templates = self._chat_templates
-        if has_tools and "tool_use" in templates:
-            return templates["tool_use"]
-        if "default" in templates:
-            return templates["default"]
+        template = pick_template(templates, has_tools)
+        if template is not None:
+            return template
         if not templates:
             raise TokenizerError("this model has no chat template; send it a raw prompt instead")
         raise TokenizerError(f"this model has several chat templates ({', '.join(sorted(templates))}) but no 'default'")

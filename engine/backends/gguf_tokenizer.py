@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.backends.llama_cpp_model import LlamaCppModel
-from engine.chat_template import ChatTemplate
+from engine.chat_template import ChatTemplate, pick_template, template_source
 from engine.detokenizer import IncrementalDetokenizer
 from engine.errors import TokenizerError
 
@@ -37,15 +37,11 @@ class GgufTokenizer:
 
     @property
     def chat_template_source(self) -> str:
-        """The jinja source of the default chat template ("" without one)."""
-        template = self._templates.get("default")
-        return template.source if template is not None else ""
+        return template_source(self._templates)
 
     @property
     def tool_template_source(self) -> str:
-        """The jinja source of the template used when a request offers tools ("" without one)."""
-        template = self._templates.get("tool_use") or self._templates.get("default")
-        return template.source if template is not None else ""
+        return template_source(self._templates, has_tools=True)
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         """As the GGUF's metadata says (add_bos_token); special-token text is parsed, as Hugging Face does."""
@@ -67,9 +63,8 @@ class GgufTokenizer:
         return IncrementalDetokenizer(self, prompt_ids, skip_special_tokens)
 
     def _select(self, has_tools: bool) -> ChatTemplate:
-        if has_tools and "tool_use" in self._templates:
-            return self._templates["tool_use"]
-        if "default" not in self._templates:
+        template = pick_template(self._templates, has_tools)
+        if template is None:
             raise TokenizerError("this GGUF file has no chat template (tokenizer.chat_template); "
                                  "send it a raw prompt instead")
-        return self._templates["default"]
+        return template

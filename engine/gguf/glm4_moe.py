@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import re
-
 from engine.errors import UnsupportedModelError
 from engine.model import glm4_moe
 from engine.model.args import ModelArgs
@@ -25,15 +23,6 @@ LAYER_MODULES = {
     "mlp.shared.shared_experts.up_proj": "ffn_up_shexp",
     "mlp.shared.shared_experts.down_proj": "ffn_down_shexp",
 }
-CORRECTION_BIAS = re.compile(r"^layers\.(\d+)\.mlp\.gate\.e_score_correction_bias$")
-
-
-def correction_bias_name(param: str) -> str | None:
-    """blk.N.exp_probs_b.bias for Wisp's layers.N.mlp.gate.e_score_correction_bias, else None."""
-    match = CORRECTION_BIAS.match(param)
-    return f"blk.{match.group(1)}.exp_probs_b.bias" if match else None
-
-
 def num_layers(file, key) -> int:
     """The layers Wisp runs: block_count less the trailing multi-token-prediction layers."""
     return key.integer("block_count") - key.integer("nextn_predict_layers", 0)

@@ -20,7 +20,7 @@ from engine.model.yarn_config import Yarn, yarn_mscale
 ARCH = "gpt-oss"
 MODEL_TYPE = "gpt_oss"
 SWIGLU_ALPHA, SWIGLU_LIMIT = 1.702, 7.0  # llama.cpp's LLM_FFN_SWIGLU_OAI_MOE constants (not in the metadata)
-LAYER_MODULES = {"post_attention_layernorm": "post_attention_norm", "self_attn.sinks": "attn_sinks"}
+LAYER_MODULES = {"post_attention_layernorm": "post_attention_norm"}
 EXPERT_BIASES = {"gate": "ffn_gate_exps.bias", "up": "ffn_up_exps.bias", "down": "ffn_down_exps.bias"}
 
 

@@ -8,8 +8,9 @@ import re
 from engine.gguf import glm4_moe, gpt_oss
 from engine.gguf.tensor_map import ATTENTION, DENSE_MLP, GLOBAL, LAYER_NORMS, QK_NORMS, SHARED_EXPERT
 
-LAYER_PARAM = re.compile(r"^layers\.(\d+)\.(.+)\.(weight|bias)$")
-BARE_PARAM = re.compile(r"^layers\.(\d+)\.(self_attn\.sinks)$")  # stored as llama.cpp's {name}.weight
+LAYER_PARAM = re.compile(r"^layers\.(\d+)\.(.+)$")
+# parameters that are not a module's weight or bias -> their GGUF tensor within blk.N
+BARE_PARAMS = {"self_attn.sinks": "attn_sinks.weight", "mlp.gate.e_score_correction_bias": "exp_probs_b.bias"}
 # where an architecture names a module its own way
 ARCH_MODULES = {gpt_oss.ARCH: gpt_oss.LAYER_MODULES, glm4_moe.ARCH: glm4_moe.LAYER_MODULES}
 
@@ -19,15 +20,16 @@ def gguf_name(param: str, arch: str = "") -> str:
     with no GGUF counterpart."""
     if param in GLOBAL_PARAMS:
         return GLOBAL_PARAMS[param]
-    if (bias := glm4_moe.correction_bias_name(param)) is not None:
-        return bias
     match = LAYER_PARAM.match(param)
-    bare = BARE_PARAM.match(param)
-    if not (match or bare):
+    if not match:
         raise KeyError(param)
-    layer, module, kind = match.groups() if match else (*bare.groups(), "weight")
-    modules = ARCH_MODULES.get(arch, {})
-    return f"blk.{layer}.{modules.get(module) or LAYER_MODULES[module]}.{kind}"
+    layer, rest = match.groups()
+    if rest in BARE_PARAMS:
+        return f"blk.{layer}.{BARE_PARAMS[rest]}"
+    module, _, kind = rest.rpartition(".")
+    if kind not in ("weight", "bias"):
+        raise KeyError(param)
+    return f"blk.{layer}.{ARCH_MODULES.get(arch, {}).get(module) or LAYER_MODULES[module]}.{kind}"
 
 
 def _layer_modules() -> dict[str, str]:

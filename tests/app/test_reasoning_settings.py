@@ -8,9 +8,8 @@ from app.chat.generation_controller import GenerationController, GenerationSetti
 from app.engine_bridge import EngineBridge
 from app.settings import SettingsStore
 from tests.app.driving import type_and_send, use_greedy_sampling, wait_until_idle
-from tests.engine.reasoning_fixtures import save_harmony_folder, save_think_folder
+from tests.engine.reasoning_fixtures import write_reasoning_model
 from tests.scripted_engine import REASONING_REPLY, ScriptedEngine
-from tests.tiny_models import write_tiny_model
 
 
 def test_chat_requests_carry_the_chosen_options(qtbot, tmp_path):
@@ -24,8 +23,7 @@ def test_chat_requests_carry_the_chosen_options(qtbot, tmp_path):
 
 
 def test_the_choice_shows_for_a_harmony_model_and_survives_a_restart(qtbot, start_app, tmp_path, tiny_model):
-    folder = write_tiny_model(tmp_path / "harmony", "qwen3_moe")
-    save_harmony_folder(folder, vocab_size=300)
+    folder = write_reasoning_model(tmp_path / "harmony", "harmony")
     window = start_app(model=str(folder))
     bar = window.chat.settings_bar
     assert bar.reasoning.isVisible() and bar.settings().reasoning_effort is None  # "Default" at first
@@ -54,8 +52,7 @@ def test_bad_reasoning_options_in_the_settings_file_fall_back_to_the_defaults(tm
 
 
 def test_the_think_switch_shows_for_a_qwen3_style_model_and_turns_thinking_off(qtbot, start_app, tmp_path):
-    folder = write_tiny_model(tmp_path / "think", "qwen3_moe")
-    save_think_folder(folder, vocab_size=300)
+    folder = write_reasoning_model(tmp_path / "think", "think")
     window = start_app(model=str(folder))
     bar = window.chat.settings_bar
     assert bar.thinking.isVisible() and bar.thinking.isChecked() and not bar.reasoning.isVisible()

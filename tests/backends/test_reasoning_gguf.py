@@ -11,8 +11,7 @@ import engine.runtime.llm_engine as llm_engine
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.gguf.convert import convert
 from engine.tokenizer import Tokenizer
-from tests.engine.reasoning_fixtures import HARMONY_TOKENS, save_harmony_folder
-from tests.tiny_models import write_tiny_model
+from tests.engine.reasoning_fixtures import HARMONY_TOKENS, write_reasoning_model
 
 REPLY = "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Done.<|call|>"
 REQUEST = GenerateRequest(messages=({"role": "user", "content": "Hi"},), sampling=SamplingParams(max_tokens=100))
@@ -20,8 +19,7 @@ REQUEST = GenerateRequest(messages=({"role": "user", "content": "Hi"},), samplin
 
 @pytest.fixture(scope="module")
 def harmony_gguf(tmp_path_factory):
-    folder = write_tiny_model(tmp_path_factory.mktemp("harmony_gguf"), "qwen3_moe")
-    save_harmony_folder(folder, vocab_size=300)
+    folder = write_reasoning_model(tmp_path_factory.mktemp("harmony_gguf"), "harmony")
     tokenizer = Tokenizer.from_folder(folder)
     reply, tail = (tokenizer.encode(text, add_special_tokens=False) for text in (REPLY, "tail"))
     return convert(folder, folder / "harmony-f32.gguf", "f32").path, reply, tail

@@ -20,6 +20,7 @@ def outputs(folder, **options) -> list[tuple]:
         handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=(GREEDY, SEEDED)[i % 2])
                                        for i, p in enumerate(PROMPTS)])
         results += [h.result() for h in handles]
+    assert all(r.error is None for r in results), [r.error for r in results]
     return [(r.token_ids, r.logprobs) for r in results]
 
 

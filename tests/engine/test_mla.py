@@ -149,28 +149,6 @@ def test_published_configs_plan_compressed_kv_and_their_parameter_counts(config,
     assert abs(total / 1e9 - billions) / billions < 0.02
 
 
-def test_a_chat_prefix_survives_a_budget_change_in_the_latent_pool(tiny_model_dir):
-    """Turn two reuses turn one's cached rows after the pool shrank (prefill of a span behind a cached prefix)."""
-    from engine.alloc.memory_plan import GiB, MiB
-    from engine.api import GenerateRequest, SamplingParams
-    from tests.engine.test_replan import plan_events
-
-    folder = str(tiny_model_dir("deepseek_v2"))
-    sampling = SamplingParams(max_tokens=12, ignore_eos=True)
-    turn1 = [{"role": "user", "content": "def fib(n):"}]
-    with Engine(EngineOptions(model=folder, device="cpu", experts="paged", budget_bytes=GiB, block_size=4)) as engine:
-        events, arrived = plan_events(engine)
-        first = engine.generate(GenerateRequest(messages=tuple(turn1), sampling=sampling))
-        old_blocks = engine.plan.kv_blocks
-        engine.set_budget(GiB - 256 * MiB)
-        assert arrived.wait(10) and events[0].error is None and events[0].new.kv_blocks < old_blocks
-        turn2 = turn1 + [{"role": "assistant", "content": first.text}, {"role": "user", "content": "more"}]
-        second = engine.generate(GenerateRequest(messages=tuple(turn2), sampling=sampling))
-    assert second.stats.cached_prompt_tokens >= first.stats.prompt_tokens - 4
-    with Engine(EngineOptions(model=folder, device="cpu", block_size=4)) as fresh:
-        assert fresh.generate(GenerateRequest(messages=tuple(turn2), sampling=sampling)).token_ids == second.token_ids
-
-
 def test_resizing_the_latent_pool_keeps_moved_blocks():
     cache = LatentKVCache(num_layers=2, num_slots=4 * 8, latent_dim=40, dtype=torch.float32, device="cpu")
     rows = torch.randn(8, 1, 40)

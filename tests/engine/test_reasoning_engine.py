@@ -12,8 +12,7 @@ import engine.runtime.llm_engine as llm_engine
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams, TokenEvent
 from engine.cli import main
 from engine.tokenizer import Tokenizer
-from tests.engine.reasoning_fixtures import save_harmony_folder
-from tests.tiny_models import VOCAB, write_tiny_model
+from tests.engine.reasoning_fixtures import write_reasoning_model
 
 REPLY = ("<|channel|>analysis<|message|>Greet back.<|end|><|start|>assistant<|channel|>final<|message|>Hi you!"
          "<|call|>")
@@ -22,10 +21,7 @@ TAIL = "never shown"
 
 @pytest.fixture(scope="module")
 def harmony_model(tmp_path_factory):
-    folder = write_tiny_model(tmp_path_factory.mktemp("harmony_model"), "qwen3_moe")
-    save_harmony_folder(folder, vocab_size=300)
-    assert Tokenizer.from_folder(folder).vocab_size <= VOCAB
-    return folder
+    return write_reasoning_model(tmp_path_factory.mktemp("harmony_model"), "harmony")
 
 
 @pytest.fixture

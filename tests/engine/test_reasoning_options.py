@@ -15,8 +15,8 @@ from engine.cli import main
 from engine.errors import RequestError
 from engine.generation.prompt import prompt_token_ids
 from engine.tokenizer import Tokenizer
-from tests.engine.reasoning_fixtures import save_harmony_folder, save_think_folder
-from tests.tiny_models import VOCAB, write_tiny_model
+from tests.engine.reasoning_fixtures import write_reasoning_model
+from tests.tiny_models import write_tiny_model
 
 HI = ({"role": "user", "content": "Hi"},)
 SAMPLING = SamplingParams(max_tokens=3, ignore_eos=True)
@@ -24,19 +24,13 @@ SAMPLING = SamplingParams(max_tokens=3, ignore_eos=True)
 
 @pytest.fixture(scope="module")
 def harmony_model(tmp_path_factory):
-    folder = write_tiny_model(tmp_path_factory.mktemp("effort_model"), "qwen3_moe")
-    save_harmony_folder(folder, vocab_size=300)
-    assert Tokenizer.from_folder(folder).vocab_size <= VOCAB
-    return folder
+    return write_reasoning_model(tmp_path_factory.mktemp("effort_model"), "harmony")
 
 
 @pytest.fixture(scope="module")
 def think_model(tmp_path_factory):
     """Qwen3-style: `<think>` tags and a template that takes enable_thinking."""
-    folder = write_tiny_model(tmp_path_factory.mktemp("think_model"), "qwen3_moe")
-    save_think_folder(folder, vocab_size=300)
-    assert Tokenizer.from_folder(folder).vocab_size <= VOCAB
-    return folder
+    return write_reasoning_model(tmp_path_factory.mktemp("think_model"), "think")
 
 
 @pytest.fixture(scope="module")

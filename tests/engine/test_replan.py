@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from engine.alloc.memory_plan import GiB, MiB
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.kv.block_manager import BlockManager
@@ -21,8 +23,10 @@ def plan_events(engine):
     return events, arrived
 
 
-def test_budget_change_keeps_the_chat_prefix(tiny_model_dir):
-    folder = str(tiny_model_dir("qwen3_moe"))
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "deepseek_v2"])  # deepseek_v2: MLA's latent pool
+def test_budget_change_keeps_the_chat_prefix(tiny_model_dir, model_type):
+    """Turn two reuses turn one's cached blocks after the pool shrank (prefill of a span behind a cached prefix)."""
+    folder = str(tiny_model_dir(model_type))
     sampling = SamplingParams(max_tokens=12, ignore_eos=True)
     turn1 = [{"role": "user", "content": "def fib(n):"}]
     with Engine(EngineOptions(model=folder, device="cpu", experts="paged", budget_bytes=GiB, block_size=4)) as engine:

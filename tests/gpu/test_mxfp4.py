@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from engine.experts.activation import ExpertBias
-from engine.experts.dispatch import combine_grouped, plan_dispatch
 from engine.experts.pager import PagedExperts
 from engine.experts.resident import ResidentExperts
 from engine.experts.static import StaticOffloadExperts
@@ -21,7 +20,7 @@ from tests.gguf.gpt_oss_files import gpt_oss_greedy_files  # noqa: F401 (the fix
 from tests.quant import test_gpt_oss_format as gpt_oss
 from tests.quant import test_quant_providers as providers
 from tests.quant.blocks import random_experts
-from tests.quant.moe_reference import dense_experts, routed
+from tests.quant.moe_reference import both_paths, dense_experts, routed
 
 pytestmark = pytest.mark.gpu
 FIRST_TOKENS = 4
@@ -47,12 +46,7 @@ def test_format_paths_match_float64(cuda, name):
     x = torch.randn(6, D, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
     w = weights.to(torch.bfloat16)
     table, x_gpu, ids_gpu, w_gpu = table.to(cuda), x.to(cuda), ids.to(cuda), w.to(cuda)
-    small = layout.run_rows(x_gpu, table, ids_gpu.reshape(-1), ids_gpu, w_gpu)
-    dispatch = plan_dispatch(ids.numpy(), w_gpu)
-    out = x_gpu[dispatch.tokens]
-    for u, expert in enumerate(dispatch.experts):
-        layout.run_expert(table[int(expert)], dispatch, u, out)
-    large = combine_grouped(out, dispatch, ids_gpu)
+    small, large = both_paths(layout, table, x_gpu, ids_gpu, w_gpu)
     expected = gpt_oss.float64_gpt_oss(x, ids, w.double(), dense_experts(layout, parts), on(bias, "cpu"))
     for got in (small, large):
         np.testing.assert_allclose(got.double().cpu().numpy(), expected, rtol=5e-2, atol=5e-2 * np.abs(expected).max())

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 
-from engine.experts.dispatch import combine_grouped, plan_dispatch
 from engine.experts.pager import PagedExperts
 from engine.experts.resident import ResidentExperts
 from engine.experts.static import StaticOffloadExperts
@@ -21,7 +20,7 @@ from engine.quant.reference import dequantize_reference
 from engine.quant.synthetic import synthetic_quant_experts
 from tests.quant import test_quant_providers as providers
 from tests.quant.blocks import ALL_TYPES, random_experts, random_matrix, random_rows
-from tests.quant.moe_reference import FORMATS, dense_experts, float64_moe, routed
+from tests.quant.moe_reference import FORMATS, both_paths, dense_experts, float64_moe, routed
 
 pytestmark = pytest.mark.gpu
 OUT, IN, OFFSET = 200, 1024, 64
@@ -80,12 +79,7 @@ def test_expert_format_paths(cuda, name):
     x = (torch.randn(4, D, generator=torch.Generator().manual_seed(4)) * 0.05).to(torch.bfloat16)
     w = weights.to(torch.bfloat16)
     table_gpu, x_gpu, ids_gpu, w_gpu = table.to(cuda), x.to(cuda), ids.to(cuda), w.to(cuda)
-    small = layout.run_rows(x_gpu, table_gpu, ids_gpu.reshape(-1), ids_gpu, w_gpu)
-    dispatch = plan_dispatch(ids.numpy(), w_gpu)
-    out = x_gpu[dispatch.tokens]
-    for u, expert in enumerate(dispatch.experts):
-        layout.run_expert(table_gpu[int(expert)], dispatch, u, out)
-    large = combine_grouped(out, dispatch, ids_gpu)
+    small, large = both_paths(layout, table_gpu, x_gpu, ids_gpu, w_gpu)
     reference = float64_moe(x, ids, w.double(), dense)
     for got in (small, large):
         np.testing.assert_allclose(got.double().cpu().numpy(), reference, rtol=5e-2,

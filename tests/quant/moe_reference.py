@@ -36,3 +36,16 @@ def float64_moe(x: torch.Tensor, ids, weights, dense) -> np.ndarray:
             g, u = gate @ xt, up @ xt
             out[t] += float(weights[t, k]) * (down @ (g / (1 + np.exp(-g)) * u))
     return out
+
+
+def both_paths(layout, table, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor):
+    """The layer by the engine's two expert paths: (run_rows: decode's one kernel over all routed rows,
+    run_expert per expert then combine_grouped: prefill's grouped path)."""
+    from engine.experts.dispatch import combine_grouped, plan_dispatch
+
+    small = layout.run_rows(x, table, ids.reshape(-1), ids, weights)
+    dispatch = plan_dispatch(ids.cpu().numpy(), weights)
+    out = x[dispatch.tokens]
+    for u, expert in enumerate(dispatch.experts):
+        layout.run_expert(table[int(expert)], dispatch, u, out)
+    return small, combine_grouped(out, dispatch, ids)

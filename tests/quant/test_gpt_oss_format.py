@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from engine.experts.activation import ClampedSwiGlu, ExpertBias
-from engine.experts.dispatch import combine_grouped, plan_dispatch
 from engine.experts.pager import PagedExperts
 from engine.experts.resident import ResidentExperts
 from engine.experts.static import StaticOffloadExperts
@@ -17,7 +16,7 @@ from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.gguf_store import quant_store_from_gguf
 from tests.quant import test_quant_providers as providers
 from tests.quant.blocks import random_experts
-from tests.quant.moe_reference import dense_experts, routed
+from tests.quant.moe_reference import both_paths, dense_experts, routed
 
 D, I, E = 128, 64, 6
 ACTIVATION = ClampedSwiGlu(alpha=1.702, limit=0.05)  # a limit the random experts' projections cross
@@ -69,12 +68,7 @@ def test_both_paths_match_float64(experts, dtype):
     weights = weights.to(dtype)
     typed = ExpertBias(bias.gate_up.to(dtype), bias.down.to(dtype))
     layout = QuantExpertFormat(D, I, *layout.types, activation=ACTIVATION, bias=typed)
-    small = layout.run_rows(x, table, ids.reshape(-1), ids, weights)
-    dispatch = plan_dispatch(ids.numpy(), weights)
-    out = x[dispatch.tokens]
-    for u, expert in enumerate(dispatch.experts):
-        layout.run_expert(table[int(expert)], dispatch, u, out)
-    large = combine_grouped(out, dispatch, ids)
+    small, large = both_paths(layout, table, x, ids, weights)
     expected = float64_gpt_oss(x, ids, weights.double(), dense, typed)
     tolerance = 1e-4 if dtype == torch.float32 else 5e-2
     for got in (small, large):

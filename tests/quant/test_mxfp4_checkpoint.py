@@ -10,20 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+from engine.api import Engine, EngineOptions, GenerateRequest
 from engine.errors import UnsupportedModelError
 from engine.model.config_file import read_args
 from engine.model.loader import load_weights
 from engine.model.sizes import model_sizes
 from engine.quant.layout import QuantLayout
 from engine.model.checkpoint_quant import expert_quant
-from tests.engine.test_expert_modes import mode_options
+from tests.engine.test_expert_modes import GREEDY, PROMPTS, mode_options, outputs
 from tests.quant.mxfp4_models import write_mxfp4_pair
 from tests.tiny_models import write_tiny_model
-
-PROMPTS = ["def fib(n):", "The quick brown fox", "class Stack:\n    def", "héllo wörld 你好"]
-GREEDY = SamplingParams(max_tokens=24, ignore_eos=True)
-SEEDED = SamplingParams(max_tokens=24, temperature=0.9, top_p=0.9, seed=11, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")
@@ -31,17 +27,6 @@ def pair(tmp_path_factory):
     """(MXFP4 checkpoint, the same model with dense experts)."""
     root = tmp_path_factory.mktemp("mxfp4")
     return write_mxfp4_pair(write_tiny_model(root / "dense", "gpt_oss"), root / "mxfp4", root / "reference")
-
-
-def outputs(folder, **options) -> list[tuple]:
-    """Greedy alone, seeded alone, then every prompt batched (greedy and seeded mixed)."""
-    with Engine(EngineOptions(model=str(folder), device="cpu", **options)) as engine:
-        results = [engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=s)) for s in (GREEDY, SEEDED)]
-        handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=(GREEDY, SEEDED)[i % 2])
-                                       for i, p in enumerate(PROMPTS)])
-        results += [h.result() for h in handles]
-    assert all(r.error is None for r in results)
-    return [(r.token_ids, r.logprobs) for r in results]
 
 
 def test_experts_stay_mxfp4(pair):
@@ -65,8 +50,8 @@ def test_greedy_tokens_match_transformers_on_the_dense_twin(pair):
         result = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=GREEDY))
     model = AutoModelForCausalLM.from_pretrained(reference, dtype=torch.float32).eval()
     with torch.inference_mode():
-        out = model.generate(torch.tensor([ids]), max_new_tokens=24, min_new_tokens=24, do_sample=False,
-                             eos_token_id=None, pad_token_id=0)
+        out = model.generate(torch.tensor([ids]), max_new_tokens=GREEDY.max_tokens, min_new_tokens=GREEDY.max_tokens,
+                             do_sample=False, eos_token_id=None, pad_token_id=0)
     assert list(result.token_ids) == out[0, len(ids):].tolist()
     assert len(set(result.token_ids)) > 3
 
