@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The `wisp bench` suite on the H200 (shared/BENCH.md), in two parts that each fit one 10-minute device command: the synthetic
+# The `wisp bench` suite on the H200 (docs/design.md), in two parts that each fit one 10-minute device command: the synthetic
 # Qwen3-30B-A3B shape, trace-driven, then results.md and the plots. Each step's output also goes to
 # OUT_DIR/<step>.log.
 #

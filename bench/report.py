@@ -3,7 +3,7 @@ plots per JSON (tok/s vs budget, hit rate vs slots, measured vs floor), named af
 
     python -m bench.report bench/results/DIR/qwen3-30b-a3b-b1-p512.json [more.json ...] [--out DIR]
 
-Floors (shared/BENCH.md), both from the all-resident row of the same JSON (no resident row: '-'):
+Floors (docs/design.md), both from the all-resident row of the same JSON (no resident row: '-'):
   run floor  = the run's H2D bytes / pinned copy-loop rate + the resident time for as many tokens;
   decode floor = the decode's H2D bytes (after every prefill) / copy-loop rate + the resident decode time;
   TTFT floor = every expert that lives on the host crosses the link once / copy-loop rate + the resident TTFT.

@@ -23,7 +23,7 @@ class LinkCost:
         return expert_bytes / self.h2d_bytes_per_s + self.per_miss_s
 
 
-# PCIe Gen5 x16 as measured on the H200 host (shared/WISP.md): 47 GB/s at one 9.4 MB expert.
+# PCIe Gen5 x16 as measured on the H200 host (docs/design.md): 47 GB/s at one 9.4 MB expert.
 DEFAULT_LINK = LinkCost(h2d_bytes_per_s=47e9, per_miss_s=20e-6, dense_step_s=0.012, prefill_token_s=0.0004)
 
 

@@ -14,7 +14,7 @@ GATHER_MAX_ENTRIES = 64  # (token, expert) pairs of a small step
 
 GiB = 1024**3
 MiB = 1024**2
-KV_FLOOR_BYTES = GiB // 2  # kappa_min's lower bound (shared/WISP.md)
+KV_FLOOR_BYTES = GiB // 2  # kappa_min's lower bound (docs/design.md)
 DEFAULT_PAGED_SLOTS = 24  # the release's default cap, when neither a budget nor --expert-slots is given
 
 

@@ -1,5 +1,5 @@
 """Routing prefetch predictor (torch-free): P(expert e' at the next MoE layer | experts used at this layer),
-learnt online from co-occurrence counts. Off by default: shared/WISP.md reports it slows decode."""
+learnt online from co-occurrence counts. Off by default: the paper measured it slowing decode (docs/design.md)."""
 
 from __future__ import annotations
 

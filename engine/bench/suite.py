@@ -1,5 +1,5 @@
 """`wisp bench`: trace-driven decode/TTFT of every expert arm at each budget on a synthetic model of a real
-shape (shared/BENCH.md). One process builds the weights once (dense on the GPU, experts in pinned host
+shape (docs/design.md). One process builds the weights once (dense on the GPU, experts in pinned host
 memory) and runs every arm on them; each arm gets exactly its planned device memory.
 
     wisp bench --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz --budgets 12,24,32 --out DIR

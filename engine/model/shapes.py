@@ -1,5 +1,5 @@
 """Layer geometry of well-known MoE models, by name: `wisp configure --model qwen3-30b-a3b` plans for one
-without its weights, and `wisp bench` builds synthetic weights of the same shape (shared/BENCH.md)."""
+without its weights, and `wisp bench` builds synthetic weights of the same shape (docs/design.md)."""
 
 from __future__ import annotations
 

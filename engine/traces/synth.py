@@ -32,7 +32,7 @@ COVERAGE = 0.9  # engine.traces.stats.COVERAGE
 CALIBRATION_SEED = 20261201
 CALIBRATION_TOKENS = 16384
 
-# Published routing statistics per benchmark shape (shared/WISP.md, "Routing locality"; STATS.md):
+# Published routing statistics per benchmark shape (docs/design.md, "Figures the code relies on"; STATS.md):
 # Qwen3-30B-A3B: 44-48% of top-8 carried over (0.46 the middle), 65 of 128 experts cover 90%, top expert 4.3%;
 # Mixtral-8x7B: 38% of the previous token's experts reused. None is published here for OLMoE-1B-7B, gpt-oss-20b
 # or GLM-4.5-Air (their shipped traces state assumed figures: resources/traces/STATS.md).
