@@ -13,7 +13,7 @@ between), recaptures (one resident engine drops its decode graphs and captures t
 re-plan does; recaptures-keep holds on to the dropped graphs), profile (a resident request under the torch
 profiler: its kernels' GPU time; run it last, as it slows later graph launches). --keep-cache: no empty_cache.
 
-On the H200 (bench/results/2026-11-30-h200-session11) every arm's step ran 8.53-8.79 ms of GPU time while its
+On the H200 (bench/results/2026-11-30-graph-capture-order) every arm's step ran 8.53-8.79 ms of GPU time while its
 graph was among the process's first three captures, and ~0.9 ms more from the fourth capture on.
 """
 

@@ -1,5 +1,5 @@
 """Is a CUDA graph captured late in a process slower to replay than the process's first ones, with nothing but
-plain torch ops in it? On the H200 (bench/results/2026-11-30-h200-session11) the engine's whole-step decode graph
+plain torch ops in it? On the H200 (bench/results/2026-11-30-graph-capture-order) the engine's whole-step decode graph
 replayed in 8.53 ms as one of the process's first three captures and in 9.42 ms from the fourth on, whether the
 earlier graphs were freed or kept. This captures one chain of small kernels (a GEMV and an add, repeated) again
 and again and times each capture's replays: there it took 4.136 ms per replay for captures 0-2 and 4.376 ms from

@@ -10,7 +10,7 @@ path (before session 9) or session 9's grouped path (each expert gathering its o
 
 Measured (ms per layer-step, same bits every time):
 - H200, Qwen3 geometry (--tokens 512 --hidden 2048 --intermediate 768): scatter 49.88, session 9's grouped 25.88;
-  --tokens 10000 --repeats 3: 56.67 and 34.67 (bench/results/2026-11-29-h200-session10).
+  --tokens 10000 --repeats 3: 56.67 and 34.67 (bench/results/2026-11-29-grouped-prefill).
 - Development machine's CPU (2 cores), --tokens 512 --hidden 16 --intermediate 8 --repeats 20, where the host's
   work is all there is: scatter 11.6-13.3, session 9's grouped 11.2-12.4, session 10's in-place 8.4-8.9."""
 

@@ -9,10 +9,10 @@ model of a real shape, as `wisp bench`.
 resident: every expert on the device; paged-all: the pager with a slot for every expert, all warm (the pager's
 own cost, no misses); wisp: the pager at --budget GiB with the configured split. --chunk-layers 48,8 runs every
 arm with a whole decode step as one graph (the engine's default), then split into graphs of 8 layers: on the H200
-(bench/results/2026-11-29-h200-session10) six graphs took 0.93-0.96 ms more GPU time per step than one.
+(bench/results/2026-11-29-grouped-prefill) six graphs took 0.93-0.96 ms more GPU time per step than one.
 
 Every arm is timed before the first profiler table is made: once the torch profiler has run in a process,
-every later graph launch is slow. On the H200 (bench/results/2026-11-29-h200-session8) the resident step's one
+every later graph launch is slow. On the H200 (bench/results/2026-11-29-online-vs-static) the resident step's one
 graph launched in 28-49 us with no profiler run yet and in 1590 us after one; the paged step's six graphs in
 38 us and 1316 us. Timed after the resident arm's tables, the paged arm had looked slow to launch (session 7).
 """

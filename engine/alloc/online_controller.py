@@ -34,7 +34,7 @@ from engine.alloc.mvwsa import greedy_layers, greedy_steps
 
 # Seconds one re-split stalls the engine beyond copying the kept experts back: applying the plan, the next decode
 # step's graph capture and the controller's own work, at the Qwen3-30B-A3B shape on an H200
-# (bench/results/2026-11-29-h200-session8/NOTES.md has the measured parts).
+# (bench/results/2026-11-29-online-vs-static/NOTES.md has the measured parts).
 RESIZE_S = 0.75
 
 

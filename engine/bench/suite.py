@@ -337,7 +337,7 @@ def guarded(fn, *args):
 
 def unbudgeted_rows(host, arms, args, device, router) -> list[dict]:
     """resident, then paged-all, then resident's variants: on the H200 every whole-step decode graph captured
-    after a process's third ran ~0.9 ms slower per step (bench/results/2026-11-30-h200-session11), so the pager's
+    after a process's third ran ~0.9 ms slower per step (bench/results/2026-11-30-graph-capture-order), so the pager's
     own cost (paged-all against resident) is measured by the process's first two engines."""
     rows = []
     if "resident" in arms:

@@ -17,7 +17,7 @@ from engine.experts import pager_kernels
 from engine.experts.pager_kernels import STAMP_STRIDE, next_pow2
 
 # Warps of the one lru_step program per layer-step: the fastest at batch 1, hits only or a few misses
-# (bench/lru_step_probe.py; bench/results/2026-11-29-h200-session9/NOTES.md).
+# (bench/lru_step_probe.py; bench/results/2026-11-29-lru-step-kernel/NOTES.md).
 LRU_WARPS = 4
 
 
