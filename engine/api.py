@@ -16,6 +16,7 @@ from engine.alloc.memory_plan import MemoryPlan
 from engine.catalog import BudgetMarks, ModelEntry, budget_marks, engine_plan, estimate_plan, fit_summary, scan_models
 from engine.config import EngineOptions, Progress
 from engine.errors import BudgetError, WispError
+from engine.expert_modes import ExpertMode
 from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
 from engine.hardware_info import HardwareInfo
 from engine.model_path import is_remote_url
@@ -31,7 +32,7 @@ __all__ = [
     "ModelInfo", "RequestHandle", "EngineStats", "PlanEvent", "MemoryPlan", "WispError", "BudgetError",
     "ModelEntry", "scan_models", "estimate_plan", "fit_summary", "engine_plan", "budget_marks", "BudgetMarks",
     "HardwareInfo", "detect_hardware", "parse_size", "format_bytes", "start_server", "is_remote_url",
-    "REASONING_EFFORTS",
+    "REASONING_EFFORTS", "ExpertMode",
 ]
 
 EventCallback = Callable[[Event], None]

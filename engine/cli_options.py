@@ -15,6 +15,7 @@ from engine.errors import RequestError, WispError
 from engine.request_checks import INT32_MAX, REASONING_EFFORTS, SEED_MAX, SEED_MIN, check_int, check_text
 from engine.sampling import SamplingParams
 from engine.units import parse_size
+from engine.expert_modes import ExpertMode, names as expert_mode_names
 
 MAX_EXPERT_SLOTS = 4096  # more experts per layer than any released MoE; a larger number is a typo
 
@@ -79,7 +80,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
                              "server URL http(s)://host:port/v1 (default: bundled demo)")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     parser.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"])
-    parser.add_argument("--experts", default="resident", choices=["resident", "paged", "static"],
+    parser.add_argument("--experts", default="resident", choices=expert_mode_names(),
                         help="where expert weights live: all on the device, paged WiSP slots, or static offload")
     parser.add_argument("--expert-slots", type=whole(1, MAX_EXPERT_SLOTS), default=None,
                         help="paged mode: expert slots per MoE layer (at most the model's experts per layer)")
@@ -149,7 +150,7 @@ def remote_key_scope(args: argparse.Namespace):
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
-    if args.expert_slots is not None and args.experts != "paged":
+    if args.expert_slots is not None and args.experts != ExpertMode.PAGED:
         raise RequestError("--expert-slots sizes the paged expert cache: use it with --experts paged")
     return EngineOptions(
         model=args.model, device=args.device, dtype=args.dtype, experts=args.experts,

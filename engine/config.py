@@ -7,9 +7,9 @@ from typing import Callable
 
 from engine.alloc.memory_plan import PlanRequest
 from engine.errors import RequestError
+from engine.expert_modes import ExpertMode
 
 Progress = Callable[[float, str], None]  # (fraction done, what is loading now), called while a model loads
-EXPERT_MODES = ("resident", "paged", "static")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
 DEFAULT_MAX_MODEL_LEN = 4096  # context when neither the options nor a smaller model limit it
@@ -23,7 +23,7 @@ class EngineOptions:
     model: str | None = None
     device: str = "auto"
     dtype: str = "auto"
-    experts: str = "resident"
+    experts: ExpertMode | str = ExpertMode.RESIDENT  # normalised to ExpertMode
     expert_slots: int | None = None
     budget_bytes: int | None = None
     host_budget_bytes: int | None = None  # most host RAM to hold experts in; None: what the machine can spare
@@ -53,8 +53,7 @@ class EngineOptions:
             raise RequestError(f"attention must be auto, sdpa or triton, got '{self.attention}'")
         if self.backend not in BACKENDS:
             raise RequestError(f"backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
-        if self.experts not in EXPERT_MODES:
-            raise RequestError(f"experts must be one of {', '.join(EXPERT_MODES)}, got '{self.experts}'")
+        object.__setattr__(self, "experts", ExpertMode.parse(self.experts))
         if self.expert_slots is not None and self.expert_slots < 1:
             raise RequestError(f"expert slots must be positive, got {self.expert_slots}")
         if self.host_budget_bytes is not None and self.host_budget_bytes < 1:
@@ -72,7 +71,7 @@ class EngineOptions:
 
     def experts_on_host(self, device_type: str) -> bool:
         """Whether expert rows live in host memory: every mode but resident, and resident on the CPU."""
-        return self.experts != "resident" or device_type == "cpu"
+        return self.experts.keeps_experts_on_host or device_type == "cpu"
 
     def plan_request(self, max_position_embeddings: int) -> PlanRequest:
         """What the memory planner is asked for a model of this context limit (the loader and the picker's

@@ -13,6 +13,7 @@ from typing import Callable
 import psutil
 
 from engine.errors import HostMemoryError
+from engine.expert_modes import ExpertMode
 
 GiB = 1024**3
 MIN_RESERVE_BYTES = 2 * GiB  # left to the OS and the app (its Qt windows, the tokenizer, Python itself)
@@ -127,7 +128,7 @@ def tier_planner(mode: str, experts_on_host: bool, cap_bytes: int | None,
         if not experts_on_host:
             return None
         counts = use_counts(layers, num_experts) if use_counts else None
-        return plan_host_tier(layers, num_experts, row_bytes, machine_allowance(cap_bytes), can_map=mode == "paged",
-                              use_counts=counts)
+        return plan_host_tier(layers, num_experts, row_bytes, machine_allowance(cap_bytes),
+                              can_map=mode == ExpertMode.PAGED, use_counts=counts)
 
     return plan

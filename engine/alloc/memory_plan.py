@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from engine.errors import BudgetError
+from engine.expert_modes import ExpertMode
 
 GATHER_LIMIT_BYTES = 320 * 1024**2  # the gathered experts of a small step (engine.experts.kernel)
 GATHER_MAX_ENTRIES = 64  # (token, expert) pairs of a small step
@@ -39,7 +40,7 @@ class ModelSizes:
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    mode: str
+    mode: ExpertMode
     budget_bytes: int | None
     dense_bytes: int
     expert_bytes: int
@@ -52,6 +53,9 @@ class MemoryPlan:
     workspace_bytes: int
     shared_expert_bytes: int = 0  # part of dense_bytes (ModelSizes.shared_expert_bytes)
 
+    def __post_init__(self):
+        object.__setattr__(self, "mode", ExpertMode(self.mode))
+
     @property
     def min_layer_slots(self) -> int:
         """The fewest slots of any MoE layer (every layer's count where the split is uniform)."""
@@ -59,7 +63,7 @@ class MemoryPlan:
 
     @property
     def expert_device_bytes(self) -> int:
-        if self.mode == "static":
+        if self.mode is ExpertMode.STATIC:
             return self.static_resident_bytes
         return sum(self.layer_slots) * self.expert_bytes
 
@@ -95,7 +99,7 @@ def kv_floor_bytes(sizes: ModelSizes, concurrency: int, max_model_len: int) -> i
 
 @dataclass(frozen=True)
 class PlanRequest:
-    mode: str  # "resident" | "paged" | "static"
+    mode: ExpertMode
     budget_bytes: int | None
     block_size: int
     max_model_len: int
@@ -103,6 +107,9 @@ class PlanRequest:
     max_batched_tokens: int
     expert_slots: int | None = None
     kv_blocks: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "mode", ExpertMode.parse(self.mode))
 
 
 def gib(num_bytes: int) -> str:
@@ -120,12 +127,12 @@ def plan_memory(sizes: ModelSizes, request: PlanRequest) -> MemoryPlan:
                 workspace_bytes=workspace, offloaded_layers=0, static_resident_bytes=0,
                 shared_expert_bytes=sizes.shared_expert_bytes)
     fixed = sizes.dense_bytes + workspace
-    if request.mode == "resident":
+    if request.mode is ExpertMode.RESIDENT:
         experts = sizes.num_moe_layers * layer_bytes
         kv = kv_bytes_within(request, fixed + experts, kv_floor, "all experts resident", paged_hint=True)
         return with_kv(MemoryPlan(**base, layer_slots=(sizes.num_experts,) * sizes.num_moe_layers,
                                      kv_blocks=kv // block_bytes), request)
-    if request.mode == "static":
+    if request.mode is ExpertMode.STATIC:
         return plan_static(sizes, request, base, fixed, kv_floor, layer_bytes)
     slots = paged_slots(sizes, request, fixed, kv_floor)
     kv = kv_bytes_within(request, fixed + slots * sizes.num_moe_layers * sizes.expert_bytes, kv_floor,

@@ -92,7 +92,7 @@ class OnlineController:
         than the pool holds makes it urgent), and upcoming_steps, the decode steps they will run."""
         urgent = waiting_blocks > plan.kv_blocks
         enough = self.windows and (self.new_steps >= self.min_steps * len(self.windows) or upcoming_steps > 0)
-        if plan.mode != "paged" or plan.budget_bytes is None or not (enough or urgent):
+        if not plan.mode.can_resplit or plan.budget_bytes is None or not (enough or urgent):
             return None
         pool = plan.expert_device_bytes + plan.kv_bytes
         pressed = self.preemptions > self.preemptions_at_decision  # KV ran out: keep headroom above the peak

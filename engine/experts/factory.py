@@ -11,13 +11,14 @@ from engine.experts.provider import ExpertProvider
 from engine.experts.resident import ResidentExperts
 from engine.experts.static import StaticOffloadExperts
 from engine.experts.store import ExpertStore
+from engine.expert_modes import ExpertMode
 
 
 def make_provider(plan: MemoryPlan, store: ExpertStore, device: torch.device, top_k: int,
                   prefetch: bool) -> ExpertProvider:
-    if plan.mode == "resident":
+    if plan.mode is ExpertMode.RESIDENT:
         return ResidentExperts(store)
-    if plan.mode == "static":
+    if plan.mode is ExpertMode.STATIC:
         return StaticOffloadExperts(store, device, plan.offloaded_layers)
     layers = list(store.blocks)
     predictor = CoOccurrencePredictor(layers, store.num_experts, count=max(top_k, plan.min_layer_slots // 2)) if prefetch else None

@@ -17,10 +17,11 @@ from engine.experts.provider import ExpertProvider, GraphedExperts
 from engine.experts.routing_feed import FeedsRouting, RoutingFeed
 from engine.experts.routing_ring import RoutingRing
 from engine.experts.store import ExpertStore
+from engine.expert_modes import ExpertMode
 
 
 class PagedExperts(FeedsRouting, ExpertProvider):
-    name = "paged"
+    name = ExpertMode.PAGED
 
     def __init__(self, host: ExpertStore, device: torch.device, capacity: dict[int, int], predictor=None):
         self.layout, self.moe_layers = host.layout, list(host.blocks)

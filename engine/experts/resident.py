@@ -13,10 +13,11 @@ from engine.experts.routing_feed import FeedsRouting, RoutingFeed
 from engine.experts.routing_ring import RoutingRing
 from engine.experts.store import ExpertStore
 from engine.experts.use_counter import LazyUseCounter
+from engine.expert_modes import ExpertMode
 
 
 class ResidentExperts(FeedsRouting, ExpertProvider):
-    name = "resident"
+    name = ExpertMode.RESIDENT
 
     def __init__(self, store: ExpertStore):
         self.store, self.layout = store, store.layout

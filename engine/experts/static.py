@@ -11,6 +11,7 @@ from engine.experts.provider import ExpertProvider, GraphedExperts
 from engine.experts.routing_feed import FeedsRouting, RoutingFeed
 from engine.experts.store import ExpertStore
 from engine.experts.use_counter import LazyUseCounter
+from engine.expert_modes import ExpertMode
 
 
 def split_layers(host: ExpertStore, device: torch.device, num_offloaded_layers: int):
@@ -24,7 +25,7 @@ def split_layers(host: ExpertStore, device: torch.device, num_offloaded_layers: 
 
 
 class StaticOffloadExperts(FeedsRouting, ExpertProvider):
-    name = "static"
+    name = ExpertMode.STATIC
 
     def __init__(self, host: ExpertStore, device: torch.device, num_offloaded_layers: int):
         self.host, self.layout = host, host.layout

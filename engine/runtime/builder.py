@@ -33,6 +33,7 @@ from engine.runtime.replan import Replanner
 from engine.runtime.scheduler import Scheduler
 from engine.tokenizer import Tokenizer
 from engine.triton_support import HAS_TRITON
+from engine.expert_modes import ExpertMode
 
 
 def display_name(folder: Path) -> str:
@@ -53,7 +54,7 @@ def build_engine(folder: Path, options: EngineOptions, progress: Progress | None
     sizes = model_sizes(args, dtype.itemsize)
     plan_request = options.plan_request(args.max_position_embeddings)
     plan = plan_memory(sizes, plan_request)
-    on_host = options.experts != "resident"
+    on_host = options.experts.keeps_experts_on_host
     weights = load_weights(folder, device, str(dtype).replace("torch.", ""),
                            expert_device=torch.device("cpu") if on_host else device,
                            pin_experts=on_host and device.type == "cuda", progress=progress,
@@ -74,7 +75,7 @@ def finish_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineO
     """Loaded weights (a safetensors folder's or a GGUF file's) -> the engine, its controller and its ModelInfo."""
     args, max_model_len = weights.args, plan_request.max_model_len
     engine = assemble_engine(weights, tokenizer, options, plan, device, max_model_len, Replanner(sizes, plan_request))
-    if plan.mode == "paged" and options.budget_bytes and options.online and options.expert_slots is None:
+    if plan.mode is ExpertMode.PAGED and options.budget_bytes and options.online and options.expert_slots is None:
         attach_controller(engine, sizes, plan_request, device, args.num_hidden_layers)
     info = ModelInfo(
         path=str(path), name=display_name(path), model_type=args.model_type, num_layers=args.num_hidden_layers,

@@ -38,7 +38,7 @@ def load_gguf(path: Path, options: EngineOptions, progress: Progress | None):
     model.load_state_dict(weights.state_dict, strict=True, assign=True)
     model.attach_rotary(device)
     model.eval()
-    on_host = options.experts != "resident"
+    on_host = options.experts.keeps_experts_on_host
     biases = expert_biases(model_file, dtype, device) if args.expert_bias else None
     plan_tier = host_tier_planner(options, device.type)
     layout = quant_layout_of(weights.experts, expert_activation(args), biases)

@@ -25,7 +25,7 @@ class Replanner:
 
 def check_live_change(old: MemoryPlan, new: MemoryPlan) -> None:
     same_experts = old.layer_slots == new.layer_slots and old.offloaded_layers == new.offloaded_layers
-    if old.mode != "paged" and not same_experts:
+    if not old.mode.can_resplit and not same_experts:
         raise BudgetError(f"this budget needs a different expert layout; live changes need --experts paged "
                           f"(the model runs with --experts {old.mode})")
 
@@ -38,7 +38,7 @@ def apply_plan(engine, new: MemoryPlan) -> None:
         resize_kv(engine, new.kv_blocks)
     if engine.runner.padded_decode is not None:
         engine.runner.padded_decode.invalidate()  # drop captured graphs (and their memory) before the pool moves
-    if old.mode == "paged":  # the other modes' layouts are fixed (check_live_change)
+    if old.mode.can_resplit:  # the other modes' layouts are fixed (check_live_change)
         engine.runner.experts.resize(new.layer_slots)
     if new.kv_blocks > old.kv_blocks:
         resize_kv(engine, new.kv_blocks)
