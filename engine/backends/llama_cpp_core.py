@@ -23,10 +23,11 @@ from engine.backends.gguf_placement import KV_BLOCK_TOKENS
 from engine.backends.gguf_tokenizer import GgufTokenizer
 from engine.backends.llama_cpp_model import LlamaCppModel
 from engine.experts.counters import ExpertCounters
-from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
+from engine.events import EngineStats, Event, FinishEvent
 from engine.requests import GenerateRequest
 from engine.generation.core import FixedMemory
 from engine.generation.prompt import prompt_token_ids
+from engine.generation.request_state import RequestState
 from engine.generation.sampler import sample_row
 from engine.generation.text_stream import TextStream
 from engine.generation.throughput import Throughput
@@ -38,17 +39,13 @@ BUDGET_REFUSAL = ("llama.cpp places a GGUF model when it loads it: reload it wit
 
 @dataclass
 class GgufRequest:
-    request_id: str
-    sampling: SamplingParams
     prompt: list[int]
-    stream: TextStream
-    generator: torch.Generator
-    arrival_time: float = field(default_factory=time.perf_counter)
+    state: RequestState
     pending: list[int] = field(default_factory=list)  # prompt tokens not yet in the KV cache
-    output: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    cached_prompt_tokens: int = 0
-    first_token_time: float | None = None
+
+    @property
+    def request_id(self) -> str:
+        return self.state.request_id
 
 
 class LlamaCppCore:
@@ -66,9 +63,10 @@ class LlamaCppCore:
     def add(self, request: GenerateRequest) -> None:
         prompt = self.prompt_ids(request)
         seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
-        self.waiting.append(GgufRequest(request.request_id, request.sampling, prompt,
-                                        TextStream.for_request(self.tokenizer, request, prompt),
-                                        torch.Generator().manual_seed(seed)))
+        stream = TextStream.for_request(self.tokenizer, request, prompt)
+        generator = torch.Generator().manual_seed(seed)
+        state = RequestState(request.request_id, request.sampling, len(prompt), stream, generator)
+        self.waiting.append(GgufRequest(prompt, state))
 
     def step(self) -> list[Event]:
         if self.running is None and not self._start_next():
@@ -80,7 +78,7 @@ class LlamaCppCore:
             if active.pending:
                 return []  # more of the prompt to evaluate next step
         else:
-            logits = self.model.decode(active.output[-1:])
+            logits = self.model.decode(active.state.output_ids[-1:])
         return self._accept(active, logits)
 
     def cancel(self, request_id: str) -> list[Event]:
@@ -96,7 +94,7 @@ class LlamaCppCore:
         everyone = ([self.running] if self.running else []) + list(self.waiting)
         self.waiting.clear()
         self.model.clear()  # the failed step may have left the KV cache half-written
-        return [FinishEvent(**{**self._finish(r, "error").__dict__, "error": message}) for r in everyone]
+        return [self._finish(r, "error", error=message) for r in everyone]
 
     @property
     def has_work(self) -> bool:
@@ -127,54 +125,26 @@ class LlamaCppCore:
         if not self.waiting:
             return False
         active = self.running = self.waiting.popleft()
-        active.cached_prompt_tokens = self.model.reuse_prefix(active.prompt)
-        active.pending = active.prompt[active.cached_prompt_tokens:]
+        active.state.cached_prompt_tokens = self.model.reuse_prefix(active.prompt)
+        active.pending = active.prompt[active.state.cached_prompt_tokens:]
         return True
 
     def _accept(self, active: GgufRequest, logits) -> list[Event]:
-        token, logprob = sample(torch.from_numpy(logits), active.sampling, active.generator)
+        state = active.state
+        token, logprob = sample(torch.from_numpy(logits), state.sampling, state.generator)
         now = time.perf_counter()
-        self.throughput.record(now, 1, is_prefill=active.first_token_time is None)
-        if active.first_token_time is None:
-            active.first_token_time = now
-        active.output.append(token)
-        active.logprobs.append(logprob)
-        delta = active.stream.push(token)
-        events: list[Event] = [TokenEvent(active.request_id, token, delta.text, logprob, delta.reasoning)]
-        reason = self._finish_reason(active, token, delta.stopped)
-        if reason:
-            events.append(self._finish(active, reason))
-        return events
+        self.throughput.record(now, 1, is_prefill=state.first_token_time is None)
+        event, reason = state.accept(token, logprob, now, is_end_token=self.model.is_end_of_generation(token),
+                                     max_model_len=self.max_model_len)
+        return [event, self._finish(active, reason)] if reason else [event]
 
-    def _finish_reason(self, active: GgufRequest, token: int, stopped: bool) -> str | None:
-        if stopped or (self.model.is_end_of_generation(token) and not active.sampling.ignore_eos):
-            return "stop"
-        if len(active.output) >= active.sampling.max_tokens or len(active.prompt) + len(active.output) >= self.max_model_len:
-            return "length"
-        return None
-
-    def _finish(self, active: GgufRequest, reason: str) -> FinishEvent:
+    def _finish(self, active: GgufRequest, reason: str, error: str | None = None) -> FinishEvent:
         if active is self.running:
             self.running = None
-        stream = active.stream
-        return FinishEvent(request_id=active.request_id, reason=reason, text=stream.final_text(),
-                           token_ids=tuple(active.output), logprobs=tuple(active.logprobs), stats=request_stats(active),
-                           reasoning=stream.final_reasoning(), tool_calls=tuple(stream.tool_calls))
+        return active.state.finish(reason, error=error)
 
 
 def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> tuple[int, float]:
     """logits [V] fp32 -> (token, its log-probability under the unmodified distribution), as engine.generation.sampler."""
     token = int(torch.argmax(logits)) if params.is_greedy else int(sample_row(logits, params, generator)[0])
     return token, float(torch.log_softmax(logits, dim=-1)[token])
-
-
-def request_stats(active: GgufRequest) -> RequestStats:
-    end = time.perf_counter()
-    first = active.first_token_time or end
-    decode_tokens = max(len(active.output) - 1, 0)
-    return RequestStats(
-        prompt_tokens=len(active.prompt), cached_prompt_tokens=active.cached_prompt_tokens,
-        generated_tokens=len(active.output), ttft_s=first - active.arrival_time,
-        decode_tok_s=decode_tokens / (end - first) if decode_tokens and end > first else 0.0,
-        total_s=end - active.arrival_time, num_preemptions=0,
-    )

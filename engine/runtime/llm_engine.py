@@ -12,9 +12,10 @@ import torch
 from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.online_controller import predicted_curve
 from engine.errors import PromptTooLongError
-from engine.events import Event, FinishEvent, RequestStats, TokenEvent
+from engine.events import Event, FinishEvent
 from engine.generation.plan_event import PlanEvent
 from engine.generation.prompt import prompt_token_ids
+from engine.generation.request_state import RequestState
 from engine.generation.sampler import sample
 from engine.generation.text_stream import TextStream
 from engine.generation.throughput import Throughput
@@ -28,9 +29,8 @@ from engine.tokenizer import Tokenizer
 
 @dataclass
 class Active:
-    seq: Sequence
-    stream: TextStream
-    generator: torch.Generator  # this request's sampling randomness, on the engine's device
+    seq: Sequence  # what the scheduler and the runner see
+    state: RequestState  # the output, its events and stats; its generator is on the engine's device
 
 
 class LLMEngine:
@@ -100,7 +100,8 @@ class LLMEngine:
         seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
         generator = torch.Generator(device=self.device).manual_seed(seed)
         stream = TextStream.for_request(self.tokenizer, request, seq.token_ids)
-        self.active[request.request_id] = Active(seq, stream, generator)
+        state = RequestState(request.request_id, request.sampling, len(seq.token_ids), stream, generator)
+        self.active[request.request_id] = Active(seq, state)
         self.scheduler.add(seq)
 
     def cancel(self, request_id: str) -> list[Event]:
@@ -109,11 +110,7 @@ class LLMEngine:
 
     def fail_all(self, message: str) -> list[Event]:
         """End every request with an error (the step itself failed); the engine stays usable."""
-        events = []
-        for active in list(self.active.values()):
-            finish = self._finish(active, "error")
-            events.append(FinishEvent(**{**finish.__dict__, "error": message}))
-        return events
+        return [self._finish(active, "error", error=message) for active in list(self.active.values())]
 
     def expert_counters(self):
         """A snapshot of the cumulative expert counters (engine thread: settles graphed steps)."""
@@ -137,7 +134,7 @@ class LLMEngine:
             return []
         logits = self.runner.run(seqs, is_prefill)
         rows = [self.active[seq.request_id] for seq in seqs]
-        tokens, logprobs = sample(logits, [seq.sampling for seq in seqs], [active.generator for active in rows])
+        tokens, logprobs = sample(logits, [seq.sampling for seq in seqs], [active.state.generator for active in rows])
         if self.controller is not None:
             self.controller.observe_kv(self.scheduler.block_manager.num_used_blocks, self.scheduler.preemptions)
         now = time.perf_counter()
@@ -148,44 +145,15 @@ class LLMEngine:
         return events
 
     def _accept(self, active: Active, token: int, logprob: float, now: float) -> list[Event]:
-        seq = active.seq
-        if seq.first_token_time is None:
-            seq.first_token_time = now
-            seq.prompt_cache_hits = seq.num_cached_tokens
+        seq, state = active.seq, active.state
+        if state.first_token_time is None:
+            state.cached_prompt_tokens = seq.num_cached_tokens
         seq.token_ids.append(token)
-        seq.logprobs.append(logprob)
-        delta = active.stream.push(token)
-        events: list[Event] = [TokenEvent(seq.request_id, token, delta.text, logprob, delta.reasoning)]
-        reason = self._finish_reason(seq, token, delta.stopped)
-        if reason:
-            events.append(self._finish(active, reason))
-        return events
+        event, reason = state.accept(token, logprob, now, is_end_token=token in self.tokenizer.eos_token_ids,
+                                     max_model_len=self.max_model_len)
+        return [event, self._finish(active, reason)] if reason else [event]
 
-    def _finish_reason(self, seq: Sequence, token: int, stopped: bool) -> str | None:
-        if stopped or (token in self.tokenizer.eos_token_ids and not seq.sampling.ignore_eos):
-            return "stop"
-        if seq.num_output_tokens >= seq.sampling.max_tokens or len(seq.token_ids) >= self.max_model_len:
-            return "length"
-        return None
-
-    def _finish(self, active: Active, reason: str) -> FinishEvent:
-        seq = active.seq
-        self.scheduler.finish(seq)
-        del self.active[seq.request_id]
-        stream = active.stream
-        return FinishEvent(
-            request_id=seq.request_id, reason=reason, text=stream.final_text(),
-            token_ids=tuple(seq.output_ids), logprobs=tuple(seq.logprobs), stats=self._stats(seq),
-            reasoning=stream.final_reasoning(), tool_calls=tuple(stream.tool_calls),
-        )
-
-    def _stats(self, seq: Sequence) -> RequestStats:
-        end = time.perf_counter()
-        first = seq.first_token_time or end
-        decode_tokens = max(seq.num_output_tokens - 1, 0)
-        return RequestStats(
-            prompt_tokens=seq.num_prompt_tokens, cached_prompt_tokens=seq.prompt_cache_hits,
-            generated_tokens=seq.num_output_tokens, ttft_s=first - seq.arrival_time,
-            decode_tok_s=decode_tokens / (end - first) if decode_tokens and end > first else 0.0,
-            total_s=end - seq.arrival_time, num_preemptions=seq.num_preemptions,
-        )
+    def _finish(self, active: Active, reason: str, error: str | None = None) -> FinishEvent:
+        self.scheduler.finish(active.seq)
+        del self.active[active.seq.request_id]
+        return active.state.finish(reason, active.seq.num_preemptions, error)

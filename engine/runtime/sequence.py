@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from enum import Enum, auto
 
@@ -25,10 +24,6 @@ class Sequence:
     block_table: list[int] = field(default_factory=list)
     num_cached_tokens: int = 0
     status: SeqStatus = SeqStatus.WAITING
-    logprobs: list[float] = field(default_factory=list)
-    arrival_time: float = field(default_factory=time.perf_counter)
-    first_token_time: float | None = None
-    prompt_cache_hits: int = 0
     num_preemptions: int = 0
 
     def __post_init__(self):

@@ -1,0 +1,67 @@
+"""One request's output as every backend tracks it (as vLLM's output processor): a sampled token becomes a
+TokenEvent and perhaps ends the request ("stop", "length"); the end becomes a FinishEvent with its
+RequestStats. The backend keeps what is its own (the scheduler's sequence, llama.cpp's pending prompt) and
+frees it when a request finishes. Engine thread only."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.events import FinishEvent, RequestStats, TokenEvent
+from engine.generation.text_stream import TextStream
+from engine.sampling import SamplingParams
+
+
+@dataclass
+class RequestState:
+    request_id: str
+    sampling: SamplingParams
+    num_prompt_tokens: int
+    stream: TextStream
+    generator: torch.Generator  # this request's sampling randomness
+    arrival_time: float = field(default_factory=time.perf_counter)
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    cached_prompt_tokens: int = 0  # prompt tokens whose KV came from the prefix cache
+    first_token_time: float | None = None
+
+    def accept(self, token: int, logprob: float, now: float, *, is_end_token: bool,
+               max_model_len: int) -> tuple[TokenEvent, str | None]:
+        """Record a sampled token: its event, and the finish reason when it ends the request (else None)."""
+        if self.first_token_time is None:
+            self.first_token_time = now
+        self.output_ids.append(token)
+        self.logprobs.append(logprob)
+        delta = self.stream.push(token)
+        event = TokenEvent(self.request_id, token, delta.text, logprob, delta.reasoning)
+        return event, self.finish_reason(delta.stopped, is_end_token, max_model_len)
+
+    def finish_reason(self, stopped: bool, is_end_token: bool, max_model_len: int) -> str | None:
+        if stopped or (is_end_token and not self.sampling.ignore_eos):
+            return "stop"
+        total = self.num_prompt_tokens + len(self.output_ids)
+        if len(self.output_ids) >= self.sampling.max_tokens or total >= max_model_len:
+            return "length"
+        return None
+
+    def finish(self, reason: str, num_preemptions: int = 0, error: str | None = None) -> FinishEvent:
+        stream = self.stream
+        return FinishEvent(
+            request_id=self.request_id, reason=reason, text=stream.final_text(), token_ids=tuple(self.output_ids),
+            logprobs=tuple(self.logprobs), stats=self.stats(num_preemptions), error=error,
+            reasoning=stream.final_reasoning(), tool_calls=tuple(stream.tool_calls),
+        )
+
+    def stats(self, num_preemptions: int = 0) -> RequestStats:
+        end = time.perf_counter()
+        first = self.first_token_time or end
+        decode_tokens = max(len(self.output_ids) - 1, 0)
+        return RequestStats(
+            prompt_tokens=self.num_prompt_tokens, cached_prompt_tokens=self.cached_prompt_tokens,
+            generated_tokens=len(self.output_ids), ttft_s=first - self.arrival_time,
+            decode_tok_s=decode_tokens / (end - first) if decode_tokens and end > first else 0.0,
+            total_s=end - self.arrival_time, num_preemptions=num_preemptions,
+        )
