@@ -17,7 +17,7 @@ from engine.catalog import BudgetMarks, ModelEntry, budget_marks, engine_plan, e
 from engine.config import EngineOptions, Progress
 from engine.errors import BudgetError, WispError
 from engine.expert_modes import ExpertMode
-from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
+from engine.events import EngineStats, ErrorKind, Event, FinishEvent, RequestStats, TokenEvent
 from engine.hardware_info import HardwareInfo
 from engine.model_path import is_remote_url
 from engine.generation.model_info import ModelInfo
@@ -32,7 +32,7 @@ __all__ = [
     "ModelInfo", "RequestHandle", "EngineStats", "PlanEvent", "MemoryPlan", "WispError", "BudgetError",
     "ModelEntry", "scan_models", "estimate_plan", "fit_summary", "engine_plan", "budget_marks", "BudgetMarks",
     "HardwareInfo", "detect_hardware", "parse_size", "format_bytes", "start_server", "is_remote_url",
-    "REASONING_EFFORTS", "ExpertMode",
+    "REASONING_EFFORTS", "ExpertMode", "ErrorKind",
 ]
 
 EventCallback = Callable[[Event], None]
@@ -239,7 +239,7 @@ class Engine:
 
 def _error_event(request_id: str, message: str) -> FinishEvent:
     stats = RequestStats(0, 0, 0, 0.0, 0.0, 0.0, 0)
-    return FinishEvent(request_id, "error", "", (), (), stats, error=message)
+    return FinishEvent(request_id, "error", "", (), (), stats, error=message, error_kind=ErrorKind.REFUSED)
 
 
 def detect_hardware() -> HardwareInfo:

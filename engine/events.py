@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,17 @@ class TokenEvent:
     reasoning: str = ""
 
 
+class ErrorKind(str, Enum):
+    """Whose fault a request's error is, for the edges that report it (the server's HTTP status)."""
+
+    REFUSED = "refused"  # the request cannot be served as given: a prompt beyond the context, a template refusing it
+    FAILED = "failed"  # generating it failed: out of memory, a bug, a remote server's failure or broken stream
+
+
 @dataclass(frozen=True)
 class FinishEvent:
-    """The request ended: reason is "stop", "length", "cancelled" or "error" (then `error` says why).
+    """The request ended: reason is "stop", "length", "cancelled" or "error" (then `error` says why and
+    `error_kind` whose fault it is).
 
     `text` is the answer; for a chat reply of a reasoning model (gpt-oss's harmony channels, `<think>` tags)
     `reasoning` holds its reasoning and `tool_calls` the tool calls it made, apart from the answer."""
@@ -52,6 +61,7 @@ class FinishEvent:
     error: str | None = None
     reasoning: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
+    error_kind: ErrorKind | None = None
 
 
 Event = TokenEvent | FinishEvent

@@ -26,7 +26,7 @@ from engine.alloc.memory_plan import MemoryPlan
 from engine.backends.remote_stream import Piece, StreamWorker
 from engine.errors import RequestError, WispError
 from engine.experts.counters import ExpertCounters
-from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEvent
+from engine.events import EngineStats, ErrorKind, Event, FinishEvent, RequestStats, TokenEvent
 from engine.requests import GenerateRequest
 from engine.generation.core import FixedMemory
 from engine.generation.model_info import ModelInfo
@@ -217,10 +217,11 @@ class RemoteCore:
             active.reasoning_parts.append(piece.reasoning)
             return []
         if piece.kind == "error":
-            return [self.finish(active, "error", error=piece.text)]
+            return [self.finish(active, "error", error=piece.text, error_kind=piece.error_kind)]
         return [self.finish(active, piece.reason, piece.usage)]
 
-    def finish(self, active: Active, reason: str, usage: dict | None = None, error: str | None = None) -> FinishEvent:
+    def finish(self, active: Active, reason: str, usage: dict | None = None, error: str | None = None,
+               error_kind: ErrorKind = ErrorKind.FAILED) -> FinishEvent:
         del self.active[active.request.request_id]
         end = time.perf_counter()
         first = active.first_token_time or end
@@ -232,7 +233,8 @@ class RemoteCore:
             decode_tok_s=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
             total_s=end - active.arrival, num_preemptions=0)
         return FinishEvent(active.request.request_id, reason, "".join(active.parts), tuple(active.token_ids),
-                           tuple(active.logprobs), stats, error=error, reasoning="".join(active.reasoning_parts))
+                           tuple(active.logprobs), stats, error=error, reasoning="".join(active.reasoning_parts),
+                           error_kind=error_kind if error is not None else None)
 
     def cancel(self, request_id: str) -> list[Event]:
         active = self.active.get(request_id)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import httpx
 
+from engine.events import ErrorKind
+
 
 @dataclass(frozen=True)
 class Piece:
@@ -26,6 +28,7 @@ class Piece:
     reason: str = "stop"
     usage: dict | None = None
     reasoning: str = ""  # a reasoning model's reasoning (the server's `reasoning_content` deltas)
+    error_kind: ErrorKind = ErrorKind.FAILED  # an error's: the remote server refused the request, or failed
 
 
 class StreamWorker:
@@ -39,7 +42,8 @@ class StreamWorker:
         try:
             with self.client.stream("POST", self.path, json=self.body) as response:
                 if response.status_code != 200:
-                    self.put("error", text=http_error(response))
+                    kind = ErrorKind.FAILED if response.status_code >= 500 else ErrorKind.REFUSED
+                    self.put("error", text=http_error(response), error_kind=kind)
                     return
                 if self.read_events(response.iter_lines()):
                     self.put("end", reason=self.reason, usage=self.usage)

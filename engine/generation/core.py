@@ -73,7 +73,8 @@ class EngineCore(Protocol):
         ...
 
     def fail_all(self, message: str) -> list[Event]:
-        """End every request with FinishEvent(reason="error", error=message) after step() raised."""
+        """End every request with FinishEvent(reason="error", error=message, error_kind=ErrorKind.FAILED)
+        after step() raised."""
         ...
 
     @property

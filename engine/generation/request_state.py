@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.events import FinishEvent, RequestStats, TokenEvent
+from engine.events import ErrorKind, FinishEvent, RequestStats, TokenEvent
 from engine.generation.text_stream import TextStream
 from engine.sampling import SamplingParams
 
@@ -48,11 +48,13 @@ class RequestState:
         return None
 
     def finish(self, reason: str, num_preemptions: int = 0, error: str | None = None) -> FinishEvent:
+        """The request's end; an error here is a failed step (ErrorKind.FAILED)."""
         stream = self.stream
         return FinishEvent(
             request_id=self.request_id, reason=reason, text=stream.final_text(), token_ids=tuple(self.output_ids),
             logprobs=tuple(self.logprobs), stats=self.stats(num_preemptions), error=error,
             reasoning=stream.final_reasoning(), tool_calls=tuple(stream.tool_calls),
+            error_kind=ErrorKind.FAILED if error is not None else None,
         )
 
     def stats(self, num_preemptions: int = 0) -> RequestStats:
