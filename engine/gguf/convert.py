@@ -170,32 +170,3 @@ def write_vocab(writer, vocab: Vocab) -> None:
         writer.add_chat_template(templates["default"])
     elif templates:
         writer.add_chat_template([{"name": name, "template": source} for name, source in templates.items()])
-
-
-def convert_command(cli_args) -> int:
-    """Handler of `wisp convert-gguf` (registered by engine.cli)."""
-    import sys
-
-    progress = print_progress if sys.stderr.isatty() else None
-    result = convert(Path(cli_args.model_dir).expanduser(), Path(cli_args.out).expanduser(), cli_args.type, progress)
-    print(f"wrote {result.path} ({result.architecture}, {result.num_tensors} tensors, "
-          f"{result.size_bytes / 2**20:.1f} MiB)", file=sys.stderr)
-    return 0
-
-
-def print_progress(fraction: float, tensor_name: str) -> None:
-    import sys
-
-    sys.stderr.write(f"\r{fraction:6.1%} {tensor_name:<40}" + ("\n" if fraction >= 1 else ""))
-    sys.stderr.flush()
-
-
-def add_parser(commands) -> None:
-    parser = commands.add_parser("convert-gguf", help="write a GGUF file (llama.cpp) of a safetensors MoE model")
-    parser.add_argument("model_dir", help="Hugging Face model folder (qwen3_moe, qwen2_moe, olmoe, mixtral, gpt_oss, "
-                        "glm4_moe)")
-    parser.add_argument("out", help="the .gguf file to write")
-    parser.add_argument("--type", default="auto", choices=(*OUT_TYPES, "auto"),
-                        help="weight type; routers, norms and biases stay f32 (default auto: bf16 for a bf16 "
-                             "checkpoint, else f16)")
-    parser.set_defaults(handler=convert_command)

@@ -1,6 +1,6 @@
 """`wisp serve`: an OpenAI-compatible HTTP server in front of one loaded engine.api.Engine.
 
-Exports are lazy so that `engine.server.command` (registered in the CLI) imports without the optional
+Exports are lazy so that `engine.cli.serve` (the `wisp serve` command) imports without the optional
 server dependencies (starlette, uvicorn, pydantic: `pip install 'wisp[server]'`)."""
 
 from __future__ import annotations

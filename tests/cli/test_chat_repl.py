@@ -7,8 +7,8 @@ import json
 import pytest
 
 from engine.api import Engine, EngineOptions, SamplingParams
-from engine.chat_input import BadLine, PipeReader, TerminalReader, prompt_session
-from engine.chat_repl import ChatSession
+from engine.cli.chat_input import BadLine, PipeReader, TerminalReader, prompt_session
+from engine.cli.chat_repl import ChatSession
 
 SAMPLING = SamplingParams(max_tokens=24, ignore_eos=True)
 

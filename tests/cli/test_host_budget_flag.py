@@ -6,7 +6,7 @@ import json
 import pytest
 
 from engine.cli import build_parser, main
-from engine.cli_options import engine_options
+from engine.cli.options import engine_options
 from tests.cli.conftest import assert_one_line_error, wisp
 
 

@@ -5,10 +5,10 @@ the answer alone for the next turn."""
 import io
 
 from engine.api import GenerateRequest, SamplingParams
-from engine.chat_repl import ChatSession
-from engine.cli_commands import run_result, stream_to_stdout
+from engine.cli.chat_repl import ChatSession
+from engine.cli.run import run_result, stream_to_stdout
 from engine.experts.counters import ExpertCounters
-from engine.reply_printer import DIM, NORMAL, ReplyPrinter
+from engine.cli.reply_printer import DIM, NORMAL, ReplyPrinter
 from tests.scripted_engine import REASONING_REPLY, ScriptedEngine
 
 CHAT = GenerateRequest(messages=({"role": "user", "content": "Hi"},))

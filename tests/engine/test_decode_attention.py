@@ -79,7 +79,7 @@ def test_engine_with_triton_attention_keeps_expert_modes_bitwise_equal(tiny_mode
 
 def test_the_cli_and_the_device_choose_the_decode_attention(monkeypatch):
     from engine.cli import build_parser
-    from engine.cli_commands import engine_options
+    from engine.cli.options import engine_options
     from engine.config import EngineOptions
     from engine.runtime.builder import decode_attention_kernel
 

@@ -8,7 +8,7 @@ import torch
 
 from bench import identity
 from engine.cli import build_parser
-from engine.cli_commands import engine_options
+from engine.cli.options import engine_options
 from engine.runtime.determinism import use_deterministic_kernels
 
 MLP = identity.PARTS.index("mlp")

@@ -10,7 +10,7 @@ import io
 import pytest
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.chat_repl import ChatSession
+from engine.cli.chat_repl import ChatSession
 from engine.cli import main
 from engine.errors import RequestError
 from engine.generation.prompt import prompt_token_ids

@@ -38,7 +38,7 @@ def test_port_outside_the_tcp_range_exits_2_with_one_line(capsys):
 
 def test_the_key_comes_from_a_file_or_the_environment(tmp_path, monkeypatch):
     from engine.cli import build_parser
-    from engine.server.command import api_key
+    from engine.cli.serve import api_key
 
     key_file = tmp_path / "key"
     key_file.write_text("from-file\n")

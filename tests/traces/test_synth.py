@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine.traces import format as trace_format
-from engine.traces.commands import register
+from engine.cli.trace import register
 from engine.traces.stats import experts_to_cover, popularity, previous_token_reuse
 from engine.traces.synth import PUBLISHED, Popularity, SynthError, cover, fit_popularity, spec_for_shape, synthesize
 

@@ -7,7 +7,7 @@ import pytest
 
 from engine.alloc.miss_curve import hit_rate_curve, stack_depths, stack_depths_many, step_unique
 from engine.traces import format as trace_format
-from engine.traces.commands import register
+from engine.cli.trace import register
 from engine.traces.format import TraceFormatError, TraceHeader
 from engine.traces.recorder import TraceRecorder, topk_from_router_logits
 from engine.traces.stats import layer_depths, popularity, previous_token_reuse, summary

@@ -7,9 +7,9 @@ import json
 import sys
 
 from engine.api import REASONING_EFFORTS, Engine, FinishEvent, GenerateRequest, SamplingParams, TokenEvent
-from engine.chat_input import BadLine
+from engine.cli.chat_input import BadLine
 from engine.errors import WispError
-from engine.reply_printer import ReplyPrinter
+from engine.cli.reply_printer import ReplyPrinter
 
 HELP = """commands:
   /help         this list
@@ -127,7 +127,7 @@ class ChatSession:
                   f"generated, {s.decode_tok_s:.1f} tok/s{stopped}]")
 
     def stream(self, request: GenerateRequest) -> FinishEvent:
-        """Print the reply as it comes (a reasoning model's reasoning apart, engine.reply_printer); Ctrl+C cancels
+        """Print the reply as it comes (a reasoning model's reasoning apart, engine.cli.reply_printer); Ctrl+C cancels
         it and returns what was generated so far."""
         handle = self.engine.submit(request)
         printer = ReplyPrinter(self.out, self.err)

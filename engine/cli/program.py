@@ -6,11 +6,11 @@ from __future__ import annotations
 import os
 import sys
 
-from engine.cli_commands import chat_command, doctor_command, run_command
-from engine.cli_options import (Parser, add_engine_options, add_reasoning_options, add_remote_options,
-                                add_sampling_options, remote_key_scope)
+from engine.cli import bench, chat, configure, convert_gguf, doctor, run, serve, trace
+from engine.cli.options import Parser, remote_key_scope
 from engine.errors import WispError
 
+COMMANDS = (run, chat, doctor, configure, convert_gguf, serve, bench, trace)  # each module's register() adds one
 EXIT_USER_ERROR = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for `yes | head`
 
@@ -30,59 +30,13 @@ def build_parser() -> Parser:
     parser = Parser(prog="wisp", description="Run Mixture-of-Experts LLMs on the GPU you have.")
     parser.add_argument("--version", action="version", version=f"wisp {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="generate from one prompt")
-    add_engine_options(run)
-    add_sampling_options(run)
-    add_reasoning_options(run)
-    add_remote_options(run)
-    run.add_argument("--prompt", required=True)
-    run.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn with the chat template")
-    run.add_argument("--system", default=None, help="system prompt (with --chat)")
-    run.add_argument("--json", action="store_true", help="print one JSON object with text, token_ids, logprobs, stats")
-    run.set_defaults(handler=run_command)
-    chat = commands.add_parser("chat", help="interactive chat in the terminal (/help lists its commands)")
-    add_engine_options(chat)
-    add_sampling_options(chat)
-    add_reasoning_options(chat)
-    add_remote_options(chat)
-    chat.add_argument("--system", default=None)
-    chat.set_defaults(handler=chat_command)
-    doctor = commands.add_parser("doctor", help="show torch, CUDA, GPU memory and host RAM")
-    doctor.add_argument("--json", action="store_true")
-    doctor.set_defaults(handler=doctor_command)
-    from engine.configure_command import add_parser as add_configure
-    from engine.gguf.convert import add_parser as add_convert_gguf
-    from engine.server.command import add_parser as add_serve
-
-    add_configure(commands)
-    add_convert_gguf(commands)
-    add_serve(commands)
-    add_bench(commands)
-    register_optional(commands)
+    for command in COMMANDS:
+        command.register(commands)
     return parser
-
-
-def add_bench(commands) -> None:
-    """Listed for help only: main() hands `wisp bench ...` to engine.bench.suite, which parses its own options."""
-    commands.add_parser("bench", help="trace-driven benchmark of every expert arm over a budget sweep (CUDA)")
-
-
-def register_optional(commands) -> None:
-    """Commands contributed by other engine packages (traces, ...)."""
-    try:
-        from engine.traces.commands import register
-    except ImportError:
-        return
-    register(commands)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:  # the suite parses its own options (wisp bench --help)
-        from engine.bench.suite import main as suite
-
-        suite(argv[1:])
-        return 0
     try:
         args = build_parser().parse_args(argv)
         with remote_key_scope(args):
@@ -125,7 +79,3 @@ def out_of_memory_message(err: BaseException) -> str | None:
     where = "host RAM" if is_host else "device memory"
     return (f"out of {where} while loading or generating ({type(err).__name__}); give a smaller --budget, "
             "--experts paged, a smaller --max-model-len, or close other programs")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,13 +7,13 @@ import argparse
 import os
 import sys
 
-from engine.cli_options import add_engine_options, engine_options, read_key_file, size, whole
+from engine.cli.options import add_engine_options, engine_options, read_key_file, size, whole
 from engine.errors import WispError
 
 KEY_VARIABLE = "WISP_API_KEY"
 
 
-def add_parser(commands) -> argparse.ArgumentParser:
+def register(commands) -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve the model over an OpenAI-compatible HTTP API")
     add_engine_options(serve)
     serve.add_argument("--host", default="127.0.0.1",

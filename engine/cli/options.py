@@ -1,5 +1,5 @@
 """The `wisp` commands' shared options and how they become EngineOptions / SamplingParams. Imported by the
-command modules (cli_commands, server.command), never importing them: the CLI's imports form no circle.
+command modules (engine/cli/run.py, serve.py, ...), never importing them: the CLI's imports form no circle.
 
 Every value is checked as it is parsed, so a bad one is one line and status 2 before anything loads."""
 
@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import json
 import re
+import sys
 
 from engine.config import BACKENDS, EngineOptions
 from engine.errors import RequestError, WispError
@@ -26,7 +27,7 @@ class UsageError(WispError):
 
 class Parser(argparse.ArgumentParser):
     """argparse whose errors are one line (`wisp run: error: ...; see wisp run --help`), raised for
-    engine.cli.main to print, instead of the whole usage text and a SystemExit."""
+    engine.cli.program.main to print, instead of the whole usage text and a SystemExit."""
 
     def error(self, message: str):
         option = re.match(r"argument (--[\w-]+)", message)
@@ -130,6 +131,16 @@ def add_reasoning_options(parser: argparse.ArgumentParser) -> None:
 def thinking_flag(args: argparse.Namespace) -> bool | None:
     """--thinking as GenerateRequest.enable_thinking: None when not given."""
     return None if args.thinking is None else args.thinking == "on"
+
+
+def note_unused_options(engine, args: argparse.Namespace) -> None:
+    """A line on stderr for each reasoning option the model's chat template does not read."""
+    for option, value, taken, what in (
+            ("--reasoning-effort", args.reasoning_effort, engine.info.reasoning_effort, "reasoning effort"),
+            ("--thinking", args.thinking, engine.info.thinking_switch, "thinking switch")):
+        if value is not None and not taken:
+            print(f"wisp: note: {engine.info.name}'s chat template takes no {what}; {option} changes nothing",
+                  file=sys.stderr)
 
 
 def add_remote_options(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""Handlers of `wisp run`, `wisp chat` and `wisp doctor`."""
+"""`wisp run`: generate from one prompt, streamed to stdout or printed as one JSON object."""
 
 from __future__ import annotations
 
@@ -6,14 +6,24 @@ import sys
 from argparse import Namespace
 
 from engine.api import Engine, FinishEvent, GenerateRequest, TokenEvent
-from engine.alloc.host_tier import host_allowance, reserve_bytes
 from engine.api import device_peak_bytes, expert_counters
-from engine.cli_options import engine_options, print_json, sampling_params, thinking_flag
+from engine.cli.options import (add_engine_options, add_reasoning_options, add_remote_options, add_sampling_options,
+                                engine_options, note_unused_options, print_json, sampling_params, thinking_flag)
+from engine.cli.reply_printer import ReplyPrinter
 from engine.errors import RequestError, WispError
-from engine.reply_printer import ReplyPrinter
-from engine.units import format_bytes
 
-__all__ = ["run_command", "chat_command", "doctor_command", "engine_options", "sampling_params"]
+
+def register(commands) -> None:
+    run = commands.add_parser("run", help="generate from one prompt")
+    add_engine_options(run)
+    add_sampling_options(run)
+    add_reasoning_options(run)
+    add_remote_options(run)
+    run.add_argument("--prompt", required=True)
+    run.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn with the chat template")
+    run.add_argument("--system", default=None, help="system prompt (with --chat)")
+    run.add_argument("--json", action="store_true", help="print one JSON object with text, token_ids, logprobs, stats")
+    run.set_defaults(handler=run_command)
 
 
 def chat_messages(system: str | None, turns: list[dict]) -> tuple[dict, ...]:
@@ -45,16 +55,6 @@ def run_command(args: Namespace) -> int:
         else:
             print_summary(finish)
     return 0
-
-
-def note_unused_options(engine: Engine, args: Namespace) -> None:
-    """A line on stderr for each reasoning option the model's chat template does not read."""
-    for option, value, taken, what in (
-            ("--reasoning-effort", args.reasoning_effort, engine.info.reasoning_effort, "reasoning effort"),
-            ("--thinking", args.thinking, engine.info.thinking_switch, "thinking switch")):
-        if value is not None and not taken:
-            print(f"wisp: note: {engine.info.name}'s chat template takes no {what}; {option} changes nothing",
-                  file=sys.stderr)
 
 
 def stream_to_stdout(engine: Engine, request: GenerateRequest) -> FinishEvent:
@@ -98,43 +98,3 @@ def print_summary(finish: FinishEvent) -> None:
     s = finish.stats
     print(f"[{s.prompt_tokens} prompt tokens ({s.cached_prompt_tokens} cached), {s.generated_tokens} generated, "
           f"TTFT {s.ttft_s * 1000:.0f} ms, {s.decode_tok_s:.1f} tok/s, {finish.reason}]", file=sys.stderr)
-
-
-def chat_command(args: Namespace) -> int:
-    from engine.chat_input import open_reader
-    from engine.chat_repl import ChatSession
-
-    sampling = sampling_params(args)
-    if args.system is not None:  # a system prompt that is not text is refused before the model loads
-        GenerateRequest(messages=({"role": "system", "content": args.system},))
-    with Engine(engine_options(args)) as engine:
-        if not engine.info.has_chat_template:
-            raise WispError(f"{engine.info.path} has no chat template; use `wisp run --prompt` for raw completion")
-        print(f"{engine.info.name} on {engine.info.device}. Type a message; /help lists the commands, /exit quits.",
-              file=sys.stderr)
-        note_unused_options(engine, args)
-        ChatSession(engine, sampling, args.system, reasoning_effort=args.reasoning_effort,
-                    enable_thinking=thinking_flag(args)).run(open_reader())
-    return 0
-
-
-def doctor_command(args: Namespace) -> int:
-    from engine.hardware import detect
-
-    hw = detect()
-    if args.json:
-        from dataclasses import asdict
-
-        print_json(asdict(hw))
-        return 0
-    print(f"torch        {hw.torch_version} (CUDA {hw.cuda_version or 'not built in'})")
-    if not hw.gpus:
-        print("GPU          none found: Wisp runs on the CPU (slow for large models)")
-    for gpu in hw.gpus:
-        print(f"GPU {gpu.index}        {gpu.name}: {format_bytes(gpu.total_bytes)} total, {format_bytes(gpu.free_bytes)} free")
-    print(f"host RAM     {format_bytes(hw.host_total_bytes)} total, {format_bytes(hw.host_available_bytes)} available")
-    print(f"host budget  {format_bytes(host_allowance(None, hw.host_available_bytes, hw.host_total_bytes))} for "
-          f"experts (available less a {format_bytes(reserve_bytes(hw.host_total_bytes))} reserve; --host-budget caps "
-          "it, paged experts past it stay memory-mapped)")
-    print(f"CPU cores    {hw.cpu_count}")
-    return 0

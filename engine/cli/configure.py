@@ -15,7 +15,7 @@ from engine.model.args import ModelArgs
 from engine.model.sizes import model_sizes
 from engine.traces.format import load as load_trace
 from engine.traces.profile import routing_profile
-from engine.cli_options import size, whole
+from engine.cli.options import size, whole
 
 
 def model_args_for(name: str) -> ModelArgs:
@@ -89,7 +89,7 @@ def configure_command(cli: Namespace) -> int:
     return 0
 
 
-def add_parser(commands) -> None:
+def register(commands) -> None:
     parser = commands.add_parser("configure", help="MV-WSA: split a budget between expert slots and KV from a trace")
     parser.add_argument("model", help="model folder, HF cache id, or a shape: qwen3-30b-a3b, olmoe-1b-7b, "
                                       "mixtral-8x7b, gpt-oss-20b, glm-4.5-air")

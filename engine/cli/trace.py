@@ -1,7 +1,7 @@
 """`wisp trace stats TRACE [--json]`, `wisp trace record MODEL --prompts FILE --out TRACE` and
 `wisp trace synth --shape SHAPE [statistics] --out TRACE`.
 
-The CLI owner calls ``register(subparsers)``; each leaf parser sets ``handler`` (args -> exit code).
+engine.cli.program calls ``register(subparsers)``; each leaf parser sets ``handler`` (args -> exit code).
 """
 
 from __future__ import annotations

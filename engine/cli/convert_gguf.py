@@ -1,0 +1,33 @@
+"""`wisp convert-gguf MODEL_DIR OUT.gguf [--type ...]`: write llama.cpp's GGUF file of a safetensors MoE model
+(engine/gguf/convert.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from engine.gguf.convert import OUT_TYPES, convert
+
+
+def register(commands) -> None:
+    parser = commands.add_parser("convert-gguf", help="write a GGUF file (llama.cpp) of a safetensors MoE model")
+    parser.add_argument("model_dir", help="Hugging Face model folder (qwen3_moe, qwen2_moe, olmoe, mixtral, gpt_oss, "
+                        "glm4_moe)")
+    parser.add_argument("out", help="the .gguf file to write")
+    parser.add_argument("--type", default="auto", choices=(*OUT_TYPES, "auto"),
+                        help="weight type; routers, norms and biases stay f32 (default auto: bf16 for a bf16 "
+                             "checkpoint, else f16)")
+    parser.set_defaults(handler=convert_command)
+
+
+def convert_command(cli_args) -> int:
+    progress = print_progress if sys.stderr.isatty() else None
+    result = convert(Path(cli_args.model_dir).expanduser(), Path(cli_args.out).expanduser(), cli_args.type, progress)
+    print(f"wrote {result.path} ({result.architecture}, {result.num_tensors} tensors, "
+          f"{result.size_bytes / 2**20:.1f} MiB)", file=sys.stderr)
+    return 0
+
+
+def print_progress(fraction: float, tensor_name: str) -> None:
+    sys.stderr.write(f"\r{fraction:6.1%} {tensor_name:<40}" + ("\n" if fraction >= 1 else ""))
+    sys.stderr.flush()
