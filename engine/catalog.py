@@ -164,11 +164,14 @@ def gguf_fit_summary(path: Path, budget_bytes: int) -> str:
     """On Wisp's engine (the file's architecture and quant types supported): its own plan at the budget, experts
     at their stored bytes. Otherwise llama.cpp places the model itself: compare the file with the budget."""
     from engine.config import EngineOptions
+    from engine.gguf.backend_choice import llama_cpp_installed
     from engine.gguf.model_file import check_supported
 
     if check_supported(path)[0]:
         return plan_summary(lambda mode: engine_plan(EngineOptions(model=str(path), budget_bytes=budget_bytes,
                                                                    experts=mode, max_num_seqs=1)))
+    if not llama_cpp_installed():
+        return "runs on llama.cpp, which is not installed: choose it for the pip command"
     if path.stat().st_size <= budget_bytes:
         return "fits (llama.cpp)"
     return "larger than the budget: llama.cpp with experts on the CPU (--n-cpu-moe)"

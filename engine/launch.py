@@ -13,7 +13,7 @@ from engine.config import EngineOptions, Progress
 from engine.errors import UnsupportedModelError
 from engine.generation.core import EngineCore
 from engine.generation.model_info import ModelInfo
-from engine.gguf.backend_choice import LLAMA_CPP, WISP, choose_backend
+from engine.gguf.backend_choice import LLAMA_CPP, WISP, choose_backend, llama_cpp_missing
 from engine.model_path import is_remote_url, resolve_model
 
 
@@ -34,16 +34,19 @@ def build_engine(options: EngineOptions, progress: Progress | None = None) -> tu
 
 def build_gguf(path: Path, options: EngineOptions, progress: Progress | None):
     """Wisp's own engine when it runs the file's architecture and every tensor's quant type (or --backend wisp
-    asks for it), else llama.cpp (the optional llama-cpp-python dependency)."""
-    if choose_backend(path, options.backend).backend == WISP:
+    asks for it), else llama.cpp (the optional llama-cpp-python dependency: its absence is an error that says how
+    to install it)."""
+    choice = choose_backend(path, options.backend)
+    if choice.backend == WISP:
         from engine.runtime.builder import build_gguf_engine  # torch: imported when a model loads
 
         return build_gguf_engine(path, options, progress)
     try:
+        import llama_cpp  # noqa: F401 (its native library loads here: a broken build fails here too)
+
         from engine.backends.llama_cpp import build
-    except ImportError:
-        raise UnsupportedModelError(
-            f"{path}: this GGUF file runs on llama.cpp: pip install 'wisp[gguf]'") from None
+    except (ImportError, OSError):
+        raise llama_cpp_missing(path, choice.reason) from None
     return build(path, options, progress)
 
 

@@ -14,7 +14,7 @@ from engine.errors import ModelFormatError, UnsupportedModelError
 # llama.cpp's LLM_FFN_EXPS_REGEX, anchored to a layer: the tensors --n-cpu-moe keeps on the CPU
 EXPERT_TENSOR = re.compile(r"^blk\.(\d+)\.ffn_(up|down|gate|gate_up)_(ch|)exps")
 LAYER_TENSOR = re.compile(r"^blk\.(\d+)\.")
-INSTALL_HINT = "GGUF files need the llama.cpp backend: pip install 'wisp[gguf]'"
+INSTALL_HINT = 'reading GGUF files needs the gguf package (a dependency of Wisp): pip install "gguf>=0.19"'
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,9 @@ GGUF files whose architecture and every tensor's quant type it supports; llama.c
 
 from __future__ import annotations
 
+import importlib.util
+import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +13,7 @@ from engine.config import BACKENDS
 from engine.errors import RequestError, UnsupportedModelError
 
 WISP, LLAMA_CPP = "wisp", "llama.cpp"
+LLAMA_CPP_REQUIREMENT = "llama-cpp-python>=0.3.36,<0.4"  # pyproject.toml's `llama` extra
 
 
 @dataclass(frozen=True)
@@ -48,3 +52,25 @@ def choose_backend(model: str | Path | None, requested: str = "auto") -> Backend
     if requested == WISP:
         raise UnsupportedModelError(f"{reason}; run it with --backend llama.cpp (or auto)")
     return BackendChoice(LLAMA_CPP, f"llama.cpp: {reason}")
+
+
+def llama_cpp_installed() -> bool:
+    """Whether llama-cpp-python can be found, without loading its native library."""
+    try:
+        return importlib.util.find_spec("llama_cpp") is not None
+    except ValueError:  # sys.modules["llama_cpp"] is None: imports of it are blocked
+        return False
+
+
+def llama_cpp_install_command() -> str:
+    """The command that installs llama-cpp-python into the Python environment Wisp runs in."""
+    python = "python" if getattr(sys, "frozen", False) else shlex.quote(sys.executable)
+    return f'{python} -m pip install "{LLAMA_CPP_REQUIREMENT}"'
+
+
+def llama_cpp_missing(model: str | Path, reason: str) -> UnsupportedModelError:
+    """The error for a GGUF file that llama.cpp would run (`reason`: why) while llama-cpp-python is missing."""
+    return UnsupportedModelError(
+        f"{Path(model).name} runs on llama.cpp ({reason}), and llama-cpp-python is not installed. Install it (pip "
+        f"builds llama.cpp from source: 5-20 minutes on 2 cores), then load the file again:\n"
+        f"{llama_cpp_install_command()}")

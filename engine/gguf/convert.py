@@ -75,7 +75,8 @@ def import_gguf():
     try:
         import gguf
     except ImportError:
-        raise WispError("writing GGUF files needs the gguf package: pip install 'wisp[gguf]'") from None
+        raise WispError('writing GGUF files needs the gguf package (a dependency of Wisp): '
+                        'pip install "gguf>=0.19"') from None
     return gguf
 
 

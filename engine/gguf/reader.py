@@ -104,7 +104,8 @@ def _quant_sizes() -> dict:
     try:
         from gguf import GGML_QUANT_SIZES
     except ImportError:
-        raise WispError("reading GGUF files needs the gguf package: pip install 'wisp[gguf]'") from None
+        raise WispError('reading GGUF files needs the gguf package (a dependency of Wisp): '
+                        'pip install "gguf>=0.19"') from None
     return {int(kind): sizes for kind, sizes in GGML_QUANT_SIZES.items()}
 
 

@@ -51,7 +51,10 @@ def load_dense(model: MoeTransformer, ckpt: Checkpoint, names: MoeWeightNames, d
             continue
         tensor = ckpt.get(hf_name(name, names), tuple(param.shape))
         target = torch.float32 if name in fp32 else dtype
-        state[name] = torch.nn.Parameter(tensor.to(device=device, dtype=target), requires_grad=False)
+        # Always a copy: a tensor of the memory-mapped file is aligned to 8 bytes only, and MKL's GEMM gives other
+        # bits for other alignments on some CPUs (its AVX and SSE paths); torch's allocations are 64-byte aligned,
+        # as the GGUF loader's are, so a checkpoint and its GGUF file compute the same bits everywhere.
+        state[name] = torch.nn.Parameter(tensor.to(device=device, dtype=target, copy=True), requires_grad=False)
     if "lm_head.weight" not in state:
         state["lm_head.weight"] = state["embed_tokens.weight"]
     model.load_state_dict(state, strict=True, assign=True)

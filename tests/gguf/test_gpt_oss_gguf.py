@@ -3,7 +3,7 @@ on Wisp's engine: the file's metadata gives the checkpoint's ModelArgs; llama.cp
 runs the checkpoint, and so does Wisp; llama.cpp's MXFP4_MOE file runs as llama.cpp runs it (llama.cpp rounds
 activations to Q8_0 blocks before its MXFP4 and Q8_0 matmuls, Wisp multiplies them as they are), bitwise identical
 in every expert mode; a file whose MXFP4 experts were repacked from a checkpoint's blocks computes exactly what that
-checkpoint computes; a checkpoint llama.cpp's graph would compute differently is refused."""
+checkpoint computes, on any CPU; a checkpoint llama.cpp's graph would compute differently is refused."""
 
 from __future__ import annotations
 
@@ -98,9 +98,19 @@ def test_every_expert_mode_is_bitwise_resident(gpt_oss_files):
 
 def test_repacked_file_computes_what_the_mxfp4_checkpoint_does(gpt_oss_files):
     """Experts repacked from the checkpoint's blocks as llama.cpp's converter repacks them: the same slot bytes,
-    the same dense weights, so the same bits out."""
+    the same dense weights, so the same bits out, on every CPU. That needs the dense weights at the same
+    alignment too: MKL's GEMM on AVX and SSE code paths (as on AMD processors) gives other bits for an operand
+    at another alignment, and a checkpoint's tensors come 8-byte aligned from the memory-mapped file, so both
+    loaders copy them into torch's 64-byte aligned memory (MKL_ENABLE_INSTRUCTIONS=AVX shows it here)."""
     path, (checkpoint, _) = gpt_oss_files.repacked(), gpt_oss_files.mxfp4_pair()
+    assert dense_alignments(path) == dense_alignments(checkpoint) == {0}
     assert outputs(path) == outputs(checkpoint)
+
+
+def dense_alignments(path) -> set[int]:
+    """The data addresses of the loaded model's dense parameters, modulo 64."""
+    with Engine(EngineOptions(model=str(path), device="cpu", backend="wisp", max_model_len=16)) as engine:
+        return {p.data_ptr() % 64 for p in engine._core.runner.model.parameters()}
 
 
 def test_a_checkpoint_with_other_swiglu_constants_is_refused(tmp_path):
