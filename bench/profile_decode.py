@@ -84,14 +84,20 @@ def print_tables(name: str, weights, plan, args, router, warm_all: bool) -> None
     host.disable()
     text = io.StringIO()
     pstats.Stats(host, stream=text).sort_stats("tottime").print_stats(20)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        decode_once(engine, args.prompt, args.tokens, 1, seed=2)
-        sync(torch.device("cuda"))
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
+    decode_once(engine, args.prompt, args.tokens, 1, seed=2, on_prefilled=prof.start)  # the decode steps only
+    sync(torch.device("cuda"))
+    prof.stop()
     print(f"==== {name}: host functions by own time (one request: prefill + {args.tokens} tokens)")
     print(text.getvalue())
-    print(f"==== {name}: GPU kernels (one request)")
+    print(f"==== {name}: GPU kernels (the decode steps of one request: {args.tokens - 1} steps)")
     print(prof.key_averages().table(sort_by="device_time_total", row_limit=40), flush=True)
-    print(json.dumps({"arm": name, "kernels": kernel_counts(prof)}), flush=True)
+    kernels = kernel_counts(prof)
+    steps = args.tokens - 1
+    print(json.dumps({"arm": name, "prompt": args.prompt, "decode_steps": steps,
+                      "launches_per_step": sum(k["count"] for k in kernels) / steps,
+                      "kernel_us_per_step": sum(k["device_us"] for k in kernels) / steps, "kernels": kernels}),
+          flush=True)
 
 
 def kernel_counts(prof) -> list[dict]:
