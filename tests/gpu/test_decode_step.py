@@ -105,6 +105,7 @@ def test_link_pace_waits_for_the_bytes_at_the_paced_rate(cuda):
         pace.begin()
         pace.after_rows(ids, 2_000_000)
 
+    paced_rows()  # compiles the kernel's COUNT_IDS variant outside the timed span
     assert 6.0 <= elapsed_ms(paced_rows) < 7.5
     with pytest.raises(ValueError, match="positive"):
         LinkPace(0, cuda)
@@ -133,5 +134,6 @@ def test_paced_pager_keeps_its_tokens_and_counts_the_paced_time(cuda):
         runs[rate] = finish, moved
         engine.close()
     (plain, _), (paced, moved) = runs[None], runs[2.0]
+    assert moved > 1e9  # the prompt's copies and the decode's misses
     assert paced.token_ids == plain.token_ids and paced.logprobs == plain.logprobs
-    assert paced.stats.total_s >= moved / 2e9 > plain.stats.total_s / 4  # the misses' bytes at 2 GB/s, and they matter
+    assert paced.stats.total_s >= moved / 2e9  # every copied byte at 2 GB/s, one copy after another
