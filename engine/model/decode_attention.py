@@ -4,7 +4,8 @@ SDPA's decode kernels are not bitwise repeatable from one run of the same engine
 shapes on CUDA, even under torch's deterministic algorithms, so no expert mode could promise a full-memory
 run's bits with them. Here each sequence's own cache slots are read in place (through its kv_index row) in
 chunks of CHUNK positions, one program per (sequence, KV head, chunk) for all the query heads that share the
-KV head (tl.dot, fp32 softmax), as flash-decoding does; a second kernel merges the chunks in position order.
+KV head (tl.dot, fp32 softmax), as flash-decoding does; a second kernel, one program per query head, merges the
+chunks MAX_CHUNKS_PER_LOAD at a time, so a long context merges in a few wide loads, not one per chunk.
 Every reduction's order depends only on positions, never on the padding, the batch or where a slot lives.
 Two options (gpt-oss), compiled in only when used so other models' kernels stay as they were: a sliding WINDOW
 (the last WINDOW positions only; chunks before them do no work) and learned sinks (a per-head logit that joins
@@ -151,13 +152,12 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 
 
 def merge_chunks(m: torch.Tensor, total: torch.Tensor, acc: torch.Tensor, lengths: torch.Tensor,
-                 sinks: torch.Tensor | None, out: torch.Tensor, groups: int, dim: int, window: int = 0,
-                 chunk: int | None = None) -> None:
+                 sinks: torch.Tensor | None, out: torch.Tensor, groups: int, dim: int, window: int = 0) -> None:
     """The combine kernel over a partial kernel's outputs: m, total [B, KV heads, splits, BG]; acc [B, KV heads,
     splits, BG, BD] -> out [B, KV heads * groups, dim], one program per query head."""
     B, kv_heads, splits, BG, BD = acc.shape
     chunks_per_load = min(MAX_CHUNKS_PER_LOAD, max(16, 8192 // BD))  # SB x BD fp32 values: registers, not spills
     _kernels()[1][(B, kv_heads, groups)](m, total, acc, lengths, m if sinks is None else sinks, out, KVH=kv_heads,
-                                         G=groups, BG=BG, D=dim, BD=BD, CHUNK=chunk or CHUNK, SPLITS=splits,
+                                         G=groups, BG=BG, D=dim, BD=BD, CHUNK=CHUNK, SPLITS=splits,
                                          WINDOW=window, HAS_SINKS=sinks is not None, SB=chunks_per_load,
                                          num_warps=4)
