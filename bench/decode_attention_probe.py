@@ -17,7 +17,7 @@ from bench.phases import parse_list
 
 
 def time_us(fn, repeats: int = 200) -> float:
-    """Median-free mean of `repeats` calls captured in one CUDA graph (as the engine runs them), in microseconds."""
+    """The mean of `repeats` calls captured in one CUDA graph (as the engine runs them), in microseconds."""
     fn()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
