@@ -24,13 +24,19 @@ def main() -> None:
     parser.add_argument("model_types", nargs="+")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--long", action="store_true",
+                        help="tests/gpu/test_gpt_oss.py's long prompt (past a sliding window) instead of PROMPTS[0]")
     args = parser.parse_args()
+    if args.long:
+        from tests.gpu.test_gpt_oss import LONG_PROMPT as prompt
+    else:
+        prompt = PROMPTS[0]
     dtype = getattr(torch, args.dtype)
     for model_type in args.model_types:
         folder = write_tiny_model(Path(tempfile.mkdtemp()), model_type, dtype=dtype)
         with Engine(EngineOptions(model=str(folder), device=args.device)) as engine:
-            ids = engine._core.tokenizer.encode(PROMPTS[0])
-            ours = list(engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SamplingParams(
+            ids = engine._core.tokenizer.encode(prompt)
+            ours = list(engine.generate(GenerateRequest(prompt=prompt, sampling=SamplingParams(
                 max_tokens=32, ignore_eos=True))).token_ids)
         for reference_dtype in (dtype, torch.float32):
             model = AutoModelForCausalLM.from_pretrained(folder, dtype=reference_dtype).to(args.device).eval()

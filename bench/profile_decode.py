@@ -84,13 +84,28 @@ def print_tables(name: str, weights, plan, args, router, warm_all: bool) -> None
     host.disable()
     text = io.StringIO()
     pstats.Stats(host, stream=text).sort_stats("tottime").print_stats(20)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        decode_once(engine, args.prompt, args.tokens, 1, seed=2)
-        sync(torch.device("cuda"))
+    prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
+    decode_once(engine, args.prompt, args.tokens, 1, seed=2, on_prefilled=prof.start)  # the decode steps only
+    sync(torch.device("cuda"))
+    prof.stop()
     print(f"==== {name}: host functions by own time (one request: prefill + {args.tokens} tokens)")
     print(text.getvalue())
-    print(f"==== {name}: GPU kernels (one request)")
-    print(prof.key_averages().table(sort_by="device_time_total", row_limit=20), flush=True)
+    print(f"==== {name}: GPU kernels (the decode steps of one request: {args.tokens - 1} steps)")
+    print(prof.key_averages().table(sort_by="device_time_total", row_limit=40), flush=True)
+    kernels = kernel_counts(prof)
+    steps = args.tokens - 1
+    print(json.dumps({"arm": name, "prompt": args.prompt, "decode_steps": steps,
+                      "launches_per_step": sum(k["count"] for k in kernels) / steps,
+                      "kernel_us_per_step": sum(k["device_us"] for k in kernels) / steps, "kernels": kernels}),
+          flush=True)
+
+
+def kernel_counts(prof) -> list[dict]:
+    """Every GPU kernel of the profiled request: name, launches and total device microseconds (for per-layer and
+    per-step counts: divide by tokens and layers)."""
+    rows = [{"name": e.key, "count": e.count, "device_us": e.device_time_total}
+            for e in prof.key_averages() if e.device_time_total > 0]
+    return sorted(rows, key=lambda row: -row["device_us"])
 
 
 class Arms:
@@ -128,6 +143,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--max-len", type=int, default=4096)
+    parser.add_argument("--quant", default=None, choices=["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "MXFP4_MOE"],
+                        help="experts as a GGUF file of this type holds them (random valid blocks), as `wisp bench`")
     parser.add_argument("--chunk-layers", type=parse_list(int), default=None,
                         help="layers per graph of a whole decode step (default: the engine's, one graph per step); "
                              "several (e.g. 8,48) run each arm at each")
@@ -148,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     if not torch.cuda.is_available():
         parser.error("profiling a decode step needs a CUDA GPU (its graphs and kernels); none is visible here")
     device = torch.device("cuda")
-    host = synthetic_weights(shape_of(args), device, experts_on_host=True)
+    host = synthetic_weights(shape_of(args), device, experts_on_host=True, quant=args.quant)
     trace = load_trace(args.trace)
     router = TraceRouter(trace, device)
     arms_of = Arms(host, args, trace, device)

@@ -33,6 +33,7 @@ from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
 from engine.errors import BudgetError
+from engine.experts.link_pace import LinkPace
 from engine.experts.store import ExpertStore
 from engine.experts.touched_copy import TouchedCopyExperts
 from engine.hardware import device_name
@@ -210,6 +211,8 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
     engine_options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, **options)
     engine = assemble_engine(weights, IdOnlyTokenizer(), engine_options, plan, device, args.max_len, provider=provider)
     provider = engine.runner.experts
+    if args.link_gbps and hasattr(provider, "pace_link"):  # resident mode copies nothing
+        provider.pace_link(LinkPace(args.link_gbps, device))
     if whole is not None and engine.runner.padded_decode is not None:
         engine.runner.padded_decode.set_whole_options(whole)
     if host_pager:  # the per-layer host pager (what prefetch runs on), not the device pager in one graph
@@ -310,6 +313,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gguf", type=Path, default=None,
                         help="run on this GGUF file's weights (its shape and expert types; --shape, --layers and "
                              "--quant are not used), e.g. the file llama.cpp is measured on")
+    parser.add_argument("--link-gbps", type=float, default=None,
+                        help="pace host->device expert copies to this many GB/s (25: PCIe4 x16, 12: PCIe3 x16); the "
+                             "floors and the planner use it. It cannot show a desktop GPU's memory bandwidth or the "
+                             "host's DDR speed (engine.experts.link_pace)")
     parser.add_argument("--label", default="", help="free text stored in the JSON facts (e.g. what changed)")
     parser.add_argument("--out", type=Path, required=True)
     return parser.parse_args(argv)
@@ -317,14 +324,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def run_facts(args, model_args: ModelArgs, host: LoadedWeights, device, build_s: float) -> dict:
     """What every row shares; num_moe_layers x num_experts x expert_bytes is what a cold prompt copies (TTFT floor)."""
+    measured = copy_loop_rate(host.store, device)
     return {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
             "gpu": device_name(device), "torch": torch.__version__,
             "git_commit": git_commit(), "label": args.label, "build_s": build_s, "quant": args.quant,
             "gguf": args.gguf.name if args.gguf else None,
             "num_moe_layers": model_args.num_moe_layers, "num_experts": model_args.num_experts,
             "expert_bytes": host.store.expert_bytes, "pinned": host.store.is_pinned,
-            "copy_loop_gb_s": copy_loop_rate(host.store, device),
+            **link_facts(args, measured),
             "copy_kernel_gb_s": guarded(copy_kernel_rates, host.store, device)}
+
+
+def link_facts(args, measured: float) -> dict:
+    """The link the floors and the planner use: the paced one where --link-gbps is slower than the measured."""
+    paced = min(measured, args.link_gbps) if args.link_gbps else measured
+    return {"link_gbps": args.link_gbps, "copy_loop_gb_s_measured": measured, "copy_loop_gb_s": paced}
 
 
 def guarded(fn, *args):
@@ -426,7 +440,8 @@ def main(argv: list[str] | None = None) -> None:
     for extra in [""] + args.also:  # each --also session reuses the built weights with its flags on top
         session = parse_args(argv + shlex.split(extra)) if extra else args
         session.shape, session.quant = args.shape, args.quant  # the built weights' (a --gguf file's)
-        run_session(session, host, device, {**facts, "trace": session.trace.name})
+        run_session(session, host, device, {**facts, **link_facts(session, facts["copy_loop_gb_s_measured"]),
+                                            "trace": session.trace.name})
 
 
 def bench_weights(args, device: torch.device) -> LoadedWeights:
@@ -452,7 +467,8 @@ def run_session(args, host, device, facts: dict) -> None:
     router = TraceRouter(trace, device)
     args.out.mkdir(parents=True, exist_ok=True)
     quant = f"-{args.quant}" if args.quant else ""
-    path = args.out / f"{args.shape}{quant}-b{args.batch}-p{args.prompt}-{args.trace.stem}.json"
+    paced = f"-link{args.link_gbps:g}" if args.link_gbps else ""
+    path = args.out / f"{args.shape}{quant}-b{args.batch}-p{args.prompt}{paced}-{args.trace.stem}.json"
     rows = unbudgeted_rows(host, arms, args, device, router)
     for budget in [int(float(b) * GiB) for b in args.budgets.split(",")]:
         path.write_text(json.dumps({"facts": facts, "rows": rows}))  # what is done survives a timeout

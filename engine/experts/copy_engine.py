@@ -18,6 +18,7 @@ class CopyEngine:
         self.timings: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
         self.prefetch_events: dict[int, object] = {}
         self.prefetched: dict[int, set[int]] = {}
+        self.pace = None  # engine.experts.link_pace.LinkPace: copies paced to a slower link (benchmarks)
 
     def copy(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Start copying each (device slot, host block) pair; wait() before using the slots."""
@@ -35,8 +36,12 @@ class CopyEngine:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.cuda.stream(self.stream):
             start.record()
+            if self.pace is not None:
+                self.pace.begin()
             for dst, src in pairs:
                 dst.copy_(src, non_blocking=True)
+            if self.pace is not None:
+                self.pace.after_bytes(nbytes)
             end.record()
         self.last_event = end
         self.timings.append((start, end))

@@ -37,6 +37,7 @@ class DeviceLRU:
         self.counts = torch.zeros(count, 3, dtype=torch.int64, device=device)  # hits, misses, evictions
         self.lru_step, self.copy_rows = pager_kernels.kernels(interpret=device.type != "cuda")
         self.lru_warps = LRU_WARPS
+        self.pace = None  # engine.experts.link_pace.LinkPace: miss copies paced to a slower link (benchmarks)
 
     @torch.inference_mode()
     def push(self, lrus: dict[int, ExpertLRU]) -> None:
@@ -99,5 +100,9 @@ class DeviceLRU:
         """Copy each listed expert (row of host_words [E, W]) into its pool row (pool_words [R, W])."""
         words = host_words.shape[1]
         split = max(1, min(split, -(-words // chunk)))
+        if self.pace is not None:
+            self.pace.begin()
         self.copy_rows[(miss_src.numel(), split)](host_words, pool_words, miss_src, miss_dst, words, CHUNK=chunk,
                                                   SPLIT=split, ITERS=-(-words // (chunk * split)), num_warps=4)
+        if self.pace is not None:
+            self.pace.after_rows(miss_src, words * host_words.element_size())

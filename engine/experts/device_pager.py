@@ -31,6 +31,7 @@ class DevicePager(GraphedExperts):
         self.host_words: dict[int, torch.Tensor] | None = None  # device views of the pinned experts
         self.pool_words: torch.Tensor | None = None  # the slot pool viewed as words (the copy kernel's target)
         self.is_enabled = True
+        self.pace = None  # engine.experts.link_pace.LinkPace for the graphed steps' miss copies (benchmarks)
 
     def can_run(self, tokens: int, top_k: int) -> bool:
         store = self.pager.host
@@ -46,6 +47,7 @@ class DevicePager(GraphedExperts):
                 self.host_words = {layer: device_view(block, self.device) for layer, block in pager.host.blocks.items()}
             self.state = DeviceLRU(self.moe_layers, pager.host.num_experts, pager.capacity, pager.pool.base,
                                    self.device)
+            self.state.pace = self.pace
             self.pool_words = as_words(pager.pool.tensor)
             self.owner = "host"
         if self.owner == "host":

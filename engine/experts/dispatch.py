@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.alloc.memory_plan import GATHER_LIMIT_BYTES, GATHER_MAX_ENTRIES  # the gathered buffer is workspace
+from engine.triton_support import HAS_TRITON
 
 
 def route(router_logits: torch.Tensor, top_k: int, normalize: bool, weights_fp32: bool):
@@ -85,6 +86,10 @@ def combine_grouped(out: torch.Tensor, dispatch: Dispatch, ids: torch.Tensor) ->
 
 def combine(out: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Sum out [T, K, D] over K in ascending expert-id order per token -> [T, D]."""
+    if out.is_cuda and HAS_TRITON:  # the same adds as below in one kernel
+        from engine.experts.ranked_sum import ranked_sum
+
+        return ranked_sum(out, ids)
     order = torch.argsort(ids, dim=-1)  # [T, K]
     return sum_ranked(out.gather(1, order[:, :, None].expand_as(out)))
 

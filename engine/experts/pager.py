@@ -55,6 +55,13 @@ class PagedExperts(FeedsRouting, ExpertProvider):
         self.device_pager.to_host()
         self.host_pager.warm(experts)
 
+    def pace_link(self, pace) -> None:
+        """Pace every expert copy to a slower link from now on (engine.experts.link_pace; `wisp bench`)."""
+        self.device_pager.to_host()
+        self.host_pager.copies.pace = self.device_pager.pace = pace
+        if self.device_pager.state is not None:
+            self.device_pager.state.pace = pace
+
     def page_on_host(self) -> None:
         """Decode steps page on the host from now on, not in graphed steps (benchmarks compare the two)."""
         self.device_pager.is_enabled = False

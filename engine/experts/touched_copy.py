@@ -33,6 +33,13 @@ class TouchedCopyExperts(FeedsRouting, ExpertProvider):
         self.feed = RoutingFeed()
         self.ring = RoutingRing(list(host.blocks), device, self.settle)
         self.graphed = TouchedCopyGraphed(self)
+        self.pace = None  # engine.experts.link_pace.LinkPace: copies paced to a slower link (benchmarks)
+
+    def pace_link(self, pace) -> None:
+        """Pace every expert copy to a slower link from now on (engine.experts.link_pace; `wisp bench`)."""
+        self.pace = pace
+        if self.graphed.reader is not None:
+            self.graphed.reader.pace = pace
 
     @property
     def counters(self) -> ExpertCounters:
@@ -48,8 +55,12 @@ class TouchedCopyExperts(FeedsRouting, ExpertProvider):
         if layer not in self.offloaded:
             self._counters.count(layer, used.size, 0)
             return self.layout.for_layer(layer).run_blocks(x, ids, weights, self.device_blocks[layer])
+        if self.pace is not None:
+            self.pace.begin()
         for expert in used:
             self.scratch[expert].copy_(self.host.blocks[layer][expert], non_blocking=True)
+        if self.pace is not None:
+            self.pace.after_bytes(used.size * self.host.expert_bytes)
         self._counters.count(layer, 0, used.size)
         self._counters.h2d_bytes += used.size * self.host.expert_bytes
         return self.layout.for_layer(layer).run_blocks(x, ids, weights, self.scratch)
@@ -93,6 +104,7 @@ class TouchedCopyGraphed(GraphedExperts):
             layers = sorted(owner.offloaded)
             self.reader = DeviceLRU(layers, owner.host.num_experts, dict.fromkeys(layers, 1),
                                     dict.fromkeys(layers, 0), owner.device)
+            self.reader.pace = owner.pace
             self.words = {layer: device_view(owner.host.blocks[layer], owner.device) for layer in layers}
             self.scratch_words = as_words(owner.scratch)
         owner.ring.begin_step(tokens, top_k)

@@ -4,7 +4,8 @@ SDPA's decode kernels are not bitwise repeatable from one run of the same engine
 shapes on CUDA, even under torch's deterministic algorithms, so no expert mode could promise a full-memory
 run's bits with them. Here each sequence's own cache slots are read in place (through its kv_index row) in
 chunks of CHUNK positions, one program per (sequence, KV head, chunk) for all the query heads that share the
-KV head (tl.dot, fp32 softmax), as flash-decoding does; a second kernel merges the chunks in position order.
+KV head (tl.dot, fp32 softmax), as flash-decoding does; a second kernel, one program per query head, merges the
+chunks MAX_CHUNKS_PER_LOAD at a time, so a long context merges in a few wide loads, not one per chunk.
 Every reduction's order depends only on positions, never on the padding, the batch or where a slot lives.
 Two options (gpt-oss), compiled in only when used so other models' kernels stay as they were: a sliding WINDOW
 (the last WINDOW positions only; chunks before them do no work) and learned sinks (a per-head logit that joins
@@ -17,7 +18,8 @@ import torch
 
 _built: dict = {}
 BLOCK_N = 64  # positions per tl.dot
-CHUNK = 256  # positions per program (split-KV, as flash-decoding): B x KV heads x ceil(max_len / CHUNK) programs
+CHUNK = 64  # positions per program (split-KV, as flash-decoding): B x KV heads x ceil(max_len / CHUNK) programs
+MAX_CHUNKS_PER_LOAD = 128  # chunks the merge reads at once (fewer where a head's values are wide: registers)
 
 
 def _kernels():
@@ -81,38 +83,42 @@ def _kernels():
     @triton.jit
     def combine(m_ptr, l_ptr, acc_ptr, lengths_ptr, sinks_ptr, out_ptr, KVH: tl.constexpr, G: tl.constexpr,
                 BG: tl.constexpr, D: tl.constexpr, BD: tl.constexpr, CHUNK: tl.constexpr, SPLITS: tl.constexpr,
-                WINDOW: tl.constexpr, HAS_SINKS: tl.constexpr):
-        """The chunks of one (sequence, KV head), merged in position order: the bits never depend on padding."""
+                WINDOW: tl.constexpr, HAS_SINKS: tl.constexpr, SB: tl.constexpr):
+        """The chunks of one (sequence, KV head, query head of its group), merged SB chunks per load: the exact
+        maximum first, then the sums in blocks of SB chunks that start at multiples of SB, block after block in
+        position order. Chunks outside the context weigh exactly 0, so the bits depend on positions only."""
         b = tl.program_id(0).to(tl.int64)
         kvh = tl.program_id(1)
-        g = tl.arange(0, BG)
+        g = tl.program_id(2)
         d = tl.arange(0, BD)
         length = tl.load(lengths_ptr + b)
         first = 0
         if WINDOW > 0:
             first = tl.maximum(length - WINDOW, 0)
-        m = tl.full([BG], float("-inf"), tl.float32)
-        total = tl.zeros([BG], tl.float32)
-        acc = tl.zeros([BG, BD], tl.float32)
-        for split in range(SPLITS):  # a fixed trip count (CUDA graphs); chunks past the length are skipped
-            if split * CHUNK < length and (split + 1) * CHUNK > first:
-                at = (b * KVH + kvh) * SPLITS + split
-                m_s = tl.load(m_ptr + at * BG + g)
-                m_new = tl.maximum(m, m_s)
-                alpha, beta = tl.exp(m - m_new), tl.exp(m_s - m_new)
-                total = total * alpha + tl.load(l_ptr + at * BG + g) * beta
-                acc = acc * alpha[:, None] + tl.load(acc_ptr + (at * BG + g)[:, None] * BD + d[None, :]) * beta[:, None]
-                m = m_new
-        heads = kvh * G + g
+        lowest, end = first // CHUNK, tl.cdiv(length, CHUNK)  # the chunks that hold positions: [lowest, end)
+        rows = ((b * KVH + kvh) * SPLITS) * BG + g  # chunk s of this head: rows + s * BG
+        m = tl.max(tl.full([SB], float("-inf"), tl.float32), axis=0)
+        for start in range((lowest // SB) * SB, end, SB):
+            s = start + tl.arange(0, SB)
+            m = tl.maximum(m, tl.max(tl.load(m_ptr + rows + s * BG, mask=(s >= lowest) & (s < end),
+                                             other=float("-inf")), axis=0))
+        head = kvh * G + g
         if HAS_SINKS:  # one more logit in the softmax, with no value
-            sink = tl.load(sinks_ptr + heads, mask=g < G, other=0.0).to(tl.float32)
-            m_new = tl.maximum(m, sink)
-            alpha = tl.exp(m - m_new)
-            total = total * alpha + tl.exp(sink - m_new)
-            acc = acc * alpha[:, None]
-        out = acc / total[:, None]
-        tl.store(out_ptr + (b * KVH * G + heads)[:, None] * D + d[None, :], out.to(out_ptr.dtype.element_ty),
-                 mask=(g < G)[:, None] & (d < D)[None, :])
+            sink = tl.load(sinks_ptr + head).to(tl.float32)
+            m = tl.maximum(m, sink)
+        total = tl.sum(tl.zeros([SB], tl.float32), axis=0)
+        acc = tl.zeros([BD], tl.float32)
+        for start in range((lowest // SB) * SB, end, SB):
+            s = start + tl.arange(0, SB)
+            ok = (s >= lowest) & (s < end)
+            weight = tl.exp(tl.load(m_ptr + rows + s * BG, mask=ok, other=float("-inf")) - m)  # [SB], 0 outside
+            total += tl.sum(tl.load(l_ptr + rows + s * BG, mask=ok, other=0.0) * weight, axis=0)
+            values = tl.load(acc_ptr + (rows + s * BG)[:, None] * BD + d[None, :], mask=ok[:, None], other=0.0)
+            acc += tl.sum(values * weight[:, None], axis=0)  # [BD]
+        if HAS_SINKS:
+            total += tl.exp(sink - m)
+        out = acc / total
+        tl.store(out_ptr + (b * KVH * G + head) * D + d, out.to(out_ptr.dtype.element_ty), mask=d < D)
 
     _built["kernels"] = partial, combine
     return partial, combine
@@ -136,12 +142,22 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     total = torch.empty_like(m)
     acc = torch.empty(B, kv_heads, splits, BG, BD, dtype=torch.float32, device=q.device)
     out = torch.empty_like(q)
-    partial, combine = _kernels()
+    partial = _kernels()[0]
     q = q.contiguous()
     partial[(B, kv_heads, splits)](q, k_cache, v_cache, kv_index, lengths, m, total, acc, scale, max_len, splits,
-                                   KVH=kv_heads, G=groups, BG=BG, D=D, BD=BD, BN=BLOCK_N, CHUNK=CHUNK,
+                                   KVH=kv_heads, G=groups, BG=BG, D=D, BD=BD, BN=min(BLOCK_N, CHUNK), CHUNK=CHUNK,
                                    IEEE=q.dtype == torch.float32, WINDOW=window or 0, num_warps=4)
-    combine[(B, kv_heads)](m, total, acc, lengths, q if sinks is None else sinks, out, KVH=kv_heads, G=groups,
-                           BG=BG, D=D, BD=BD, CHUNK=CHUNK, SPLITS=splits, WINDOW=window or 0,
-                           HAS_SINKS=sinks is not None, num_warps=4)
+    merge_chunks(m, total, acc, lengths, sinks, out, groups, D, window or 0)
     return out
+
+
+def merge_chunks(m: torch.Tensor, total: torch.Tensor, acc: torch.Tensor, lengths: torch.Tensor,
+                 sinks: torch.Tensor | None, out: torch.Tensor, groups: int, dim: int, window: int = 0) -> None:
+    """The combine kernel over a partial kernel's outputs: m, total [B, KV heads, splits, BG]; acc [B, KV heads,
+    splits, BG, BD] -> out [B, KV heads * groups, dim], one program per query head."""
+    B, kv_heads, splits, BG, BD = acc.shape
+    chunks_per_load = min(MAX_CHUNKS_PER_LOAD, max(16, 8192 // BD))  # SB x BD fp32 values: registers, not spills
+    _kernels()[1][(B, kv_heads, groups)](m, total, acc, lengths, m if sinks is None else sinks, out, KVH=kv_heads,
+                                         G=groups, BG=BG, D=dim, BD=BD, CHUNK=CHUNK, SPLITS=splits,
+                                         WINDOW=window, HAS_SINKS=sinks is not None, SB=chunks_per_load,
+                                         num_warps=4)

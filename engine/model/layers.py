@@ -9,6 +9,7 @@ from torch import nn
 from engine.model.args import ModelArgs
 from engine.model.fused_norm import can_fuse, fused_rms_norm
 from engine.model.rope_scaling import Yarn, inverse_frequencies
+from engine.triton_support import HAS_TRITON
 
 
 class RMSNorm(nn.Module):
@@ -62,8 +63,18 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+def is_fusable_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> bool:
+    """engine.model.fused_rope takes x [T, H, hd] with one cos/sin row per token, all of one dtype."""
+    return (x.dim() == 3 and cos.dim() == 2 and cos.shape == sin.shape and cos.shape[0] == x.shape[0]
+            and cos.shape[1] % 2 == 0 and cos.shape[1] <= x.shape[2] and cos.dtype == sin.dtype == x.dtype)
+
+
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x [T, H, hd]; cos/sin [T, rotary_dim]. Partial RoPE (glm4_moe): only the first rotary_dim channels turn."""
+    if x.is_cuda and HAS_TRITON and is_fusable_rope(x, cos, sin):  # the same bits in one kernel
+        from engine.model.fused_rope import fused_rope
+
+        return fused_rope(x, cos, sin)
     rotary_dim = cos.shape[-1]
     if rotary_dim < x.shape[-1]:
         return torch.cat((apply_rope(x[..., :rotary_dim], cos, sin), x[..., rotary_dim:]), dim=-1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.model.decode_attention import CHUNK, _kernels as _decode_kernels
+from engine.model.decode_attention import CHUNK, merge_chunks
 
 _built: dict = {}
 BLOCK_N = 32  # positions per tl.dot: [G, R] x [R, BLOCK_N] with R = 512 fits the shared memory
@@ -117,7 +117,5 @@ def latent_decode(q_rows: torch.Tensor, pool: torch.Tensor, kv_index: torch.Tens
         q_rows.contiguous(), pool, kv_index, lengths, m, total, acc, scale, max_len, splits, HB=head_blocks, G=G,
         BG=BG, R=rank, BR=BR, P=rope_dim, BP=max(triton.next_power_of_2(rope_dim), 16), BN=BLOCK_N, CHUNK=CHUNK,
         IEEE=q_rows.dtype == torch.float32, num_warps=8)
-    combine = _decode_kernels()[1]  # head blocks stand where KV heads stand there
-    combine[(B, head_blocks)](m, total, acc, lengths, m, out, KVH=head_blocks, G=G, BG=BG, D=rank, BD=BR,
-                              CHUNK=CHUNK, SPLITS=splits, WINDOW=0, HAS_SINKS=False, num_warps=4)  # m: no sinks
+    merge_chunks(m, total, acc, lengths, None, out, G, rank)  # head blocks stand where KV heads stand there
     return out

@@ -15,7 +15,7 @@ from tests.engine.test_static_decode import SAMPLING, run_all
 H, KVH, D, SLOTS = 8, 2, 16, 700
 
 
-def case(seed: int = 0, lengths=(5, 600, 1)):  # 600: three of the kernel's 256-position chunks
+def case(seed: int = 0, lengths=(5, 600, 1)):  # 600: ten of the kernel's 64-position chunks
     generator = torch.Generator().manual_seed(seed)
     q = torch.randn(len(lengths), H, D, generator=generator)
     k = torch.randn(SLOTS, KVH, D, generator=generator)
@@ -92,3 +92,20 @@ def test_the_cli_and_the_device_choose_the_decode_attention(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")  # a CPU without Triton's interpreter: a readable refusal
     with pytest.raises(RequestError, match="needs a CUDA GPU"):
         decode_attention_kernel(EngineOptions(attention="triton"), cpu)
+
+
+def test_merge_over_several_loads_keeps_values_and_bits(monkeypatch):
+    """Chunks merged a few per load (as a long context merges them): the same values as SDPA, and bits that the
+    padding (more, empty chunks) does not change, with and without a window that skips whole loads."""
+    import engine.model.decode_attention as kernel
+
+    monkeypatch.setattr(kernel, "CHUNK", 16)  # 600 positions: 38 chunks
+    monkeypatch.setattr(kernel, "MAX_CHUNKS_PER_LOAD", 4)  # merged 4 at a time: 10 loads
+    q, k, v, index, lengths = case()
+    torch.testing.assert_close(decode_attention(q, k, v, index, lengths, D**-0.5), sdpa(q, k, v, index, lengths),
+                               atol=1e-5, rtol=1e-5)
+    wider = torch.zeros(3, 1100, dtype=torch.long)
+    wider[:, :640] = index
+    for window in (None, 200):
+        reference = decode_attention(q, k, v, index, lengths, D**-0.5, window)
+        assert torch.equal(decode_attention(q, k, v, wider, lengths, D**-0.5, window), reference)
