@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from engine.alloc.memory_plan import MemoryPlan
+from engine.errors import RequestError
 from engine.backends.gguf_placement import KV_BLOCK_TOKENS
 from engine.backends.gguf_tokenizer import GgufTokenizer
 from engine.backends.llama_cpp_model import LlamaCppModel
@@ -27,6 +28,7 @@ from engine.events import EngineStats, Event, FinishEvent, RequestStats, TokenEv
 from engine.requests import GenerateRequest
 from engine.generation.core import FixedMemory
 from engine.generation.prompt import prompt_token_ids
+from engine.generation.logits_processors import RowContext, check_token_ids_in_vocabulary, process_row, top_alternatives
 from engine.generation.sampler import sample_row
 from engine.generation.text_stream import TextStream
 from engine.generation.throughput import Throughput
@@ -64,6 +66,10 @@ class LlamaCppCore:
 
     # --- the EngineCore contract ---
     def add(self, request: GenerateRequest) -> None:
+        check_token_ids_in_vocabulary(request.sampling, self.tokenizer.vocab_size)
+        if request.sampling.json_schema is not None:
+            raise RequestError("structured output (a JSON schema) runs on Wisp's engine, not on llama.cpp: load the "
+                               ".gguf file with --backend wisp (or the app's GGUF engine setting)", "response_format")
         prompt = self.prompt_ids(request)
         seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
         self.waiting.append(GgufRequest(request.request_id, request.sampling, prompt,
@@ -132,7 +138,11 @@ class LlamaCppCore:
         return True
 
     def _accept(self, active: GgufRequest, logits) -> list[Event]:
-        token, logprob = sample(torch.from_numpy(logits), active.sampling, active.generator)
+        logits = torch.from_numpy(logits)
+        is_processed = active.sampling.changes_logits
+        context = RowContext(active.prompt + active.output, len(active.prompt)) if is_processed else None
+        token, logprob = sample(logits, active.sampling, active.generator, context)
+        top = top_alternatives(logits[None], [active.sampling])[0]
         now = time.perf_counter()
         self.throughput.record(now, 1, is_prefill=active.first_token_time is None)
         if active.first_token_time is None:
@@ -140,7 +150,7 @@ class LlamaCppCore:
         active.output.append(token)
         active.logprobs.append(logprob)
         delta = active.stream.push(token)
-        events: list[Event] = [TokenEvent(active.request_id, token, delta.text, logprob, delta.reasoning)]
+        events: list[Event] = [TokenEvent(active.request_id, token, delta.text, logprob, delta.reasoning, top)]
         reason = self._finish_reason(active, token, delta.stopped)
         if reason:
             events.append(self._finish(active, reason))
@@ -162,9 +172,11 @@ class LlamaCppCore:
                            reasoning=stream.final_reasoning(), tool_calls=tuple(stream.tool_calls))
 
 
-def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> tuple[int, float]:
+def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator,
+           context: RowContext | None = None) -> tuple[int, float]:
     """logits [V] fp32 -> (token, its log-probability under the unmodified distribution), as engine.generation.sampler."""
-    token = int(torch.argmax(logits)) if params.is_greedy else int(sample_row(logits, params, generator)[0])
+    row = logits if context is None else process_row(logits, params, context)
+    token = int(torch.argmax(row)) if params.is_greedy else int(sample_row(row, params, generator)[0])
     return token, float(torch.log_softmax(logits, dim=-1)[token])
 
 

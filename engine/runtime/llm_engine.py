@@ -13,6 +13,8 @@ from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.online_controller import predicted_curve
 from engine.errors import PromptTooLongError
 from engine.events import Event, FinishEvent, RequestStats, TokenEvent
+from engine.generation.grammar import GrammarCompiler, GrammarMatcher
+from engine.generation.logits_processors import RowContext, check_token_ids_in_vocabulary, top_alternatives
 from engine.generation.plan_event import PlanEvent
 from engine.generation.prompt import prompt_token_ids
 from engine.generation.sampler import sample
@@ -31,6 +33,7 @@ class Active:
     seq: Sequence
     stream: TextStream
     generator: torch.Generator  # this request's sampling randomness, on the engine's device
+    grammar: GrammarMatcher | None = None  # structured output: where the reply is in its JSON schema
 
 
 class LLMEngine:
@@ -46,6 +49,7 @@ class LLMEngine:
         self.controller = None  # OnlineController, attached for paged mode with a budget
         self.wsa_curve = None  # MV-WSA's predicted (expert share, tok/s) curve, refreshed at barriers
         self.host_tier = None  # engine.alloc.host_tier.HostTier of experts kept in host memory (None: on the device)
+        self.grammars = GrammarCompiler(tokenizer)
 
     @property
     def memory(self) -> "LLMEngine":
@@ -92,6 +96,7 @@ class LLMEngine:
 
     def add(self, request: GenerateRequest) -> None:
         """Validate, tokenise and queue a request; raises a WispError (nothing is queued) if it is unusable."""
+        check_token_ids_in_vocabulary(request.sampling, getattr(self.tokenizer, "vocab_size", None))
         seq = Sequence(request_id=request.request_id, token_ids=self.prompt_ids(request), sampling=request.sampling)
         if not self.scheduler.fits_at_all(seq):
             raise PromptTooLongError(
@@ -100,7 +105,9 @@ class LLMEngine:
         seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
         generator = torch.Generator(device=self.device).manual_seed(seed)
         stream = TextStream.for_request(self.tokenizer, request, seq.token_ids)
-        self.active[request.request_id] = Active(seq, stream, generator)
+        schema = request.sampling.json_schema
+        grammar = self.grammars.matcher(schema) if schema is not None else None
+        self.active[request.request_id] = Active(seq, stream, generator, grammar)
         self.scheduler.add(seq)
 
     def cancel(self, request_id: str) -> list[Event]:
@@ -135,28 +142,35 @@ class LLMEngine:
         seqs, is_prefill = self.scheduler.schedule()
         if not seqs:
             return []
-        logits = self.runner.run(seqs, is_prefill)
+        logits = self.runner.run(seqs, is_prefill)  # launched; on CUDA the grammar masks below overlap it
         rows = [self.active[seq.request_id] for seq in seqs]
-        tokens, logprobs = sample(logits, [seq.sampling for seq in seqs], [active.generator for active in rows])
+        params = [seq.sampling for seq in seqs]
+        contexts = [row_context(active, logits.shape[-1], logits.device) for active in rows]
+        tokens, logprobs = sample(logits, params, [active.generator for active in rows], contexts)
+        alternatives = top_alternatives(logits, params)
         if self.controller is not None:
             self.controller.observe_kv(self.scheduler.block_manager.num_used_blocks, self.scheduler.preemptions)
         now = time.perf_counter()
         self.throughput.record(now, len(seqs), is_prefill)
         events: list[Event] = []
-        for seq, token, logprob in zip(seqs, tokens, logprobs):
-            events.extend(self._accept(self.active[seq.request_id], token, logprob, now))
+        for active, token, logprob, top in zip(rows, tokens, logprobs, alternatives):
+            events.extend(self._accept(active, token, logprob, now, top))
         return events
 
-    def _accept(self, active: Active, token: int, logprob: float, now: float) -> list[Event]:
+    def _accept(self, active: Active, token: int, logprob: float, now: float,
+                top: tuple[tuple[int, float], ...] = ()) -> list[Event]:
         seq = active.seq
         if seq.first_token_time is None:
             seq.first_token_time = now
             seq.prompt_cache_hits = seq.num_cached_tokens
         seq.token_ids.append(token)
         seq.logprobs.append(logprob)
+        if active.grammar is not None:
+            active.grammar.accept(token)
         delta = active.stream.push(token)
-        events: list[Event] = [TokenEvent(seq.request_id, token, delta.text, logprob, delta.reasoning)]
-        reason = self._finish_reason(seq, token, delta.stopped)
+        events: list[Event] = [TokenEvent(seq.request_id, token, delta.text, logprob, delta.reasoning, top)]
+        is_complete = active.grammar is not None and active.grammar.is_complete
+        reason = self._finish_reason(seq, token, delta.stopped or is_complete)
         if reason:
             events.append(self._finish(active, reason))
         return events
@@ -189,3 +203,12 @@ class LLMEngine:
             decode_tok_s=decode_tokens / (end - first) if decode_tokens and end > first else 0.0,
             total_s=end - seq.arrival_time, num_preemptions=seq.num_preemptions,
         )
+
+
+def row_context(active: Active, width: int, device: torch.device) -> RowContext | None:
+    """What the sampler's processors read for this row; None when nothing changes its logits."""
+    seq = active.seq
+    if not seq.sampling.changes_logits:
+        return None
+    allowed = active.grammar.allowed(width, device) if active.grammar is not None else None
+    return RowContext(seq.token_ids, seq.num_prompt_tokens, allowed)

@@ -32,7 +32,7 @@ def test_a_real_engine_answers_with_tool_calls(tool_model, monkeypatch):
     tokenizer = Tokenizer.from_folder(tool_model)
     reply = tokenizer.encode(CALL_REPLY, add_special_tokens=False) + [tokenizer.token_to_id("<|im_end|>")]
     script = iter(reply * 2)
-    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators: ([next(script)], [-1.0]))
+    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators, *contexts: ([next(script)], [-1.0]))
     with Engine(EngineOptions(model=str(tool_model), device="cpu")) as engine, \
             TestClient(create_app(engine), base_url="http://127.0.0.1") as client:
         choice = client.post("/v1/chat/completions", json=BODY).json()["choices"][0]
