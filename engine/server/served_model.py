@@ -27,13 +27,21 @@ class ServedModel:
     max_model_len: int  # 0 when unknown (a remote backend that does not say)
     tokenizer: object | None  # engine.tokenizer.Tokenizer (or GGUF's); None for backends without one (remote)
     tool_calls: bool = False  # the model takes tools and the engine reads its calls (ModelInfo.tool_calls)
+    has_chat_template: bool = True
+    family: str = ""  # the HF model_type (Ollama's details.family)
 
     @classmethod
     def of(cls, engine, model_id: str | None = None) -> "ServedModel":
         # api.Engine keeps its backend private; like api.expert_counters we read the tokenizer off it.
         tokenizer = getattr(engine._core, "tokenizer", None)
-        return cls(model_id or served_model_id(engine.info), engine.info.max_model_len, tokenizer,
-                   bool(getattr(engine.info, "tool_calls", False)))
+        info = engine.info
+        return cls(model_id or served_model_id(info), info.max_model_len, tokenizer,
+                   bool(getattr(info, "tool_calls", False)), bool(getattr(info, "has_chat_template", True)),
+                   str(getattr(info, "model_type", "")))
+
+    @property
+    def chat_template(self) -> str:
+        return getattr(self.tokenizer, "chat_template_source", "") or ""
 
     def fim_token_ids(self) -> tuple[int, int, int] | None:
         token_to_id = getattr(self.tokenizer, "token_to_id", None)  # tokenizers without it: no FIM
