@@ -67,9 +67,10 @@ class LlamaCppCore:
     # --- the EngineCore contract ---
     def add(self, request: GenerateRequest) -> None:
         check_token_ids_in_vocabulary(request.sampling, self.tokenizer.vocab_size)
-        if request.sampling.json_schema is not None:
-            raise RequestError("structured output (a JSON schema) runs on Wisp's engine, not on llama.cpp: load the "
-                               ".gguf file with --backend wisp (or the app's GGUF engine setting)", "response_format")
+        if request.sampling.json_schema is not None or request.tool_choice is not None:
+            raise RequestError("structured output (a JSON schema, a forced tool call) runs on Wisp's engine, not on "
+                               "llama.cpp: load the .gguf file with --backend wisp (or the app's GGUF engine "
+                               "setting)", "response_format")
         prompt = self.prompt_ids(request)
         seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
         self.waiting.append(GgufRequest(request.request_id, request.sampling, prompt,

@@ -7,10 +7,13 @@ after it has launched the step on the GPU, so the two overlap (engine thread onl
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import torch
 
 from engine.errors import RequestError, WispError
+from engine.generation.tool_calls import CLOSE, OPEN, writes_tool_call_tags
 
 ANY_JSON_OBJECT = '{"type": "object"}'
 # Compact JSON (no whitespace between tokens): a small model left free to write whitespace may write it forever.
@@ -33,28 +36,63 @@ class GrammarCompiler:
             self._lltokenizer = build_lltokenizer(self.tokenizer)
         return self._lltokenizer
 
+    def for_request(self, request) -> "GrammarMatcher | None":
+        """The matcher a GenerateRequest asks for: its JSON schema, or a forced tool call; None for free text."""
+        if request.tool_choice is not None:
+            return self.tool_call_matcher(request.tools, request.tool_choice)
+        if request.sampling.json_schema is not None:
+            return self.matcher(request.sampling.json_schema)
+        return None
+
     def matcher(self, schema: str) -> "GrammarMatcher":
         """A fresh matcher for the JSON schema text; RequestError when llguidance cannot compile it."""
-        try:
-            import llguidance
-        except ImportError:
-            raise grammar_missing() from None
+        llguidance = import_llguidance()
         try:
             grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=COMPACT_JSON)
         except ValueError as error:
             raise RequestError(f"the JSON schema is not usable: {error}", "json_schema") from None
-        is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar, self.lltokenizer())
-        if is_error:
-            raise RequestError(f"the JSON schema is not usable: {messages[0]}", "json_schema")
+        return self._compiled(grammar, "json_schema")
+
+    def tool_call_matcher(self, tools: tuple[dict, ...], choice: str) -> "GrammarMatcher":
+        """One `<tool_call>{"name": ..., "arguments": ...}</tool_call>` block whose arguments follow the tool's
+        parameters schema (Qwen's and Hermes' form; the model must write it: ModelInfo.tool_calls)."""
+        if not writes_tool_call_tags(self.tokenizer):
+            raise RequestError("a required or named tool_choice is supported for models that write <tool_call> "
+                               "blocks (Qwen, Hermes); leave tool_choice at auto for this one", "tool_choice")
+        chosen = [tool["function"] for tool in tools if choice in ("required", tool["function"]["name"])]
+        calls = [{"type": "object", "properties": {"name": {"const": f["name"]},
+                                                   "arguments": f.get("parameters") or {"type": "object"}},
+                  "required": ["name", "arguments"], "additionalProperties": False} for f in chosen]
+        schema = {"anyOf": calls} if len(calls) > 1 else calls[0]
+        schema["x-guidance"] = COMPACT_JSON
+        lark = (f"start: {self._literal(OPEN)} \"\\n\" call \"\\n\" {self._literal(CLOSE)}\n"
+                f"call: %json {json.dumps(schema)}")
+        return self._compiled(import_llguidance().LLMatcher.grammar_from_lark(lark), "tools")
+
+    def _literal(self, text: str) -> str:
+        """A lark reference to `text`: its token when the tokenizer has it as one (an added token), else the text."""
+        token_id = self.tokenizer.token_to_id(text)
+        return f"<[{token_id}]>" if token_id is not None else json.dumps(text)
+
+    def _compiled(self, grammar: str, field: str) -> "GrammarMatcher":
+        llguidance = import_llguidance()
         tokenizer = self.lltokenizer()
+        is_error, messages = llguidance.LLMatcher.validate_grammar_with_warnings(grammar, tokenizer)
+        if is_error:
+            raise RequestError(f"the JSON schema is not usable: {messages[0]}", field)
         return GrammarMatcher(llguidance.LLMatcher(tokenizer, grammar, log_level=0), tokenizer.vocab_size)
 
 
-def build_lltokenizer(tokenizer):
+def import_llguidance():
     try:
         import llguidance
     except ImportError:
         raise grammar_missing() from None
+    return llguidance
+
+
+def build_lltokenizer(tokenizer):
+    llguidance = import_llguidance()
     to_json = getattr(tokenizer, "to_json", None)
     if to_json is None:
         raise RequestError("structured output needs a Hugging Face tokenizer (tokenizer.json); this model's "

@@ -105,9 +105,7 @@ class LLMEngine:
         seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
         generator = torch.Generator(device=self.device).manual_seed(seed)
         stream = TextStream.for_request(self.tokenizer, request, seq.token_ids)
-        schema = request.sampling.json_schema
-        grammar = self.grammars.matcher(schema) if schema is not None else None
-        self.active[request.request_id] = Active(seq, stream, generator, grammar)
+        self.active[request.request_id] = Active(seq, stream, generator, self.grammars.for_request(request))
         self.scheduler.add(seq)
 
     def cancel(self, request_id: str) -> list[Event]:
@@ -208,7 +206,7 @@ class LLMEngine:
 def row_context(active: Active, width: int, device: torch.device) -> RowContext | None:
     """What the sampler's processors read for this row; None when nothing changes its logits."""
     seq = active.seq
-    if not seq.sampling.changes_logits:
+    if not seq.sampling.changes_logits and active.grammar is None:
         return None
     allowed = active.grammar.allowed(width, device) if active.grammar is not None else None
     return RowContext(seq.token_ids, seq.num_prompt_tokens, allowed)

@@ -16,7 +16,7 @@ from engine.server.limits import ServerLimits
 from engine.server.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
 from engine.server.served_model import ServedModel
 from engine.server.structured import requested_schema, taken_extension_fields
-from engine.server.tools import offered_tools, template_message
+from engine.server.tools import forced_tool_choice, offered_tools, template_message
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 
@@ -83,11 +83,12 @@ def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: Serve
     messages = tuple(template_message(message, index) for index, message in enumerate(body.messages))
     sampling = sampling_params(body, body.max_completion_tokens or body.max_tokens, served, limits,
                                body.top_logprobs or 0)
+    choice = forced_tool_choice(body) if tools else None
     thinking = enable_thinking(body.chat_template_kwargs)
-    if sampling.json_schema is not None and thinking is None:
+    if (sampling.json_schema is not None or choice is not None) and thinking is None:
         thinking = False  # the grammar holds from the first token: no room for a <think> block before the JSON
     request = GenerateRequest(messages=messages, sampling=sampling, reasoning_effort=body.reasoning_effort,
-                              enable_thinking=thinking, tools=tools)
+                              enable_thinking=thinking, tools=tools, tool_choice=choice)
     return Prepared(request, body.stream, body.include_usage, body.logprobs, body.return_tokens_as_token_ids, warnings,
                     body.n)
 
