@@ -18,6 +18,7 @@ from engine.generation.tool_calls import CLOSE, OPEN, writes_tool_call_tags
 ANY_JSON_OBJECT = '{"type": "object"}'
 # Compact JSON (no whitespace between tokens): a small model left free to write whitespace may write it forever.
 COMPACT_JSON = {"whitespace_flexible": False}
+NAME_MAPS = ("properties", "patternProperties", "$defs", "definitions")  # name -> schema, not schemas themselves
 
 
 def grammar_missing() -> WispError:
@@ -48,7 +49,8 @@ class GrammarCompiler:
         """A fresh matcher for the JSON schema text; RequestError when llguidance cannot compile it."""
         llguidance = import_llguidance()
         try:
-            grammar = llguidance.LLMatcher.grammar_from_json_schema(schema, defaults=COMPACT_JSON)
+            grammar = llguidance.LLMatcher.grammar_from_json_schema(closed_objects(json.loads(schema)),
+                                                                   defaults=COMPACT_JSON)
         except ValueError as error:
             raise RequestError(f"the JSON schema is not usable: {error}", "json_schema") from None
         return self._compiled(grammar, "json_schema")
@@ -61,7 +63,7 @@ class GrammarCompiler:
                                "blocks (Qwen, Hermes); leave tool_choice at auto for this one", "tool_choice")
         chosen = [tool["function"] for tool in tools if choice in ("required", tool["function"]["name"])]
         calls = [{"type": "object", "properties": {"name": {"const": f["name"]},
-                                                   "arguments": f.get("parameters") or {"type": "object"}},
+                                                   "arguments": closed_objects(f.get("parameters") or {})},
                   "required": ["name", "arguments"], "additionalProperties": False} for f in chosen]
         schema = {"anyOf": calls} if len(calls) > 1 else calls[0]
         schema["x-guidance"] = COMPACT_JSON
@@ -81,6 +83,21 @@ class GrammarCompiler:
         if is_error:
             raise RequestError(f"the JSON schema is not usable: {messages[0]}", field)
         return GrammarMatcher(llguidance.LLMatcher(tokenizer, grammar, log_level=0), tokenizer.vocab_size)
+
+
+def closed_objects(schema: object) -> object:
+    """The schema with additionalProperties false on every object that lists properties and does not say: what
+    OpenAI's strict mode asks for, and what keeps a model from inventing keys. Replies still match the schema."""
+    if isinstance(schema, list):
+        return [closed_objects(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = {key: ({name: closed_objects(item) for name, item in value.items()}
+                    if key in NAME_MAPS and isinstance(value, dict) else closed_objects(value))
+              for key, value in schema.items()}
+    if "properties" in closed and "additionalProperties" not in closed:
+        closed["additionalProperties"] = False
+    return closed
 
 
 def import_llguidance():

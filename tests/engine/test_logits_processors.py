@@ -84,3 +84,4 @@ def test_sampling_values_out_of_range_are_refused_naming_the_field(fields, field
     with pytest.raises(RequestError) as excinfo:
         SamplingParams(**fields)
     assert excinfo.value.field == field
+
