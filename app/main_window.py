@@ -148,6 +148,7 @@ class MainWindowWidget(QMainWindow):
         self.chat.settings_bar.set_sampling(settings.temperature, settings.top_p, settings.max_tokens)
         self.chat.settings_bar.set_reasoning_effort(settings.reasoning_effort)
         self.chat.settings_bar.thinking.setChecked(settings.thinking)
+        self.chat.settings_bar.extras.set_values(settings.sampling_extras)
         self.chat.set_mode(settings.mode)
         self.window_actions.themes[settings.theme].setChecked(True)
         self.window_actions.repeatable.setChecked(settings.repeatable)
@@ -340,7 +341,8 @@ class MainWindowWidget(QMainWindow):
         sampling = self.chat.settings_bar.settings()
         self._save_settings(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
                             reasoning_effort=self.chat.settings_bar.chosen_reasoning_effort(),
-                            thinking=self.chat.settings_bar.thinking.isChecked())
+                            thinking=self.chat.settings_bar.thinking.isChecked(),
+                            sampling_extras=self.chat.settings_bar.extras.values())
 
     def closeEvent(self, event) -> None:
         self.generation.abandon()
