@@ -275,6 +275,7 @@ class MainWindowWidget(QMainWindow):
     def _on_loader_ready(self, info) -> None:
         self.chat.set_ready(True)
         self.chat.settings_bar.set_reasoning_available(info.reasoning_effort, info.thinking_switch)
+        self.chat.composer.set_fill_in_middle(info.fill_in_middle)
         self.status.show_model(info)
         self.server_panel.set_model_ready()
         self.chat.code_context.set_token_counter(TokenCounter(info.path))

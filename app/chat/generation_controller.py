@@ -88,6 +88,10 @@ class GenerationController(QObject):
         """Send code as a raw completion prompt: the model continues it instead of chatting about it."""
         return self._ask(Message("user", code, kind="completion"))
 
+    def fill_code(self, prefix: str, suffix: str) -> bool:
+        """Ask for the code between `prefix` and `suffix` (fill-in-the-middle; the model has FIM tokens)."""
+        return self._ask(Message("user", prefix, kind="completion", info={"suffix": suffix}))
+
     def regenerate(self, index: int) -> bool:
         """Replace the assistant message at `index` (and everything after it) with a new reply."""
         messages = self._model.messages
@@ -157,7 +161,8 @@ class GenerationController(QObject):
         sampling = engine_api.SamplingParams(max_tokens=settings.max_tokens, temperature=settings.temperature,
                                              top_p=settings.top_p, **settings.extras.sampling_fields())
         if history[-1].kind == "completion":
-            return engine_api.GenerateRequest(prompt=history[-1].content, sampling=sampling)
+            return engine_api.GenerateRequest(prompt=history[-1].content, sampling=sampling,
+                                              suffix=history[-1].info.get("suffix"))
         system = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
         # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
         chat = [{"role": m.role, "content": prompt_content(m)} for m in history]
