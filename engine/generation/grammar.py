@@ -15,7 +15,6 @@ import torch
 from engine.errors import RequestError, WispError
 from engine.generation.tool_calls import CLOSE, OPEN, writes_tool_call_tags
 
-ANY_JSON_OBJECT = '{"type": "object"}'
 # Compact JSON (no whitespace between tokens): a small model left free to write whitespace may write it forever.
 COMPACT_JSON = {"whitespace_flexible": False}
 NAME_MAPS = ("properties", "patternProperties", "$defs", "definitions")  # name -> schema, not schemas themselves

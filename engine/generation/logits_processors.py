@@ -49,6 +49,7 @@ def apply_presence_frequency(logits: torch.Tensor, output_ids: list[int], presen
 
 
 def apply_logit_bias(logits: torch.Tensor, bias: tuple[tuple[int, float], ...]) -> torch.Tensor:
+    bias = tuple((token_id, value) for token_id, value in bias if token_id < logits.shape[-1])  # never index past V
     if not bias:
         return logits
     ids = torch.tensor([token_id for token_id, _ in bias], device=logits.device)
