@@ -25,9 +25,9 @@ def events(engine, request) -> tuple:
     return tuple((e.token_id, e.logprob, e.top_logprobs) for e in tokens)
 
 
-def outputs(folder, **options) -> list[tuple]:
+def outputs(folder, device: str = "cpu", **options) -> list[tuple]:
     """Each sampling alone, then both beside greedy requests in one batch."""
-    with Engine(EngineOptions(model=str(folder), device="cpu", **options)) as engine:
+    with Engine(EngineOptions(model=str(folder), device=device, **options)) as engine:
         results = [events(engine, GenerateRequest(prompt=PROMPTS[0], sampling=s)) for s in (FULL, STRUCTURED)]
         greedy = SamplingParams(max_tokens=16, ignore_eos=True)
         handles = engine.submit_batch([GenerateRequest(prompt=PROMPTS[0], sampling=FULL),
