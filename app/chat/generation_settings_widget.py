@@ -1,5 +1,5 @@
 """System prompt (with presets) and sampling controls: temperature, top-p, max tokens, and for reasoning models
-whose chat template takes them, the reasoning effort (gpt-oss) or the thinking switch (Qwen3); "More" shows the
+whose chat template takes them, the reasoning effort (gpt-oss) or the thinking switch (Qwen3); "⋯" shows the
 rest of the sampling settings and the JSON output switch (SamplingExtrasWidget)."""
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ class GenerationSettingsWidget(QWidget):
         self.thinking.setToolTip("Let the model reason before it answers; off, it answers at once "
                                  "(the chat template's enable_thinking)")
         self.set_reasoning_available(False)
-        self.more_toggle = QToolButton(self, text="More", checkable=True)
-        self.more_toggle.setAccessibleName("Show more sampling settings and JSON output")
+        self.more_toggle = QToolButton(self, text="⋯", checkable=True)  # narrow: the row sets the window's width
+        self.more_toggle.setAccessibleName("More sampling settings and JSON output")
+        self.more_toggle.setToolTip("More sampling settings (top-k, min-p, penalties) and JSON output")
         self.extras = SamplingExtrasWidget(self)
         self.extras.hide()
         self._build_layout()
