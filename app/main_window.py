@@ -148,6 +148,7 @@ class MainWindowWidget(QMainWindow):
         self.chat.settings_bar.set_sampling(settings.temperature, settings.top_p, settings.max_tokens)
         self.chat.settings_bar.set_reasoning_effort(settings.reasoning_effort)
         self.chat.settings_bar.thinking.setChecked(settings.thinking)
+        self.chat.settings_bar.extras.set_values(settings.sampling_extras)
         self.chat.set_mode(settings.mode)
         self.window_actions.themes[settings.theme].setChecked(True)
         self.window_actions.repeatable.setChecked(settings.repeatable)
@@ -274,6 +275,7 @@ class MainWindowWidget(QMainWindow):
     def _on_loader_ready(self, info) -> None:
         self.chat.set_ready(True)
         self.chat.settings_bar.set_reasoning_available(info.reasoning_effort, info.thinking_switch)
+        self.chat.composer.set_fill_in_middle(info.fill_in_middle)
         self.status.show_model(info)
         self.server_panel.set_model_ready()
         self.chat.code_context.set_token_counter(TokenCounter(info.path))
@@ -340,7 +342,8 @@ class MainWindowWidget(QMainWindow):
         sampling = self.chat.settings_bar.settings()
         self._save_settings(temperature=sampling.temperature, top_p=sampling.top_p, max_tokens=sampling.max_tokens,
                             reasoning_effort=self.chat.settings_bar.chosen_reasoning_effort(),
-                            thinking=self.chat.settings_bar.thinking.isChecked())
+                            thinking=self.chat.settings_bar.thinking.isChecked(),
+                            sampling_extras=self.chat.settings_bar.extras.values())
 
     def closeEvent(self, event) -> None:
         self.generation.abandon()

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from app.atomic_write import write_text_atomic
+from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import REASONING_EFFORTS
 from app.remote_server import RemoteServer
 
@@ -32,6 +33,7 @@ class AppSettings:
     max_tokens: int = 512
     reasoning_effort: str | None = None  # one of REASONING_EFFORTS (gpt-oss templates); None: the template default
     thinking: bool = True  # the Think switch, for chat templates that take enable_thinking (Qwen3)
+    sampling_extras: SamplingExtras = SamplingExtras()  # top-k, min-p, penalties, JSON output and its schema
     last_conversation_id: int | None = None
     remote_servers: tuple[RemoteServer, ...] = ()
     server_port: int = 8000  # the app's OpenAI-compatible server (0: any free port)
@@ -50,6 +52,7 @@ class AppSettings:
 def _clean(raw: dict) -> dict:
     known = {f.name for f in fields(AppSettings)}
     values = {key: value for key, value in raw.items() if key in known}
+    values["sampling_extras"] = SamplingExtras.from_raw(values.get("sampling_extras"))
     if "model_folders" in values:
         values["model_folders"] = tuple(str(folder) for folder in values["model_folders"])
     if values.get("theme") not in THEMES:

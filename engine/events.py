@@ -28,13 +28,15 @@ class ToolCall:
 @dataclass(frozen=True)
 class TokenEvent:
     """One generated token; `text` is the newly completed answer text (may be empty while a character or a
-    marker is incomplete); `reasoning` the newly completed reasoning of a reasoning model's chat reply."""
+    marker is incomplete); `reasoning` the newly completed reasoning of a reasoning model's chat reply;
+    `top_logprobs` the most likely (token id, logprob) alternatives when the request asked for them."""
 
     request_id: str
     token_id: int
     text: str
     logprob: float
     reasoning: str = ""
+    top_logprobs: tuple[tuple[int, float], ...] = ()
 
 
 class ErrorKind(str, Enum):

@@ -102,6 +102,18 @@ def check_tools(tools: object) -> None:
         check_function(tool, f"tools.{index}")
 
 
+def check_tool_choice(choice: object, tools: object) -> None:
+    """None, "required", or the name of one of the tools offered."""
+    if choice is None:
+        return
+    names = [tool["function"]["name"] for tool in tools or ()]
+    if not names:
+        raise RequestError("tool_choice needs tools to choose from", "tool_choice")
+    if choice != "required" and choice not in names:
+        raise RequestError(f"tool_choice names {shorten(choice)}, which is not among the tools offered "
+                           f"({', '.join(names)})", "tool_choice")
+
+
 def check_token_ids(ids: object) -> None:
     if not isinstance(ids, (tuple, list)):
         raise RequestError("prompt_token_ids must be a sequence of token ids", "prompt")

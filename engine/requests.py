@@ -6,7 +6,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from engine.errors import RequestError
-from engine.request_checks import check_messages, check_reasoning_effort, check_text, check_token_ids, check_tools
+from engine.request_checks import (check_messages, check_reasoning_effort, check_text, check_token_ids,
+                                   check_tool_choice, check_tools)
 from engine.sampling import SamplingParams
 
 
@@ -22,6 +23,8 @@ class GenerateRequest:
     reasoning_effort: str | None = None  # low, medium or high, for chat templates that take it (gpt-oss)
     enable_thinking: bool | None = None  # False: no thinking, for chat templates that take it (Qwen3)
     tools: tuple[dict, ...] | None = None  # OpenAI-style function tools offered to the model (chat only)
+    tool_choice: str | None = None  # None: the model decides; "required": it calls one tool; a tool's name: that one
+    suffix: str | None = None  # with a raw prompt: the text after the cursor (fill-in-the-middle, for FIM models)
 
     def __post_init__(self):
         given = [x is not None for x in (self.prompt, self.messages, self.prompt_token_ids)]
@@ -44,6 +47,11 @@ class GenerateRequest:
             raise RequestError("enable_thinking must be true or false", "enable_thinking")
         if self.tools is not None:
             check_tools(self.tools)
+        check_tool_choice(self.tool_choice, self.tools)
+        if self.suffix is not None:
+            check_text(self.suffix, "suffix")
+            if self.prompt is None:
+                raise RequestError("suffix fills in the middle of a raw prompt: send prompt, not messages", "suffix")
         for name in ("reasoning_effort", "enable_thinking", "tools"):
             if getattr(self, name) is not None and self.messages is None:
                 raise RequestError(f"{name} goes into the chat template: send messages, not a raw prompt", name)

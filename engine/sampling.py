@@ -6,11 +6,20 @@ from dataclasses import dataclass
 
 from engine.errors import RequestError
 from engine.request_checks import INT32_MAX, check_float, check_int, check_seed, check_stop
+from engine.sampling_checks import MAX_TOP_LOGPROBS, check_json_schema, check_logit_bias, check_penalties
 
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """temperature 0 is greedy; top_k 0 and top_p 1 disable those filters; seed makes sampling repeatable."""
+    """temperature 0 is greedy; top_k 0, top_p 1 and min_p 0 disable those filters; seed makes sampling repeatable.
+
+    The penalties and logit_bias change the logits before any of that (greedy included): repetition_penalty
+    (vLLM's and transformers': > 1 divides the positive logits and multiplies the negative ones of every token in
+    the prompt or the output), presence_penalty and frequency_penalty (OpenAI's: subtracted once for a token seen in
+    the output, and once per time it was seen), logit_bias ((token id, bias) pairs added to those tokens' logits).
+    top_logprobs asks for that many most likely alternatives of every generated token (OpenAI's `top_logprobs`).
+    json_schema (JSON text) constrains the output to JSON that the schema accepts; '{"type": "object"}' asks for
+    any JSON object (OpenAI's json_object)."""
 
     max_tokens: int = 256
     temperature: float = 0.0
@@ -19,6 +28,13 @@ class SamplingParams:
     seed: int | None = None
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    top_logprobs: int = 0
+    json_schema: str | None = None
 
     def __post_init__(self):
         check_int(self.max_tokens, "max_tokens", 1, INT32_MAX)
@@ -31,7 +47,19 @@ class SamplingParams:
         check_stop(self.stop)
         if not isinstance(self.ignore_eos, bool):
             raise RequestError("ignore_eos must be true or false", "ignore_eos")
+        if not 0.0 <= check_float(self.min_p, "min_p") <= 1.0:
+            raise RequestError(f"min_p must be between 0 and 1, got {self.min_p}", "min_p")
+        check_penalties(self.repetition_penalty, self.presence_penalty, self.frequency_penalty)
+        check_logit_bias(self.logit_bias)
+        check_int(self.top_logprobs, "top_logprobs", 0, MAX_TOP_LOGPROBS)
+        check_json_schema(self.json_schema)
 
     @property
     def is_greedy(self) -> bool:
         return self.temperature == 0.0
+
+    @property
+    def changes_logits(self) -> bool:
+        """Whether a penalty, a bias or a grammar applies before the token is chosen."""
+        return bool(self.repetition_penalty != 1.0 or self.presence_penalty or self.frequency_penalty
+                    or self.logit_bias or self.json_schema is not None)

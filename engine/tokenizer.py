@@ -124,6 +124,10 @@ class Tokenizer:
         text = self._backend.decode(list(ids), skip_special_tokens=skip_special_tokens)
         return _clean_up_tokenization(text) if self._is_cleaning_up_spaces else text
 
+    def to_json(self) -> str:
+        """The whole pipeline as tokenizer.json text, added tokens included (what llguidance reads)."""
+        return self._backend.to_str()
+
     def id_to_token(self, token_id: int) -> str | None:
         """The token string of `token_id` (byte-level form for BPE), or None when out of range."""
         return self._backend.id_to_token(token_id)

@@ -43,6 +43,7 @@ class ChatWidget(QWidget):
     def _connect(self) -> None:
         self.composer.send_requested.connect(self._on_composer_send_requested)
         self.composer.continue_requested.connect(self._on_composer_continue_requested)
+        self.composer.fill_requested.connect(self._on_composer_fill_requested)
         self.composer.stop_requested.connect(self._controller.stop)
         self.view.regenerate_requested.connect(self._controller.regenerate)
         self.view.resend_requested.connect(self._controller.edit_and_resend)
@@ -74,6 +75,11 @@ class ChatWidget(QWidget):
     @Slot(str)
     def _on_composer_continue_requested(self, code: str) -> None:
         if self._controller.continue_code(code):
+            self.composer.clear()
+
+    @Slot(str, str)
+    def _on_composer_fill_requested(self, prefix: str, suffix: str) -> None:
+        if self._controller.fill_code(prefix, suffix):
             self.composer.clear()
 
     @Slot(bool)

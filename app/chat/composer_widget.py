@@ -23,6 +23,7 @@ class _MessageEditWidget(QPlainTextEdit):
 class ComposerWidget(QWidget):
     send_requested = Signal(str)
     continue_requested = Signal(str)
+    fill_requested = Signal(str, str)  # code before the cursor, code after it (fill-in-the-middle)
     stop_requested = Signal()
 
     def __init__(self, parent: QWidget | None = None):
@@ -40,7 +41,7 @@ class ComposerWidget(QWidget):
         self.continue_button = QPushButton(icon("code"), "Continue as code", self)
         self.continue_button.setToolTip("Send the text as raw code for the model to continue (no chat template)")
         self.continue_button.setAccessibleName("Continue as code")
-        self._is_ready, self._is_busy = False, False
+        self._is_ready, self._is_busy, self._has_fill_in_middle = False, False, False
         self._build_layout()
         self.editor.submitted.connect(self._on_editor_submitted)
         self.send_button.clicked.connect(self._on_editor_submitted)
@@ -69,6 +70,16 @@ class ComposerWidget(QWidget):
         self._is_busy = is_busy
         self._update_buttons()
 
+    def set_fill_in_middle(self, has_fill_in_middle: bool) -> None:
+        """The model has fill-in-the-middle tokens: the code button completes at the cursor, with the text after
+        the cursor as what must follow."""
+        self._has_fill_in_middle = has_fill_in_middle
+        self.continue_button.setText("Complete at cursor" if has_fill_in_middle else "Continue as code")
+        self.continue_button.setAccessibleName(self.continue_button.text())
+        self.continue_button.setToolTip(
+            "Write the code that goes at the cursor, between the text before and after it (fill-in-the-middle)"
+            if has_fill_in_middle else "Send the text as raw code for the model to continue (no chat template)")
+
     def set_code_mode(self, is_code_mode: bool) -> None:
         self.continue_button.setVisible(is_code_mode)
         self.editor.setPlaceholderText("Ask about code, or paste code and press “Continue as code”…"
@@ -96,5 +107,11 @@ class ComposerWidget(QWidget):
 
     @Slot()
     def _on_continue_button_clicked(self) -> None:
-        if self.continue_button.isEnabled() and self.text().strip():
+        if not self.continue_button.isEnabled() or not self.text().strip():
+            return
+        cursor = self.editor.textCursor().position()
+        prefix, suffix = self.text()[:cursor], self.text()[cursor:]
+        if self._has_fill_in_middle and suffix.strip():
+            self.fill_requested.emit(prefix, suffix)
+        else:
             self.continue_requested.emit(self.text())

@@ -15,6 +15,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from app.chat.conversation_model import ConversationModel
 from app.chat.conversation_store import Message
+from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import api
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ class GenerationSettings:
     max_tokens: int
     reasoning_effort: str | None = None  # low, medium, high; None: the chat template's default
     enable_thinking: bool | None = None  # False: no thinking (Qwen3's switch); None: the chat template's default
+    extras: SamplingExtras = SamplingExtras()  # top-k, min-p, penalties, JSON output
 
 
 def finish_info(event) -> dict:
@@ -86,6 +88,10 @@ class GenerationController(QObject):
         """Send code as a raw completion prompt: the model continues it instead of chatting about it."""
         return self._ask(Message("user", code, kind="completion"))
 
+    def fill_code(self, prefix: str, suffix: str) -> bool:
+        """Ask for the code between `prefix` and `suffix` (fill-in-the-middle; the model has FIM tokens)."""
+        return self._ask(Message("user", prefix, kind="completion", info={"suffix": suffix}))
+
     def regenerate(self, index: int) -> bool:
         """Replace the assistant message at `index` (and everything after it) with a new reply."""
         messages = self._model.messages
@@ -130,7 +136,11 @@ class GenerationController(QObject):
 
     def _start(self) -> bool:
         history = self._model.messages
-        request = self._request(history)
+        try:
+            request = self._request(history)
+        except api().WispError as err:  # a sampling value the engine refuses (a schema that is not JSON)
+            self.failed.emit(str(err))
+            return False
         self._index = self._model.append(Message("assistant", "", history[-1].kind, {"streaming": True}))
         self._text, self._reasoning, self._last_save = "", "", time.monotonic()
         self._set_request(request.request_id)
@@ -145,10 +155,14 @@ class GenerationController(QObject):
     def _request(self, history: list[Message]):
         engine_api = api()
         settings = self._settings_source()
+        problem = settings.extras.schema_problem()
+        if problem:
+            raise engine_api.WispError(problem)
         sampling = engine_api.SamplingParams(max_tokens=settings.max_tokens, temperature=settings.temperature,
-                                             top_p=settings.top_p)
+                                             top_p=settings.top_p, **settings.extras.sampling_fields())
         if history[-1].kind == "completion":
-            return engine_api.GenerateRequest(prompt=history[-1].content, sampling=sampling)
+            return engine_api.GenerateRequest(prompt=history[-1].content, sampling=sampling,
+                                              suffix=history[-1].info.get("suffix"))
         system = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
         # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
         chat = [{"role": m.role, "content": prompt_content(m)} for m in history]

@@ -1,5 +1,6 @@
 """System prompt (with presets) and sampling controls: temperature, top-p, max tokens, and for reasoning models
-whose chat template takes them, the reasoning effort (gpt-oss) or the thinking switch (Qwen3)."""
+whose chat template takes them, the reasoning effort (gpt-oss) or the thinking switch (Qwen3); "⋯" shows the
+rest of the sampling settings and the JSON output switch (SamplingExtrasWidget)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QHBoxLayout
 
 from app.chat.generation_controller import GenerationSettings
 from app.chat.prompt_presets import load_presets, preset_for_mode
+from app.chat.sampling_extras_widget import SamplingExtrasWidget
 from app.engine_api import REASONING_EFFORTS
 
 CUSTOM = "Custom"
@@ -45,7 +47,14 @@ class GenerationSettingsWidget(QWidget):
         self.thinking.setToolTip("Let the model reason before it answers; off, it answers at once "
                                  "(the chat template's enable_thinking)")
         self.set_reasoning_available(False)
+        self.more_toggle = QToolButton(self, text="⋯", checkable=True)  # narrow: the row sets the window's width
+        self.more_toggle.setAccessibleName("More sampling settings and JSON output")
+        self.more_toggle.setToolTip("More sampling settings (top-k, min-p, penalties) and JSON output")
+        self.extras = SamplingExtrasWidget(self)
+        self.extras.hide()
         self._build_layout()
+        self.more_toggle.toggled.connect(self.extras.setVisible)
+        self.extras.changed.connect(self.changed)
         self.prompt_toggle.toggled.connect(self.prompt_edit.setVisible)
         self.preset_combo.activated.connect(self._on_preset_combo_activated)
         self.prompt_edit.textChanged.connect(self._on_prompt_edit_text_changed)
@@ -75,9 +84,11 @@ class GenerationSettingsWidget(QWidget):
         row.addWidget(self.reasoning_label)
         row.addWidget(self.reasoning)
         row.addWidget(self.thinking)
+        row.addWidget(self.more_toggle)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(row)
+        layout.addWidget(self.extras)
         layout.addWidget(self.prompt_edit)
 
     def set_sampling(self, temperature: float, top_p: float, max_tokens: int) -> None:
@@ -117,7 +128,7 @@ class GenerationSettingsWidget(QWidget):
         effort = self.chosen_reasoning_effort() if self._reasoning_available else None
         thinking = None if not self._thinking_available or self.thinking.isChecked() else False
         return GenerationSettings(self._mode, self.prompt_edit.toPlainText(), self.temperature.value(),
-                                  self.top_p.value(), self.max_tokens.value(), effort, thinking)
+                                  self.top_p.value(), self.max_tokens.value(), effort, thinking, self.extras.values())
 
     def _show_prompt(self, text: str) -> None:
         self.prompt_edit.blockSignals(True)

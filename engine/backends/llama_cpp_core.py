@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from engine.alloc.memory_plan import MemoryPlan
+from engine.errors import RequestError
 from engine.backends.gguf_placement import KV_BLOCK_TOKENS
 from engine.backends.gguf_tokenizer import GgufTokenizer
 from engine.backends.llama_cpp_model import LlamaCppModel
@@ -27,6 +28,7 @@ from engine.events import EngineStats, Event, FinishEvent
 from engine.requests import GenerateRequest
 from engine.generation.core import FixedMemory
 from engine.generation.prompt import prompt_token_ids
+from engine.generation.logits_processors import RowContext, check_token_ids_in_vocabulary, process_row, top_alternatives
 from engine.generation.request_state import RequestState
 from engine.generation.sampler import sample_row
 from engine.generation.text_stream import TextStream
@@ -61,6 +63,11 @@ class LlamaCppCore:
 
     # --- the EngineCore contract ---
     def add(self, request: GenerateRequest) -> None:
+        check_token_ids_in_vocabulary(request.sampling, self.tokenizer.vocab_size)
+        if request.sampling.json_schema is not None or request.tool_choice is not None:
+            raise RequestError("structured output (a JSON schema, a forced tool call) runs on Wisp's engine, not on "
+                               "llama.cpp: load the .gguf file with --backend wisp (or the app's GGUF engine "
+                               "setting)", "response_format")
         prompt = self.prompt_ids(request)
         seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
         stream = TextStream.for_request(self.tokenizer, request, prompt)
@@ -131,11 +138,14 @@ class LlamaCppCore:
 
     def _accept(self, active: GgufRequest, logits) -> list[Event]:
         state = active.state
-        token, logprob = sample(torch.from_numpy(logits), state.sampling, state.generator)
+        logits = torch.from_numpy(logits)
+        context = RowContext(active.prompt + state.output_ids, len(active.prompt)) if state.sampling.changes_logits else None
+        token, logprob = sample(logits, state.sampling, state.generator, context)
+        top = top_alternatives(logits[None], [state.sampling])[0]
         now = time.perf_counter()
         self.throughput.record(now, 1, is_prefill=state.first_token_time is None)
         event, reason = state.accept(token, logprob, now, is_end_token=self.model.is_end_of_generation(token),
-                                     max_model_len=self.max_model_len)
+                                     max_model_len=self.max_model_len, top=top)
         return [event, self._finish(active, reason)] if reason else [event]
 
     def _finish(self, active: GgufRequest, reason: str, error: str | None = None) -> FinishEvent:
@@ -144,7 +154,9 @@ class LlamaCppCore:
         return active.state.finish(reason, error=error)
 
 
-def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator) -> tuple[int, float]:
+def sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator,
+           context: RowContext | None = None) -> tuple[int, float]:
     """logits [V] fp32 -> (token, its log-probability under the unmodified distribution), as engine.generation.sampler."""
-    token = int(torch.argmax(logits)) if params.is_greedy else int(sample_row(logits, params, generator)[0])
+    row = logits if context is None else process_row(logits, params, context)
+    token = int(torch.argmax(row)) if params.is_greedy else int(sample_row(row, params, generator)[0])
     return token, float(torch.log_softmax(logits, dim=-1)[token])

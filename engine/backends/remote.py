@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import json
 import os
 import queue
 import time
@@ -123,6 +124,25 @@ def pick_model(cards: list[dict], wanted: str | None, base_url: str) -> dict:
     return cards[0]
 
 
+def openai_fields(sampling) -> dict:
+    """The sampling fields of OpenAI's own API beyond temperature and top_p, where set."""
+    body = {name: getattr(sampling, name) for name in ("presence_penalty", "frequency_penalty")
+            if getattr(sampling, name)}
+    if sampling.logit_bias:
+        body["logit_bias"] = {str(token_id): bias for token_id, bias in sampling.logit_bias}
+    if sampling.json_schema is not None:
+        schema = json.loads(sampling.json_schema)
+        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
+    return body
+
+
+def extension_fields(sampling) -> dict:
+    """vLLM's (and Wisp's) sampling extensions, where set."""
+    fields = {"top_k": sampling.top_k, "min_p": sampling.min_p, "ignore_eos": sampling.ignore_eos,
+              "repetition_penalty": sampling.repetition_penalty if sampling.repetition_penalty != 1.0 else 0}
+    return {name: value for name, value in fields.items() if value}
+
+
 def request_body(request: GenerateRequest, model_id: str, has_extensions: bool) -> tuple[str, dict]:
     """-> (endpoint path, JSON body) of a streamed request."""
     sampling = request.sampling
@@ -132,12 +152,15 @@ def request_body(request: GenerateRequest, model_id: str, has_extensions: bool) 
         body["seed"] = sampling.seed
     if sampling.stop:
         body["stop"] = list(sampling.stop)
+    body.update(openai_fields(sampling))
     if has_extensions:
         body["return_tokens_as_token_ids"] = True
-        body.update({"top_k": sampling.top_k} if sampling.top_k else {})
-        body.update({"ignore_eos": True} if sampling.ignore_eos else {})
-    elif sampling.top_k or sampling.ignore_eos:
-        raise RequestError("this remote server does not take top_k or ignore_eos; leave them unset")
+        body.update(extension_fields(sampling))
+    elif extension_fields(sampling):
+        raise RequestError("this remote server does not take top_k, min_p, repetition_penalty or ignore_eos; "
+                           "leave them unset")
+    if sampling.top_logprobs:
+        raise RequestError("top_logprobs are not passed on to remote servers; call the server itself")
     if request.messages is not None:
         if request.tools:
             raise RequestError("tools are not sent on to remote servers; call the server itself")

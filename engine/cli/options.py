@@ -10,6 +10,7 @@ import contextlib
 import json
 import re
 import sys
+from pathlib import Path
 
 from engine.config import BACKENDS, EngineOptions
 from engine.errors import RequestError, WispError
@@ -117,6 +118,19 @@ def add_sampling_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top-k", type=whole(0, INT32_MAX), default=0)
     parser.add_argument("--seed", type=whole(SEED_MIN, SEED_MAX), default=None)
     parser.add_argument("--stop", action="append", default=[], help="stop string (repeatable, not empty)")
+    parser.add_argument("--min-p", type=number, default=0.0,
+                        help="drop tokens less likely than this fraction of the most likely one (0 = off)")
+    parser.add_argument("--repetition-penalty", type=number, default=1.0,
+                        help="above 1 makes every token of the prompt and reply less likely (1 = off)")
+    parser.add_argument("--presence-penalty", type=number, default=0.0,
+                        help="-2..2, subtracted once from tokens already in the reply")
+    parser.add_argument("--frequency-penalty", type=number, default=0.0,
+                        help="-2..2, subtracted per time a token is already in the reply")
+    parser.add_argument("--logit-bias", type=bias_pair, action="append", default=[], metavar="ID=BIAS",
+                        help="add BIAS (-100..100) to token ID's logit (repeatable)")
+    parser.add_argument("--json-schema", default=None, metavar="FILE",
+                        help="reply with JSON that this JSON schema file accepts "
+                             "(a file holding {\"type\": \"object\"} asks for any JSON object)")
 
 
 def add_reasoning_options(parser: argparse.ArgumentParser) -> None:
@@ -180,7 +194,29 @@ def sampling_params(args: argparse.Namespace) -> SamplingParams:
             raise RequestError("--stop needs a non-empty string (an empty one would stop at once)")
         check_text(stop, f"--stop {index + 1}")
     return SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-                          top_k=args.top_k, seed=args.seed, stop=tuple(args.stop))
+                          top_k=args.top_k, seed=args.seed, stop=tuple(args.stop), min_p=args.min_p,
+                          repetition_penalty=args.repetition_penalty, presence_penalty=args.presence_penalty,
+                          frequency_penalty=args.frequency_penalty, logit_bias=tuple(args.logit_bias),
+                          json_schema=read_schema_file(args.json_schema))
+
+
+def read_schema_file(path: str | None) -> str | None:
+    """--json-schema FILE as JSON text; SamplingParams checks that it is a JSON object."""
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise RequestError(f"cannot read the JSON schema file {path}: {getattr(error, 'strerror', None) or error}")
+    return text
+
+
+def bias_pair(text: str) -> tuple[int, float]:
+    """An argparse type: TOKEN_ID=BIAS."""
+    token, separator, bias = text.partition("=")
+    if not separator:
+        raise argparse.ArgumentTypeError(f"'{text}' is not TOKEN_ID=BIAS (such as 1234=-100)")
+    return whole(0, INT32_MAX)(token.strip()), number(bias.strip())
 
 
 def read_key_file(path: str) -> str:

@@ -63,7 +63,8 @@ def serve_command(args: argparse.Namespace) -> int:
     sock = bind_socket(args.host, args.port)
     with sock, Engine(replace(options, max_num_seqs=args.max_num_seqs)) as engine:
         model_id = args.served_model_name or served_model_id(engine.info)
-        print(f"Serving {engine.info.name} as model '{model_id}' at {server_url(args.host, sock.getsockname()[1])}"
+        url = server_url(args.host, sock.getsockname()[1])
+        print(f"Serving {engine.info.name} as model '{model_id}' at {url} (Ollama's API at {url.removesuffix('/v1')})"
               f"{' (API key required)' if key else ''}. Ctrl+C stops.", file=sys.stderr)
         serve_forever(engine, sock, key, limits, model_id)
     return 0

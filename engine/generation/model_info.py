@@ -27,3 +27,4 @@ class ModelInfo:
     reasoning_effort: bool = False  # the chat template takes a reasoning effort (gpt-oss: low, medium, high)
     thinking_switch: bool = False  # the chat template takes enable_thinking (Qwen3: thinking on or off)
     tool_calls: bool = False  # the model takes tools and Wisp reads its calls (harmony or <tool_call> blocks)
+    fill_in_middle: bool = False  # the tokenizer has FIM tokens: GenerateRequest.suffix works

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from engine.errors import PromptTooLongError, RequestError
+from engine.generation.fim import fim_prompt_ids
 from engine.generation.reasoning_options import template_variables
 from engine.requests import GenerateRequest
 
@@ -16,6 +17,8 @@ def prompt_token_ids(request: GenerateRequest, tokenizer, max_model_len: int) ->
         tools = [dict(tool) for tool in request.tools] if request.tools else None
         ids = tokenizer.encode_chat(list(request.messages), add_generation_prompt=True, tools=tools,
                                     **template_variables(request))
+    elif request.suffix is not None:
+        ids = list(fim_prompt_ids(tokenizer, request.prompt, request.suffix))
     else:
         ids = tokenizer.encode(request.prompt, add_special_tokens=True)
     if not ids:

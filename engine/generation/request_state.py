@@ -28,16 +28,17 @@ class RequestState:
     cached_prompt_tokens: int = 0  # prompt tokens whose KV came from the prefix cache
     first_token_time: float | None = None
 
-    def accept(self, token: int, logprob: float, now: float, *, is_end_token: bool,
-               max_model_len: int) -> tuple[TokenEvent, str | None]:
-        """Record a sampled token: its event, and the finish reason when it ends the request (else None)."""
+    def accept(self, token: int, logprob: float, now: float, *, is_end_token: bool, max_model_len: int,
+               top: tuple[tuple[int, float], ...] = (), is_complete: bool = False) -> tuple[TokenEvent, str | None]:
+        """Record a sampled token: its event, and the finish reason when it ends the request (else None).
+        `top` holds the alternatives the request asked for; `is_complete` says its structured output is whole."""
         if self.first_token_time is None:
             self.first_token_time = now
         self.output_ids.append(token)
         self.logprobs.append(logprob)
         delta = self.stream.push(token)
-        event = TokenEvent(self.request_id, token, delta.text, logprob, delta.reasoning)
-        return event, self.finish_reason(delta.stopped, is_end_token, max_model_len)
+        event = TokenEvent(self.request_id, token, delta.text, logprob, delta.reasoning, top)
+        return event, self.finish_reason(delta.stopped or is_complete, is_end_token, max_model_len)
 
     def finish_reason(self, stopped: bool, is_end_token: bool, max_model_len: int) -> str | None:
         if stopped or (is_end_token and not self.sampling.ignore_eos):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from engine.generation.logits_processors import RowContext, apply_min_p, process_row
 from engine.sampling import SamplingParams
 
 
@@ -28,18 +29,23 @@ def apply_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
 
 def sample_row(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> torch.Tensor:
     """logits [V] -> token id tensor [1]."""
-    scaled = apply_top_p(apply_top_k(logits / params.temperature, params.top_k), params.top_p)
+    filtered = apply_min_p(logits / params.temperature, params.min_p)
+    scaled = apply_top_p(apply_top_k(filtered, params.top_k), params.top_p)
     probs = torch.softmax(scaled, dim=-1)
     return torch.multinomial(probs, 1, generator=generator)
 
 
-def sample(logits: torch.Tensor, params: list[SamplingParams],
-           generators: list[torch.Generator | None]) -> tuple[list[int], list[float]]:
-    """logits [B, V] fp32, each row's params and generator -> (token ids, their log-probabilities under the
-    unmodified model distribution)."""
+def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None],
+           contexts: list[RowContext | None] | None = None) -> tuple[list[int], list[float]]:
+    """logits [B, V] fp32, each row's params, generator and (for penalties, bias or a grammar) context ->
+    (token ids, their log-probabilities under the unmodified model distribution)."""
     tokens = torch.argmax(logits, dim=-1)  # [B]
     for row, (row_params, generator) in enumerate(zip(params, generators)):
+        context = contexts[row] if contexts else None
+        row_logits = logits[row] if context is None else process_row(logits[row], row_params, context)
         if not row_params.is_greedy:
-            tokens[row] = sample_row(logits[row], row_params, generator)[0]
+            tokens[row] = sample_row(row_logits, row_params, generator)[0]
+        elif context is not None:
+            tokens[row] = torch.argmax(row_logits)
     logprobs = torch.log_softmax(logits, dim=-1).gather(1, tokens[:, None])[:, 0]  # [B]
     return tokens.tolist(), logprobs.tolist()

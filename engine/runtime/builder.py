@@ -19,6 +19,7 @@ from engine.model.attention import KVCache
 from engine.model.latent_cache import new_kv_cache
 from engine.generation.model_info import ModelInfo
 from engine.generation.reasoning_options import has_thinking_switch, takes_reasoning_effort
+from engine.generation.fim import fim_token_ids
 from engine.generation.tool_calls import can_call_tools
 from engine.model.config_file import read_args
 from engine.model.loader import LoadedWeights, load_weights, resolve_dtype
@@ -84,6 +85,7 @@ def finish_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineO
         has_chat_template=tokenizer.has_chat_template, plan=plan,
         warnings=tuple(w for w in [weights.store.warning] if w), reasoning_effort=takes_reasoning_effort(tokenizer),
         thinking_switch=has_thinking_switch(tokenizer), tool_calls=can_call_tools(tokenizer),
+        fill_in_middle=fim_token_ids(tokenizer) is not None,
     )
     return engine, info
 

@@ -13,6 +13,8 @@ from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.online_controller import predicted_curve
 from engine.errors import PromptTooLongError
 from engine.events import Event, FinishEvent
+from engine.generation.grammar import GrammarCompiler, GrammarMatcher
+from engine.generation.logits_processors import RowContext, check_token_ids_in_vocabulary, top_alternatives
 from engine.generation.plan_event import PlanEvent
 from engine.generation.prompt import prompt_token_ids
 from engine.generation.request_state import RequestState
@@ -31,6 +33,7 @@ from engine.tokenizer import Tokenizer
 class Active:
     seq: Sequence  # what the scheduler and the runner see
     state: RequestState  # the output, its events and stats; its generator is on the engine's device
+    grammar: GrammarMatcher | None = None  # structured output: where the reply is in its JSON schema
 
 
 class LLMEngine:
@@ -46,6 +49,7 @@ class LLMEngine:
         self.controller = None  # OnlineController, attached for paged mode with a budget
         self.wsa_curve = None  # MV-WSA's predicted (expert share, tok/s) curve, refreshed at barriers
         self.host_tier = None  # engine.alloc.host_tier.HostTier of experts kept in host memory (None: on the device)
+        self.grammars = GrammarCompiler(tokenizer)
 
     @property
     def memory(self) -> "LLMEngine":
@@ -92,6 +96,7 @@ class LLMEngine:
 
     def add(self, request: GenerateRequest) -> None:
         """Validate, tokenise and queue a request; raises a WispError (nothing is queued) if it is unusable."""
+        check_token_ids_in_vocabulary(request.sampling, getattr(self.tokenizer, "vocab_size", None))
         seq = Sequence(request_id=request.request_id, token_ids=self.prompt_ids(request), sampling=request.sampling)
         if not self.scheduler.fits_at_all(seq):
             raise PromptTooLongError(
@@ -101,7 +106,7 @@ class LLMEngine:
         generator = torch.Generator(device=self.device).manual_seed(seed)
         stream = TextStream.for_request(self.tokenizer, request, seq.token_ids)
         state = RequestState(request.request_id, request.sampling, len(seq.token_ids), stream, generator)
-        self.active[request.request_id] = Active(seq, state)
+        self.active[request.request_id] = Active(seq, state, self.grammars.for_request(request))
         self.scheduler.add(seq)
 
     def cancel(self, request_id: str) -> list[Event]:
@@ -132,28 +137,44 @@ class LLMEngine:
         seqs, is_prefill = self.scheduler.schedule()
         if not seqs:
             return []
-        logits = self.runner.run(seqs, is_prefill)
+        logits = self.runner.run(seqs, is_prefill)  # launched; on CUDA the grammar masks below overlap it
         rows = [self.active[seq.request_id] for seq in seqs]
-        tokens, logprobs = sample(logits, [seq.sampling for seq in seqs], [active.state.generator for active in rows])
+        params = [seq.sampling for seq in seqs]
+        contexts = [row_context(active, logits.shape[-1], logits.device) for active in rows]
+        tokens, logprobs = sample(logits, params, [active.state.generator for active in rows], contexts)
+        alternatives = top_alternatives(logits, params)
         if self.controller is not None:
             self.controller.observe_kv(self.scheduler.block_manager.num_used_blocks, self.scheduler.preemptions)
         now = time.perf_counter()
         self.throughput.record(now, len(seqs), is_prefill)
         events: list[Event] = []
-        for seq, token, logprob in zip(seqs, tokens, logprobs):
-            events.extend(self._accept(self.active[seq.request_id], token, logprob, now))
+        for active, token, logprob, top in zip(rows, tokens, logprobs, alternatives):
+            events.extend(self._accept(active, token, logprob, now, top))
         return events
 
-    def _accept(self, active: Active, token: int, logprob: float, now: float) -> list[Event]:
+    def _accept(self, active: Active, token: int, logprob: float, now: float,
+                top: tuple[tuple[int, float], ...] = ()) -> list[Event]:
         seq, state = active.seq, active.state
         if state.first_token_time is None:
             state.cached_prompt_tokens = seq.num_cached_tokens
         seq.token_ids.append(token)
+        if active.grammar is not None:
+            active.grammar.accept(token)
+        is_complete = active.grammar is not None and active.grammar.is_complete
         event, reason = state.accept(token, logprob, now, is_end_token=token in self.tokenizer.eos_token_ids,
-                                     max_model_len=self.max_model_len)
+                                     max_model_len=self.max_model_len, top=top, is_complete=is_complete)
         return [event, self._finish(active, reason)] if reason else [event]
 
     def _finish(self, active: Active, reason: str, error: str | None = None) -> FinishEvent:
         self.scheduler.finish(active.seq)
         del self.active[active.seq.request_id]
         return active.state.finish(reason, active.seq.num_preemptions, error)
+
+
+def row_context(active: Active, width: int, device: torch.device) -> RowContext | None:
+    """What the sampler's processors read for this row; None when nothing changes its logits."""
+    seq = active.seq
+    if not seq.sampling.changes_logits and active.grammar is None:
+        return None
+    allowed = active.grammar.allowed(width, device) if active.grammar is not None else None
+    return RowContext(seq.token_ids, seq.num_prompt_tokens, allowed)

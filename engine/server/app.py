@@ -12,18 +12,21 @@ from engine.server.api_errors import ApiError, on_api_error, on_http_exception, 
 from engine.server.bridge import EngineBridge
 from engine.server.guard import GuardMiddleware
 from engine.server.limits import ServerLimits
+from engine.server.ollama import OllamaRoutes
 from engine.server.routes import Routes
 from engine.server.served_model import ServedModel
 
 
 def create_app(engine, api_key: str | None = None, limits: ServerLimits | None = None,
                model_id: str | None = None) -> Starlette:
-    """An OpenAI-compatible app serving `engine` (an engine.api.Engine or anything with its submit/cancel/info).
+    """An OpenAI-compatible app, with Ollama's API under /api, serving `engine` (an engine.api.Engine or anything
+    with its submit/cancel/info).
     Without an API key only loopback Host names are answered; the caller decides where to bind
     (engine.server.runner refuses a non-loopback bind without a key)."""
     limits = limits or ServerLimits()
     routes = Routes(EngineBridge(engine, limits.max_concurrent_requests), ServedModel.of(engine, model_id), limits,
                     api_key)
+    ollama = OllamaRoutes(routes.bridge, routes.served, limits)
     app = Starlette(
         routes=[
             Route("/health", routes.health, methods=["GET"]),
@@ -31,6 +34,7 @@ def create_app(engine, api_key: str | None = None, limits: ServerLimits | None =
             Route("/v1/models/{model_id:path}", routes.model, methods=["GET"]),
             Route("/v1/chat/completions", routes.chat_completions, methods=["POST"]),
             Route("/v1/completions", routes.completions, methods=["POST"]),
+            *(Route(path, handler, methods=methods) for path, handler, methods in ollama.routes()),
         ],
         middleware=[Middleware(GuardMiddleware, api_key=api_key, is_checking_host=not api_key)],
         exception_handlers={ApiError: on_api_error, RequestError: on_request_error, HTTPException: on_http_exception,

@@ -1,18 +1,22 @@
-"""OpenAI request bodies -> engine GenerateRequests. Every refusal is an ApiError (400/404) that names the field.
-Nothing here reads the file system: `model` is only compared with the served id."""
+"""OpenAI request bodies -> engine GenerateRequests. Every refusal is an ApiError (400) that names the field.
+Nothing here reads the file system: `model` is only compared with the served id (any name reaches the one
+model served, as on LM Studio and llama.cpp's server; a different name is noted in the `Warning` header)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from engine.request_checks import check_text
 from engine.requests import GenerateRequest
 from engine.sampling import SamplingParams
-from engine.server.api_errors import ApiError, bad_request
+from engine.sampling_checks import MAX_TOP_LOGPROBS
+from engine.server.api_errors import bad_request
+from engine.server.extra_fields import check_extra_fields, ignored_warning
 from engine.server.limits import ServerLimits
 from engine.server.schemas import ChatCompletionRequest, CompletionRequest, SamplingFields
 from engine.server.served_model import ServedModel
-from engine.server.tools import offered_tools, template_message
+from engine.server.structured import requested_schema, taken_extension_fields
+from engine.server.tools import forced_tool_choice, offered_tools, template_message
 
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 
@@ -26,26 +30,34 @@ class Prepared:
     include_usage: bool
     logprobs: bool
     tokens_as_ids: bool
+    warnings: list[str] = field(default_factory=list)  # what was not honoured, for the `Warning` header
+    n: int = 1  # choices: n requests with the same prompt (the prefix cache shares its prefill)
 
 
-def check_model(name: str | None, served: ServedModel) -> None:
-    if name and name != served.id:
-        raise ApiError(404, f"the model '{name}' does not exist here; this server serves '{served.id}' "
-                            "(the model is chosen when the server starts)", param="model", code="model_not_found")
+def body_warnings(body: SamplingFields, served: ServedModel) -> list[str]:
+    """What the response's `Warning` header says: another model name answered by the served one, and unknown
+    fields ignored. 400 for a field Wisp cannot honour that would change the answer."""
+    warnings = []
+    if body.model and check_text(body.model, "model") != served.id:
+        warnings.append(f"model {body.model!r} is answered by the model this server serves, {served.id!r}")
+    extra = {key: value for key, value in (body.model_extra or {}).items() if key not in taken_extension_fields()}
+    return warnings + ignored_warning(check_extra_fields(extra))
 
 
-def refuse_unsupported(body: SamplingFields) -> None:
-    if body.n != 1:
-        raise bad_request("n must be 1: Wisp returns one choice per request", "n")
-    for field in ("presence_penalty", "frequency_penalty"):
-        if getattr(body, field):
-            raise bad_request(f"{field} is not supported; leave it at 0", field)
-    if body.logit_bias:
-        raise bad_request("logit_bias is not supported", "logit_bias")
+def logit_bias(bias: dict | None) -> tuple[tuple[int, float], ...]:
+    """OpenAI's {"token id": bias} as (id, bias) pairs; SamplingParams checks the ranges."""
+    pairs = []
+    for key, value in (bias or {}).items():
+        if not (key.isascii() and key.isdigit() and len(key) <= 10):
+            raise bad_request(f"logit_bias keys are token ids written as text, such as \"1234\"; got {key[:20]!r}",
+                              "logit_bias")
+        pairs.append((int(key), value))
+    return tuple(pairs)
 
 
 def sampling_params(body: SamplingFields, max_tokens: int | None, served: ServedModel,
-                    limits: ServerLimits) -> SamplingParams:
+                    limits: ServerLimits, top_logprobs: int = 0) -> SamplingParams:
+    """The sampling fields of either endpoint (a 400 naming the field for a value the engine cannot take)."""
     cap = min(limits.max_tokens, served.max_model_len) if served.max_model_len else limits.max_tokens
     if max_tokens is not None and max_tokens > cap:
         raise bad_request(f"max_tokens is {max_tokens} but this server allows at most {cap}", "max_tokens")
@@ -54,24 +66,31 @@ def sampling_params(body: SamplingFields, max_tokens: int | None, served: Served
         raise bad_request(f"stop takes up to {limits.max_stop_strings} non-empty strings", "stop")
     # SamplingParams refuses seeds and stop strings the engine cannot take (a RequestError: 400 naming the field).
     return SamplingParams(max_tokens=max_tokens or cap, temperature=body.temperature, top_p=body.top_p,
-                          top_k=max(body.top_k, 0), seed=body.seed, stop=tuple(stop), ignore_eos=body.ignore_eos)
+                          top_k=max(body.top_k, 0), seed=body.seed, stop=tuple(stop), ignore_eos=body.ignore_eos,
+                          min_p=body.min_p, repetition_penalty=body.repetition_penalty,
+                          presence_penalty=body.presence_penalty, frequency_penalty=body.frequency_penalty,
+                          logit_bias=logit_bias(body.logit_bias), top_logprobs=top_logprobs,
+                          json_schema=requested_schema(body.response_format, body.model_extra))
 
 
 def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: ServerLimits) -> Prepared:
-    check_model(body.model, served)
-    refuse_unsupported(body)
+    warnings = body_warnings(body, served)
     tools = offered_tools(body, served)
     if body.audio or (body.modalities and body.modalities != ["text"]):
         raise bad_request("Wisp's server answers in text only", "modalities" if body.modalities else "audio")
-    if body.response_format and body.response_format.get("type", "text") != "text":
-        raise bad_request("only response_format {\"type\": \"text\"} is supported", "response_format")
-    if body.top_logprobs:
-        raise bad_request("top_logprobs is not supported (logprobs gives the chosen tokens' logprobs)", "top_logprobs")
+    if body.top_logprobs and not body.logprobs:
+        raise bad_request("top_logprobs needs logprobs: true", "top_logprobs")
     messages = tuple(template_message(message, index) for index, message in enumerate(body.messages))
-    sampling = sampling_params(body, body.max_completion_tokens or body.max_tokens, served, limits)
+    sampling = sampling_params(body, body.max_completion_tokens or body.max_tokens, served, limits,
+                               body.top_logprobs or 0)
+    choice = forced_tool_choice(body) if tools else None
+    thinking = enable_thinking(body.chat_template_kwargs)
+    if (sampling.json_schema is not None or choice is not None) and thinking is None:
+        thinking = False  # the grammar holds from the first token: no room for a <think> block before the JSON
     request = GenerateRequest(messages=messages, sampling=sampling, reasoning_effort=body.reasoning_effort,
-                              enable_thinking=enable_thinking(body.chat_template_kwargs), tools=tools)
-    return Prepared(request, body.stream, body.include_usage, body.logprobs, body.return_tokens_as_token_ids)
+                              enable_thinking=thinking, tools=tools, tool_choice=choice)
+    return Prepared(request, body.stream, body.include_usage, body.logprobs, body.return_tokens_as_token_ids, warnings,
+                    body.n)
 
 
 def enable_thinking(kwargs: dict | None) -> bool | None:
@@ -85,19 +104,18 @@ def enable_thinking(kwargs: dict | None) -> bool | None:
 
 
 def completion_request(body: CompletionRequest, served: ServedModel, limits: ServerLimits) -> Prepared:
-    check_model(body.model, served)
-    refuse_unsupported(body)
+    warnings = body_warnings(body, served)
     if body.echo:
         raise bad_request("echo is not supported", "echo")
-    if body.best_of not in (None, 1):
-        raise bad_request("best_of must be 1", "best_of")
-    if body.logprobs:
-        raise bad_request("logprobs above 0 (alternative tokens) are not supported; use 0 for the chosen tokens'",
-                          "logprobs")
-    sampling = sampling_params(body, body.max_tokens or COMPLETIONS_DEFAULT_MAX_TOKENS, served, limits)
+    if body.best_of not in (None, body.n):
+        raise bad_request("best_of must equal n: Wisp returns every choice it generates", "best_of")
+    if body.logprobs is not None and not 0 <= body.logprobs <= MAX_TOP_LOGPROBS:
+        raise bad_request(f"logprobs takes 0 to {MAX_TOP_LOGPROBS} alternatives per token", "logprobs")
+    sampling = sampling_params(body, body.max_tokens or COMPLETIONS_DEFAULT_MAX_TOKENS, served, limits,
+                               body.logprobs or 0)
     request = GenerateRequest(**prompt_fields(body, served), sampling=sampling)
     return Prepared(request, body.stream, body.include_usage, body.logprobs is not None,
-                    body.return_tokens_as_token_ids)
+                    body.return_tokens_as_token_ids, warnings, body.n)
 
 
 def prompt_fields(body: CompletionRequest, served: ServedModel) -> dict:

@@ -1,5 +1,6 @@
-"""Who may call the server: the API key on /v1 routes, and - on a loopback server without a key - only
-clients that address it by a loopback name (a web page cannot reach it through DNS rebinding)."""
+"""Who may call the server: the API key on /v1 (OpenAI's) and /api (Ollama's) routes, and - on a loopback server
+without a key - only clients that address it by a loopback name (a web page cannot reach it through DNS
+rebinding)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ class GuardMiddleware:
             message = (f"the Host header '{host}' does not name this machine; this server has no API key and "
                        "only answers clients that address it as localhost / 127.0.0.1")
             return JSONResponse(error_body(400, message, code="invalid_host"), status_code=400)
-        if scope["path"].startswith("/v1") and not is_authorised(headers, self.api_key):
+        if scope["path"].startswith(("/v1", "/api")) and not is_authorised(headers, self.api_key):
             message = "missing or wrong API key: send the header 'Authorization: Bearer <key>'"
             return JSONResponse(error_body(401, message, code="invalid_api_key"), status_code=401)
         return None

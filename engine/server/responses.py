@@ -23,6 +23,7 @@ class Shape:
     logprobs: bool = False
     tokens_as_ids: bool = False
     created: int = field(default_factory=lambda: int(time.time()))
+    index: int = 0  # which of the request's n choices
 
     @property
     def id(self) -> str:
@@ -52,21 +53,29 @@ def chat_logprobs(shape: Shape, tokens: list[TokenEvent]) -> dict | None:
         return None
     entries = []
     for token in tokens:
-        name = shape.served.token_string(token.token_id, token.text, shape.tokens_as_ids)
-        entries.append({"token": name, "logprob": _number(token.logprob), "bytes": list(name.encode()),
-                        "top_logprobs": []})
+        entry = token_entry(shape, token.token_id, token.text, token.logprob)
+        entries.append({**entry, "top_logprobs": [token_entry(shape, token_id, "", logprob)
+                                                  for token_id, logprob in token.top_logprobs]})
     return {"content": entries}
+
+
+def token_entry(shape: Shape, token_id: int, text: str, logprob: float) -> dict:
+    name = shape.served.token_string(token_id, text, shape.tokens_as_ids)
+    return {"token": name, "logprob": _number(logprob), "bytes": list(name.encode())}
 
 
 def completion_logprobs(shape: Shape, tokens: list[TokenEvent], offset: int = 0) -> dict | None:
     if not shape.logprobs:
         return None
-    names, offsets = [], []
+    names, offsets, alternatives = [], [], []
     for token in tokens:
         names.append(shape.served.token_string(token.token_id, token.text, shape.tokens_as_ids))
         offsets.append(offset)
         offset += len(token.text)
-    return {"tokens": names, "token_logprobs": [_number(t.logprob) for t in tokens], "top_logprobs": None,
+        alternatives.append({shape.served.token_string(token_id, "", shape.tokens_as_ids): _number(logprob)
+                             for token_id, logprob in token.top_logprobs})
+    top = alternatives if any(alternatives) else None
+    return {"tokens": names, "token_logprobs": [_number(t.logprob) for t in tokens], "top_logprobs": top,
             "text_offset": offsets}
 
 
@@ -88,25 +97,25 @@ def chat_delta(text: str, reasoning: str) -> dict:
 
 
 def chat_completion(shape: Shape, finish: FinishEvent, tokens: list[TokenEvent]) -> dict:
-    choice = {"index": 0, "message": chat_message(finish),
+    choice = {"index": shape.index, "message": chat_message(finish),
               "logprobs": chat_logprobs(shape, tokens), "finish_reason": finish_reason(finish)}
     return {**shape.envelope("chat.completion", [choice]), "usage": usage(finish.stats)}
 
 
 def chat_chunk(shape: Shape, delta: dict, tokens: list[TokenEvent], reason: str | None = None) -> dict:
-    choice = {"index": 0, "delta": delta, "logprobs": chat_logprobs(shape, tokens), "finish_reason": reason}
+    choice = {"index": shape.index, "delta": delta, "logprobs": chat_logprobs(shape, tokens), "finish_reason": reason}
     return shape.envelope("chat.completion.chunk", [choice])
 
 
 def text_completion(shape: Shape, finish: FinishEvent, tokens: list[TokenEvent]) -> dict:
-    choice = {"index": 0, "text": finish.text, "logprobs": completion_logprobs(shape, tokens),
+    choice = {"index": shape.index, "text": finish.text, "logprobs": completion_logprobs(shape, tokens),
               "finish_reason": finish_reason(finish)}
     return {**shape.envelope("text_completion", [choice]), "usage": usage(finish.stats)}
 
 
 def completion_chunk(shape: Shape, text: str, tokens: list[TokenEvent], offset: int,
                      reason: str | None = None) -> dict:
-    choice = {"index": 0, "text": text, "logprobs": completion_logprobs(shape, tokens, offset),
+    choice = {"index": shape.index, "text": text, "logprobs": completion_logprobs(shape, tokens, offset),
               "finish_reason": reason}
     return shape.envelope("text_completion", [choice])
 

@@ -10,8 +10,10 @@ from starlette.responses import JSONResponse, Response
 from engine.events import Event, FinishEvent, TokenEvent
 from engine.server.api_errors import ApiError
 from engine.server.bridge import ClientGone, EngineBridge, Generation, unless_disconnected
+from engine.server.choices import answer_choices
 from engine.server.body import read_json
 from engine.server.convert import Prepared, chat_request, completion_request
+from engine.server.extra_fields import warning_header
 from engine.server.guard import is_authorised
 from engine.server.limits import ServerLimits
 from engine.server.outcome import finish_error
@@ -56,6 +58,8 @@ class Routes:
         """Submit, wait for the first event (so that a refused request is a proper HTTP error even when
         streaming), then stream or collect. A disconnect at any point cancels the engine request."""
         shape = Shape(is_chat, prepared.request.request_id, self.served, prepared.logprobs, prepared.tokens_as_ids)
+        if prepared.n > 1:
+            return await answer_choices(self.bridge, request, prepared, shape)
         generation = self.bridge.submit(prepared.request)
         try:
             first = await unless_disconnected(request.receive, generation.next_event())
@@ -64,7 +68,7 @@ class Routes:
             if prepared.stream:
                 stream = chat_stream if is_chat else completion_stream
                 response = EventStreamResponse(stream(generation, first, shape, prepared.include_usage),
-                                               on_close=generation.close)
+                                               on_close=generation.close, headers=warning_header(prepared.warnings))
                 generation = None  # the response closes it
                 return response
             finish, tokens = await unless_disconnected(request.receive, collect(generation, first))
@@ -75,7 +79,8 @@ class Routes:
                 generation.close()
         if finish.reason in ("error", "cancelled"):
             raise finish_error(finish)
-        return JSONResponse((chat_completion if is_chat else text_completion)(shape, finish, tokens))
+        return JSONResponse((chat_completion if is_chat else text_completion)(shape, finish, tokens),
+                            headers=warning_header(prepared.warnings))
 
 
 async def collect(generation: Generation, first: Event) -> tuple[FinishEvent, list[TokenEvent]]:

@@ -1,7 +1,7 @@
-"""Request bodies of /v1/chat/completions and /v1/completions (pydantic). As on OpenAI's API, a top-level
-field neither API defines is refused (a typo such as `max_token` would otherwise pass unnoticed); OpenAI's
-fields that change nothing here (user, metadata, store, ...) are accepted and ignored, and fields Wisp
-cannot honour are refused in engine.server.convert."""
+"""Request bodies of /v1/chat/completions and /v1/completions (pydantic). OpenAI's fields that change nothing
+here (user, metadata, store, ...) are accepted and ignored; a top-level field neither API defines is kept in
+`model_extra` and judged in engine.server.extra_fields (ignored with a warning header, or a 400 when Wisp cannot
+honour it and it would change the answer)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from engine.server.api_errors import bad_request
 
 __all__ = ["ChatCompletionRequest", "CompletionRequest", "parse_body", "ValidationError"]
-
-UNKNOWN_FIELD = ("unknown field: this server takes the fields of OpenAI's API (plus top_k and ignore_eos); "
-                 "check the spelling")
-
 
 class _Body(BaseModel):
     # strict: JSON types as written (true is not the number 1, "5" is not 5); nested objects tolerate extras
@@ -56,23 +52,26 @@ class ChatMessage(_Body):
 
 
 class SamplingFields(_Body):
-    """Fields shared by both endpoints. top_k, ignore_eos and return_tokens_as_token_ids are extensions
-    that vLLM also accepts."""
+    """Fields shared by both endpoints. top_k, min_p, repetition_penalty, ignore_eos and
+    return_tokens_as_token_ids are extensions that vLLM (and llama.cpp's server, LM Studio) also accept."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="allow", strict=True)
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float = Field(default=1.0, ge=0.0, le=2.0)
     top_p: float = Field(default=1.0, gt=0.0, le=1.0)
     top_k: int = Field(default=0, ge=-1)
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
     seed: int | None = None
     stop: Union[str, list[str], None] = None
     stream: bool = False
     stream_options: StreamOptions | None = None
-    n: int = 1
+    n: int = Field(default=1, ge=1, le=8)
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     logit_bias: dict | None = None
+    response_format: dict | None = None  # structured output (vLLM's completions take it too)
     ignore_eos: bool = False
     return_tokens_as_token_ids: bool = False
     user: object = None  # accepted and ignored (OpenAI's bookkeeping fields)
@@ -92,7 +91,6 @@ class ChatCompletionRequest(SamplingFields):
     top_logprobs: int | None = None
     tools: list | None = None
     tool_choice: Union[str, dict, None] = None
-    response_format: dict | None = None
     functions: list | None = None  # the older spelling of tools, refused like them
     function_call: Union[str, dict, None] = None
     audio: dict | None = None  # refused: text only
@@ -121,5 +119,5 @@ def parse_body(model: type[_Body], data: object) -> _Body:
     except ValidationError as error:
         first = error.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or None
-        message = UNKNOWN_FIELD if first["type"] == "extra_forbidden" else first["msg"]
+        message = first["msg"]
         raise bad_request(f"{field}: {message}" if field else message, param=field) from None

@@ -27,8 +27,9 @@ class EventStreamResponse(StreamingResponse):
     """Streams SSE chunks while watching for the client's disconnect; `on_close` runs either way
     (it cancels the engine request when it did not finish)."""
 
-    def __init__(self, chunks: AsyncIterator[bytes], on_close: Callable[[], None]):
-        super().__init__(chunks, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+    def __init__(self, chunks: AsyncIterator[bytes], on_close: Callable[[], None],
+                 headers: dict[str, str] | None = None, media_type: str = "text/event-stream"):
+        super().__init__(chunks, media_type=media_type, headers={"cache-control": "no-cache", **(headers or {})})
         self.on_close = on_close
 
     async def __call__(self, scope, receive, send) -> None:

@@ -17,15 +17,27 @@ def offered_tools(body: ChatCompletionRequest, served: ServedModel) -> tuple[dic
     """The tools to render (None when none are offered or tool_choice is "none"); 400 for what Wisp cannot do."""
     if body.functions or body.function_call not in (None, "none", "auto"):
         raise bad_request("functions and function_call are the API's old form: send tools instead", "functions")
-    if body.tool_choice not in (None, "none", "auto"):
-        raise bad_request('tool_choice takes "auto" or "none": the model decides whether to call a tool',
-                          "tool_choice")
     if not body.tools or body.tool_choice == "none":
         return None
     if not served.tool_calls:
         raise bad_request(f"model '{served.id}' does not take tools: its chat template has none, or writes calls "
                           "in a form Wisp does not read (it reads gpt-oss's harmony and <tool_call> blocks)", "tools")
     return tuple(body.tools)
+
+
+def forced_tool_choice(body: ChatCompletionRequest) -> str | None:
+    """OpenAI's tool_choice as GenerateRequest.tool_choice: None (auto, none), "required", or a function's name
+    (the reply is then that call, its arguments held to the tool's parameters schema)."""
+    choice = body.tool_choice
+    if choice in (None, "auto", "none"):
+        return None
+    if choice == "required":
+        return choice
+    function = choice.get("function") if isinstance(choice, dict) and choice.get("type") == "function" else None
+    if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+        raise bad_request('tool_choice is "auto", "none", "required" or {"type": "function", "function": '
+                          '{"name": ...}}', "tool_choice")
+    return function["name"]
 
 
 def template_message(message: ChatMessage, index: int) -> dict:

@@ -29,8 +29,8 @@ def harmony_gguf(tmp_path_factory):
 def test_both_engines_split_a_gguf_reasoning_model(harmony_gguf, backend, monkeypatch):
     path, reply, tail = harmony_gguf
     tokens = iter(reply + tail)
-    monkeypatch.setattr(llama_cpp_core, "sample", lambda logits, params, generator: (next(tokens), -1.0))
-    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators: ([next(tokens)], [-1.0]))
+    monkeypatch.setattr(llama_cpp_core, "sample", lambda logits, params, generator, *context: (next(tokens), -1.0))
+    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators, *contexts: ([next(tokens)], [-1.0]))
     with Engine(EngineOptions(model=str(path), device="cpu", backend=backend)) as engine:
         assert engine.info.reasoning_effort and not engine.info.thinking_switch  # from the file's chat template
         finish = engine.generate(REQUEST)

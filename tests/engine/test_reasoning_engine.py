@@ -30,7 +30,7 @@ def scripted_sampler(harmony_model, monkeypatch):
     tokenizer = Tokenizer.from_folder(harmony_model)
     script = iter(tokenizer.encode(REPLY + TAIL, add_special_tokens=False))
 
-    def sample(logits, params, generators):
+    def sample(logits, params, generators, contexts=None):
         return [next(script) for _ in params], [-1.0] * len(params)
 
     monkeypatch.setattr(llm_engine, "sample", sample)

@@ -32,7 +32,7 @@ def test_a_real_engine_answers_with_tool_calls(tool_model, monkeypatch):
     tokenizer = Tokenizer.from_folder(tool_model)
     reply = tokenizer.encode(CALL_REPLY, add_special_tokens=False) + [tokenizer.token_to_id("<|im_end|>")]
     script = iter(reply * 2)
-    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators: ([next(script)], [-1.0]))
+    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators, *contexts: ([next(script)], [-1.0]))
     with Engine(EngineOptions(model=str(tool_model), device="cpu")) as engine, \
             TestClient(create_app(engine), base_url="http://127.0.0.1") as client:
         choice = client.post("/v1/chat/completions", json=BODY).json()["choices"][0]
@@ -49,6 +49,26 @@ def test_a_real_engine_answers_with_tool_calls(tool_model, monkeypatch):
         (0, "get_weather", '{"city": "Paris"}')]
     assert "".join(d["delta"].get("content", "") for d in deltas) == ""
     assert deltas[-1]["finish_reason"] == "tool_calls"
+
+
+FORECAST = {"type": "function", "function": {"name": "forecast", "parameters": {
+    "type": "object", "properties": {"unit": {"enum": ["C", "F"]}, "days": {"type": "integer", "minimum": 1,
+                                                                            "maximum": 7}},
+    "required": ["unit", "days"], "additionalProperties": False}}}
+
+
+@pytest.mark.parametrize("tool_choice", ["required", {"type": "function", "function": {"name": "forecast"}}])
+def test_a_required_or_named_tool_choice_makes_the_call_with_arguments_held_to_the_schema(tool_model, tool_choice):
+    body = {**BODY, "tools": [FORECAST], "tool_choice": tool_choice, "max_tokens": 80, "temperature": 1.0}
+    with Engine(EngineOptions(model=str(tool_model), device="cpu")) as engine, \
+            TestClient(create_app(engine), base_url="http://127.0.0.1") as client:
+        for seed in range(3):
+            choice = client.post("/v1/chat/completions", json={**body, "seed": seed}).json()["choices"][0]
+            (call,) = choice["message"]["tool_calls"]
+            assert choice["finish_reason"] == "tool_calls"
+            arguments = json.loads(call["function"]["arguments"])
+            assert call["function"]["name"] == "forecast"
+            assert arguments["unit"] in ("C", "F") and 1 <= arguments["days"] <= 7
 
 
 def test_the_next_turn_carries_the_call_and_the_tool_reply():
@@ -84,8 +104,8 @@ def test_the_openai_client_reads_the_calls():
 
 
 @pytest.mark.parametrize("change, param", [
-    ({"tool_choice": "required"}, "tool_choice"),
-    ({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, "tool_choice"),
+    ({"tool_choice": {"type": "function", "function": {"name": "no_such_tool"}}}, "tool_choice"),
+    ({"tool_choice": {"type": "function"}}, "tool_choice"),
     ({"tools": [{"type": "function"}]}, "tools.0"),
     ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"x": "\ud800"}}}]}, "tools.0"),
     ({"functions": [{"name": "f"}]}, "functions"),

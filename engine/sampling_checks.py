@@ -1,0 +1,54 @@
+"""Checks of the sampling fields beyond temperature and the filters: penalties, logit_bias, top_logprobs.
+The ranges are OpenAI's (penalties in [-2, 2], biases in [-100, 100], up to 20 alternatives) and vLLM's
+(repetition_penalty above 0, at most 10 here: beyond it every seen token is effectively banned)."""
+
+from __future__ import annotations
+
+import json
+
+from engine.errors import RequestError
+from engine.request_checks import INT32_MAX, check_float, check_int
+
+MAX_TOP_LOGPROBS = 20
+MAX_LOGIT_BIAS_ENTRIES = 1024  # OpenAI takes up to 300 tokens; a bigger table is a mistake or an attack
+MAX_REPETITION_PENALTY = 10.0
+
+
+def check_penalties(repetition: object, presence: object, frequency: object) -> None:
+    if not 0.0 < check_float(repetition, "repetition_penalty") <= MAX_REPETITION_PENALTY:
+        raise RequestError(f"repetition_penalty must be above 0 and at most {MAX_REPETITION_PENALTY} "
+                           f"(1 changes nothing), got {repetition}", "repetition_penalty")
+    for name, value in (("presence_penalty", presence), ("frequency_penalty", frequency)):
+        if not -2.0 <= check_float(value, name) <= 2.0:
+            raise RequestError(f"{name} must be between -2 and 2, got {value}", name)
+
+
+def check_logit_bias(pairs: object) -> None:
+    """(token id, bias) pairs, each id once, each bias in [-100, 100]."""
+    if not isinstance(pairs, tuple) or len(pairs) > MAX_LOGIT_BIAS_ENTRIES:
+        raise RequestError(f"logit_bias must be a tuple of at most {MAX_LOGIT_BIAS_ENTRIES} (token id, bias) pairs",
+                           "logit_bias")
+    seen = set()
+    for pair in pairs:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            raise RequestError("logit_bias entries are (token id, bias) pairs", "logit_bias")
+        token_id = check_int(pair[0], "logit_bias", 0, INT32_MAX, label="a logit_bias token id")
+        if not -100.0 <= check_float(pair[1], "logit_bias") <= 100.0:
+            raise RequestError(f"a logit_bias value must be between -100 and 100, got {pair[1]}", "logit_bias")
+        if token_id in seen:
+            raise RequestError(f"logit_bias names token {token_id} twice", "logit_bias")
+        seen.add(token_id)
+
+
+def check_json_schema(schema: object) -> None:
+    """None, or a JSON schema written as JSON text (the engine compiles it when the request is added)."""
+    if schema is None:
+        return
+    if not isinstance(schema, str):
+        raise RequestError("json_schema must be the schema as JSON text", "json_schema")
+    try:
+        value = json.loads(schema)
+    except (ValueError, RecursionError) as error:
+        raise RequestError(f"json_schema is not valid JSON: {error}", "json_schema") from None
+    if not isinstance(value, (dict, bool)):
+        raise RequestError("a JSON schema is an object (or true)", "json_schema")
