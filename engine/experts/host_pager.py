@@ -130,7 +130,9 @@ class HostPager:
         return loaded
 
     def _compute(self, layer, experts, index, dispatch, out, pending: set[int]) -> None:
+        """The group of experts now in slots, in one layout call (one grouped launch per projection on CUDA)."""
         lru = self.lru[layer]
-        for expert in experts:
-            self.layout.for_layer(layer).run_expert(self.pool.tensor[lru.slot_of(expert)], dispatch, index[expert], out)
-            pending.discard(expert)
+        units = [index[expert] for expert in experts]
+        slots = [lru.slot_of(expert) for expert in experts]
+        self.layout.for_layer(layer).run_group(self.pool.tensor, dispatch, units, slots, out)
+        pending.difference_update(experts)
