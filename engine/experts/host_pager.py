@@ -6,10 +6,16 @@ not needed now -> copy only the misses (a side stream on CUDA, overlapped with g
 through the layout. A step needing more experts than the layer's capacity: a large step fetches them in groups
 that fit; a small step copies the misses that find no free or evictable slot straight into its gathered buffer,
 uncached (as the device pager does, so batched decode at a small budget still runs as whole-step graphs).
-Misses on experts the host tier left in the model file are read through staging (engine.experts.mapped_reads)."""
+Misses on experts the host tier left in the model file are read through staging (engine.experts.mapped_reads).
+
+A large step (a prompt) touches most experts of a layer once; it must not flush the working set decode steps
+built. So a large step never evicts the layer's most recently used experts (PROTECTED_SHARE of its slots): it
+streams its misses through the other slots, and the experts it brought in become the least recently used, the
+first that later misses evict. Its hits keep their places."""
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import numpy as np
@@ -23,6 +29,7 @@ from engine.experts.mapped_reads import RowCopier
 from engine.experts.slot_pool import SlotPool
 from engine.experts.store import ExpertStore
 
+PROTECTED_SHARE = 0.5  # of a layer's slots: its most recently used experts, kept through a large step
 
 class HostPager:
     def __init__(self, host: ExpertStore, device: torch.device, counters: ExpertCounters):
@@ -31,6 +38,8 @@ class HostPager:
         self.lru = {layer: ExpertLRU(0) for layer in host.blocks}
         self.copies = CopyEngine(device, counters)
         self.rows = RowCopier(host, self.copies, counters, device)
+        # "0": large steps evict as small ones do and touch every expert they use (the bench's before/after switch)
+        self.protected_share = PROTECTED_SHARE if os.environ.get("WISP_PROTECT_WORKING_SET", "1") != "0" else 0.0
 
     @property
     def capacity(self) -> dict[int, int]:
@@ -70,9 +79,13 @@ class HostPager:
         self.counters.prefetch_used += self.copies.take_prefetched(layer, hits)
         if is_small_step(ids.shape[0], ids.shape[1], self.layout.expert_bytes):
             out = self._gathered(layer, x, ids, ids_host, weights, misses, set(needed))
+            self.lru[layer].touch(needed)
+        elif self.protected_share:
+            out, streamed = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed))
+            self.lru[layer].demote(streamed)
         else:
-            out = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed))
-        self.lru[layer].touch(needed)
+            out, _ = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed))
+            self.lru[layer].touch(needed)
         return out
 
     def _gathered(self, layer, x, ids, ids_host, weights, misses, pending) -> torch.Tensor:
@@ -100,20 +113,23 @@ class HostPager:
         rows = [lru.slot_of(int(e)) if int(e) in lru else 0 for e in experts]
         return torch.tensor(rows, dtype=torch.long).to(self.device)
 
-    def _per_expert(self, layer, x, ids, ids_host, weights, hits, misses, pending) -> torch.Tensor:
-        """Large step: each expert multiplies its own tokens; misses come in groups that fit. -> [T, D]"""
+    def _per_expert(self, layer, x, ids, ids_host, weights, hits, misses, pending):
+        """Large step: each expert multiplies its own tokens; misses come in groups that fit in the slots outside
+        the layer's working set. -> ([T, D], the experts brought in, in order)"""
         dispatch, out = start_layer(x, ids_host, weights)
         index = {int(e): u for u, e in enumerate(dispatch.experts)}
-        group = self.load(layer, misses, keep=pending)  # copies overlap with computing the hits
+        protected, streamed = self.lru[layer].working_set(self.protected_share), []
+        group = self.load(layer, misses, keep=pending | protected)  # copies overlap with computing the hits
         self._compute(layer, hits, index, dispatch, out, pending)
         while misses:
-            group = group or self.load(layer, misses, keep=pending)
+            group = group or self.load(layer, misses, keep=pending | protected)
             if not group:
                 raise RuntimeError(f"layer {layer} has no expert slot to page into")
             self.copies.wait()
             self._compute(layer, group, index, dispatch, out, pending)
+            streamed += group
             misses, group = misses[len(group):], []
-        return combine_grouped(out, dispatch, ids)
+        return combine_grouped(out, dispatch, ids), streamed
 
     def load(self, layer: int, misses: list[int], keep: set[int]) -> list[int]:
         """Place and start copying as many misses as fit now; returns the experts being copied."""
