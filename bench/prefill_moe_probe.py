@@ -6,6 +6,10 @@ whether the grouped path gives the same bits when the experts come in two groups
 (the pager's chunking by experts).
 
     python bench/prefill_moe_probe.py --tokens 512,2048,8192 --out DIR    # CUDA
+    python bench/prefill_moe_probe.py --sweep --formats Q4_K_M,BF16 --tokens 512,8192 --out DIR
+
+--sweep times the two grouped kernels alone (CUDA events, one layer-step's launches) at each tile configuration
+of SWEEP (BM, gate_up BN, down BN, warps, stages), with each kernel's shared memory, registers and spills.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from engine.experts.activation import SILU_GLU, ClampedSwiGlu, ExpertBias  # noq
 from engine.experts.dense_layout import DenseLayout  # noqa: E402
 from engine.experts.dispatch import combine_grouped, start_layer  # noqa: E402
 from engine.quant.expert_format import QuantExpertFormat  # noqa: E402
+from engine.quant import grouped_gemm  # noqa: E402
 from engine.quant.grouped_gemm import SWITCH  # noqa: E402
 from engine.quant.synthetic import random_blocks  # noqa: E402
 from engine.runtime.determinism import use_deterministic_kernels  # noqa: E402
@@ -118,11 +123,54 @@ def probe(name: str, tokens: int, repeats: int, device) -> dict:
     return row
 
 
+SWEEP = [(64, 32, 64, 8, 3), (64, 64, 128, 8, 2), (128, 64, 128, 8, 1), (32, 32, 64, 4, 2), (64, 16, 32, 4, 3)]
+
+
+def kernel_ms(layout, table, x, ids, weights, repeats: int):
+    """The grouped kernels of one layer-step alone -> (ms median, the two compiled kernels)."""
+    dispatch, rows = start_layer(x, ids.cpu().numpy(), weights)
+    units = np.arange(dispatch.experts.size)
+    expert = grouped_gemm.GroupedExpert.dense(layout.hidden, layout.intermediate, torch.bfloat16, layout.activation,
+                                              layout.bias) if isinstance(layout, DenseLayout) else layout.grouped
+    kernels = grouped_gemm.run_grouped(expert, table, dispatch, units, dispatch.experts, rows.clone())
+    times = []
+    for _ in range(repeats):
+        out = rows.clone()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        grouped_gemm.run_grouped(expert, table, dispatch, units, dispatch.experts, out)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return float(np.median(times)), kernels
+
+
+def sweep(name: str, tokens: int, repeats: int, device) -> list[dict]:
+    layout, table, top_k = layer_of(name, device)
+    ids, weights = routed(tokens, table.shape[0], top_k, device)
+    x = torch.randn(tokens, layout.hidden, device=device).bfloat16()
+    rows = []
+    for config in SWEEP:
+        (grouped_gemm.BM, grouped_gemm.BN_GATE_UP, grouped_gemm.BN_DOWN, grouped_gemm.NUM_WARPS,
+         grouped_gemm.NUM_STAGES) = config
+        row = {"format": name, "tokens": tokens, "config": config}
+        try:
+            row["kernels_ms"], kernels = kernel_ms(layout, table, x, ids, weights, repeats)
+            row["kernels"] = [{"shared": getattr(k.metadata, "shared", None), "registers": getattr(k, "n_regs", None),
+                               "spills": getattr(k, "n_spills", None)} for k in kernels]
+        except Exception as err:  # noqa: BLE001 - a configuration that does not fit is a result
+            row["error"] = f"{type(err).__name__}: {str(err)[:160]}"
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", default="512,2048,8192")
     parser.add_argument("--formats", default=",".join(FORMATS))
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sweep", action="store_true", help="time the grouped kernels at each tile config")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     device = torch.device("cuda")
@@ -130,11 +178,14 @@ def main() -> None:
     rows = []
     for name in args.formats.split(","):
         for tokens in [int(t) for t in args.tokens.split(",")]:
-            rows.append(probe(name, tokens, args.repeats, device))
-            print(json.dumps(rows[-1]), flush=True)
+            if args.sweep:
+                rows += sweep(name, tokens, args.repeats, device)
+            else:
+                rows.append(probe(name, tokens, args.repeats, device))
+                print(json.dumps(rows[-1]), flush=True)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "prefill_moe_probe.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(),
+        (args.out / f"prefill_moe_{'sweep' if args.sweep else 'probe'}.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(),
                                                                      "torch": torch.__version__, "rows": rows}))
 
 

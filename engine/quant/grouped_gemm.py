@@ -28,6 +28,8 @@ BM = 64  # grouped rows per tile
 BN_GATE_UP = 32  # gate columns per program (and as many up columns): two [32, 256] weight tiles per K step
 BN_DOWN = 64
 NUM_WARPS = 8
+NUM_STAGES = 3  # Triton's default: the x (or h) tiles of the next K steps load while this one multiplies
+FP32_STAGES = 1  # fp32 operands: one buffer of each tile (Triton's default three outgrow shared memory)
 DENSE_TYPES = {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32}
 SWITCH = "WISP_GROUPED_EXPERTS"  # "0": large steps run expert by expert (the bench's before/after switch)
 
@@ -70,15 +72,16 @@ def row_tiles(dispatch: Dispatch, units: np.ndarray, slots: np.ndarray, device) 
 
 
 def run_grouped(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, units, slots,
-                out: torch.Tensor) -> None:
+                out: torch.Tensor) -> tuple:
     """Experts `units` of the dispatch, whose blocks are rows `slots` of table [R, numel] (any dtype), computed in
-    place in their spans of out [M, D] (their token rows on entry, their weighted outputs on return)."""
+    place in their spans of out [M, D] (their token rows on entry, their weighted outputs on return).
+    -> the two launched kernels (their metadata holds shared memory and registers), () for no experts."""
     from engine.quant.grouped_kernels import grouped_down, grouped_gate_up
     from engine.quant.triton_kernels import TYPE_CODE, tile_shape
 
     units = np.asarray(units, dtype=np.int64)
     if units.size == 0:
-        return
+        return ()
     tiles = row_tiles(dispatch, units, np.asarray(slots, dtype=np.int64), out.device)
     table = table.view(torch.uint8)  # [R, slot bytes]
     gate, up, down = expert.gate, expert.up, expert.down
@@ -86,16 +89,19 @@ def run_grouped(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, 
     h = torch.empty(out.shape[0], intermediate, dtype=out.dtype, device=out.device)  # [M, I]
     clamped = isinstance(expert.activation, ClampedSwiGlu)
     ieee = out.dtype == torch.float32 or out.device.type != "cuda"  # the interpreter's 16-bit dot is wrong
+    stages = {"num_stages": FP32_STAGES if out.dtype == torch.float32 else NUM_STAGES}
     bias = expert.bias
     (gate_g, gate_l), (up_g, up_l), (down_g, down_l) = (tile_shape(s.qtype) for s in (gate, up, down))
-    grouped_gate_up[(-(-intermediate // BN_GATE_UP), tiles.shape[0])](
+    first = grouped_gate_up[(-(-intermediate // BN_GATE_UP), tiles.shape[0])](
         out, table, tiles, h, out if bias is None else bias.gate_up, table.shape[1], gate.byte_offset,
         up.byte_offset, gate.row_bytes, up.row_bytes, intermediate, hidden,
         expert.activation.alpha if clamped else 0.0, expert.activation.limit if clamped else 0.0,
         GATE_TYPE=TYPE_CODE[gate.qtype], UP_TYPE=TYPE_CODE[up.qtype], GATE_G=gate_g, GATE_L=gate_l, UP_G=up_g,
         UP_L=up_l, CLAMPED=clamped, HAS_BIAS=bias is not None, IEEE=ieee, BM=BM, BN=BN_GATE_UP, num_warps=NUM_WARPS,
-        enable_fp_fusion=False)
-    grouped_down[(-(-hidden // BN_DOWN), tiles.shape[0])](
+        enable_fp_fusion=False, **stages)
+    second = grouped_down[(-(-hidden // BN_DOWN), tiles.shape[0])](
         h, table, tiles, out, dispatch.weights, out if bias is None else bias.down, table.shape[1],
         down.byte_offset, down.row_bytes, hidden, intermediate, DOWN_TYPE=TYPE_CODE[down.qtype], G=down_g, L=down_l,
-        HAS_BIAS=bias is not None, IEEE=ieee, BM=BM, BN=BN_DOWN, num_warps=NUM_WARPS, enable_fp_fusion=False)
+        HAS_BIAS=bias is not None, IEEE=ieee, BM=BM, BN=BN_DOWN, num_warps=NUM_WARPS, enable_fp_fusion=False,
+        **stages)
+    return first, second
