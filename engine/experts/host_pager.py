@@ -114,22 +114,36 @@ class HostPager:
         return torch.tensor(rows, dtype=torch.long).to(self.device)
 
     def _per_expert(self, layer, x, ids, ids_host, weights, hits, misses, pending):
-        """Large step: each expert multiplies its own tokens; misses come in groups that fit in the slots outside
-        the layer's working set. -> ([T, D], the experts brought in, in order)"""
+        """Large step: each expert multiplies its own tokens; misses stream through the slots outside the layer's
+        working set in two alternating halves, so one half copies while the other computes. The hits in those
+        slots compute first, freeing them for the first copies, which then overlap the working set's hits.
+        -> ([T, D], the experts brought in, in order)"""
         dispatch, out = start_layer(x, ids_host, weights)
         index = {int(e): u for u, e in enumerate(dispatch.experts)}
-        protected, streamed = self.lru[layer].working_set(self.protected_share), []
-        group = self.load(layer, misses, keep=pending | protected)  # copies overlap with computing the hits
-        self._compute(layer, hits, index, dispatch, out, pending)
-        while misses:
-            group = group or self.load(layer, misses, keep=pending | protected)
+        lru = self.lru[layer]
+        protected, streamed = lru.working_set(self.protected_share), []
+        keep = lambda: pending | protected  # noqa: E731 - what no copy may evict now
+        half = max(1, (lru.capacity - len(protected)) // 2)
+        self._compute(layer, [e for e in hits if e not in protected], index, dispatch, out, pending)
+        in_flight = [self._start_group(layer, misses, half, keep()), self._start_group(layer, misses, half, keep())]
+        self._compute(layer, [e for e in hits if e in protected], index, dispatch, out, pending)
+        while in_flight:
+            group, copied = in_flight.pop(0)
             if not group:
-                raise RuntimeError(f"layer {layer} has no expert slot to page into")
-            self.copies.wait()
+                if misses and not in_flight:
+                    raise RuntimeError(f"layer {layer} has no expert slot to page into")
+                continue
+            self.copies.wait_for(copied)
             self._compute(layer, group, index, dispatch, out, pending)
             streamed += group
-            misses, group = misses[len(group):], []
+            in_flight.append(self._start_group(layer, misses, half, keep()))  # into the slots just computed
         return combine_grouped(out, dispatch, ids), streamed
+
+    def _start_group(self, layer: int, misses: list[int], size: int, keep: set[int]):
+        """Start copying up to `size` of the misses (taken off the list). -> (the experts, their copies' event)"""
+        group = self.load(layer, misses[:size], keep)
+        del misses[: len(group)]
+        return group, self.copies.last_event
 
     def load(self, layer: int, misses: list[int], keep: set[int]) -> list[int]:
         """Place and start copying as many misses as fit now; returns the experts being copied."""

@@ -22,7 +22,9 @@ from tests.quant.moe_reference import FORMATS, routed
 
 pytestmark = pytest.mark.skipif(not HAS_TRITON or os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="needs Triton's interpreter (tests/conftest.py turns it on without CUDA)")
-E, TOP_K, TOKENS = 3, 2, 100  # ~67 rows per expert: two row tiles each
+E, TOP_K = 3, 2
+TOKENS = 100  # ~67 rows per expert: two row tiles each (the tests of bits and of the tiles)
+FEW_TOKENS = 24  # the tests of values
 GPT_OSS = ClampedSwiGlu(1.702, 7.0)
 
 
@@ -79,9 +81,9 @@ def grouped_spec(layout):
     return layout.grouped
 
 
-def inputs(hidden, dtype, seed=0):
-    ids, weights = routed(TOKENS, E, TOP_K, seed)
-    x = torch.randn(TOKENS, hidden, generator=torch.Generator().manual_seed(seed)) * 0.5
+def inputs(hidden, dtype, seed=0, tokens=TOKENS):
+    ids, weights = routed(tokens, E, TOP_K, seed)
+    x = torch.randn(tokens, hidden, generator=torch.Generator().manual_seed(seed)) * 0.5
     return x.to(dtype), ids, weights.to(dtype)
 
 
@@ -96,16 +98,16 @@ CASES = {  # name: a layer builder
 }
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
-@pytest.mark.parametrize("case", list(CASES))
+VALUE_CASES = [(case, torch.bfloat16) for case in CASES if not case.startswith("F")]
+VALUE_CASES += [("Q4_K_M", torch.float32), ("MXFP4-gpt-oss", torch.float32), ("F16", torch.float16),
+                ("F32-gpt-oss", torch.float32)]
+
+
+@pytest.mark.parametrize("case,dtype", VALUE_CASES, ids=[f"{c}-{str(d)[6:]}" for c, d in VALUE_CASES])
 def test_grouped_matches_the_per_expert_path(case, dtype):
     layout, table = CASES[case]()
-    if isinstance(layout, DenseLayout):
-        if layout.dtype != dtype and layout.dtype != torch.bfloat16:
-            pytest.skip("dense blocks compute in their own dtype")
-        dtype = layout.dtype
     cast_bias(layout, dtype)
-    x, ids, weights = inputs(layout.hidden, dtype)
+    x, ids, weights = inputs(layout.hidden, dtype, tokens=FEW_TOKENS)
     expected = per_expert(layout, table, x, ids, weights).float()
     got = grouped(layout, table, x, ids, weights)
     assert got.dtype == x.dtype and torch.isfinite(got.float()).all()
