@@ -64,7 +64,7 @@ class DenseLayout(ExpertLayout):
         self._check_bound()
         from engine.quant.grouped_gemm import GroupedExpert, run_grouped, runs_grouped
 
-        if not runs_grouped(out.device, self.activation):
+        if not runs_grouped(out.device, self.activation, dispatch):
             return super().run_group(table, dispatch, units, slots, out)
         expert = GroupedExpert.dense(self.hidden, self.intermediate, self.dtype, self.activation, self.bias)
         run_grouped(expert, table, dispatch, units, slots, out)

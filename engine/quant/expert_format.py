@@ -135,7 +135,7 @@ class QuantExpertFormat(ExpertLayout):
     def run_group(self, table: torch.Tensor, dispatch: Dispatch, units, slots, out: torch.Tensor) -> None:
         """Large step, a group of experts: on CUDA the grouped GEMM (engine.quant.grouped_gemm), dequantizing each
         weight tile as it multiplies (two launches for the group); elsewhere run_expert one expert at a time."""
-        if not runs_grouped(out.device, self.activation):
+        if not runs_grouped(out.device, self.activation, dispatch):
             return super().run_group(table, dispatch, units, slots, out)
         run_grouped(self.grouped, table, dispatch, units, slots, out)
 

@@ -32,12 +32,19 @@ NUM_STAGES = 3  # Triton's default: the x (or h) tiles of the next K steps load 
 FP32_STAGES = 1  # fp32 operands: one buffer of each tile (Triton's default three outgrow shared memory)
 DENSE_TYPES = {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32}
 SWITCH = "WISP_GROUPED_EXPERTS"  # "0": large steps run expert by expert (the bench's before/after switch)
+# Mean grouped rows per expert above which each expert's own GEMM (dequantized once) is faster: every row tile
+# dequantizes its expert's weights again. H200, bench/results/2026-12-02-prefill: gpt-oss-20b's 1024 rows per
+# expert took 43.6 ms grouped against 16.5 ms per expert; Qwen3's 512 took 19.5 against 39.6 (Q4_K_M).
+MAX_ROWS_PER_EXPERT = 512
 
 
-def runs_grouped(device: torch.device, activation) -> bool:
-    """Large steps on this device run the grouped kernels (CUDA with Triton, an activation they fuse)."""
+def runs_grouped(device: torch.device, activation, dispatch: Dispatch | None = None) -> bool:
+    """Large steps on this device run the grouped kernels: CUDA with Triton, an activation they fuse, and (given
+    the step's dispatch) at most MAX_ROWS_PER_EXPERT rows per expert on average. The choice depends on the step's
+    routing alone, never on where the experts live, so every provider makes the same one."""
     return (HAS_TRITON and device.type == "cuda" and os.environ.get(SWITCH, "1") != "0"
-            and (activation is SILU_GLU or isinstance(activation, ClampedSwiGlu)))
+            and (activation is SILU_GLU or isinstance(activation, ClampedSwiGlu))
+            and (dispatch is None or dispatch.tokens.numel() <= MAX_ROWS_PER_EXPERT * dispatch.experts.size))
 
 
 @dataclass(frozen=True)

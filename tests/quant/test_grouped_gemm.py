@@ -15,7 +15,7 @@ from engine.experts.dense_layout import DenseLayout
 from engine.experts.dispatch import combine_grouped, plan_dispatch, start_layer
 from engine.quant import expert_format, grouped_gemm
 from engine.quant.expert_format import QuantExpertFormat
-from engine.quant.grouped_gemm import BM, row_tiles
+from engine.quant.grouped_gemm import BM, MAX_ROWS_PER_EXPERT, row_tiles, runs_grouped
 from engine.triton_support import HAS_TRITON
 from tests.quant.blocks import random_experts
 from tests.quant.moe_reference import FORMATS, routed
@@ -146,5 +146,18 @@ def test_row_tiles_cover_each_experts_span_once():
 def test_layouts_take_the_grouped_path_where_it_runs(monkeypatch):
     layout, table = CASES["Q4_K_M"]()
     x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=3)
-    monkeypatch.setattr(expert_format, "runs_grouped", lambda device, activation: True)
+    monkeypatch.setattr(expert_format, "runs_grouped", lambda *args: True)
     assert torch.equal(layout.run_blocks(x, ids, weights, table), grouped(layout, table, x, ids, weights))
+
+
+def test_long_prompts_run_expert_by_expert():
+    """Past MAX_ROWS_PER_EXPERT rows per expert each expert's own GEMM is faster; the step's routing decides."""
+    cuda = torch.device("cuda")  # only its type is read
+
+    def dispatch(rows: int):
+        ids = np.array([[0, 1]] * rows)  # every row uses experts 0 and 1
+        return plan_dispatch(ids, torch.ones(rows, 2))
+
+    assert runs_grouped(cuda, SILU_GLU, dispatch(MAX_ROWS_PER_EXPERT))
+    assert not runs_grouped(cuda, SILU_GLU, dispatch(MAX_ROWS_PER_EXPERT + 1))
+    assert not runs_grouped(torch.device("cpu"), SILU_GLU, dispatch(4))
