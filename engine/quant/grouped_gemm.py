@@ -78,6 +78,18 @@ def row_tiles(dispatch: Dispatch, units: np.ndarray, slots: np.ndarray, device) 
     return torch.from_numpy(tiles.astype(np.int32)).to(device)
 
 
+def launch(kernel, grid, *args, **options):
+    """kernel[grid](*args); where its pipeline stages outgrow the GPU's shared memory (consumer cards have ~99 KB a
+    block, the H200 227 KB) it runs with one stage instead: the same arithmetic in the same order, so the same
+    bits."""
+    from triton.runtime.errors import OutOfResources
+
+    try:
+        return kernel[grid](*args, **options)
+    except OutOfResources:
+        return kernel[grid](*args, **{**options, "num_stages": 1})
+
+
 def run_grouped(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, units, slots,
                 out: torch.Tensor) -> tuple:
     """Experts `units` of the dispatch, whose blocks are rows `slots` of table [R, numel] (any dtype), computed in
@@ -99,14 +111,14 @@ def run_grouped(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, 
     stages = {"num_stages": FP32_STAGES if out.dtype == torch.float32 else NUM_STAGES}
     bias = expert.bias
     (gate_g, gate_l), (up_g, up_l), (down_g, down_l) = (tile_shape(s.qtype) for s in (gate, up, down))
-    first = grouped_gate_up[(-(-intermediate // BN_GATE_UP), tiles.shape[0])](
+    first = launch(grouped_gate_up, (-(-intermediate // BN_GATE_UP), tiles.shape[0]),
         out, table, tiles, h, out if bias is None else bias.gate_up, table.shape[1], gate.byte_offset,
         up.byte_offset, gate.row_bytes, up.row_bytes, intermediate, hidden,
         expert.activation.alpha if clamped else 0.0, expert.activation.limit if clamped else 0.0,
         GATE_TYPE=TYPE_CODE[gate.qtype], UP_TYPE=TYPE_CODE[up.qtype], GATE_G=gate_g, GATE_L=gate_l, UP_G=up_g,
         UP_L=up_l, CLAMPED=clamped, HAS_BIAS=bias is not None, IEEE=ieee, BM=BM, BN=BN_GATE_UP, num_warps=NUM_WARPS,
         enable_fp_fusion=False, **stages)
-    second = grouped_down[(-(-hidden // BN_DOWN), tiles.shape[0])](
+    second = launch(grouped_down, (-(-hidden // BN_DOWN), tiles.shape[0]),
         h, table, tiles, out, dispatch.weights, out if bias is None else bias.down, table.shape[1],
         down.byte_offset, down.row_bytes, hidden, intermediate, DOWN_TYPE=TYPE_CODE[down.qtype], G=down_g, L=down_l,
         HAS_BIAS=bias is not None, IEEE=ieee, BM=BM, BN=BN_DOWN, num_warps=NUM_WARPS, enable_fp_fusion=False,
