@@ -146,7 +146,7 @@ def arm_table(result: dict) -> list[str]:
         share = f"{cell(row.get('expert_share'), '.2f')} | " if has_share else ""
         lines.append(
             f"| {row['arm']} | {budget if budget else '-'} | {share}{row['slots_per_layer_min']} | "
-            f"{row['decode_tok_s']:.1f} | {cell(row.get('step_gpu_ms'), '.2f')} | {row['ttft_s']:.2f} | "
+            f"{row['decode_tok_s']:.1f} | {cell(row.get('step_gpu_ms'), '.2f')} | {row.get('ttft_s_median', row['ttft_s']):.2f} | "
             f"{cell(row.get('prefill_tok_s'), '.0f')} | {cell(over_ttft, '.2f')} | {hit_rate(row):.3f} | "
             f"{row['h2d_bytes'] / 1e9:.1f} | {cell(miss_gb_s(row), '.1f')} | {cell(over_floor, '.2f')} | "
             f"{cell(over_decode, '.2f')} | {cell(uva, '.2f')} | {cell(copies, '.1f')} | "
