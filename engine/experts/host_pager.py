@@ -31,6 +31,7 @@ from engine.experts.store import ExpertStore
 
 PROTECTED_SHARE = 0.5  # of a layer's slots: its most recently used experts, kept through a large step
 
+
 class HostPager:
     def __init__(self, host: ExpertStore, device: torch.device, counters: ExpertCounters):
         self.host, self.layout, self.device, self.counters = host, host.layout, device, counters
@@ -122,10 +123,9 @@ class HostPager:
         index = {int(e): u for u, e in enumerate(dispatch.experts)}
         lru = self.lru[layer]
         protected, streamed = lru.working_set(self.protected_share), []
-        keep = lambda: pending | protected  # noqa: E731 - what no copy may evict now
         half = max(1, (lru.capacity - len(protected)) // 2)
         self._compute(layer, [e for e in hits if e not in protected], index, dispatch, out, pending)
-        in_flight = [self._start_group(layer, misses, half, keep()), self._start_group(layer, misses, half, keep())]
+        in_flight = [self._start_group(layer, misses, half, pending | protected) for _ in range(2)]
         self._compute(layer, [e for e in hits if e in protected], index, dispatch, out, pending)
         while in_flight:
             group, copied = in_flight.pop(0)
@@ -136,11 +136,12 @@ class HostPager:
             self.copies.wait_for(copied)
             self._compute(layer, group, index, dispatch, out, pending)
             streamed += group
-            in_flight.append(self._start_group(layer, misses, half, keep()))  # into the slots just computed
+            in_flight.append(self._start_group(layer, misses, half, pending | protected))  # the slots just freed
         return combine_grouped(out, dispatch, ids), streamed
 
     def _start_group(self, layer: int, misses: list[int], size: int, keep: set[int]):
-        """Start copying up to `size` of the misses (taken off the list). -> (the experts, their copies' event)"""
+        """Start copying up to `size` of the misses (taken off the list) into slots outside `keep`.
+        -> (the experts, their copies' event)"""
         group = self.load(layer, misses[:size], keep)
         del misses[: len(group)]
         return group, self.copies.last_event
