@@ -132,9 +132,9 @@ def arm_table(result: dict) -> list[str]:
     copy = {r["budget_gib"]: r for r in rows if r["arm"] == "static-copy"}
     share_head, share_rule = ("expert share | ", "---|") if has_share else ("", "")
     lines = [f"| arm | budget GiB | {share_head}slots/layer (min) | decode tok/s (median of runs) | GPU ms/step | "
-             "TTFT s | TTFT / floor | expert hit rate | H2D GB/run | miss H2D GB/s | run / floor | decode / floor | "
+             "TTFT s | prefill tok/s | TTFT / floor | expert hit rate | H2D GB/run | miss H2D GB/s | run / floor | decode / floor | "
              "x static-UVA | x static-copy | peak GiB | = resident |",
-             f"|---|---|{share_rule}---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"|---|---|{share_rule}---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         budget = row["budget_gib"]
         over_floor = ratio(measured_s(row), resident and floor_s(row, resident, facts["copy_loop_gb_s"]))
@@ -146,8 +146,8 @@ def arm_table(result: dict) -> list[str]:
         share = f"{cell(row.get('expert_share'), '.2f')} | " if has_share else ""
         lines.append(
             f"| {row['arm']} | {budget if budget else '-'} | {share}{row['slots_per_layer_min']} | "
-            f"{row['decode_tok_s']:.1f} | {cell(row.get('step_gpu_ms'), '.2f')} | {row['ttft_s']:.2f} | "
-            f"{cell(over_ttft, '.2f')} | {hit_rate(row):.3f} | "
+            f"{row['decode_tok_s']:.1f} | {cell(row.get('step_gpu_ms'), '.2f')} | {row.get('ttft_s_median', row['ttft_s']):.2f} | "
+            f"{cell(row.get('prefill_tok_s'), '.0f')} | {cell(over_ttft, '.2f')} | {hit_rate(row):.3f} | "
             f"{row['h2d_bytes'] / 1e9:.1f} | {cell(miss_gb_s(row), '.1f')} | {cell(over_floor, '.2f')} | "
             f"{cell(over_decode, '.2f')} | {cell(uva, '.2f')} | {cell(copies, '.1f')} | "
             f"{cell(row['peak_gib'], '.2f')} | {same_as_resident(row, resident)} |")

@@ -52,6 +52,17 @@ class ExpertLRU:
             if expert in self.slots:
                 self.slots.move_to_end(expert)
 
+    def demote(self, experts) -> None:
+        """Make `experts` (resident ones) the least recently used, in the order given (the first is evicted first)."""
+        for expert in reversed(list(experts)):
+            if expert in self.slots:
+                self.slots.move_to_end(expert, last=False)
+
+    def working_set(self, share: float) -> set[int]:
+        """The most recently used experts, at most `share` of the capacity."""
+        count = int(self.capacity * share)
+        return set(list(self.slots)[-count:]) if count else set()
+
     def shrink_to(self, capacity: int) -> None:
         """Lower the capacity, forgetting the least recently used experts that no longer fit."""
         self.capacity = capacity

@@ -172,13 +172,23 @@ def measure(engine, provider, args, tokens: int) -> dict:
                      "h2d_bytes": after.h2d_bytes - before.h2d_bytes, "copy_s": after.copy_s - before.copy_s,
                      # after every prefill: what the decode floor counts (report's decode / floor)
                      "decode_misses": after.misses - prefilled[0].misses,
+                     "decode_hits": after.hits - prefilled[0].hits,
                      "decode_h2d_bytes": after.h2d_bytes - prefilled[0].h2d_bytes,
                      "timed_bytes": after.timed_bytes - before.timed_bytes,
                      "tokens": [list(f.token_ids) for f in finishes], "logprobs": [list(f.logprobs) for f in finishes]})
     middle = sorted(runs, key=lambda r: r["decode_tok_s"])[len(runs) // 2]
     # Tokens and logprobs of the first run (same prompts in every arm): the report checks them against resident.
     return {**middle, "tokens": runs[0]["tokens"], "logprobs": runs[0]["logprobs"],
-            "decode_tok_s_runs": [r["decode_tok_s"] for r in runs]}
+            "decode_tok_s_runs": [r["decode_tok_s"] for r in runs], **prefill_speed(runs, args)}
+
+
+def prefill_speed(runs: list[dict], args) -> dict:
+    """TTFT's median over the runs (each run's own, beside the decode median's row) and the prefill rate it gives:
+    every prompt token of the batch over the time to the first token."""
+    ttfts = sorted(r["ttft_s"] for r in runs)
+    median = ttfts[len(ttfts) // 2]
+    return {"ttft_s_runs": [r["ttft_s"] for r in runs], "ttft_s_median": median,
+            "prefill_tok_s": args.batch * args.prompt / median}
 
 
 def failed_row(arm: str, budget: int | None, err: Exception) -> dict:

@@ -51,6 +51,11 @@ class CopyEngine:
         if self.stream is not None and self.last_event is not None:
             torch.cuda.current_stream().wait_event(self.last_event)
 
+    def wait_for(self, event) -> None:
+        """Make the compute stream wait for the copies up to `event` (a last_event; None: nothing to wait for)."""
+        if self.stream is not None and event is not None:
+            torch.cuda.current_stream().wait_event(event)
+
     def mark_prefetch(self, layer: int, experts: list[int]) -> None:
         self.prefetch_events[layer] = self.last_event
         self.prefetched[layer] = set(experts)

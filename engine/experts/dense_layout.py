@@ -57,3 +57,14 @@ class DenseLayout(ExpertLayout):
     def run_expert(self, block: torch.Tensor, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
         self._check_bound()
         kernel.run_expert(self.gate_up(block), self.down(block), dispatch, u, out, self.activation, self.bias)
+
+    def run_group(self, table: torch.Tensor, dispatch: Dispatch, units, slots, out: torch.Tensor) -> None:
+        """On CUDA the grouped GEMM (engine.quant.grouped_gemm, which reads dense blocks as BF16/F16/F32
+        matrices): two launches for the whole group; elsewhere one expert at a time."""
+        self._check_bound()
+        from engine.quant.grouped_gemm import GroupedExpert, run_grouped, runs_grouped
+
+        if not runs_grouped(out.device, self.activation, dispatch):
+            return super().run_group(table, dispatch, units, slots, out)
+        expert = GroupedExpert.dense(self.hidden, self.intermediate, self.dtype, self.activation, self.bias)
+        run_grouped(expert, table, dispatch, units, slots, out)

@@ -6,10 +6,16 @@ not needed now -> copy only the misses (a side stream on CUDA, overlapped with g
 through the layout. A step needing more experts than the layer's capacity: a large step fetches them in groups
 that fit; a small step copies the misses that find no free or evictable slot straight into its gathered buffer,
 uncached (as the device pager does, so batched decode at a small budget still runs as whole-step graphs).
-Misses on experts the host tier left in the model file are read through staging (engine.experts.mapped_reads)."""
+Misses on experts the host tier left in the model file are read through staging (engine.experts.mapped_reads).
+
+A large step (a prompt) touches most experts of a layer once; it must not flush the working set decode steps
+built. So a large step never evicts the layer's most recently used experts (PROTECTED_SHARE of its slots): it
+streams its misses through the other slots, and the experts it brought in become the least recently used, the
+first that later misses evict. Its hits keep their places."""
 
 from __future__ import annotations
 
+import os
 from typing import Callable
 
 import numpy as np
@@ -23,6 +29,8 @@ from engine.experts.mapped_reads import RowCopier
 from engine.experts.slot_pool import SlotPool
 from engine.experts.store import ExpertStore
 
+PROTECTED_SHARE = 0.5  # of a layer's slots: its most recently used experts, kept through a large step
+
 
 class HostPager:
     def __init__(self, host: ExpertStore, device: torch.device, counters: ExpertCounters):
@@ -31,6 +39,8 @@ class HostPager:
         self.lru = {layer: ExpertLRU(0) for layer in host.blocks}
         self.copies = CopyEngine(device, counters)
         self.rows = RowCopier(host, self.copies, counters, device)
+        # "0": large steps evict as small ones do and touch every expert they use (the bench's before/after switch)
+        self.protected_share = PROTECTED_SHARE if os.environ.get("WISP_PROTECT_WORKING_SET", "1") != "0" else 0.0
 
     @property
     def capacity(self) -> dict[int, int]:
@@ -70,9 +80,13 @@ class HostPager:
         self.counters.prefetch_used += self.copies.take_prefetched(layer, hits)
         if is_small_step(ids.shape[0], ids.shape[1], self.layout.expert_bytes):
             out = self._gathered(layer, x, ids, ids_host, weights, misses, set(needed))
+            self.lru[layer].touch(needed)
+        elif self.protected_share:
+            out, streamed = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed))
+            self.lru[layer].demote(streamed)
         else:
-            out = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed))
-        self.lru[layer].touch(needed)
+            out, _ = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed))
+            self.lru[layer].touch(needed)
         return out
 
     def _gathered(self, layer, x, ids, ids_host, weights, misses, pending) -> torch.Tensor:
@@ -100,20 +114,37 @@ class HostPager:
         rows = [lru.slot_of(int(e)) if int(e) in lru else 0 for e in experts]
         return torch.tensor(rows, dtype=torch.long).to(self.device)
 
-    def _per_expert(self, layer, x, ids, ids_host, weights, hits, misses, pending) -> torch.Tensor:
-        """Large step: each expert multiplies its own tokens; misses come in groups that fit. -> [T, D]"""
+    def _per_expert(self, layer, x, ids, ids_host, weights, hits, misses, pending):
+        """Large step: each expert multiplies its own tokens; misses stream through the slots outside the layer's
+        working set in two alternating halves, so one half copies while the other computes. The hits in those
+        slots compute first, freeing them for the first copies, which then overlap the working set's hits.
+        -> ([T, D], the experts brought in, in order)"""
         dispatch, out = start_layer(x, ids_host, weights)
         index = {int(e): u for u, e in enumerate(dispatch.experts)}
-        group = self.load(layer, misses, keep=pending)  # copies overlap with computing the hits
-        self._compute(layer, hits, index, dispatch, out, pending)
-        while misses:
-            group = group or self.load(layer, misses, keep=pending)
+        lru = self.lru[layer]
+        protected, streamed = lru.working_set(self.protected_share), []
+        half = max(1, (lru.capacity - len(protected)) // 2)
+        self._compute(layer, [e for e in hits if e not in protected], index, dispatch, out, pending)
+        in_flight = [self._start_group(layer, misses, half, pending | protected) for _ in range(2)]
+        self._compute(layer, [e for e in hits if e in protected], index, dispatch, out, pending)
+        while in_flight:
+            group, copied = in_flight.pop(0)
             if not group:
-                raise RuntimeError(f"layer {layer} has no expert slot to page into")
-            self.copies.wait()
+                if misses and not in_flight:
+                    raise RuntimeError(f"layer {layer} has no expert slot to page into")
+                continue
+            self.copies.wait_for(copied)
             self._compute(layer, group, index, dispatch, out, pending)
-            misses, group = misses[len(group):], []
-        return combine_grouped(out, dispatch, ids)
+            streamed += group
+            in_flight.append(self._start_group(layer, misses, half, pending | protected))  # the slots just freed
+        return combine_grouped(out, dispatch, ids), streamed
+
+    def _start_group(self, layer: int, misses: list[int], size: int, keep: set[int]):
+        """Start copying up to `size` of the misses (taken off the list) into slots outside `keep`.
+        -> (the experts, their copies' event)"""
+        group = self.load(layer, misses[:size], keep)
+        del misses[: len(group)]
+        return group, self.copies.last_event
 
     def load(self, layer: int, misses: list[int], keep: set[int]) -> list[int]:
         """Place and start copying as many misses as fit now; returns the experts being copied."""
@@ -130,7 +161,9 @@ class HostPager:
         return loaded
 
     def _compute(self, layer, experts, index, dispatch, out, pending: set[int]) -> None:
+        """The group of experts now in slots, in one layout call (one grouped launch per projection on CUDA)."""
         lru = self.lru[layer]
-        for expert in experts:
-            self.layout.for_layer(layer).run_expert(self.pool.tensor[lru.slot_of(expert)], dispatch, index[expert], out)
-            pending.discard(expert)
+        units = [index[expert] for expert in experts]
+        slots = [lru.slot_of(expert) for expert in experts]
+        self.layout.for_layer(layer).run_group(self.pool.tensor, dispatch, units, slots, out)
+        pending.difference_update(experts)

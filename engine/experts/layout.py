@@ -5,14 +5,16 @@ slots, a gathered buffer) and moves whole rows: a miss is one copy whatever the 
 what a row holds, so a new format (say, a quantized GGUF block holding three quantized tensors) is one new
 class with its own fused kernels; the providers call it without knowing its type.
 
-Bit identity across providers holds because each provider computes through the same two layout methods:
-`run_gathered` for small steps (one buffer of every (token, k) entry's block) and `run_expert` for large steps
-(one expert over its span of token rows)."""
+Bit identity across providers holds because each provider computes through the same layout methods:
+`run_gathered` for small steps (one buffer of every (token, k) entry's block) and `run_group` for large steps
+(a group of experts, each over its span of token rows: on CUDA one grouped GEMM launch per projection, elsewhere
+`run_expert` one expert at a time). A group's results never depend on which other experts share it."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
+import numpy as np
 import torch
 
 from engine.experts.dispatch import Dispatch, combine, combine_grouped, is_small_step, start_layer
@@ -43,6 +45,13 @@ class ExpertLayout(Protocol):
         (the span's token rows on entry, their weighted outputs on return)."""
         ...
 
+    def run_group(self, table: torch.Tensor, dispatch: Dispatch, units, slots, out: torch.Tensor) -> None:
+        """Large step: experts `units` of the dispatch (indices into dispatch.experts), whose blocks are rows
+        `slots` of table [R, numel], each computed in place over its span of out [T*K, D]. Layouts with a grouped
+        kernel override this; the default runs run_expert one expert at a time."""
+        for u, slot in zip(units, slots):
+            self.run_expert(table[int(slot)], dispatch, int(u), out)
+
     def run_rows(self, x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor,
                  weights: torch.Tensor) -> torch.Tensor:
         """Small step where entry i of ids [T, K] uses table[rows[i]] ([R, numel] table). -> [T, D] combined."""
@@ -55,6 +64,5 @@ class ExpertLayout(Protocol):
         if is_small_step(ids.shape[0], ids.shape[1], self.expert_bytes):
             return self.run_rows(x, blocks, ids.reshape(-1), ids, weights)
         dispatch, out = start_layer(x, ids.cpu().numpy(), weights)
-        for u, expert in enumerate(dispatch.experts):
-            self.run_expert(blocks[expert], dispatch, u, out)
+        self.run_group(blocks, dispatch, np.arange(dispatch.experts.size), dispatch.experts, out)
         return combine_grouped(out, dispatch, ids)

@@ -19,6 +19,7 @@ from engine.experts.activation import SILU_GLU, ExpertBias
 from engine.experts.dispatch import Dispatch, combine
 from engine.experts.kernel import run_expert
 from engine.experts.layout import ExpertLayout
+from engine.quant.grouped_gemm import GroupedExpert, run_grouped, runs_grouped
 from engine.quant.linear import QuantLinearSpec, dequantize, gathered_gemv
 from engine.quant.types import SLOT_ALIGN, align, quant_type
 
@@ -130,3 +131,15 @@ class QuantExpertFormat(ExpertLayout):
         engine.experts.kernel.run_expert's math in place in its span of out [T*K, D]."""
         gate_up, down = self.weights(block, out.dtype)
         run_expert(gate_up, down, dispatch, u, out, self.activation, self.bias)
+
+    def run_group(self, table: torch.Tensor, dispatch: Dispatch, units, slots, out: torch.Tensor) -> None:
+        """Large step, a group of experts: on CUDA the grouped GEMM (engine.quant.grouped_gemm), dequantizing each
+        weight tile as it multiplies (two launches for the group); elsewhere run_expert one expert at a time."""
+        if not runs_grouped(out.device, self.activation, dispatch):
+            return super().run_group(table, dispatch, units, slots, out)
+        run_grouped(self.grouped, table, dispatch, units, slots, out)
+
+    @property
+    def grouped(self) -> GroupedExpert:
+        """This format's matrices as the grouped kernels read them."""
+        return GroupedExpert(self.gate, self.up, self.down, self.slot_bytes, self.activation, self.bias)

@@ -42,4 +42,4 @@ class QuantLayout(ExpertLayout):
     def _per_layer(self, *_args, **_kwargs):
         raise TypeError("a quantized store's blocks differ by layer: compute through layout.for_layer(layer)")
 
-    run_gathered = run_expert = run_rows = run_blocks = _per_layer
+    run_gathered = run_expert = run_rows = run_blocks = run_group = _per_layer

@@ -1,0 +1,193 @@
+"""One large (prefill) MoE layer-step per expert format: the per-expert path (each expert dequantized, then ~7
+kernels from Python) against the grouped GEMM (two launches), as ExpertLayout.run_blocks runs them. Prints per
+format and prompt length: ms per layer-step (median of --repeats), kernel launches per layer-step
+(torch.profiler), the largest difference between the two paths relative to the output's largest value, and
+whether the grouped path gives the same bits when the experts come in two groups from a permuted slot table
+(the pager's chunking by experts).
+
+    python bench/prefill_moe_probe.py --tokens 512,2048,8192 --out DIR    # CUDA
+    python bench/prefill_moe_probe.py --sweep --formats Q4_K_M,BF16 --tokens 512,8192 --out DIR
+
+--sweep times the two grouped kernels alone (CUDA events, one layer-step's launches) at each tile configuration
+of SWEEP (BM, gate_up BN, down BN, warps, stages), with each kernel's shared memory, registers and spills.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from engine.experts.activation import SILU_GLU, ClampedSwiGlu, ExpertBias  # noqa: E402
+from engine.experts.dense_layout import DenseLayout  # noqa: E402
+from engine.experts.dispatch import combine_grouped, start_layer  # noqa: E402
+from engine.quant.expert_format import QuantExpertFormat  # noqa: E402
+from engine.quant import grouped_gemm  # noqa: E402
+from engine.quant.grouped_gemm import SWITCH  # noqa: E402
+from engine.quant.synthetic import random_blocks  # noqa: E402
+from engine.runtime.determinism import use_deterministic_kernels  # noqa: E402
+
+# name: (hidden, intermediate, experts, top_k, types or None for dense bf16, gpt-oss's activation and biases)
+FORMATS = {
+    "Q4_K_M": (2048, 768, 128, 8, ("Q4_K", "Q4_K", "Q6_K"), False),  # Qwen3-30B-A3B, a Q6_K-down layer
+    "Q4_K": (2048, 768, 128, 8, ("Q4_K", "Q4_K", "Q4_K"), False),
+    "Q5_K": (2048, 768, 128, 8, ("Q5_K", "Q5_K", "Q6_K"), False),
+    "Q8_0": (2048, 768, 128, 8, ("Q8_0", "Q8_0", "Q8_0"), False),
+    "BF16": (2048, 768, 128, 8, None, False),
+    "MXFP4-gpt-oss": (2880, 2880, 32, 4, ("MXFP4", "MXFP4", "MXFP4"), True),  # gpt-oss-20b
+}
+
+
+def layer_of(name: str, device):
+    hidden, inter, experts, top_k, types, gpt_oss = FORMATS[name]
+    generator = torch.Generator(device=device).manual_seed(0)
+    activation = ClampedSwiGlu(1.702, 7.0) if gpt_oss else SILU_GLU
+    bias = None
+    if gpt_oss:
+        bias = ExpertBias(gate_up=torch.randn(experts, 2 * inter, generator=generator, device=device).bfloat16() * 0.02,
+                          down=torch.randn(experts, hidden, generator=generator, device=device).bfloat16() * 0.02)
+    if types is None:
+        layout = DenseLayout(hidden, inter, torch.bfloat16, activation)
+        layout.bias = bias
+        table = (torch.randn(experts, layout.numel, generator=generator, device=device) * 0.02).bfloat16()
+        return layout, table, top_k
+    layout = QuantExpertFormat(hidden, inter, *types, activation=activation, bias=bias)
+    table = torch.zeros(experts, layout.slot_bytes, dtype=torch.uint8, device=device)
+    for spec in (layout.gate, layout.up, layout.down):
+        table[:, spec.byte_offset : spec.end] = random_blocks(spec, experts, generator, device)
+    return layout, table, top_k
+
+
+def routed(tokens: int, experts: int, top_k: int, device):
+    generator = torch.Generator(device=device).manual_seed(tokens)
+    logits = torch.randn(tokens, experts, generator=generator, device=device)
+    weights, ids = torch.topk(torch.softmax(logits, -1), top_k)
+    return ids, (weights / weights.sum(-1, keepdim=True)).bfloat16()
+
+
+def timed(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(times))
+
+
+def launches(fn) -> int:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type.name == "CUDA")
+
+
+def in_two_groups(layout, table, x, ids, weights):
+    """The grouped path as the pager runs it: the odd-numbered experts first, then the others, each from a
+    reversed copy of the table (expert e in row E - 1 - e)."""
+    dispatch, out = start_layer(x, ids.cpu().numpy(), weights)
+    moved, last = table.flip(0).contiguous(), table.shape[0] - 1
+    units = np.arange(dispatch.experts.size)
+    for group in (units[1::2], units[0::2]):
+        layout.run_group(moved, dispatch, group, last - dispatch.experts[group], out)
+    return combine_grouped(out, dispatch, ids)
+
+
+def probe(name: str, tokens: int, repeats: int, device) -> dict:
+    layout, table, top_k = layer_of(name, device)
+    ids, weights = routed(tokens, table.shape[0], top_k, device)
+    x = torch.randn(tokens, layout.hidden, device=device).bfloat16()
+    step = lambda: layout.run_blocks(x, ids, weights, table)  # noqa: E731
+    row = {"format": name, "tokens": tokens}
+    outputs = {}
+    for path, switch in (("per_expert", "0"), ("grouped", "1")):
+        os.environ[SWITCH] = switch
+        outputs[path] = step()
+        row[f"{path}_ms"] = timed(step, repeats)
+        row[f"{path}_launches"] = launches(step)
+    scale = outputs["per_expert"].float().abs().max().item()
+    row["max_diff_rel"] = (outputs["grouped"].float() - outputs["per_expert"].float()).abs().max().item() / scale
+    row["grouped_repeatable"] = bool(torch.equal(step(), outputs["grouped"]))
+    row["grouped_in_two_groups_equal"] = bool(torch.equal(in_two_groups(layout, table, x, ids, weights),
+                                                          outputs["grouped"]))
+    return row
+
+
+SWEEP = [(64, 32, 64, 8, 3), (64, 64, 128, 8, 2), (128, 64, 128, 8, 1), (32, 32, 64, 4, 2), (64, 16, 32, 4, 3)]
+
+
+def kernel_ms(layout, table, x, ids, weights, repeats: int):
+    """The grouped kernels of one layer-step alone -> (ms median, the two compiled kernels)."""
+    dispatch, rows = start_layer(x, ids.cpu().numpy(), weights)
+    units = np.arange(dispatch.experts.size)
+    expert = grouped_gemm.GroupedExpert.dense(layout.hidden, layout.intermediate, torch.bfloat16, layout.activation,
+                                              layout.bias) if isinstance(layout, DenseLayout) else layout.grouped
+    kernels = grouped_gemm.run_grouped(expert, table, dispatch, units, dispatch.experts, rows.clone())
+    times = []
+    for _ in range(repeats):
+        out = rows.clone()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        grouped_gemm.run_grouped(expert, table, dispatch, units, dispatch.experts, out)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return float(np.median(times)), kernels
+
+
+def sweep(name: str, tokens: int, repeats: int, device) -> list[dict]:
+    layout, table, top_k = layer_of(name, device)
+    ids, weights = routed(tokens, table.shape[0], top_k, device)
+    x = torch.randn(tokens, layout.hidden, device=device).bfloat16()
+    rows = []
+    for config in SWEEP:
+        (grouped_gemm.BM, grouped_gemm.BN_GATE_UP, grouped_gemm.BN_DOWN, grouped_gemm.NUM_WARPS,
+         grouped_gemm.NUM_STAGES) = config
+        row = {"format": name, "tokens": tokens, "config": config}
+        try:
+            row["kernels_ms"], kernels = kernel_ms(layout, table, x, ids, weights, repeats)
+            row["kernels"] = [{"shared": getattr(k.metadata, "shared", None), "registers": getattr(k, "n_regs", None),
+                               "spills": getattr(k, "n_spills", None)} for k in kernels]
+        except Exception as err:  # noqa: BLE001 - a configuration that does not fit is a result
+            row["error"] = f"{type(err).__name__}: {str(err)[:160]}"
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tokens", default="512,2048,8192")
+    parser.add_argument("--formats", default=",".join(FORMATS))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sweep", action="store_true", help="time the grouped kernels at each tile config")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    device = torch.device("cuda")
+    use_deterministic_kernels()
+    rows = []
+    for name in args.formats.split(","):
+        for tokens in [int(t) for t in args.tokens.split(",")]:
+            if args.sweep:
+                rows += sweep(name, tokens, args.repeats, device)
+            else:
+                rows.append(probe(name, tokens, args.repeats, device))
+                print(json.dumps(rows[-1]), flush=True)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / f"prefill_moe_{'sweep' if args.sweep else 'probe'}.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(),
+                                                                     "torch": torch.__version__, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Triton kernels of the grouped MoE GEMM (large steps): the (token, k) rows of a layer-step sorted by expert, one
+launch for gate_up (with the activation in its epilogue) and one for down (with the routing weight), each weight
+tile dequantized in the K loop (engine.quant.triton_kernels.tile) straight from the expert's slot row.
+
+Shape legend:
+    M   grouped rows: (token, k) entries sorted by expert; a tile is BM consecutive rows of one expert
+    N   output features (I for gate_up's two halves, D for down), K input features (D, then I)
+    BK  256 elements of K per step: one tile of triton_kernels.tile, whatever the block type
+
+Every (row tile, BN columns) program owns its output tile and reduces K in one fixed order (256 at a time, in
+ascending K), with one fixed tile shape: a row's result never depends on the other rows or experts of the launch,
+so computing the experts in one launch, or group by group as the pager fetches them, gives the same bits."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from engine.quant.triton_kernels import rounded, store_as, tile
+
+
+@triton.jit
+def weight_tile(matrix, n, n_ok, t, row_bytes, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.constexpr,
+                BN: tl.constexpr, DOT_TYPE: tl.constexpr):
+    """Rows n [BN] of the matrix at byte pointer `matrix`, K-tile t -> [BN, 256] in DOT_TYPE (each value the
+    dequantized float32 rounded to nearest, as dequantize() to that dtype gives it)."""
+    row = matrix + n.to(tl.int64)[:, None, None] * row_bytes  # [BN, 1, 1]
+    g = tl.arange(0, G)[None, :, None]
+    l = tl.arange(0, L)[None, None, :]
+    w = tile(row, t, g, l, n_ok[:, None, None], K, QTYPE, G, L)  # [BN, G, L] float32, element order
+    return tl.reshape(rounded(w, DOT_TYPE), (BN, G * L)).to(DOT_TYPE)
+
+
+@triton.jit
+def dot(a, b, acc, IEEE: tl.constexpr):
+    """acc + a @ b.T; fp32 operands multiply in full precision (IEEE), never TF32. Triton's interpreter computes a
+    16-bit dot wrongly, so there (IEEE set by the launcher) 16-bit operands are widened first: exact, and the
+    products are then exact in fp32 as on the tensor cores."""
+    if IEEE:
+        return tl.dot(a.to(tl.float32), tl.trans(b.to(tl.float32)), acc, input_precision="ieee")
+    else:
+        return tl.dot(a, tl.trans(b), acc)
+
+
+@triton.jit
+def row_tile(tiles_ptr, BM: tl.constexpr):
+    """This program's row tile: (slot row, expert id, rows [BM], row mask). Programs run column block fastest:
+    the programs of one row tile are neighbours, and so are an expert's tiles (its weights stay in L2)."""
+    entry = tiles_ptr + tl.program_id(1) * 4
+    slot = tl.load(entry).to(tl.int64)
+    expert = tl.load(entry + 1).to(tl.int64)
+    m = tl.load(entry + 2) + tl.arange(0, BM)
+    return slot, expert, m, m < tl.load(entry + 3)
+
+
+@triton.jit
+def grouped_gate_up(x_ptr, table_ptr, tiles_ptr, h_ptr, bias_ptr, slot_bytes, gate_offset, up_offset,
+                    gate_row_bytes, up_row_bytes, N, K, alpha, limit,
+                    GATE_TYPE: tl.constexpr, UP_TYPE: tl.constexpr, GATE_G: tl.constexpr, GATE_L: tl.constexpr,
+                    UP_G: tl.constexpr, UP_L: tl.constexpr, CLAMPED: tl.constexpr, HAS_BIAS: tl.constexpr,
+                    IEEE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """h[m, n] = act(gate[m, n], up[m, n]) for the rows m of each tile: gate = x @ Wg.T, up = x @ Wu.T of the
+    tile's expert (x [M, K], h [M, N]), each rounded to x's dtype, plus the expert's bias row [2N] if any.
+    act: silu(gate) * up, or (CLAMPED) gpt-oss's clamped SwiGLU, op by op in x's dtype as
+    engine.experts.activation computes it."""
+    DT: tl.constexpr = x_ptr.dtype.element_ty
+    slot, expert, m, m_ok = row_tile(tiles_ptr, BM)
+    n = tl.program_id(0) * BN + tl.arange(0, BN)
+    n_ok = n < N
+    block = table_ptr + slot * slot_bytes
+    acc_gate = tl.zeros([BM, BN], dtype=tl.float32)
+    acc_up = tl.zeros([BM, BN], dtype=tl.float32)
+    for t in range(0, tl.cdiv(K, 256)):
+        k = t * 256 + tl.arange(0, 256)
+        x = tl.load(x_ptr + m.to(tl.int64)[:, None] * K + k[None, :], mask=m_ok[:, None] & (k < K)[None, :],
+                    other=0.0)  # [BM, 256]
+        w = weight_tile(block + gate_offset, n, n_ok, t, gate_row_bytes, K, GATE_TYPE, GATE_G, GATE_L, BN, DT)
+        acc_gate = dot(x, w, acc_gate, IEEE)
+        w = weight_tile(block + up_offset, n, n_ok, t, up_row_bytes, K, UP_TYPE, UP_G, UP_L, BN, DT)
+        acc_up = dot(x, w, acc_up, IEEE)
+    gate = rounded(acc_gate, DT)
+    up = rounded(acc_up, DT)
+    if HAS_BIAS:
+        bias = bias_ptr + expert * 2 * N
+        gate = rounded(gate + tl.load(bias + n, mask=n_ok, other=0.0).to(tl.float32)[None, :], DT)
+        up = rounded(up + tl.load(bias + N + n, mask=n_ok, other=0.0).to(tl.float32)[None, :], DT)
+    if CLAMPED:
+        gate = tl.minimum(gate, limit)
+        up = tl.minimum(tl.maximum(up, -limit), limit)
+        scaled = rounded(gate * alpha, DT)
+        glu = rounded(gate * rounded(1.0 / (1.0 + tl.exp(-scaled)), DT), DT)
+        h = rounded((rounded(up + 1.0, DT)) * glu, DT)
+    else:
+        h = rounded(rounded(gate / (1.0 + tl.exp(-gate)), DT) * up, DT)
+    store_as(h_ptr + m.to(tl.int64)[:, None] * N + n[None, :], h, m_ok[:, None] & n_ok[None, :])
+
+
+@triton.jit
+def grouped_down(h_ptr, table_ptr, tiles_ptr, out_ptr, weights_ptr, bias_ptr, slot_bytes, down_offset, row_bytes,
+                 N, K, DOWN_TYPE: tl.constexpr, G: tl.constexpr, L: tl.constexpr, HAS_BIAS: tl.constexpr,
+                 IEEE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """out[m, n] = (h @ Wd.T)[m, n] (+ the expert's bias [N]) times the routing weight of row m, each step rounded
+    to h's dtype but the last product, computed in float32 and rounded once (as rows.mul_(weights) does)."""
+    DT: tl.constexpr = h_ptr.dtype.element_ty
+    slot, expert, m, m_ok = row_tile(tiles_ptr, BM)
+    n = tl.program_id(0) * BN + tl.arange(0, BN)
+    n_ok = n < N
+    matrix = table_ptr + slot * slot_bytes + down_offset
+    acc = tl.zeros([BM, BN], dtype=tl.float32)
+    for t in range(0, tl.cdiv(K, 256)):
+        k = t * 256 + tl.arange(0, 256)
+        h = tl.load(h_ptr + m.to(tl.int64)[:, None] * K + k[None, :], mask=m_ok[:, None] & (k < K)[None, :],
+                    other=0.0)  # [BM, 256]
+        w = weight_tile(matrix, n, n_ok, t, row_bytes, K, DOWN_TYPE, G, L, BN, DT)
+        acc = dot(h, w, acc, IEEE)
+    y = rounded(acc, DT)
+    if HAS_BIAS:
+        y = rounded(y + tl.load(bias_ptr + expert * N + n, mask=n_ok, other=0.0).to(tl.float32)[None, :], DT)
+    y = y * tl.load(weights_ptr + m, mask=m_ok, other=0.0).to(tl.float32)[:, None]
+    store_as(out_ptr + m.to(tl.int64)[:, None] * N + n[None, :], y, m_ok[:, None] & n_ok[None, :])

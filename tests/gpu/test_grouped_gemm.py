@@ -1,0 +1,70 @@
+"""The grouped MoE GEMM on the H200: `pytest -m gpu tests/gpu/test_grouped_gemm.py`. Every expert format within
+rounding of the per-expert path (what large steps ran before), the same bits in any grouping of the experts and
+from any slot rows, and a token's bits independent of the other tokens of the step."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from engine.experts.dense_layout import DenseLayout
+from engine.experts.dispatch import combine_grouped, start_layer
+from engine.quant.grouped_gemm import SWITCH, runs_grouped
+from tests.quant import test_grouped_gemm as cases
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    assert torch.cuda.is_available(), "GPU tests need CUDA"
+    return torch.device("cuda")
+
+
+def on(device, layout, table):
+    if layout.bias is not None:
+        layout.bias = type(layout.bias)(layout.bias.gate_up.to(device), layout.bias.down.to(device))
+    return layout, table.to(device)
+
+
+def per_expert_on_cuda(layout, table, x, ids, weights, monkeypatch):
+    monkeypatch.setenv(SWITCH, "0")
+    assert not runs_grouped(x.device, layout.activation)
+    dispatch, out = start_layer(x, ids.cpu().numpy(), weights)
+    for u, expert in enumerate(dispatch.experts):
+        layout.run_expert(table[int(expert)], dispatch, u, out)
+    monkeypatch.delenv(SWITCH)
+    return combine_grouped(out, dispatch, ids)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("case", list(cases.CASES))
+def test_grouped_matches_the_per_expert_path(cuda, case, dtype, monkeypatch):
+    layout, table = on(cuda, *cases.CASES[case]())
+    if isinstance(layout, DenseLayout):
+        if layout.dtype != dtype and layout.dtype != torch.bfloat16:
+            pytest.skip("dense blocks compute in their own dtype")
+        dtype = layout.dtype
+    cases.cast_bias(layout, dtype)
+    x, ids, weights = (t.to(cuda) for t in cases.inputs(layout.hidden, dtype))
+    assert runs_grouped(cuda, layout.activation) and os.environ.get(SWITCH, "1") != "0"
+    got = layout.run_blocks(x, ids, weights, table)
+    expected = per_expert_on_cuda(layout, table, x, ids, weights, monkeypatch).float()
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got.float(), expected, rtol=tolerance, atol=tolerance * expected.abs().max().item())
+    assert torch.equal(layout.run_blocks(x, ids, weights, table), got)  # repeatable
+
+
+@pytest.mark.parametrize("case", ["Q4_K_M", "MXFP4-gpt-oss", "BF16"])
+def test_grouped_bits_do_not_depend_on_groups_slots_or_other_tokens(cuda, case):
+    layout, table = on(cuda, *cases.CASES[case]())
+    cases.cast_bias(layout, torch.bfloat16)
+    x, ids, weights = (t.to(cuda) for t in cases.inputs(layout.hidden, torch.bfloat16, seed=1))
+    whole = cases.grouped(layout, table, x, ids, weights)
+    assert torch.equal(cases.grouped(layout, table, x, ids, weights, groups=2, moved=True), whole)
+    assert torch.equal(cases.grouped(layout, table, x, ids, weights, groups=3), whole)
+    for t in (0, 57):
+        alone = cases.grouped(layout, table, x[t : t + 1], ids[t : t + 1], weights[t : t + 1])
+        assert torch.equal(alone, whole[t : t + 1])

@@ -1,0 +1,163 @@
+"""The grouped MoE GEMM of large steps (engine.quant.grouped_gemm) in Triton's interpreter on small shapes, for every
+expert format: within rounding of the per-expert path (dequantize, then engine.experts.kernel.run_expert), and
+the same bits whichever group an expert runs in and whichever slot row holds it (the pager's chunking)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from engine.experts.activation import SILU_GLU, ClampedSwiGlu, ExpertBias
+from engine.experts.dense_layout import DenseLayout
+from engine.experts.dispatch import combine_grouped, plan_dispatch, start_layer
+from engine.quant import expert_format, grouped_gemm
+from engine.quant.expert_format import QuantExpertFormat
+from engine.quant.grouped_gemm import BM, MAX_ROWS_PER_EXPERT, row_tiles, runs_grouped
+from engine.triton_support import HAS_TRITON
+from tests.quant.blocks import random_experts
+from tests.quant.moe_reference import FORMATS, routed
+
+pytestmark = pytest.mark.skipif(not HAS_TRITON or os.environ.get("TRITON_INTERPRET") != "1",
+                                reason="needs Triton's interpreter (tests/conftest.py turns it on without CUDA)")
+E, TOP_K = 3, 2
+TOKENS = 100  # ~67 rows per expert: two row tiles each (the tests of bits and of the tiles)
+FEW_TOKENS = 24  # the tests of values
+GPT_OSS = ClampedSwiGlu(1.702, 7.0)
+
+
+def quant_layer(types, hidden=256, intermediate=256, activation=SILU_GLU, with_bias=False):
+    bias = biases(hidden, intermediate) if with_bias else None
+    layout = QuantExpertFormat(hidden, intermediate, *types, activation=activation, bias=bias)
+    table, _ = random_experts(layout, E, seed=1)
+    return layout, table
+
+
+def dense_layer(dtype, activation=SILU_GLU, with_bias=False, hidden=256, intermediate=128):
+    layout = DenseLayout(hidden, intermediate, dtype, activation)
+    layout.bias = biases(hidden, intermediate) if with_bias else None
+    g = torch.Generator().manual_seed(2)
+    return layout, (torch.randn(E, layout.numel, generator=g) * 0.05).to(dtype)
+
+
+def biases(hidden: int, intermediate: int) -> ExpertBias:
+    g = torch.Generator().manual_seed(9)
+    return ExpertBias(gate_up=torch.randn(E, 2 * intermediate, generator=g) * 0.1,
+                      down=torch.randn(E, hidden, generator=g) * 0.1)
+
+
+def cast_bias(layout, dtype):
+    bias = layout.bias
+    if bias is not None:
+        layout.bias = ExpertBias(bias.gate_up.to(dtype), bias.down.to(dtype))
+
+
+def per_expert(layout, table, x, ids, weights):
+    """The reference: engine.experts.kernel's math one expert at a time (the CPU's large-step path)."""
+    dispatch, out = start_layer(x, ids.cpu().numpy(), weights)
+    for u, expert in enumerate(dispatch.experts):
+        layout.run_expert(table[int(expert)], dispatch, u, out)
+    return combine_grouped(out, dispatch, ids)
+
+
+def grouped(layout, table, x, ids, weights, groups=1, moved=False):
+    """The grouped kernels over the experts in `groups` interleaved groups; moved: from a reversed table."""
+    dispatch, out = start_layer(x, ids.cpu().numpy(), weights)
+    units = np.arange(dispatch.experts.size)
+    source = table.flip(0).contiguous() if moved else table
+    for g in range(groups):
+        part = units[g::groups]
+        slots = E - 1 - dispatch.experts[part] if moved else dispatch.experts[part]
+        grouped_gemm.run_grouped(grouped_spec(layout), source, dispatch, part, slots, out)
+    return combine_grouped(out, dispatch, ids)
+
+
+def grouped_spec(layout):
+    if isinstance(layout, DenseLayout):
+        return grouped_gemm.GroupedExpert.dense(layout.hidden, layout.intermediate, layout.dtype, layout.activation,
+                                                layout.bias)
+    return layout.grouped
+
+
+def inputs(hidden, dtype, seed=0, tokens=TOKENS):
+    ids, weights = routed(tokens, E, TOP_K, seed)
+    x = torch.randn(tokens, hidden, generator=torch.Generator().manual_seed(seed)) * 0.5
+    return x.to(dtype), ids, weights.to(dtype)
+
+
+CASES = {  # name: a layer builder
+    **{name: (lambda types=types: quant_layer(types)) for name, types in FORMATS.items()},
+    "Q8_0-partial-tiles": lambda: quant_layer(("Q8_0",) * 3, hidden=288, intermediate=96),
+    "MXFP4-gpt-oss": lambda: quant_layer(("MXFP4",) * 3, hidden=288, intermediate=160, activation=GPT_OSS,
+                                         with_bias=True),
+    "BF16": lambda: dense_layer(torch.bfloat16),
+    "F16": lambda: dense_layer(torch.float16),
+    "F32-gpt-oss": lambda: dense_layer(torch.float32, GPT_OSS, with_bias=True),
+}
+
+
+VALUE_CASES = [(case, torch.bfloat16) for case in CASES if not case.startswith("F")]
+VALUE_CASES += [("Q4_K_M", torch.float32), ("MXFP4-gpt-oss", torch.float32), ("F16", torch.float16),
+                ("F32-gpt-oss", torch.float32)]
+
+
+@pytest.mark.parametrize("case,dtype", VALUE_CASES, ids=[f"{c}-{str(d)[6:]}" for c, d in VALUE_CASES])
+def test_grouped_matches_the_per_expert_path(case, dtype):
+    layout, table = CASES[case]()
+    cast_bias(layout, dtype)
+    x, ids, weights = inputs(layout.hidden, dtype, tokens=FEW_TOKENS)
+    expected = per_expert(layout, table, x, ids, weights).float()
+    got = grouped(layout, table, x, ids, weights)
+    assert got.dtype == x.dtype and torch.isfinite(got.float()).all()
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got.float(), expected, rtol=tolerance, atol=tolerance * expected.abs().max().item())
+
+
+@pytest.mark.parametrize("case", ["Q4_K_M", "MXFP4-gpt-oss", "BF16"])
+def test_grouped_bits_do_not_depend_on_groups_or_slots(case):
+    layout, table = CASES[case]()
+    dtype = torch.bfloat16
+    cast_bias(layout, dtype)
+    x, ids, weights = inputs(layout.hidden, dtype, seed=1)
+    whole = grouped(layout, table, x, ids, weights)
+    assert torch.equal(grouped(layout, table, x, ids, weights, groups=2, moved=True), whole)
+    assert torch.equal(grouped(layout, table, x, ids, weights, groups=3), whole)
+
+
+def test_a_tokens_bits_do_not_depend_on_the_other_tokens():
+    layout, table = CASES["Q4_K_M"]()
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=2)
+    whole = grouped(layout, table, x, ids, weights)
+    for t in (0, 57):
+        alone = grouped(layout, table, x[t : t + 1], ids[t : t + 1], weights[t : t + 1])
+        assert torch.equal(alone, whole[t : t + 1])
+
+
+def test_row_tiles_cover_each_experts_span_once():
+    ids = torch.tensor([[0, 2]] * 70 + [[2, 1]] * 5)
+    dispatch = plan_dispatch(ids.numpy(), torch.ones(75, 2))
+    tiles = row_tiles(dispatch, np.array([2, 0]), np.array([7, 4]), "cpu")
+    # rows: expert 0 owns 0..69, expert 1 70..74, expert 2 75..149; units 2 and 0 sit in slots 7 and 4
+    assert tiles.tolist() == [[7, 2, 75, 150], [7, 2, 75 + BM, 150], [4, 0, 0, 70], [4, 0, BM, 70]]
+
+
+def test_layouts_take_the_grouped_path_where_it_runs(monkeypatch):
+    layout, table = CASES["Q4_K_M"]()
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=3)
+    monkeypatch.setattr(expert_format, "runs_grouped", lambda *args: True)
+    assert torch.equal(layout.run_blocks(x, ids, weights, table), grouped(layout, table, x, ids, weights))
+
+
+def test_long_prompts_run_expert_by_expert():
+    """Past MAX_ROWS_PER_EXPERT rows per expert each expert's own GEMM is faster; the step's routing decides."""
+    cuda = torch.device("cuda")  # only its type is read
+
+    def dispatch(rows: int):
+        ids = np.array([[0, 1]] * rows)  # every row uses experts 0 and 1
+        return plan_dispatch(ids, torch.ones(rows, 2))
+
+    assert runs_grouped(cuda, SILU_GLU, dispatch(MAX_ROWS_PER_EXPERT))
+    assert not runs_grouped(cuda, SILU_GLU, dispatch(MAX_ROWS_PER_EXPERT + 1))
+    assert not runs_grouped(torch.device("cpu"), SILU_GLU, dispatch(4))
