@@ -197,7 +197,8 @@ class Engine:
                 self._admit(submission)
         elif item[0] == "cancel":
             self._emit(self._core.cancel(item[1]))
-            if not self._core.has_work:  # a cancel can drain the engine: that is a barrier too
+            if not self._core.has_work:  # a cancel can drain the engine: idle, and a barrier too
+                self._core.throughput.idle()
                 self._announce(self._core.memory.at_barrier())
         elif item[0] == "budget":
             self._announce(self._core.memory.request_budget(item[1]))
