@@ -19,6 +19,7 @@ from app.engine_bridge import EngineBridge
 from app.error_dialog import show_error
 from app.icons import icon
 from app.launch_options import DEMO, LaunchOptions
+from app.log_folder_dialog import LogFolderDialog
 from app.logs import setup_logging
 from app.memory.budget_controller import BudgetController
 from app.memory.budget_range import budget_range
@@ -63,6 +64,7 @@ class MainWindowWidget(QMainWindow):
         self._restore()
         self._picker: ModelPickerDialog | None = None
         self._host_budget_dialog: HostBudgetDialog | None = None
+        self.log_folder_dialog: LogFolderDialog | None = None  # shown when no file manager opens the logs
         self._host_total_bytes: int | None = None
         self._announced_engine = None
         if store_problem:
@@ -329,7 +331,9 @@ class MainWindowWidget(QMainWindow):
 
     @Slot()
     def _on_open_logs_triggered(self) -> None:
-        QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.log_dir)))
+        if not QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.log_dir))):  # no desktop launcher
+            self.log_folder_dialog = LogFolderDialog(self.paths.log_dir, self.paths.log_file.name, self)
+            self.log_folder_dialog.open()
 
     @Slot()
     def _on_style_hints_color_scheme_changed(self, *_) -> None:
