@@ -6,6 +6,7 @@ import json
 from datetime import datetime, timezone
 
 from app.chat.conversation_store import Conversation, Message
+from app.chat.markdown_render import fenced
 
 
 def to_markdown(conversation: Conversation, messages: list[Message]) -> str:
@@ -16,7 +17,7 @@ def to_markdown(conversation: Conversation, messages: list[Message]) -> str:
         parts += [f"## {message.role.capitalize()}", ""]
         if message.info.get("reasoning"):
             parts += ["<details><summary>Reasoning</summary>", "", message.info["reasoning"], "", "</details>", ""]
-        parts += [f"```\n{message.content}\n```" if message.kind == "completion" else message.content, ""]
+        parts += [fenced(message.content) if message.kind == "completion" else message.content, ""]
     return "\n".join(parts)
 
 

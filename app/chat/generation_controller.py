@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -19,6 +19,7 @@ from app.engine_api import api
 
 log = logging.getLogger(__name__)
 SAVE_INTERVAL_S = 1.0
+CODE_STOPS = ("```",)
 
 
 @dataclass(frozen=True)
@@ -83,8 +84,10 @@ class GenerationController(QObject):
         return self._ask(Message("user", text, info=info))
 
     def continue_code(self, code: str) -> bool:
-        """Send code as a raw completion prompt: the model continues it instead of chatting about it."""
-        return self._ask(Message("user", code, kind="completion"))
+        """Send code as a raw completion prompt: the model continues it instead of chatting about it. Trailing
+        line breaks and spaces are left for the model to write: tokenizers merge a line break with the next line's
+        indent ("\\n    " is one token), so a prompt ending in a bare line break reads as the end of a block."""
+        return self._ask(Message("user", code.rstrip(), kind="completion"))
 
     def regenerate(self, index: int) -> bool:
         """Replace the assistant message at `index` (and everything after it) with a new reply."""
@@ -147,8 +150,8 @@ class GenerationController(QObject):
         settings = self._settings_source()
         sampling = engine_api.SamplingParams(max_tokens=settings.max_tokens, temperature=settings.temperature,
                                              top_p=settings.top_p)
-        if history[-1].kind == "completion":
-            return engine_api.GenerateRequest(prompt=history[-1].content, sampling=sampling)
+        if history[-1].kind == "completion":  # a chat model closing its code block ends the continuation
+            return engine_api.GenerateRequest(prompt=history[-1].content, sampling=replace(sampling, stop=CODE_STOPS))
         system = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
         # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
         chat = [{"role": m.role, "content": prompt_content(m)} for m in history]
