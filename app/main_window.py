@@ -181,6 +181,11 @@ class MainWindowWidget(QMainWindow):
                                             gguf_engine=self.settings.gguf_engine,
                                             host_budget_bytes=self.settings.host_budget_bytes))
 
+    def load_model_at(self, model: str | None, budget_bytes: int) -> bool:
+        """Load a model at this budget (the picker's "Load at the minimum"); the slider shows it."""
+        self.memory_panel.budget_slider.set_budget(budget_bytes)
+        return self.load_model(model)
+
     def open_model_picker(self) -> ModelPickerDialog:
         budget = self.memory_panel.budget_slider.budget_bytes
         request = self.loader.request if self.loader.engine is not None else None
@@ -190,6 +195,7 @@ class MainWindowWidget(QMainWindow):
                                          remote_servers=self.settings.remote_servers, device=self.launch.device,
                                          loaded=loaded, gguf_engine=self.settings.gguf_engine)
         self._picker.model_chosen.connect(self.load_model)
+        self._picker.model_chosen_at_minimum.connect(self.load_model_at)
         self._picker.folders_changed.connect(lambda folders: self._save_settings(model_folders=folders))
         self._picker.remote_servers_changed.connect(lambda servers: self._save_settings(remote_servers=servers))
         self._picker.open()
@@ -280,7 +286,7 @@ class MainWindowWidget(QMainWindow):
         self.server_panel.set_model_ready()
         self.chat.code_context.set_token_counter(TokenCounter(info.path))
         plan = self.loader.engine.stats().plan  # a model kept after a refused load may have re-planned since
-        self.budget.show_plan(plan)
+        self.budget.show_plan(plan, is_kept=self.loader.engine is self._announced_engine)
         self.budget.fetch_marks(self.loader.request)
         self.memory_panel.refresh()
         if self.loader.engine is not self._announced_engine:  # a refused load keeps the model already announced
