@@ -37,6 +37,8 @@ from app.theme import apply_theme, resolve_theme
 from app.window_geometry import GeometrySaver, restore_geometry
 from app.window_actions import build_menus, build_tool_bar, create_actions
 
+CONTEXT_RECOUNT_MS = 150  # the status bar's context count follows typing in the system prompt at this pace
+
 
 class MainWindowWidget(QMainWindow):
     def __init__(self, launch: LaunchOptions = LaunchOptions()):
@@ -58,7 +60,8 @@ class MainWindowWidget(QMainWindow):
         self.loader.add_release_hook(self.server.release)
         self.conversation = ConversationModel(self.store, self)
         self.generation = GenerationController(self.conversation, self.bridge, lambda: self.loader.engine,
-                                               lambda: self.chat.settings_bar.settings(), self)
+                                               lambda: self.chat.settings_bar.settings(), self,
+                                               policy_source=lambda: self.conversation.context_policy)
         self._build_widgets()
         self._connect()
         self._restore()
@@ -138,6 +141,13 @@ class MainWindowWidget(QMainWindow):
         self.server.failed.connect(lambda message: show_error(self, "Could not start the API server", message))
         self.server.started.connect(lambda url: self._save_settings(server_port=self.server_panel.port))
         self.generation.context_used.connect(self.status.show_context)
+        self._context_timer = QTimer(self, singleShot=True, interval=CONTEXT_RECOUNT_MS)
+        self._context_timer.timeout.connect(self.generation.refresh_context)
+        for signal in (self.conversation.reset, self.conversation.truncated, self.conversation.context_policy_changed,
+                       self.chat.settings_bar.changed, self.chat.settings_bar.prompt_edit.textChanged):
+            signal.connect(self._context_timer.start)
+        self.status.policy_chosen.connect(self.conversation.set_context_policy)
+        self.conversation.reset.connect(lambda: self.status.show_policy(self.conversation.context_policy))
         self.generation.busy_changed.connect(self._on_generation_busy_changed)
         self.conversations.conversation_activated.connect(self.open_conversation)
         self.conversations.conversation_deleted.connect(self._on_conversations_conversation_deleted)
@@ -275,6 +285,7 @@ class MainWindowWidget(QMainWindow):
     def _on_loader_loading(self, text: str) -> None:
         self.generation.abandon()
         self.chat.set_ready(False)
+        self.status.clear_context()
         self.status.show_loading(text)
         self.server_panel.set_model_loading()
 
@@ -289,6 +300,7 @@ class MainWindowWidget(QMainWindow):
         self.budget.show_plan(plan, is_kept=self.loader.engine is self._announced_engine)
         self.budget.fetch_marks(self.loader.request)
         self.memory_panel.refresh()
+        self.generation.refresh_context()  # another model: another context length and tokenizer
         if self.loader.engine is not self._announced_engine:  # a refused load keeps the model already announced
             self._announced_engine = self.loader.engine
             self.memory_panel.plan_log.add_text(f"serving {info.name}: {plan_summary(plan, format_bytes)}")
@@ -298,6 +310,7 @@ class MainWindowWidget(QMainWindow):
     @Slot()
     def _on_loader_unloaded(self) -> None:
         self.chat.set_ready(False)
+        self.status.clear_context()
         self.status.show_no_model()
         self.server_panel.set_no_model()
 

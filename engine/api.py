@@ -38,6 +38,7 @@ EventCallback = Callable[[Event], None]
 STATS_PERIOD_S = 0.1  # how stale Engine.stats() may get while generating (the app's live charts poll it)
 PlanListener = Callable[[PlanEvent], None]
 HANDLE_POLL_S = 0.5  # how often a waiting RequestHandle checks that the engine thread still runs
+UNLIMITED_CONTEXT = 2**62  # counting a prompt checks no context length
 
 
 class RequestHandle:
@@ -117,6 +118,17 @@ class Engine:
     def cancel(self, request_id: str) -> None:
         """Stop a request after the current step; it finishes with reason "cancelled"."""
         self._inbox.put(("cancel", request_id))
+
+    def count_prompt_tokens(self, request: GenerateRequest) -> int | None:
+        """How many tokens `request`'s prompt has on this model (chat template applied, context length not
+        checked), or None where the tokenizer is not here (a remote server). Any thread: it runs on the engine
+        thread between two steps, so it waits for the step in progress."""
+        from engine.generation.prompt import prompt_token_ids
+
+        tokenizer = getattr(self._core, "tokenizer", None)
+        if tokenizer is None:
+            return None
+        return self._on_engine_thread(lambda: len(prompt_token_ids(request, tokenizer, UNLIMITED_CONTEXT)))
 
     def set_budget(self, budget_bytes: int | None) -> None:
         """Re-plan device memory for a new budget at the next drained barrier (nothing running).

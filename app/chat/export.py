@@ -13,7 +13,7 @@ def to_markdown(conversation: Conversation, messages: list[Message]) -> str:
     parts = [f"# {conversation.title}", ""]
     if conversation.system_prompt:
         parts += ["> **System:** " + conversation.system_prompt.replace("\n", "\n> "), ""]
-    for message in messages:
+    for message in (m for m in messages if not m.is_empty_failure):
         parts += [f"## {message.role.capitalize()}", ""]
         if message.info.get("reasoning"):
             parts += ["<details><summary>Reasoning</summary>", "", message.info["reasoning"], "", "</details>", ""]
