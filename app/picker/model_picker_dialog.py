@@ -66,8 +66,10 @@ class ModelPickerDialog(QDialog):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.verticalHeader().hide()
         self.table.setWordWrap(False)  # one line per model; the full fit is in the tooltip
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # the fit is read whole
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # a long name is what gives way (elided)
+        header.setStretchLastSection(False)
         self.status_label = QLabel("Scanning…", self, objectName="mutedLabel", wordWrap=True)
         self.add_folder_button = QPushButton("Add folder…", self)
         self.add_file_button = QPushButton("Add GGUF file…", self)

@@ -20,6 +20,7 @@ from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
 from engine.model.loader import Progress, read_args
 from engine.model.registry import architecture
+from engine.units import format_bytes
 
 OUT_TYPES = ("f32", "f16", "bf16", "q8_0")
 
@@ -179,7 +180,7 @@ def convert_command(cli_args) -> int:
     progress = print_progress if sys.stderr.isatty() else None
     result = convert(Path(cli_args.model_dir).expanduser(), Path(cli_args.out).expanduser(), cli_args.type, progress)
     print(f"wrote {result.path} ({result.architecture}, {result.num_tensors} tensors, "
-          f"{result.size_bytes / 2**20:.1f} MiB)", file=sys.stderr)
+          f"{format_bytes(result.size_bytes)})", file=sys.stderr)
     return 0
 
 
