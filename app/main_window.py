@@ -19,6 +19,7 @@ from app.engine_bridge import EngineBridge
 from app.error_dialog import show_error
 from app.icons import icon
 from app.launch_options import DEMO, LaunchOptions
+from app.log_folder_dialog import LogFolderDialog
 from app.logs import setup_logging
 from app.memory.budget_controller import BudgetController
 from app.memory.budget_range import budget_range
@@ -35,6 +36,8 @@ from app.status_bar_widget import StatusBarWidget
 from app.theme import apply_theme, resolve_theme
 from app.window_geometry import GeometrySaver, restore_geometry
 from app.window_actions import build_menus, build_tool_bar, create_actions
+
+CONTEXT_RECOUNT_MS = 150  # the status bar's context count follows typing in the system prompt at this pace
 
 
 class MainWindowWidget(QMainWindow):
@@ -57,12 +60,14 @@ class MainWindowWidget(QMainWindow):
         self.loader.add_release_hook(self.server.release)
         self.conversation = ConversationModel(self.store, self)
         self.generation = GenerationController(self.conversation, self.bridge, lambda: self.loader.engine,
-                                               lambda: self.chat.settings_bar.settings(), self)
+                                               lambda: self.chat.settings_bar.settings(), self,
+                                               policy_source=lambda: self.conversation.context_policy)
         self._build_widgets()
         self._connect()
         self._restore()
         self._picker: ModelPickerDialog | None = None
         self._host_budget_dialog: HostBudgetDialog | None = None
+        self.log_folder_dialog: LogFolderDialog | None = None  # shown when no file manager opens the logs
         self._host_total_bytes: int | None = None
         self._announced_engine = None
         if store_problem:
@@ -136,6 +141,13 @@ class MainWindowWidget(QMainWindow):
         self.server.failed.connect(lambda message: show_error(self, "Could not start the API server", message))
         self.server.started.connect(lambda url: self._save_settings(server_port=self.server_panel.port))
         self.generation.context_used.connect(self.status.show_context)
+        self._context_timer = QTimer(self, singleShot=True, interval=CONTEXT_RECOUNT_MS)
+        self._context_timer.timeout.connect(self.generation.refresh_context)
+        for signal in (self.conversation.reset, self.conversation.truncated, self.conversation.context_policy_changed,
+                       self.chat.settings_bar.changed, self.chat.settings_bar.prompt_edit.textChanged):
+            signal.connect(self._context_timer.start)
+        self.status.policy_chosen.connect(self.conversation.set_context_policy)
+        self.conversation.reset.connect(lambda: self.status.show_policy(self.conversation.context_policy))
         self.generation.busy_changed.connect(self._on_generation_busy_changed)
         self.conversations.conversation_activated.connect(self.open_conversation)
         self.conversations.conversation_deleted.connect(self._on_conversations_conversation_deleted)
@@ -180,6 +192,11 @@ class MainWindowWidget(QMainWindow):
                                             gguf_engine=self.settings.gguf_engine,
                                             host_budget_bytes=self.settings.host_budget_bytes))
 
+    def load_model_at(self, model: str | None, budget_bytes: int) -> bool:
+        """Load a model at this budget (the picker's "Load at the minimum"); the slider shows it."""
+        self.memory_panel.budget_slider.set_budget(budget_bytes)
+        return self.load_model(model)
+
     def open_model_picker(self) -> ModelPickerDialog:
         budget = self.memory_panel.budget_slider.budget_bytes
         request = self.loader.request if self.loader.engine is not None else None
@@ -189,6 +206,7 @@ class MainWindowWidget(QMainWindow):
                                          remote_servers=self.settings.remote_servers, device=self.launch.device,
                                          loaded=loaded, gguf_engine=self.settings.gguf_engine)
         self._picker.model_chosen.connect(self.load_model)
+        self._picker.model_chosen_at_minimum.connect(self.load_model_at)
         self._picker.folders_changed.connect(lambda folders: self._save_settings(model_folders=folders))
         self._picker.remote_servers_changed.connect(lambda servers: self._save_settings(remote_servers=servers))
         self._picker.open()
@@ -268,6 +286,7 @@ class MainWindowWidget(QMainWindow):
     def _on_loader_loading(self, text: str) -> None:
         self.generation.abandon()
         self.chat.set_ready(False)
+        self.status.clear_context()
         self.status.show_loading(text)
         self.server_panel.set_model_loading()
 
@@ -280,9 +299,10 @@ class MainWindowWidget(QMainWindow):
         self.server_panel.set_model_ready()
         self.chat.code_context.set_token_counter(TokenCounter(info.path))
         plan = self.loader.engine.stats().plan  # a model kept after a refused load may have re-planned since
-        self.budget.show_plan(plan)
+        self.budget.show_plan(plan, is_kept=self.loader.engine is self._announced_engine)
         self.budget.fetch_marks(self.loader.request)
         self.memory_panel.refresh()
+        self.generation.refresh_context()  # another model: another context length and tokenizer
         if self.loader.engine is not self._announced_engine:  # a refused load keeps the model already announced
             self._announced_engine = self.loader.engine
             self.memory_panel.plan_log.add_text(f"serving {info.name}: {plan_summary(plan, format_bytes)}")
@@ -292,6 +312,7 @@ class MainWindowWidget(QMainWindow):
     @Slot()
     def _on_loader_unloaded(self) -> None:
         self.chat.set_ready(False)
+        self.status.clear_context()
         self.status.show_no_model()
         self.server_panel.set_no_model()
 
@@ -331,7 +352,9 @@ class MainWindowWidget(QMainWindow):
 
     @Slot()
     def _on_open_logs_triggered(self) -> None:
-        QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.log_dir)))
+        if not QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.paths.log_dir))):  # no desktop launcher
+            self.log_folder_dialog = LogFolderDialog(self.paths.log_dir, self.paths.log_file.name, self)
+            self.log_folder_dialog.open()
 
     @Slot()
     def _on_style_hints_color_scheme_changed(self, *_) -> None:

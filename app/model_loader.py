@@ -11,7 +11,7 @@ Release hooks (e.g. the app's API server) run just before an engine is closed, s
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -73,16 +73,19 @@ def user_message(error: BaseException) -> str:
 
 def check_before_unload(request: LoadRequest) -> None:
     """Worker thread: raise _RefusedBeforeUnload if the model cannot be used at this budget."""
-    if request.model is None or request.is_remote:
+    if request.is_remote:
         return
     engine_api = api()
     try:
+        if request.model is None:  # the bundled demo is checked as any folder is
+            engine_api.engine_plan(request.options())
+            return
         path = Path(request.model).expanduser().resolve()
         entries = [e for e in engine_api.scan_models([str(path)]) if Path(e.path) == path]
         if entries and entries[0].error:
             raise engine_api.WispError(entries[0].error)
         if path.is_dir() and (path / "config.json").exists():
-            engine_api.estimate_plan(str(path), request.budget_bytes)
+            engine_api.engine_plan(request.options())
         elif request.is_gguf:
             check_gguf_plan(request)
     except engine_api.WispError as err:
@@ -145,6 +148,7 @@ class ModelLoader(QObject):
         self._request: LoadRequest | None = None
         self.refused_request: LoadRequest | None = None  # the last load refused for its budget
         self._is_loading = False
+        self._queued: LoadRequest | None = None  # asked for while another load ran: it starts next
         self._is_shut_down = False
         self._release_hooks: list[Callable[[object], None]] = []
 
@@ -172,11 +176,16 @@ class ModelLoader(QObject):
         engine.close()
 
     def load(self, request: LoadRequest) -> bool:
-        """Start loading; False if a load is already running."""
-        if self._is_loading or self._is_shut_down:
+        """Start loading; while another load runs, this one waits and starts when it ends (the newest request
+        wins). False after shutdown."""
+        if self._is_shut_down:
             return False
+        if self._is_loading:
+            self._queued = request
+            return True
         self._is_loading = True
         self.loading.emit(f"Loading {request.display_name}…")
+        self._request = self._with_budget_in_force(self._request)
         old_engine, previous = self._engine, self._request
         bridge = self._bridge
 
@@ -195,6 +204,18 @@ class ModelLoader(QObject):
                           on_progress=self.progressed.emit)
         return True
 
+    def _with_budget_in_force(self, request: LoadRequest | None) -> LoadRequest | None:
+        """The serving model's request with the budget it runs at now (the slider may have changed it since it
+        loaded), so that loading it again after a failed switch keeps that budget."""
+        if request is None or self._engine is None or request.is_remote:
+            return request
+        budget = self._engine.stats().plan.budget_bytes
+        return request if budget is None else replace(request, budget_bytes=budget)
+
+    def _start_queued(self) -> bool:
+        queued, self._queued = self._queued, None
+        return queued is not None and not self._is_shut_down and self.load(queued)
+
     def _on_load_task_succeeded(self, engine, request: LoadRequest) -> None:
         self._is_loading = False
         if self._is_shut_down:
@@ -203,6 +224,7 @@ class ModelLoader(QObject):
         self._engine, self._request = engine, request
         log.info("loaded %s: %s", engine.info.name, engine.info.plan)
         self.ready.emit(engine.info)
+        self._start_queued()
 
     def _on_load_task_failed(self, error: BaseException, previous: LoadRequest | None, old_engine,
                              request: LoadRequest) -> None:
@@ -218,11 +240,14 @@ class ModelLoader(QObject):
             return
         if kept_old and old_engine is not None:
             self.ready.emit(old_engine.info)
-        elif not kept_old and previous is not None:
-            self._engine = None
+            self._start_queued()
+            return
+        self._engine = None
+        if self._start_queued():
+            return
+        if previous is not None:
             self.load(previous)
         else:
-            self._engine = None
             self.unloaded.emit()
 
     def shutdown(self) -> None:

@@ -2,12 +2,15 @@
 
     xvfb-run -s "-screen 0 1600x1000x24" python docs/make_screenshots.py
 
-Chat mode (light theme) and code mode (dark theme), each with the live memory panel, after moving the budget
-so that the demo model pages its experts (8 of 16 slots per layer); the memory panel alone while a reply streams
-(rates over the last seconds, the controller's status and decisions); the budget slider with its marks."""
+Chat mode (light theme) and code mode (dark theme, with a code continuation), each with the live memory panel,
+after moving the budget so that the demo model pages its experts (8 of 16 slots per layer); the memory panel alone
+while a reply streams (rates over the last seconds, the controller's status and decisions) and after Stop (the
+rates back at idle); the budget slider with its marks; the model picker offering to load the demo at its minimum
+when the budget is set below it."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 import time
@@ -76,6 +79,23 @@ def panel_while_streaming(window) -> None:
     save_small(panel, "screenshot-memory-panel.png")
     window.generation.stop()
     wait_until(lambda: not window.generation.is_busy)
+    wait_until(lambda: panel.decode_chart.values[-1] == 0.0)  # Stop marks the engine idle
+    pause(1.0)
+    save_small(panel, "screenshot-panel-after-stop.png")
+
+
+def picker_minimum_offer(window) -> None:
+    """The picker at a budget below the demo's minimum: the demo row says so and the picker offers the minimum."""
+    slider = window.memory_panel.budget_slider
+    slider.set_budget(window.loader.engine.stats().plan.dense_bytes + 300 * MiB)  # shown, not applied
+    picker = window.open_model_picker()
+    picker.resize(960, 300)
+    wait_until(lambda: picker.model.rowCount() > 0)
+    picker.select_row(next(i for i, row in enumerate(picker.model.rows) if row.entry.source == "demo"))
+    pause(0.5)
+    save_small(picker, "screenshot-picker-minimum.png")
+    picker.reject()
+    slider.set_budget(window.loader.engine.stats().plan.budget_bytes)
 
 
 def main() -> None:
@@ -95,16 +115,21 @@ def main() -> None:
     window.grab().save(str(ROOT / "docs" / "screenshot-chat.png"))
     panel_while_streaming(window)
     save_small(window.memory_panel.budget_slider, "screenshot-budget-slider.png")
+    picker_minimum_offer(window)
 
     window.set_theme("dark")
     window.new_chat()
     window.chat.set_mode("code")
-    window.chat.code_context.attach([ROOT / "app" / "chat" / "token_counter.py"])
+    project = Path(data_dir) / "project"  # the attachments' paths show: a neutral folder, not the checkout's
+    project.mkdir()
+    for name in ("token_counter.py", "attachments.py"):
+        shutil.copy(ROOT / "app" / "chat" / name, project / name)
+    window.chat.code_context.attach([project / "token_counter.py"])
     wait_until(lambda: window.chat.code_context.token_count > 0)
     settings.set_sampling(0.2, 0.95, 120)
     ask(window, "import os\n\n\ndef list_python_files(folder):\n    \"\"\"Return the .py files under folder.\"\"\"\n",
         continue_code=True)
-    window.chat.code_context.attach([ROOT / "app" / "chat" / "attachments.py"])
+    window.chat.code_context.attach([project / "attachments.py"])
     wait_until(lambda: window.chat.code_context.token_count > 0)
     window.chat.composer.editor.setPlainText("How could read_text_file skip binary files faster?")
     pause(1.5)

@@ -39,6 +39,7 @@ EventCallback = Callable[[Event], None]
 STATS_PERIOD_S = 0.1  # how stale Engine.stats() may get while generating (the app's live charts poll it)
 PlanListener = Callable[[PlanEvent], None]
 HANDLE_POLL_S = 0.5  # how often a waiting RequestHandle checks that the engine thread still runs
+UNLIMITED_CONTEXT = 2**62  # counting a prompt checks no context length
 
 
 class RequestHandle:
@@ -119,6 +120,17 @@ class Engine:
         """Stop a request after the current step; it finishes with reason "cancelled"."""
         self._inbox.put(("cancel", request_id))
 
+    def count_prompt_tokens(self, request: GenerateRequest) -> int | None:
+        """How many tokens `request`'s prompt has on this model (chat template applied, context length not
+        checked), or None where the tokenizer is not here (a remote server). Any thread: it runs on the engine
+        thread between two steps, so it waits for the step in progress."""
+        from engine.generation.prompt import prompt_token_ids
+
+        tokenizer = getattr(self._core, "tokenizer", None)
+        if tokenizer is None:
+            return None
+        return self._on_engine_thread(lambda: len(prompt_token_ids(request, tokenizer, UNLIMITED_CONTEXT)))
+
     def set_budget(self, budget_bytes: int | None) -> None:
         """Re-plan device memory for a new budget at the next drained barrier (nothing running).
         The outcome arrives as a PlanEvent at the plan listeners (error set if the budget was refused)."""
@@ -198,7 +210,8 @@ class Engine:
                 self._admit(submission)
         elif item[0] == "cancel":
             self._emit(self._core.cancel(item[1]))
-            if not self._core.has_work:  # a cancel can drain the engine: that is a barrier too
+            if not self._core.has_work:  # a cancel can drain the engine: idle, and a barrier too
+                self._core.throughput.idle()
                 self._announce(self._core.memory.at_barrier())
         elif item[0] == "budget":
             self._announce(self._core.memory.request_budget(item[1]))

@@ -19,8 +19,12 @@ def parse_size(text: str) -> int:
 
 
 def format_bytes(num_bytes: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(num_bytes) < 1024 or unit == "GiB":
-            return f"{num_bytes:.1f} {unit}" if unit != "B" else f"{int(num_bytes)} B"
-        num_bytes /= 1024
-    return f"{num_bytes:.1f} GiB"
+    """The one way Wisp shows a size: MiB under 1 GiB, else GiB, one decimal (KiB under 1 MiB, bytes under 1 KiB,
+    where a size is that small)."""
+    size = abs(num_bytes)
+    if size < 1024:
+        return f"{int(num_bytes)} B"
+    for unit, scale in (("KiB", 1024), ("MiB", 1024**2)):
+        if size < scale * 1024:
+            return f"{num_bytes / scale:.1f} {unit}"
+    return f"{num_bytes / 1024**3:.1f} GiB"

@@ -36,6 +36,9 @@ class ChatView(QScrollArea):
         self._column.setSpacing(10)
         self._empty_label = QLabel(EMPTY_TEXT, canvas, objectName="mutedLabel", alignment=Qt.AlignmentFlag.AlignCenter)
         self._column.addWidget(self._empty_label)
+        self.context_marker = QLabel("", canvas, objectName="contextMarker", alignment=Qt.AlignmentFlag.AlignCenter)
+        self.context_marker.setAccessibleName("Messages left out of the context")
+        self.context_marker.hide()
         self._column.addStretch(1)
         self.setWidget(canvas)
         model.reset.connect(self._on_model_reset)
@@ -82,10 +85,13 @@ class ChatView(QScrollArea):
         self._column.insertWidget(self._column.count() - 1, widget)
         self._widgets.append(widget)
         self._empty_label.hide()
+        self._place_context_marker()
 
     @Slot("qint64")
     def _on_model_message_changed(self, index: int) -> None:
         self._widgets[index].set_message(self._model.messages[index])
+        if index == len(self._widgets) - 1:
+            self._place_context_marker()
 
     @Slot("qint64")
     def _on_model_truncated(self, index: int) -> None:
@@ -94,6 +100,22 @@ class ChatView(QScrollArea):
             widget.deleteLater()
         del self._widgets[index:]
         self._empty_label.setVisible(not self._widgets)
+        self._place_context_marker()
+
+    def _place_context_marker(self) -> None:
+        """A line above the first message the latest reply's prompt sent after leaving earlier ones out."""
+        self._column.removeWidget(self.context_marker)
+        dropped = next((w.message.info.get("dropped") for w in reversed(self._widgets)
+                        if w.message.role == "assistant"), None)
+        if not dropped or dropped[1] >= len(self._widgets):
+            self.context_marker.hide()
+            return
+        start, end = dropped
+        where = "earlier " if start == 0 else ""
+        self.context_marker.setText(f"⋯ {end - start} {where}message{'s' if end - start > 1 else ''} above "
+                                    f"{'are' if end - start > 1 else 'is'} not sent to the model: the context is full ⋯")
+        self._column.insertWidget(self._column.indexOf(self._widgets[end]), self.context_marker)
+        self.context_marker.show()
 
     def _continue_code(self, index: int, code: str) -> None:
         """A continuation's code block continues the code it was generated from, so send both."""

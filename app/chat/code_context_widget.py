@@ -25,6 +25,7 @@ class CodeContextWidget(QWidget):
         self.file_list = QListWidget(self)
         self.file_list.setAccessibleName("Attached files")
         self.file_list.setFixedHeight(64)
+        self.file_list.hide()  # shown once something is attached
         self.attach_files_button = QPushButton(icon("attach"), "Attach files…", self)
         self.attach_folder_button = QPushButton("Attach folder…", self)
         self.clear_button = QPushButton("Clear", self)
@@ -68,6 +69,7 @@ class CodeContextWidget(QWidget):
     def clear(self) -> None:
         self._attachments = []
         self.file_list.clear()
+        self.file_list.hide()
         self._update_summary()
 
     def _on_read_task_succeeded(self, attachments: list[Attachment]) -> None:
@@ -76,6 +78,7 @@ class CodeContextWidget(QWidget):
             if attachment.path not in known:
                 self._attachments.append(attachment)
                 self.file_list.addItem(str(attachment.path))
+        self.file_list.setVisible(bool(self._attachments))
         self._update_summary()
 
     def _update_summary(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, Qt
+from PySide6.QtCore import QAbstractListModel, QModelIndex, Qt, Signal
 
 from app.chat.conversation_store import Conversation, ConversationStore
 from app.icons import icon
@@ -22,6 +22,8 @@ def age_text(timestamp: float, now: float | None = None) -> str:
 
 
 class ConversationListModel(QAbstractListModel):
+    renamed = Signal("qint64")  # a conversation's title was edited (the list re-sorted: views select it again)
+
     def __init__(self, store: ConversationStore, parent=None):
         super().__init__(parent)
         self._store = store
@@ -51,8 +53,10 @@ class ConversationListModel(QAbstractListModel):
         title = str(value).strip()
         if role != Qt.ItemDataRole.EditRole or not index.isValid() or not title:
             return False
-        self._store.update(self._rows[index.row()].id, title=title)
+        conversation_id = self._rows[index.row()].id
+        self._store.update(conversation_id, title=title)
         self.refresh()
+        self.renamed.emit(conversation_id)
         return True
 
     def conversation_at(self, row: int) -> Conversation:

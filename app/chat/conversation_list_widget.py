@@ -63,6 +63,7 @@ class ConversationListWidget(QWidget):
 
     def _connect(self) -> None:
         self.view.clicked.connect(self._on_view_clicked)
+        self.model.renamed.connect(self.select)  # the reset that re-sorts the list drops the selection
         self.view.customContextMenuRequested.connect(self._on_view_custom_context_menu_requested)
         self.rename_button.clicked.connect(self._on_rename_button_clicked)
         self.delete_button.clicked.connect(self._on_delete_button_clicked)

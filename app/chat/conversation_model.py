@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Signal
 
+from app.chat.context_fit import DEFAULT_POLICY
 from app.chat.conversation_store import Conversation, ConversationStore, Message
 
 TITLE_LENGTH = 48
@@ -21,12 +22,14 @@ class ConversationModel(QObject):
     message_changed = Signal("qint64")
     truncated = Signal("qint64")  # messages from this index on are gone
     conversation_saved = Signal(object)  # Conversation: created, renamed or touched (the list re-sorts)
+    context_policy_changed = Signal(str)  # the open chat's policy for a full context (app.chat.context_fit)
 
     def __init__(self, store: ConversationStore, parent: QObject | None = None):
         super().__init__(parent)
         self.store = store
         self._conversation: Conversation | None = None
         self._messages: list[Message] = []
+        self._new_chat_policy = DEFAULT_POLICY  # a chat not saved yet gets it when its first message is
 
     @property
     def conversation(self) -> Conversation | None:
@@ -35,6 +38,18 @@ class ConversationModel(QObject):
     @property
     def messages(self) -> list[Message]:
         return list(self._messages)
+
+    @property
+    def context_policy(self) -> str:
+        return self._new_chat_policy if self._conversation is None else self._conversation.context_policy
+
+    def set_context_policy(self, policy: str) -> None:
+        if self._conversation is None:
+            self._new_chat_policy = policy
+        elif policy != self._conversation.context_policy:
+            self.store.update(self._conversation.id, context_policy=policy)
+            self._conversation = self.store.get(self._conversation.id)
+        self.context_policy_changed.emit(policy)
 
     def open(self, conversation_id: int) -> bool:
         conversation = self.store.get(conversation_id)
@@ -47,11 +62,12 @@ class ConversationModel(QObject):
     def start_new(self) -> None:
         """Nothing open; the next message creates the conversation (so empty chats never pile up)."""
         self._conversation, self._messages = None, []
+        self._new_chat_policy = DEFAULT_POLICY
         self.reset.emit()
 
     def ensure_conversation(self, mode: str, system_prompt: str, first_text: str) -> Conversation:
         if self._conversation is None:
-            self._conversation = self.store.create(title_from(first_text), mode, system_prompt)
+            self._conversation = self.store.create(title_from(first_text), mode, system_prompt, self._new_chat_policy)
             self.conversation_saved.emit(self._conversation)
         elif system_prompt != self._conversation.system_prompt or mode != self._conversation.mode:
             self.store.update(self._conversation.id, system_prompt=system_prompt, mode=mode)

@@ -19,6 +19,9 @@ CREATE TABLE IF NOT EXISTS messages (
     info TEXT NOT NULL, created REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, position);
 """
+# A column added since the first schema: a database from an older Wisp gains it (or, read-only, reads the default).
+POLICY_COLUMN = ("context_policy", "TEXT NOT NULL DEFAULT 'drop_oldest'", "'drop_oldest'")
+CONVERSATION_COLUMNS = "id, title, mode, system_prompt, created, updated"
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,7 @@ class Conversation:
     system_prompt: str
     created: float
     updated: float
+    context_policy: str = "drop_oldest"  # app.chat.context_fit.POLICIES: what to do when the context is full
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,11 @@ class Message:
     info: dict = field(default_factory=dict)
     id: int | None = None
 
+    @property
+    def is_empty_failure(self) -> bool:
+        """A reply that failed before it said anything: not part of what the model reads, nor of an export."""
+        return self.role == "assistant" and not self.content and self.info.get("reason") == "error"
+
     def with_changes(self, **changes) -> "Message":
         return replace(self, **changes)
 
@@ -53,30 +62,41 @@ class ConversationStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
+        self._columns = f"{CONVERSATION_COLUMNS}, {self._policy_column()}"
+
+    def _policy_column(self) -> str:
+        name, definition, default = POLICY_COLUMN
+        if name in {row[1] for row in self._db.execute("PRAGMA table_info(conversations)")}:
+            return name
+        try:
+            with self._db:
+                self._db.execute(f"ALTER TABLE conversations ADD COLUMN {name} {definition}")
+        except sqlite3.OperationalError:  # a database we may only read
+            return f"{default} AS {name}"
+        return name
 
     def close(self) -> None:
         self._db.close()
 
-    def create(self, title: str, mode: str, system_prompt: str) -> Conversation:
+    def create(self, title: str, mode: str, system_prompt: str, context_policy: str = "drop_oldest") -> Conversation:
         now = time.time()
         with self._db:
             cursor = self._db.execute(
-                "INSERT INTO conversations (title, mode, system_prompt, created, updated) VALUES (?, ?, ?, ?, ?)",
-                (title, mode, system_prompt, now, now))
-        return Conversation(cursor.lastrowid, title, mode, system_prompt, now, now)
+                "INSERT INTO conversations (title, mode, system_prompt, created, updated, context_policy) "
+                "VALUES (?, ?, ?, ?, ?, ?)", (title, mode, system_prompt, now, now, context_policy))
+        return Conversation(cursor.lastrowid, title, mode, system_prompt, now, now, context_policy)
 
     def conversations(self) -> list[Conversation]:
-        rows = self._db.execute("SELECT id, title, mode, system_prompt, created, updated FROM conversations "
-                                "ORDER BY updated DESC, id DESC")
+        rows = self._db.execute(f"SELECT {self._columns} FROM conversations ORDER BY updated DESC, id DESC")
         return [Conversation(*row) for row in rows]
 
     def get(self, conversation_id: int) -> Conversation | None:
-        row = self._db.execute("SELECT id, title, mode, system_prompt, created, updated FROM conversations "
-                               "WHERE id = ?", (conversation_id,)).fetchone()
+        row = self._db.execute(f"SELECT {self._columns} FROM conversations WHERE id = ?",
+                               (conversation_id,)).fetchone()
         return Conversation(*row) if row else None
 
     def update(self, conversation_id: int, **columns) -> None:
-        allowed = {"title", "mode", "system_prompt"}
+        allowed = {"title", "mode", "system_prompt", "context_policy"}
         assignments = ", ".join(f"{name} = ?" for name in columns if name in allowed)
         values = [columns[name] for name in columns if name in allowed]
         with self._db:

@@ -6,17 +6,18 @@ import json
 from datetime import datetime, timezone
 
 from app.chat.conversation_store import Conversation, Message
+from app.chat.markdown_render import fenced
 
 
 def to_markdown(conversation: Conversation, messages: list[Message]) -> str:
     parts = [f"# {conversation.title}", ""]
     if conversation.system_prompt:
         parts += ["> **System:** " + conversation.system_prompt.replace("\n", "\n> "), ""]
-    for message in messages:
+    for message in (m for m in messages if not m.is_empty_failure):
         parts += [f"## {message.role.capitalize()}", ""]
         if message.info.get("reasoning"):
             parts += ["<details><summary>Reasoning</summary>", "", message.info["reasoning"], "", "</details>", ""]
-        parts += [f"```\n{message.content}\n```" if message.kind == "completion" else message.content, ""]
+        parts += [fenced(message.content) if message.kind == "completion" else message.content, ""]
     return "\n".join(parts)
 
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.chat.context_fit import DEFAULT_POLICY, ContextFit, ContextFullError, fit_context
 from app.chat.conversation_model import ConversationModel
 from app.chat.conversation_store import Message
 from app.chat.sampling_extras import SamplingExtras
@@ -20,6 +21,7 @@ from app.engine_api import api
 
 log = logging.getLogger(__name__)
 SAVE_INTERVAL_S = 1.0
+CODE_STOPS = ("```",)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,11 @@ def finish_info(event) -> dict:
     return info
 
 
+def estimate_tokens(messages: list[dict]) -> int:
+    """Where the engine cannot count (a remote server): about four characters a token, a few per message."""
+    return sum(len(m["content"]) // 4 + 4 for m in messages)
+
+
 def prompt_content(message: Message) -> str:
     """What the model reads for a message: its attached context first, then the text."""
     context = message.info.get("context") if message.role == "user" else None
@@ -54,14 +61,19 @@ def prompt_content(message: Message) -> str:
 
 class GenerationController(QObject):
     busy_changed = Signal(bool)
-    context_used = Signal("qint64", "qint64")  # tokens in the last request (prompt + reply), the model's context length
+    # the tokens the next turn sends (the history after the chat's context policy), the model's context length,
+    # and how many earlier messages that leaves out
+    context_used = Signal("qint64", "qint64", "qint64")
     failed = Signal(str)  # an engine error a user should see
 
     def __init__(self, model: ConversationModel, bridge, engine_source: Callable[[], object],
-                 settings_source: Callable[[], GenerationSettings], parent: QObject | None = None):
+                 settings_source: Callable[[], GenerationSettings], parent: QObject | None = None,
+                 policy_source: Callable[[], str] = lambda: DEFAULT_POLICY):
         super().__init__(parent)
         self._model, self._bridge = model, bridge
         self._engine_source, self._settings_source = engine_source, settings_source
+        self._policy_source = policy_source
+        self._context_info: dict = {}  # what the running request left out of the history
         self._request_id: str | None = None
         self._index = -1
         self._text = ""
@@ -85,8 +97,10 @@ class GenerationController(QObject):
         return self._ask(Message("user", text, info=info))
 
     def continue_code(self, code: str) -> bool:
-        """Send code as a raw completion prompt: the model continues it instead of chatting about it."""
-        return self._ask(Message("user", code, kind="completion"))
+        """Send code as a raw completion prompt: the model continues it instead of chatting about it. Trailing
+        line breaks and spaces are left for the model to write: tokenizers merge a line break with the next line's
+        indent ("\\n    " is one token), so a prompt ending in a bare line break reads as the end of a block."""
+        return self._ask(Message("user", code.rstrip(), kind="completion"))
 
     def fill_code(self, prefix: str, suffix: str) -> bool:
         """Ask for the code between `prefix` and `suffix` (fill-in-the-middle; the model has FIM tokens)."""
@@ -132,25 +146,31 @@ class GenerationController(QObject):
         settings = self._settings_source()
         self._model.ensure_conversation(settings.mode, settings.system_prompt, message.content)
         self._model.append(message)
-        return self._start()
+        self._start()  # a refused reply says why under the message, which stays in the conversation
+        return True
 
     def _start(self) -> bool:
         history = self._model.messages
+        self._text, self._reasoning, self._last_save = "", "", time.monotonic()
         try:
             request = self._request(history)
-        except api().WispError as err:  # a sampling value the engine refuses (a schema that is not JSON)
-            self.failed.emit(str(err))
-            return False
-        self._index = self._model.append(Message("assistant", "", history[-1].kind, {"streaming": True}))
-        self._text, self._reasoning, self._last_save = "", "", time.monotonic()
+        except (api().WispError, ContextFullError) as err:
+            self._index = self._model.append(Message("assistant", "", history[-1].kind))
+            return self._refuse(str(err))
+        info = {"streaming": True, **self._context_info}
+        self._index = self._model.append(Message("assistant", "", history[-1].kind, info))
         self._set_request(request.request_id)
         try:
             self._engine_source().submit(request, self._bridge.on_event)
         except api().WispError as err:
-            self._end("", {"reason": "error", "error": str(err)})
-            self.failed.emit(str(err))
-            return False
+            return self._refuse(str(err))
         return True
+
+    def _refuse(self, message: str) -> bool:
+        """The request could not start: the reply says why (and is not sent back to the model later)."""
+        self._end("", {**self._context_info, "reason": "error", "error": message})
+        self.failed.emit(message)
+        return False
 
     def _request(self, history: list[Message]):
         engine_api = api()
@@ -158,17 +178,68 @@ class GenerationController(QObject):
         problem = settings.extras.schema_problem()
         if problem:
             raise engine_api.WispError(problem)
+        problem = settings.extras.schema_problem()
+        if problem:
+            raise engine_api.WispError(problem)
         sampling = engine_api.SamplingParams(max_tokens=settings.max_tokens, temperature=settings.temperature,
                                              top_p=settings.top_p, **settings.extras.sampling_fields())
-        if history[-1].kind == "completion":
-            return engine_api.GenerateRequest(prompt=history[-1].content, sampling=sampling,
+        self._context_info = {}
+        if history[-1].kind == "completion":  # a chat model closing its code block ends the continuation
+            return engine_api.GenerateRequest(prompt=history[-1].content, sampling=replace(sampling, stop=CODE_STOPS),
                                               suffix=history[-1].info.get("suffix"))
-        system = [{"role": "system", "content": settings.system_prompt}] if settings.system_prompt.strip() else []
-        # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
-        chat = [{"role": m.role, "content": prompt_content(m)} for m in history]
-        return engine_api.GenerateRequest(messages=tuple(system + chat), sampling=sampling,
+        sent = [i for i, message in enumerate(history) if not message.is_empty_failure]
+        fit = self._fit([history[i] for i in sent])
+        if fit.dropped is not None:
+            self._context_info = {"dropped": [sent[fit.dropped[0]], sent[fit.dropped[1]]],
+                                  "context_tokens": fit.num_tokens}
+        return self._chat_request([history[sent[i]] for i in fit.kept], sampling)
+
+    def _chat_request(self, messages: list[Message], sampling=None):
+        engine_api = api()
+        settings = self._settings_source()
+        return engine_api.GenerateRequest(messages=tuple(self._chat_messages(messages)),
+                                          sampling=sampling or engine_api.SamplingParams(),
                                           reasoning_effort=settings.reasoning_effort,
                                           enable_thinking=settings.enable_thinking)
+
+    def _chat_messages(self, messages: list[Message]) -> list[dict]:
+        prompt = self._settings_source().system_prompt
+        system = [{"role": "system", "content": prompt}] if prompt.strip() else []
+        # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
+        return system + [{"role": m.role, "content": prompt_content(m)} for m in messages]
+
+    def _count(self, messages: list[Message]) -> int:
+        """Tokens of a prompt made of these messages, counted by the engine (its template and tokenizer)."""
+        chat = self._chat_messages(messages)
+        if not chat:
+            return 0
+        counter = getattr(self._engine_source(), "count_prompt_tokens", None)
+        counted = counter(self._chat_request(messages)) if counter is not None else None
+        return estimate_tokens(chat) if counted is None else counted
+
+    def _fit(self, messages: list[Message]) -> ContextFit:
+        """Which of these messages the next request sends, by the open chat's context policy; room is kept for
+        the reply (max tokens, at most a quarter of the context) when turns must be dropped anyway."""
+        maximum = self._engine_source().info.max_model_len
+        reserve = min(self._settings_source().max_tokens, maximum // 4)
+        return fit_context([m.role for m in messages], lambda kept: self._count([messages[i] for i in kept]),
+                           maximum - reserve, self._policy_source(), maximum)
+
+    def refresh_context(self) -> None:
+        """Emit context_used for the history as it is now (GUI thread; waits for the engine's current step, so
+        it does nothing while a reply streams: the reply's end calls it)."""
+        engine = self._engine_source()
+        if engine is None or self.is_busy:
+            return
+        messages = [m for m in self._model.messages if not m.is_empty_failure]
+        try:
+            fit = self._fit(messages) if messages else ContextFit((), self._count([]))
+            used, num_dropped = fit.num_tokens, fit.num_dropped
+        except ContextFullError:
+            used, num_dropped = self._count(messages), 0
+        except api().WispError:
+            return
+        self.context_used.emit(used, engine.info.max_model_len, num_dropped)
 
     def _set_request(self, request_id: str | None) -> None:
         was_busy = self.is_busy
@@ -204,10 +275,7 @@ class GenerationController(QObject):
     def _on_bridge_finished(self, event) -> None:
         if event.request_id != self._request_id:
             return
-        self._end(event.text, finish_info(event))
-        engine = self._engine_source()
-        if engine is not None:
-            used = event.stats.prompt_tokens + event.stats.generated_tokens
-            self.context_used.emit(used, engine.info.max_model_len)
+        self._end(event.text, {**self._context_info, **finish_info(event)})
+        self.refresh_context()
         if event.reason == "error":
             self.failed.emit(event.error or "generation failed")

@@ -13,7 +13,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
-FENCE = re.compile(r"^\s*```\s*([\w+#.\-]*)\s*$")
+FENCE = re.compile(r"^\s*(`{3,})\s*([\w+#.\-]*)\s*$")  # a longer fence can hold ``` in its code
 CODE_SCHEME = "wisp-code"
 ACTION_LABELS = {"copy": "Copy", "save": "Save as…", "continue": "Continue this code"}
 
@@ -38,13 +38,13 @@ def split_blocks(text: str) -> list[str | CodeBlock]:
     parts: list[str | CodeBlock] = []
     prose: list[str] = []
     code: list[str] | None = None
-    language = ""
+    language, opening = "", ""
     for line in text.split("\n"):
         fence = FENCE.match(line)
         if code is None and fence:
             parts.append("\n".join(prose))
-            prose, code, language = [], [], fence.group(1)
-        elif code is not None and fence and not fence.group(1):
+            prose, code, opening, language = [], [], fence.group(1), fence.group(2)
+        elif code is not None and fence and not fence.group(2) and len(fence.group(1)) >= len(opening):
             parts.append(CodeBlock(language, "\n".join(code)))
             code = None
         elif code is not None:
@@ -53,6 +53,13 @@ def split_blocks(text: str) -> list[str | CodeBlock]:
             prose.append(line)
     parts.append(CodeBlock(language, "\n".join(code)) if code is not None else "\n".join(prose))
     return [part for part in parts if (part.code if isinstance(part, CodeBlock) else part).strip()]
+
+
+def fenced(code: str) -> str:
+    """Code as one fenced block, whatever backticks it holds: the fence is longer than any run of them."""
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{code}\n{fence}"
 
 
 def code_blocks(text: str) -> list[CodeBlock]:

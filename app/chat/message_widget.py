@@ -13,7 +13,7 @@ from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QPlainT
 
 from app.chat.conversation_store import Message
 from app.chat.markdown_browser import MarkdownBrowserView
-from app.chat.markdown_render import RenderStyle, code_blocks, render_markdown
+from app.chat.markdown_render import RenderStyle, code_blocks, fenced, render_markdown
 from app.chat.reasoning_widget import ReasoningWidget
 
 MAX_CHIPS = 6  # more attached files are summed up as "+N more"
@@ -39,9 +39,14 @@ def stats_text(message: Message) -> str:
     return " · ".join(parts)
 
 
+NOTHING_ADDED = "*The model added nothing here: it ended the code where it was.*"
+
+
 def display_markdown(message: Message) -> str:
+    if message.kind == "completion" and not message.content and message.role == "assistant":
+        return "…" if message.info.get("streaming") else "" if message.info.get("reason") == "error" else NOTHING_ADDED
     if message.kind == "completion":
-        return f"```\n{message.content}\n```"
+        return fenced(message.content)
     if message.role == "assistant" and not message.content and message.info.get("streaming"):
         return "…"
     return message.content

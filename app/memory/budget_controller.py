@@ -10,7 +10,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.background import run_in_background
 from app.memory.budget_slider_widget import BudgetSliderWidget
 from app.model_loader import budget_marks
-from app.memory.plan_text import has_pager, is_remote
+from app.memory.plan_text import BUDGET_REASON, has_pager, is_remote
 
 PENDING_TEXT = "Pending: applies when nothing is generating."
 
@@ -54,8 +54,11 @@ class BudgetController(QObject):
             engine.set_budget(stats.pending_budget)
 
     def on_plan_event(self, event) -> None:
-        """GUI thread (via EngineBridge.plan_changed)."""
-        self._is_pending = False
+        """GUI thread (via EngineBridge.plan_changed). The online controller's re-splits leave the budget and what
+        is said next to the slider (a refused load's offer) as they are."""
+        was_pending, self._is_pending = self._is_pending, False
+        if not was_pending and event.reason != BUDGET_REASON:
+            return
         if event.error:
             if event.old.budget_bytes is not None:
                 self._slider.set_budget(event.old.budget_bytes)
@@ -89,9 +92,13 @@ class BudgetController(QObject):
         if request is not None:
             run_in_background(lambda report: budget_marks(request), on_success=self._slider.set_marks)
 
-    def show_plan(self, plan) -> None:
-        """A model was loaded with this plan."""
+    def show_plan(self, plan, is_kept: bool = False) -> None:
+        """A model was loaded with this plan; `is_kept`: the model that served before a refused load, whose
+        refusal (and its offer to load at the minimum) stays next to the slider."""
         self._is_pending = False
-        self._slider.set_remote(is_remote(plan), is_applicable=has_pager(plan))
         if plan.budget_bytes is not None:
             self._slider.set_budget(plan.budget_bytes)
+        if is_kept and self._refused_model is not None:
+            return
+        self._refused_model = None
+        self._slider.set_remote(is_remote(plan), is_applicable=has_pager(plan))

@@ -37,6 +37,7 @@ class BudgetSliderWidget(QWidget):
         self._budget: int | None = None
         self._is_applicable = True
         self._minimum_offer: int | None = None
+        self._model_minimum: int | None = None  # the loaded model's least budget (its marks), when known
         self.hardware_label = QLabel("Detecting hardware…", self, objectName="mutedLabel", wordWrap=True)
         self.slider = QSlider(Qt.Orientation.Horizontal, self)
         self.slider.setAccessibleName("Device memory budget")
@@ -99,6 +100,7 @@ class BudgetSliderWidget(QWidget):
 
     def set_marks(self, marks) -> None:
         """The loaded model's engine.api.BudgetMarks, or None (no model, or one the budget does not apply to)."""
+        self._model_minimum = None if marks is None else marks.minimum
         if marks is None or self._range is None:
             self.marks.set_marks([])
             return
@@ -179,6 +181,10 @@ class BudgetSliderWidget(QWidget):
             return
         if self._range is not None and not self._range.minimum <= num_bytes <= self._range.maximum:
             self.set_state(f"Type a size from {self._format_bytes(self._range.minimum)} to "
+                           f"{self._format_bytes(self._range.maximum)}.", is_error=True)
+            return
+        if self._range is not None and self._model_minimum is not None and num_bytes < self._model_minimum:
+            self.set_state(f"Type a size from {self._format_bytes(self._model_minimum)} (this model's minimum) to "
                            f"{self._format_bytes(self._range.maximum)}.", is_error=True)
             return
         self.request(num_bytes)

@@ -34,9 +34,18 @@ class ThroughputCurveWidget(QWidget):
     def set_curve(self, points: CurvePoints | None, current_share: float | None) -> None:
         self._points = sorted(points) if points else None
         self._current = current_share
-        self.setAccessibleDescription(UNAVAILABLE_TEXT if self._points is None else
+        self.setAccessibleDescription(UNAVAILABLE_TEXT if self._points is None else self.caption or
                                       f"{len(self._points)} points; current expert share {current_share:.0%}")
         self.update()
+
+    @property
+    def caption(self) -> str:
+        """Said over the chart when there is no curve to draw: a budget with room for one split only."""
+        if self._points is None or len(self._points) > 1:
+            return ""
+        share, tok_s = self._points[0]
+        return (f"Only one split fits this budget ({share:.1%} experts, {tok_s:.1f} tok/s predicted); "
+                f"a larger budget gives the controller a choice.")
 
     @property
     def is_available(self) -> bool:
@@ -58,6 +67,10 @@ class ThroughputCurveWidget(QWidget):
         self._paint_axes(painter, chart, left, right, top)
         painter.setPen(QPen(self._line, 1.8))
         painter.drawPolyline([to_screen(x, y) for x, y in self._points])
+        if self.caption:
+            painter.setPen(self._muted)
+            painter.drawText(chart.adjusted(6, 4, -6, -4), Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap,
+                             self.caption)
         if self._current is not None:
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(self._marker)

@@ -42,6 +42,7 @@ def scan_rows(folders: tuple[str, ...], budget_bytes: int, servers: tuple[Remote
 
 class ModelPickerDialog(QDialog):
     model_chosen = Signal(object)  # a model path, or None for the bundled demo
+    model_chosen_at_minimum = Signal(object, object)  # a model (as model_chosen), the least budget that loads it
     folders_changed = Signal(tuple)
     remote_servers_changed = Signal(tuple)  # of RemoteServer
     scanned = Signal()
@@ -64,8 +65,11 @@ class ModelPickerDialog(QDialog):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.verticalHeader().hide()
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.setWordWrap(False)  # one line per model; the full fit is in the tooltip
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # the fit is read whole
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # a long name is what gives way (elided)
+        header.setStretchLastSection(False)
         self.status_label = QLabel("Scanning…", self, objectName="mutedLabel", wordWrap=True)
         self.add_folder_button = QPushButton("Add folder…", self)
         self.add_file_button = QPushButton("Add GGUF file…", self)
@@ -76,6 +80,9 @@ class ModelPickerDialog(QDialog):
         self.load_button.setAccessibleName("Load the selected model")
         self.buttons.addButton(self.load_button, QDialogButtonBox.ButtonRole.AcceptRole)
         self.load_button.setEnabled(False)
+        self.minimum_button = QPushButton(self)  # for a model that needs a larger budget than the current one
+        self.minimum_button.setAccessibleName("Load the selected model at its minimum budget")
+        self.minimum_button.hide()
         self._build_layout()
         self._connect()
         self.rescan()
@@ -85,6 +92,7 @@ class ModelPickerDialog(QDialog):
         for button in (self.add_folder_button, self.add_file_button, self.add_server_button, self.rescan_button):
             actions.addWidget(button)
         actions.addStretch(1)
+        actions.addWidget(self.minimum_button)
         actions.addWidget(self.buttons)
         layout = QVBoxLayout(self)
         layout.addWidget(self.table, 1)
@@ -100,6 +108,7 @@ class ModelPickerDialog(QDialog):
         self.add_file_button.clicked.connect(self._on_add_file_button_clicked)
         self.add_server_button.clicked.connect(self._on_add_server_button_clicked)
         self.rescan_button.clicked.connect(self.rescan)
+        self.minimum_button.clicked.connect(self._on_minimum_button_clicked)
 
     def rescan(self) -> None:
         """Scan again off the GUI thread; only the newest scan's result is shown."""
@@ -140,17 +149,35 @@ class ModelPickerDialog(QDialog):
 
     @Slot()
     def _on_table_selection_changed(self, *_) -> None:
+        row = self._selected_row()
+        self.load_button.setEnabled(row is not None and row.is_usable)
+        minimum = row.minimum_bytes if row is not None and row.is_usable else None
+        if minimum is not None:
+            self.minimum_button.setText(f"Load at the minimum ({api().format_bytes(minimum)})")
+        self.minimum_button.setVisible(minimum is not None)
+
+    def _selected_row(self) -> ModelRow | None:
         rows = self.table.selectionModel().selectedRows()
-        self.load_button.setEnabled(bool(rows) and self.model.row(rows[0].row()).is_usable)
+        return self.model.row(rows[0].row()) if rows else None
+
+    @staticmethod
+    def _model_of(row: ModelRow) -> str | None:
+        return None if row.entry.source == "demo" else row.entry.path
 
     @Slot()
     def _on_buttons_accepted(self, *_) -> None:
-        rows = self.table.selectionModel().selectedRows()
-        if not rows or not self.model.row(rows[0].row()).is_usable:
+        row = self._selected_row()
+        if row is None or not row.is_usable:
             return
-        entry = self.model.row(rows[0].row()).entry
-        self.model_chosen.emit(None if entry.source == "demo" else entry.path)
+        self.model_chosen.emit(self._model_of(row))
         self.accept()
+
+    @Slot()
+    def _on_minimum_button_clicked(self) -> None:
+        row = self._selected_row()
+        if row is not None and row.minimum_bytes is not None:
+            self.model_chosen_at_minimum.emit(self._model_of(row), row.minimum_bytes)
+            self.accept()
 
     @Slot()
     def _on_add_folder_button_clicked(self) -> None:

@@ -14,6 +14,7 @@ import psutil
 
 from engine.errors import HostMemoryError
 from engine.expert_modes import ExpertMode
+from engine.units import format_bytes
 
 GiB = 1024**3
 MIN_RESERVE_BYTES = 2 * GiB  # left to the OS and the app (its Qt windows, the tokenizer, Python itself)
@@ -54,7 +55,7 @@ class HostTier:
 
 
 def gib(num_bytes: int) -> str:
-    return f"{num_bytes / GiB:.2f} GiB"
+    return format_bytes(num_bytes)
 
 
 def reserve_bytes(total_bytes: int) -> int:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 
 from engine.errors import BudgetError
 from engine.expert_modes import ExpertMode
+from engine.units import format_bytes
 
 GATHER_LIMIT_BYTES = 320 * 1024**2  # the gathered experts of a small step (engine.experts.kernel)
 GATHER_MAX_ENTRIES = 64  # (token, expert) pairs of a small step
@@ -113,7 +114,7 @@ class PlanRequest:
 
 
 def gib(num_bytes: int) -> str:
-    return f"{num_bytes / GiB:.2f} GiB"
+    return format_bytes(num_bytes)
 
 
 def plan_memory(sizes: ModelSizes, request: PlanRequest) -> MemoryPlan:

@@ -31,6 +31,7 @@ from engine.alloc.cost_model import LinkCost, RoutingProfile, decode_step_s
 from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.miss_curve import hit_rate_curve, stack_depths_many
 from engine.alloc.mvwsa import greedy_layers, greedy_steps
+from engine.units import format_bytes
 
 # Seconds one re-split stalls the engine beyond copying the kept experts back: applying the plan, the next decode
 # step's graph capture and the controller's own work, at the Qwen3-30B-A3B shape on an H200
@@ -114,7 +115,7 @@ class OnlineController:
         if in_deadzone(plan, new) and not urgent:
             return None
         why = f"waiting requests need {waiting_blocks} KV blocks" if urgent else "recent routing and KV use"
-        reason = f"{why}: KV {plan.kv_bytes / 2**30:.2f} -> {new.kv_bytes / 2**30:.2f} GiB"
+        reason = f"{why}: KV {format_bytes(plan.kv_bytes)} -> {format_bytes(new.kv_bytes)}"
         if profile is not None:
             before = decode_step_s(profile, np.asarray(plan.layer_slots), self.link, plan.expert_bytes)
             after = decode_step_s(profile, slots, self.link, plan.expert_bytes)

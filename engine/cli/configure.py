@@ -15,6 +15,7 @@ from engine.model.args import ModelArgs
 from engine.model.sizes import model_sizes
 from engine.traces.format import load as load_trace
 from engine.traces.profile import routing_profile
+from engine.units import format_bytes
 from engine.cli.options import size, whole
 
 
@@ -47,8 +48,8 @@ def configure_model(args: ModelArgs, budget: int, trace_path: Path, concurrency:
     pool = budget - sizes.dense_bytes - workspace
     floor = kv_floor_bytes(sizes, concurrency, max_context)
     if pool < floor + args.num_moe_layers * args.num_experts_per_tok * sizes.expert_bytes:
-        raise BudgetError(f"a budget of {budget / GiB:.2f} GiB leaves {pool / GiB:.2f} GiB after dense weights and "
-                          f"workspace, less than the KV floor {floor / GiB:.2f} GiB plus top-k slots per layer")
+        raise BudgetError(f"a budget of {format_bytes(budget)} leaves {format_bytes(pool)} after dense weights and "
+                          f"workspace, less than the KV floor {format_bytes(floor)} plus top-k slots per layer")
     active = args.num_moe_layers * args.num_experts_per_tok * sizes.expert_bytes
     dense_s, token_s = estimated_compute(sizes.dense_bytes, active, args.num_hidden_layers, device)
     link = link_cost(device, dense_s, token_s)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from engine.gguf.convert import OUT_TYPES, convert
+from engine.units import format_bytes
 
 
 def register(commands) -> None:
@@ -24,7 +25,7 @@ def convert_command(cli_args) -> int:
     progress = print_progress if sys.stderr.isatty() else None
     result = convert(Path(cli_args.model_dir).expanduser(), Path(cli_args.out).expanduser(), cli_args.type, progress)
     print(f"wrote {result.path} ({result.architecture}, {result.num_tensors} tensors, "
-          f"{result.size_bytes / 2**20:.1f} MiB)", file=sys.stderr)
+          f"{format_bytes(result.size_bytes)})", file=sys.stderr)
     return 0
 
 

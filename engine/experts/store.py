@@ -12,6 +12,7 @@ import torch
 
 from engine.alloc.host_tier import HostTier
 from engine.errors import HostMemoryError
+from engine.units import format_bytes
 from engine.experts.layout import ExpertLayout
 
 
@@ -92,6 +93,6 @@ def check_host_ram(needed: int) -> None:
     available = psutil.virtual_memory().available
     if needed > available:
         raise HostMemoryError(
-            f"the experts need {needed / 1024**3:.1f} GiB of host RAM but only {available / 1024**3:.1f} GiB is "
+            f"the experts need {format_bytes(needed)} of host RAM but only {format_bytes(available)} is "
             "available; close other programs or use a smaller model"
         )

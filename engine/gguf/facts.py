@@ -10,6 +10,7 @@ from pathlib import Path
 
 from engine.gguf.model_file import GgufModel
 from engine.gguf.reader import GgufFile
+from engine.units import format_bytes
 
 # llama.cpp's stacked expert tensors (LLM_FFN_EXPS_REGEX), and the per-expert tensors of older files
 EXPERT_TENSOR = re.compile(r"^blk\.(\d+)\.ffn_(?:gate|up|down|gate_up)_(?:ch|)exps\."
@@ -50,8 +51,8 @@ class GgufFacts:
         return [
             f"{self.path.name}: {self.architecture}, {self.file_type}, {self.num_experts} experts (top {self.top_k})",
             f"tensor types: {types}; experts stored as {experts}",
-            f"one expert: {self.max_bytes_per_expert / 2**20:.2f} MiB stored; all experts "
-            f"{self.expert_bytes_total / 2**30:.2f} GiB, other weights {self.dense_bytes / 2**30:.2f} GiB",
+            f"one expert: {format_bytes(self.max_bytes_per_expert)} stored; all experts "
+            f"{format_bytes(self.expert_bytes_total)}, other weights {format_bytes(self.dense_bytes)}",
             f"engine (--backend auto): {self.backend}: {self.reason}",
         ]
 

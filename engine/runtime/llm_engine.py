@@ -69,13 +69,15 @@ class LLMEngine:
         if self.pending_budget is not None:
             budget, reason = self.pending_budget
             self.pending_budget = None
-            return [budget_change(self, budget, reason)]
-        if self.controller is None:
+            events = [budget_change(self, budget, reason)]
+        elif self.controller is None:
             return []
-        self.runner.experts.settle()  # graphed decode steps' routing reaches the controller first
-        decision = self.controller.decide(self.plan)
-        events = [plan_change(self, decision.plan, decision.reason)] if decision else []
-        self.wsa_curve = predicted_curve(self.controller, self.plan)
+        else:
+            self.runner.experts.settle()  # graphed decode steps' routing reaches the controller first
+            decision = self.controller.decide(self.plan)
+            events = [plan_change(self, decision.plan, decision.reason)] if decision else []
+        if self.controller is not None:  # the curve's shares are of this plan's pool: redrawn for a new budget
+            self.wsa_curve = predicted_curve(self.controller, self.plan)
         return events
 
     def admission_barrier(self) -> list[PlanEvent]:

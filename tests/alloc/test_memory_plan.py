@@ -4,6 +4,7 @@ import pytest
 
 from engine.alloc.memory_plan import GiB, MiB, ModelSizes, PlanRequest, minimum_budget, plan_memory
 from engine.errors import BudgetError
+from engine.units import format_bytes
 
 QWEN3_30B = ModelSizes(dense_bytes=3 * GiB, expert_bytes=9 * MiB, num_moe_layers=48, num_experts=128, top_k=8,
                        kv_bytes_per_token=96 * 1024, hidden_size=2048, vocab_size=151936, dtype_bytes=2, num_layers=48)
@@ -27,7 +28,7 @@ def test_paged_plan_fits_budget_and_gives_experts_the_rest(budget_gib):
 def test_budget_below_minimum_names_the_minimum():
     minimum = minimum_budget(QWEN3_30B, request())
     assert plan_memory(QWEN3_30B, request(budget=minimum)).min_layer_slots == 8
-    with pytest.raises(BudgetError, match=f"minimum is {minimum / GiB:.2f} GiB"):
+    with pytest.raises(BudgetError, match=f"minimum is {format_bytes(minimum)}"):
         plan_memory(QWEN3_30B, request(budget=minimum - 10 * MiB))
 
 

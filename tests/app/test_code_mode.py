@@ -34,7 +34,7 @@ def test_code_mode_uses_the_code_preset_and_attached_files(qtbot, start_app, tmp
     assert question.info["attachments"] == [str(source)]
     chips = window.chat.view.message_widgets[0].chips.findChildren(QLabel, "attachmentChip")
     assert [chip.text() for chip in chips] == ["📄 stack.py"] and chips[0].toolTip() == str(source)
-    prompt = window.generation._request(messages(window)[:1]).messages[-1]["content"]
+    prompt = window.generation._chat_messages(messages(window)[:1])[-1]["content"]
     assert prompt.startswith(f"File `{source}`:\n```python\nclass Stack:") and prompt.endswith("what does push do?")
     assert window.chat.code_context.file_list.count() == 0
     assert window.store.get(window.conversation.conversation.id).mode == "code"

@@ -47,3 +47,10 @@ def test_a_capped_run_reports_its_page_cache_reads(tiny_model_dir):
     assert outcome.status == 0, outcome.stderr
     stats = json.loads(outcome.stdout)["stats"]
     assert stats["page_cache_reads"] > 0 and stats["page_cache_bytes"] > 0
+
+
+def test_a_host_budget_too_small_names_its_sizes_in_readable_units(tiny_model_dir):
+    outcome = wisp("run", str(tiny_model_dir("qwen3_moe")), "--device", "cpu", "--experts", "paged",
+                   "--host-budget", "60KiB", "--prompt", "hi", "--max-tokens", "2")
+    assert_one_line_error(outcome, "--host-budget", "needs 192.0 KiB of host RAM", "the engine may use 60.0 KiB")
+    assert "0.00 GiB" not in outcome.stderr

@@ -46,4 +46,4 @@ def test_a_budget_too_small_for_static_offload_is_a_failed_row_not_a_failed_suit
     args = Namespace(batch=1, max_len=128, tokens=4)
     rows = static_rows(host, 1024, ["wisp", "static-uva", "static-copy"], args, torch.device("cpu"), router=None)
     assert [row["arm"] for row in rows] == ["static-uva", "static-copy"]
-    assert all(row["error"].startswith("BudgetError: a budget of 0.00 GiB is too small for static") for row in rows)
+    assert all(row["error"].startswith("BudgetError: a budget of 1.0 KiB is too small for static") for row in rows)
