@@ -7,10 +7,15 @@ from dataclasses import dataclass
 from engine.errors import RequestError
 from engine.request_checks import INT32_MAX, check_float, check_int, check_seed, check_stop
 
+# Below this temperature sampling is greedy: logits / 1e-40 overflow fp32 to inf (and 5e-324 rounds to 0.0),
+# and softmax of those is NaN; at 1e-5 the top token holds practically all the mass unless logits tie.
+MIN_TEMPERATURE = 1e-5
+
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """temperature 0 is greedy; top_k 0 and top_p 1 disable those filters; seed makes sampling repeatable."""
+    """temperature 0 (or below MIN_TEMPERATURE) is greedy; top_k 0 and top_p 1 disable those filters; seed makes
+    sampling repeatable."""
 
     max_tokens: int = 256
     temperature: float = 0.0
@@ -34,4 +39,4 @@ class SamplingParams:
 
     @property
     def is_greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < MIN_TEMPERATURE

@@ -81,7 +81,7 @@ class LlamaCppCore:
                 return []  # more of the prompt to evaluate next step
         else:
             logits = self.model.decode(active.output[-1:])
-        return self._accept(active, logits)
+        return self._accept_alone(active, logits)
 
     def cancel(self, request_id: str) -> list[Event]:
         for queued in self.waiting:
@@ -130,6 +130,14 @@ class LlamaCppCore:
         active.cached_prompt_tokens = self.model.reuse_prefix(active.prompt)
         active.pending = active.prompt[active.cached_prompt_tokens:]
         return True
+
+    def _accept_alone(self, active: GgufRequest, logits) -> list[Event]:
+        """A failure in this request's sampling or text handling ends it alone; the waiting ones still run."""
+        try:
+            return self._accept(active, logits)
+        except Exception as err:  # noqa: BLE001 - NaN scores, this request's stop strings or parsers
+            return [FinishEvent(**{**self._finish(active, "error").__dict__,
+                                   "error": f"generation failed: {type(err).__name__}: {err}"})]
 
     def _accept(self, active: GgufRequest, logits) -> list[Event]:
         token, logprob = sample(torch.from_numpy(logits), active.sampling, active.generator)

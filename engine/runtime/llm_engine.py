@@ -15,7 +15,7 @@ from engine.errors import PromptTooLongError
 from engine.events import Event, FinishEvent, RequestStats, TokenEvent
 from engine.generation.plan_event import PlanEvent
 from engine.generation.prompt import prompt_token_ids
-from engine.generation.sampler import sample
+from engine.generation.sampler import FAILED_TOKEN, sample
 from engine.generation.text_stream import TextStream
 from engine.generation.throughput import Throughput
 from engine.requests import GenerateRequest
@@ -109,11 +109,11 @@ class LLMEngine:
 
     def fail_all(self, message: str) -> list[Event]:
         """End every request with an error (the step itself failed); the engine stays usable."""
-        events = []
-        for active in list(self.active.values()):
-            finish = self._finish(active, "error")
-            events.append(FinishEvent(**{**finish.__dict__, "error": message}))
-        return events
+        return [self._fail(active, message) for active in list(self.active.values())]
+
+    def _fail(self, active: Active, message: str) -> FinishEvent:
+        finish = self._finish(active, "error")
+        return FinishEvent(**{**finish.__dict__, "error": message})
 
     def expert_counters(self):
         """A snapshot of the cumulative expert counters (engine thread: settles graphed steps)."""
@@ -144,8 +144,17 @@ class LLMEngine:
         self.throughput.record(now, len(seqs), is_prefill)
         events: list[Event] = []
         for seq, token, logprob in zip(seqs, tokens, logprobs):
-            events.extend(self._accept(self.active[seq.request_id], token, logprob, now))
+            events.extend(self._accept_alone(self.active[seq.request_id], token, logprob, now))
         return events
+
+    def _accept_alone(self, active: Active, token: int, logprob: float, now: float) -> list[Event]:
+        """Accept one row's token; a failure in its sampling or its text handling ends that request alone."""
+        if token == FAILED_TOKEN:
+            return [self._fail(active, "generation failed: the model's scores for this request were not numbers (NaN)")]
+        try:
+            return self._accept(active, token, logprob, now)
+        except Exception as err:  # noqa: BLE001 - this request's stop strings, parsers or detokenizer
+            return [self._fail(active, f"generation failed: {type(err).__name__}: {err}")]
 
     def _accept(self, active: Active, token: int, logprob: float, now: float) -> list[Event]:
         seq = active.seq
