@@ -46,6 +46,7 @@ class LLMEngine:
         self.controller = None  # OnlineController, attached for paged mode with a budget
         self.wsa_curve = None  # MV-WSA's predicted (expert share, tok/s) curve, refreshed at barriers
         self.host_tier = None  # engine.alloc.host_tier.HostTier of experts kept in host memory (None: on the device)
+        self._tokenized: dict[str, list[int] | Exception] = {}  # tokenize_ahead's results, by request id
 
     @property
     def memory(self) -> "LLMEngine":
@@ -87,8 +88,20 @@ class LLMEngine:
         decision = self.controller.decide(self.plan, waiting_blocks=need, upcoming_steps=upcoming)
         return [plan_change(self, decision.plan, decision.reason)] if decision else []
 
+    def tokenize_ahead(self, request: GenerateRequest) -> None:
+        """api.Engine's tokenizer thread: tokenise the prompt before it is queued, so that a megabyte prompt does
+        not hold the engine thread (and every stream) while it is read. The tokenizer (tokenizers, jinja2) is
+        thread-safe, and its encode releases the GIL."""
+        try:
+            self._tokenized[request.request_id] = prompt_token_ids(request, self.tokenizer, self.max_model_len)
+        except Exception as err:  # noqa: BLE001 - raised again when the engine thread admits the request
+            self._tokenized[request.request_id] = err
+
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
-        return prompt_token_ids(request, self.tokenizer, self.max_model_len)
+        ready = self._tokenized.pop(request.request_id, None)
+        if isinstance(ready, Exception):
+            raise ready
+        return ready if ready is not None else prompt_token_ids(request, self.tokenizer, self.max_model_len)
 
     def add(self, request: GenerateRequest) -> None:
         """Validate, tokenise and queue a request; raises a WispError (nothing is queued) if it is unusable."""
@@ -104,6 +117,7 @@ class LLMEngine:
         self.scheduler.add(seq)
 
     def cancel(self, request_id: str) -> list[Event]:
+        self._tokenized.pop(request_id, None)
         active = self.active.get(request_id)
         return [self._finish(active, "cancelled")] if active else []
 
