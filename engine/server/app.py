@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Route
 
 from engine.errors import RequestError
@@ -32,9 +33,17 @@ def create_app(engine, api_key: str | None = None, limits: ServerLimits | None =
             Route("/v1/chat/completions", routes.chat_completions, methods=["POST"]),
             Route("/v1/completions", routes.completions, methods=["POST"]),
         ],
-        middleware=[Middleware(GuardMiddleware, api_key=api_key, is_checking_host=not api_key)],
+        middleware=cors(limits) + [Middleware(GuardMiddleware, api_key=api_key, is_checking_host=not api_key)],
         exception_handlers={ApiError: on_api_error, RequestError: on_request_error, HTTPException: on_http_exception,
                             Exception: on_unexpected},
     )
     app.state.bridge = routes.bridge  # runner.ServerHandle.stop() cancels what is in flight through it
     return app
+
+
+def cors(limits: ServerLimits) -> list[Middleware]:
+    """Access-Control-* headers for the origins `wisp serve --cors ORIGIN` names, and for no one else."""
+    if not limits.cors_origins:
+        return []
+    return [Middleware(CORSMiddleware, allow_origins=list(limits.cors_origins), allow_methods=["GET", "POST"],
+                       allow_headers=["Authorization", "Content-Type"], max_age=600)]

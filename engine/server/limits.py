@@ -17,16 +17,28 @@ class ServerConfigError(WispError):
 @dataclass(frozen=True)
 class ServerLimits:
     """Per-server safety limits. max_tokens caps what one request may generate (also bounded by the
-    model's context); beyond max_concurrent_requests in flight a request gets 429."""
+    model's context); beyond max_concurrent_requests in flight a request gets 429. Web pages of
+    `cors_origins` (none by default) may call the server from a browser."""
 
     max_body_bytes: int = 4 * 1024**2
     max_tokens: int = 4096
     max_concurrent_requests: int = 64
     max_stop_strings: int = 16
+    cors_origins: tuple[str, ...] = ()
 
     def __post_init__(self):
         if min(self.max_body_bytes, self.max_tokens, self.max_concurrent_requests, self.max_stop_strings) < 1:
             raise ServerConfigError("server limits must be positive")
+        for origin in self.cors_origins:
+            check_origin(origin)
+
+
+def check_origin(origin: str) -> None:
+    """A browser sends Origin as scheme://host[:port] and CORS compares it whole: anything else never matches."""
+    scheme, separator, rest = origin.partition("://")
+    if origin != "*" and not (scheme in ("http", "https") and separator and rest and "/" not in rest):
+        raise ServerConfigError(f"--cors {origin!r} is not an origin: give it as scheme://host[:port], e.g. "
+                                "http://localhost:3000 (no path), or * for every web page")
 
 
 def is_loopback(host: str) -> bool:
