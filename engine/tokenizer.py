@@ -217,8 +217,8 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise TokenizerError(f"{path} cannot be read as JSON: {error}") from error
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise TokenizerError(f"{path} cannot be read as JSON: {type(error).__name__}: {error}") from None
     if not isinstance(data, dict):
         raise TokenizerError(f"{path} must hold a JSON object, found {type(data).__name__}")
     return data
