@@ -6,10 +6,12 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
 from engine.errors import RequestError
-from engine.server.api_errors import ApiError, on_api_error, on_http_exception, on_request_error, on_unexpected
+from engine.server.api_errors import (ApiError, on_api_error, on_client_disconnect, on_http_exception, on_request_error,
+                                     on_unexpected)
 from engine.server.bridge import EngineBridge
 from engine.server.guard import GuardMiddleware
 from engine.server.limits import ServerLimits
@@ -35,7 +37,7 @@ def create_app(engine, api_key: str | None = None, limits: ServerLimits | None =
         ],
         middleware=cors(limits) + [Middleware(GuardMiddleware, api_key=api_key, is_checking_host=not api_key)],
         exception_handlers={ApiError: on_api_error, RequestError: on_request_error, HTTPException: on_http_exception,
-                            Exception: on_unexpected},
+                            ClientDisconnect: on_client_disconnect, Exception: on_unexpected},
     )
     app.state.bridge = routes.bridge  # runner.ServerHandle.stop() cancels what is in flight through it
     return app

@@ -80,7 +80,7 @@ async def chat_stream(generation: Generation, first: Event, shape: Shape, includ
                 yield sse(chat_chunk(shape, delta, [event]))
                 num_sent, num_reasoning_sent = num_sent + len(event.text), num_reasoning_sent + len(event.reasoning)
             continue
-        if event.reason not in ("error", "cancelled"):
+        if event.reason != "error":  # a cancelled stream (the server is stopping) ends with finish_reason abort
             delta = chat_delta(event.text[num_sent:], event.reasoning[num_reasoning_sent:])
             if event.tool_calls:
                 delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(tool_calls_out(event.tool_calls))]
@@ -99,7 +99,7 @@ async def completion_stream(generation: Generation, first: Event, shape: Shape,
                 yield sse(completion_chunk(shape, event.text, [event], num_sent))
                 num_sent += len(event.text)
             continue
-        if event.reason not in ("error", "cancelled"):
+        if event.reason != "error":
             yield sse(completion_chunk(shape, event.text[num_sent:], [], num_sent, finish_reason(event)))
         for obj in ending(shape, event, include_usage):
             yield sse(obj)
