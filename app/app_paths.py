@@ -9,6 +9,8 @@ from pathlib import Path
 
 import platformdirs
 
+from app.private_files import private_folder
+
 APP_NAME = "wisp"
 DATA_DIR_VARIABLE = "WISP_DATA_DIR"
 
@@ -44,6 +46,7 @@ class AppPaths:
         )
 
     def create(self) -> "AppPaths":
-        for folder in (self.data_dir, self.config_dir, self.log_dir):
+        for folder in (self.data_dir, self.config_dir):
             folder.mkdir(parents=True, exist_ok=True)
+        private_folder(self.log_dir)
         return self
