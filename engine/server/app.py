@@ -40,6 +40,7 @@ def create_app(engine, api_key: str | None = None, limits: ServerLimits | None =
                             ClientDisconnect: on_client_disconnect, Exception: on_unexpected},
     )
     app.state.bridge = routes.bridge  # runner.ServerHandle.stop() cancels what is in flight through it
+    app.state.send_timeout_s = limits.send_timeout_s  # streaming.EventStreamResponse gives up on a stuck client
     return app
 
 

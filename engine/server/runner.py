@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from engine.server.app import create_app
+from engine.server.connections import protocol_for, quiet_accept_errors, raise_file_limit
 from engine.server.limits import ServerConfigError, ServerLimits, check_bind
 from engine.server.shutdown import GracefulServer
 
@@ -43,9 +44,11 @@ def server_url(host: str, port: int) -> str:
 
 def make_server(engine, sock: socket.socket, api_key: str | None, limits: ServerLimits | None,
                 model_id: str | None) -> uvicorn.Server:
+    limits = limits or ServerLimits()
+    quiet_accept_errors()
     app = create_app(engine, api_key=api_key, limits=limits, model_id=model_id)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", http=protocol_for(limits),
+                            timeout_keep_alive=limits.idle_timeout_s, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
     return GracefulServer(config)
 
 
@@ -98,4 +101,5 @@ def serve_forever(engine, sock: socket.socket, api_key: str | None = None, limit
                   model_id: str | None = None) -> None:
     """`wisp serve`: run in the calling (main) thread on a socket from bind_socket (bound before the
     model loads, so that a busy port is reported at once) until Ctrl+C / SIGTERM (engine.server.shutdown)."""
+    raise_file_limit()  # before the connection cap is set from it
     make_server(engine, sock, api_key, limits, model_id).run(sockets=[sock])
