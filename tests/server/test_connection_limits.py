@@ -108,3 +108,16 @@ def test_the_cap_stays_below_the_file_limit(monkeypatch):
     monkeypatch.setattr(connections.resource, "getrlimit", lambda kind: (1024, 4096))
     assert connections.connection_cap(ServerLimits(max_connections=5000)) == 1024 - connections.FD_RESERVE
     assert connections.connection_cap(ServerLimits(max_connections=100)) == 100
+
+
+def test_accept_errors_log_one_line_without_traceback(caplog):
+    connections.quiet_accept_errors()
+    connections.quiet_accept_errors()
+    logger = logging.getLogger("asyncio")
+    error = OSError(24, "Too many open files")
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        for _ in range(1000):
+            logger.error("socket.accept() out of system resource\nsocket: %s", "<sock>", exc_info=error)
+    lines = [record for record in caplog.records if record.name == "asyncio"]
+    assert len(lines) <= 1 and all(record.exc_info is None for record in lines)
+    assert all("Too many open files" in record.getMessage() for record in lines)
