@@ -3,6 +3,7 @@ WISP_DATA_DIR (or --data-dir) names one (tests, portable installs)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,14 @@ class AppPaths:
         )
 
     def create(self) -> "AppPaths":
-        for folder in (self.data_dir, self.config_dir):
-            folder.mkdir(parents=True, exist_ok=True)
-        private_folder(self.log_dir)
+        """Make the folders that can be made: on a read-only disk the app still starts (the conversations open
+        read-only, settings and logs are not written, and the user is told)."""
+        for folder in (self.data_dir, self.config_dir, self.log_dir):
+            try:
+                if folder == self.log_dir:
+                    private_folder(folder)
+                else:
+                    folder.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                logging.getLogger(__name__).warning("cannot create %s: %s", folder, err)
         return self

@@ -36,8 +36,12 @@ def setup_logging(log_file: Path) -> None:
     if _handler is not None:
         root.removeHandler(_handler)
         _handler.close()
-    private_folder(log_file.parent)
-    _handler = PrivateRotatingFileHandler(log_file, maxBytes=1024 * 1024, backupCount=3, encoding="utf-8")
+    try:
+        private_folder(log_file.parent)
+        _handler = PrivateRotatingFileHandler(log_file, maxBytes=1024 * 1024, backupCount=3, encoding="utf-8")
+    except OSError as err:  # a read-only data folder: the app runs and logs to stderr
+        _handler = logging.StreamHandler()
+        logging.getLogger(__name__).warning("cannot write the log %s (%s); logging to stderr", log_file, err)
     _handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(_handler)
     if root.getEffectiveLevel() > logging.INFO:

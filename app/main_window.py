@@ -142,6 +142,7 @@ class MainWindowWidget(QMainWindow):
         self.conversations.conversation_activated.connect(self.open_conversation)
         self.conversations.conversation_deleted.connect(self._on_conversations_conversation_deleted)
         self.conversation.conversation_saved.connect(self._on_conversation_saved)
+        self.conversation.save_failed.connect(lambda why: self.status.showMessage(f"Not saved: {why}", 10_000))
         self.chat.mode_changed.connect(self._on_chat_mode_changed)
         self.chat.settings_bar.changed.connect(self._save_sampling)
 

@@ -47,12 +47,34 @@ class Message:
 
 
 class ConversationStore:
+    """`is_read_only`: opened with read_only() (a read-only file or folder, or a database another program
+    locks); every write then raises sqlite3.OperationalError, which callers report."""
+
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
+        self.is_read_only = self.is_in_memory = False
+
+    @classmethod
+    def read_only(cls, path: Path) -> "ConversationStore":
+        """The database as it is, never written (SQLite's mode=ro; immutable when not even its journal can be
+        opened); an empty store in memory when it cannot be read at all (locked by another program)."""
+        store = cls.__new__(cls)
+        store.is_read_only, store.is_in_memory = True, False
+        for query in ("mode=ro", "immutable=1"):
+            try:
+                store._db = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=1)
+                store.conversations()
+                return store
+            except sqlite3.DatabaseError:
+                store._db.close()
+        store._db, store.is_in_memory = sqlite3.connect(":memory:"), True
+        store._db.executescript(SCHEMA)
+        store._db.execute("PRAGMA query_only=ON")
+        return store
 
     def close(self) -> None:
         self._db.close()

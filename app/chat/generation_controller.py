@@ -7,13 +7,14 @@ finishes, so a crash loses at most a second of it."""
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.chat.conversation_model import ConversationModel
+from app.chat.conversation_model import ConversationModel, why_not_saved
 from app.chat.conversation_store import Message
 from app.engine_api import api
 
@@ -124,14 +125,23 @@ class GenerationController(QObject):
         if not self.can_send() or not message.content.strip():
             return False
         settings = self._settings_source()
-        self._model.ensure_conversation(settings.mode, settings.system_prompt, message.content)
-        self._model.append(message)
+        try:
+            self._model.ensure_conversation(settings.mode, settings.system_prompt, message.content)
+            self._model.append(message)
+        except sqlite3.Error as err:  # nothing was sent: the text stays in the input box
+            self.failed.emit(f"Your message was not sent because it could not be saved: {why_not_saved(err)}. "
+                             "It is still in the input box.")
+            return False
         return self._start()
 
     def _start(self) -> bool:
         history = self._model.messages
         request = self._request(history)
-        self._index = self._model.append(Message("assistant", "", history[-1].kind, {"streaming": True}))
+        try:
+            self._index = self._model.append(Message("assistant", "", history[-1].kind, {"streaming": True}))
+        except sqlite3.Error as err:
+            self.failed.emit(f"The reply was not started because it could not be saved: {why_not_saved(err)}.")
+            return False
         self._text, self._reasoning, self._last_save = "", "", time.monotonic()
         self._set_request(request.request_id)
         try:
