@@ -75,9 +75,9 @@ class ChatTemplate:
                     **_plain_data(dict(variables or {})),
                 ))
         except TemplateBudgetError as error:
-            raise TokenizerError(f"the chat template in {self.origin} was stopped: {error}; a chat template "
-                                 "should only format the conversation (is the model folder's template broken?)") \
-                from None
+            message = (f"the chat template in {self.origin} was stopped: {error}; a chat template should only "
+                       "format the conversation (is the model folder's template broken?)")
+            raise TokenizerError(message) from None
         except jinja2.TemplateError as error:
             raise RequestError(f"the chat template in {self.origin} rejected the conversation: {error}") from error
 

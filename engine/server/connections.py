@@ -121,7 +121,8 @@ class GuardedH11Protocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing():
+        is_waiting = self.cycle is None or self.cycle.response_complete  # not already reading a pipelined one
+        if is_waiting and not self.transport.is_closing():
             self._arm(self.limits.header_timeout_s)  # the next request (keep-alive closes an idle one sooner)
 
     def connection_lost(self, exc) -> None:
