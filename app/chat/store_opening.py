@@ -48,12 +48,14 @@ def open_store(path: Path) -> tuple[ConversationStore, str | None]:
         store.conversations()  # reads the tables: a damaged file fails here if not at opening
     except (sqlite3.DatabaseError, OSError) as err:
         log.error("conversation database %s cannot be opened for writing: %s", path, err)
-        return open_unwritable(path, err)
+        store, message = open_unwritable(path, err)
+    else:
+        message = None
     try:
         make_owner_only(path)
     except OSError as err:  # a file this user does not own
         log.warning("cannot make %s owner-only: %s", path, err)
-    return store, None
+    return store, message
 
 
 def open_unwritable(path: Path, err: Exception) -> tuple[ConversationStore, str]:
