@@ -7,6 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine.server import ServerLimits, start_server
 from tests.server.conftest import API_KEY
@@ -64,3 +66,14 @@ def test_a_megabyte_prompt_does_not_stall_other_streams(roomy_server):
         times = running.result(timeout=120)
     assert refused.status_code == 400 and "context" in refused.json()["error"]["message"]
     assert max(later - earlier for earlier, later in zip(times, times[1:])) < 3.0  # it was the tokenising time
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(temperature=st.floats(0.0, 2.0), top_p=st.floats(0.0, 1.0, exclude_min=True),  # OpenAI's ranges
+       top_k=st.integers(0, 2**31 - 1), stop=st.lists(st.text(min_size=1, max_size=40), max_size=4))
+def test_generated_sampling_values_and_stops_spare_a_good_stream(server, temperature, top_p, top_k, stop):
+    body = {**CHAT, "max_tokens": 8, "temperature": temperature, "top_p": top_p, "top_k": top_k, "stop": stop}
+    response = beside_a_good_stream(server, lambda: post(server, body))
+    assert response.status_code in (200, 400), response.text
+    if response.status_code == 400:  # only text a request cannot carry (a lone surrogate) is refused
+        assert response.json()["error"]["param"].startswith("stop.")
