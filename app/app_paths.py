@@ -3,11 +3,14 @@ WISP_DATA_DIR (or --data-dir) names one (tests, portable installs)."""
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import platformdirs
+
+from app.private_files import private_folder
 
 APP_NAME = "wisp"
 DATA_DIR_VARIABLE = "WISP_DATA_DIR"
@@ -44,6 +47,14 @@ class AppPaths:
         )
 
     def create(self) -> "AppPaths":
+        """Make the folders that can be made: on a read-only disk the app still starts (the conversations open
+        read-only, settings and logs are not written, and the user is told)."""
         for folder in (self.data_dir, self.config_dir, self.log_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                if folder == self.log_dir:
+                    private_folder(folder)
+                else:
+                    folder.mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                logging.getLogger(__name__).warning("cannot create %s: %s", folder, err)
         return self

@@ -20,6 +20,8 @@ from PySide6.QtCore import QObject, QUrl, Signal, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication, QMessageBox
 
+from app.private_files import open_private
+
 log = logging.getLogger("wisp.crash")
 OBJECT_NAME = "crashDialog"
 CRASH_LOG = "crash.log"
@@ -42,11 +44,15 @@ class CrashHandler(QObject):
     def install(self, capture_stderr: bool = False) -> "CrashHandler":
         """Start writing crashes to crash.log; with capture_stderr, everything written to stderr (file descriptor
         2: Python, Qt and native libraries alike) goes there too."""
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._fault_file = open(self.crash_log, "a", encoding="utf-8", buffering=1)  # kept open: faulthandler
-        faulthandler.enable(self._fault_file, all_threads=True)  # writes to its raw file descriptor
-        if capture_stderr:
-            self._capture_stderr()
+        try:
+            # kept open: faulthandler writes to its raw file descriptor
+            self._fault_file = open_private(self.crash_log, encoding="utf-8", buffering=1)
+        except OSError as err:  # a read-only data folder: crashes go to stderr and the log
+            log.warning("cannot write %s (%s); crashes are reported on stderr", self.crash_log, err)
+        if self._fault_file is not None:
+            faulthandler.enable(self._fault_file, all_threads=True)
+            if capture_stderr:
+                self._capture_stderr()
         sys.excepthook = self.report
         threading.excepthook = lambda hook_args: self.report(hook_args.exc_type, hook_args.exc_value,
                                                              hook_args.exc_traceback)
@@ -76,8 +82,11 @@ class CrashHandler(QObject):
         text = "".join(traceback.format_exception(exc_type, exc_value, exc_traceback))
         try:
             log.critical("uncaught exception\n%s", text)
-            with open(self.crash_log, "a", encoding="utf-8") as crash_file:
-                crash_file.write(f"--- uncaught exception\n{text}\n")
+            try:
+                with open_private(self.crash_log, encoding="utf-8") as crash_file:
+                    crash_file.write(f"--- uncaught exception\n{text}\n")
+            except OSError:
+                sys.__excepthook__(exc_type, exc_value, exc_traceback)
             self.crashed.emit(text)
         except Exception:
             sys.__excepthook__(exc_type, exc_value, exc_traceback)

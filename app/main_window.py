@@ -72,6 +72,8 @@ class MainWindowWidget(QMainWindow):
         self._announced_engine = None
         if store_problem:
             QTimer.singleShot(0, lambda: show_error(self, "Saved conversations could not be read", store_problem))
+        if self._settings_store.problems:
+            QTimer.singleShot(0, self._report_settings_problems)
         self._geometry = GeometrySaver(self, lambda text: self._save_settings(window_geometry=text))
         run_in_background(lambda report: api().detect_hardware(), on_success=self._on_hardware_task_succeeded,
                           on_failure=self._on_hardware_task_failed)
@@ -152,6 +154,7 @@ class MainWindowWidget(QMainWindow):
         self.conversations.conversation_activated.connect(self.open_conversation)
         self.conversations.conversation_deleted.connect(self._on_conversations_conversation_deleted)
         self.conversation.conversation_saved.connect(self._on_conversation_saved)
+        self.conversation.save_failed.connect(lambda why: self.status.showMessage(f"Not saved: {why}", 10_000))
         self.chat.mode_changed.connect(self._on_chat_mode_changed)
         self.chat.settings_bar.changed.connect(self._save_sampling)
 
@@ -260,6 +263,14 @@ class MainWindowWidget(QMainWindow):
     def _save_settings(self, **changes) -> None:
         self.settings = self.settings.with_changes(**changes)
         self._settings_store.save(self.settings)
+        if self._settings_store.save_error:
+            self.status.showMessage(f"Settings not saved: {self._settings_store.save_error}", 10_000)
+
+    def _report_settings_problems(self) -> None:
+        problems = "\n".join(f"• {problem}" for problem in self._settings_store.problems)
+        show_error(self, "Some settings could not be read",
+                   f"These settings went back to their defaults; the others are kept:\n{problems}\n\nThe file "
+                   f"is kept as {self.paths.settings_file.name}.bad-DATE next to it when the settings are next saved.")
 
     # --- slots ---
     def _on_hardware_task_succeeded(self, hardware) -> None:

@@ -1,23 +1,24 @@
 """The user's settings (budget, model folders, remote servers, theme, last model, generation defaults), kept as
-JSON in platformdirs' config folder. Unknown or malformed entries fall back to defaults instead of failing.
+JSON in platformdirs' config folder. Unknown entries are ignored; a malformed one falls back to its default alone
+(app.settings_entries).
 Remote servers' API keys are stored in this file as plain text (written owner-only, see atomic_write)."""
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, fields, replace
+import shutil
+import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from app.atomic_write import write_text_atomic
 from app.chat.sampling_extras import SamplingExtras
-from app.engine_api import REASONING_EFFORTS
 from app.remote_server import RemoteServer
+from app.settings_entries import GGUF_ENGINES, MODES, THEMES, checked_entries
 
+__all__ = ["AppSettings", "SettingsStore", "GGUF_ENGINES", "MODES", "THEMES"]
 log = logging.getLogger(__name__)
-THEMES = ("system", "light", "dark")
-MODES = ("chat", "code")
-GGUF_ENGINES = ("auto", "wisp", "llama.cpp")  # EngineOptions.backend for a .gguf file: auto picks Wisp's when it can
 
 
 @dataclass(frozen=True)
@@ -49,49 +50,46 @@ class AppSettings:
         return next((server.api_key for server in self.remote_servers if server.url == model), None)
 
 
-def _clean(raw: dict) -> dict:
-    known = {f.name for f in fields(AppSettings)}
-    values = {key: value for key, value in raw.items() if key in known}
-    values["sampling_extras"] = SamplingExtras.from_raw(values.get("sampling_extras"))
-    if "model_folders" in values:
-        values["model_folders"] = tuple(str(folder) for folder in values["model_folders"])
-    if values.get("theme") not in THEMES:
-        values.pop("theme", None)
-    if values.get("mode") not in MODES:
-        values.pop("mode", None)
-    if values.get("reasoning_effort") not in (None, *REASONING_EFFORTS):
-        values.pop("reasoning_effort")
-    if values.get("gguf_engine") not in GGUF_ENGINES:
-        values.pop("gguf_engine", None)
-    if "remote_servers" in values:
-        values["remote_servers"] = tuple(RemoteServer(str(server["url"]), server.get("api_key") or None)
-                                         for server in values["remote_servers"]
-                                         if isinstance(server, dict) and server.get("url"))
-    if not isinstance(values.get("window_geometry") or "", str):
-        values.pop("window_geometry")
-    for switch in ("repeatable", "thinking"):
-        if not isinstance(values.get(switch, True), bool):
-            values.pop(switch)
-    host_budget = values.get("host_budget_bytes")
-    if host_budget is not None and (not isinstance(host_budget, int) or isinstance(host_budget, bool) or host_budget < 1):
-        values.pop("host_budget_bytes")
-    if not isinstance(values.get("server_port"), int) or not 0 <= values["server_port"] <= 65535:
-        values.pop("server_port", None)
-    return values
-
-
 class SettingsStore:
+    """settings.json. `load` keeps every entry that fits and lists the others in `problems`; before the first
+    save after such a load the old file is kept aside as settings.json.bad-DATE, so nothing is lost."""
+
     def __init__(self, path: Path):
         self.path = path
+        self.problems: list[str] = []
+        self.save_error: str | None = None  # why the last save failed (a read-only or full disk), else None
 
     def load(self) -> AppSettings:
+        self.problems = []
         if not self.path.exists():
             return AppSettings()
         try:
-            return AppSettings(**_clean(json.loads(self.path.read_text(encoding="utf-8"))))
-        except (ValueError, TypeError) as err:
-            log.warning("ignoring unreadable settings %s: %s", self.path, err)
-            return AppSettings()
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as err:
+            self.problems = [f"the file cannot be read ({type(err).__name__}: {err})"]
+            raw = {}
+        if not isinstance(raw, dict):
+            self.problems, raw = [f"the file holds {type(raw).__name__}, not an object of settings"], {}
+        values, problems = checked_entries(raw)
+        self.problems += problems
+        for problem in self.problems:
+            log.warning("settings %s: %s", self.path, problem)
+        return AppSettings(**values)
 
     def save(self, settings: AppSettings) -> None:
-        write_text_atomic(self.path, json.dumps(asdict(settings), indent=2))
+        """Write the settings (atomically); a disk that refuses is logged and kept in `save_error`, not raised."""
+        try:
+            if self.problems and self.path.exists():
+                self.keep_aside()
+            write_text_atomic(self.path, json.dumps(asdict(settings), indent=2))
+            self.save_error = None
+        except OSError as err:
+            self.save_error = f"{err.strerror or err} ({self.path})"
+            log.warning("cannot save the settings: %s", self.save_error)
+
+    def keep_aside(self) -> Path:
+        aside = self.path.with_name(f"{self.path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.copy2(self.path, aside)
+        self.problems = []
+        log.warning("kept the settings file with bad entries as %s", aside)
+        return aside

@@ -8,7 +8,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -95,6 +95,9 @@ class Engine:
         self._stats = self._core.stats()
         self._stats_time = time.monotonic()
         self._closed = False
+        self._unadmitted: set[str] = set()  # submitted, not yet admitted by the engine thread
+        self._cancelled_early: set[str] = set()  # cancelled before their admission
+        self._tokenizing = ThreadPoolExecutor(1, thread_name_prefix="wisp-tokenize")  # one thread: keeps the order
         self._thread = threading.Thread(target=self._loop, name="wisp-engine", daemon=True)
         self._thread.start()
 
@@ -109,7 +112,8 @@ class Engine:
         if self._closed:
             raise WispError("the engine is closed")
         submissions = [_Submission(r, RequestHandle(r.request_id, self._thread.is_alive), callback) for r in requests]
-        self._inbox.put(submissions)
+        self._unadmitted.update(r.request_id for r in requests)
+        self._tokenizing.submit(self._prepare, submissions)
         return [s.handle for s in submissions]
 
     def generate(self, request: GenerateRequest) -> FinishEvent:
@@ -117,7 +121,7 @@ class Engine:
         return self.submit(request).result()
 
     def cancel(self, request_id: str) -> None:
-        """Stop a request after the current step; it finishes with reason "cancelled"."""
+        """Stop a request after the current step (or before it is admitted); it finishes with reason "cancelled"."""
         self._inbox.put(("cancel", request_id))
 
     def count_prompt_tokens(self, request: GenerateRequest) -> int | None:
@@ -160,6 +164,7 @@ class Engine:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._tokenizing.shutdown(wait=False, cancel_futures=True)
             self._inbox.put(None)
             self._thread.join(timeout=30)
 
@@ -168,6 +173,15 @@ class Engine:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    # --- tokenizer thread ---
+    def _prepare(self, submissions: list[_Submission]) -> None:
+        """Tokenise the prompts here, off the engine thread, for cores whose tokenizer any thread may use (a
+        megabyte prompt takes seconds, and every stream would wait for it); then queue them for admission."""
+        tokenize_ahead = getattr(self._core, "tokenize_ahead", None)
+        for submission in submissions if tokenize_ahead else ():
+            tokenize_ahead(submission.request)
+        self._inbox.put(submissions)
 
     # --- engine thread ---
     def _loop(self) -> None:
@@ -209,6 +223,8 @@ class Engine:
             for submission in item:
                 self._admit(submission)
         elif item[0] == "cancel":
+            if item[1] in self._unadmitted:
+                self._cancelled_early.add(item[1])
             self._emit(self._core.cancel(item[1]))
             if not self._core.has_work:  # a cancel can drain the engine: idle, and a barrier too
                 self._core.throughput.idle()
@@ -228,6 +244,12 @@ class Engine:
         """Queue one request; anything that goes wrong while tokenising or seeding it fails it alone."""
         request_id = submission.request.request_id
         self._handles[request_id] = (submission.handle, submission.callback)
+        self._unadmitted.discard(request_id)
+        if request_id in self._cancelled_early:
+            self._cancelled_early.discard(request_id)
+            self._core.cancel(request_id)  # nothing runs; the core drops what it prepared for it
+            self._emit([_finish_event(request_id, "cancelled")])
+            return
         try:
             self._core.add(submission.request)
         except WispError as err:
@@ -251,8 +273,13 @@ class Engine:
 
 
 def _error_event(request_id: str, message: str) -> FinishEvent:
+    return _finish_event(request_id, "error", message)
+
+
+def _finish_event(request_id: str, reason: str, error: str | None = None) -> FinishEvent:
     stats = RequestStats(0, 0, 0, 0.0, 0.0, 0.0, 0)
-    return FinishEvent(request_id, "error", "", (), (), stats, error=message, error_kind=ErrorKind.REFUSED)
+    return FinishEvent(request_id, reason, "", (), (), stats, error=error,
+                       error_kind=ErrorKind.REFUSED if error is not None else None)
 
 
 def detect_hardware() -> HardwareInfo:

@@ -21,6 +21,8 @@ import jinja2.nodes
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from engine.chat_template_budget import (TemplateBudgetError, bounded_range, check_binary_operation, counted,
+                                         render_budget)
 from engine.errors import RequestError, TokenizerError
 
 REASONING_FIELDS = ("reasoning_content", "thinking", "reasoning")
@@ -64,13 +66,18 @@ class ChatTemplate:
             raise RequestError("cannot apply a chat template to an empty conversation")
         _check_tools(tools)
         try:
-            return self._template.render(
-                messages=_alias_reasoning_fields(_plain_data(_drop_none_values(messages))),
-                tools=_plain_data(tools),
-                documents=_plain_data(documents),
-                add_generation_prompt=add_generation_prompt,
-                **_plain_data(dict(variables or {})),
-            )
+            with render_budget():
+                return counted(self._template.generate(
+                    messages=_alias_reasoning_fields(_plain_data(_drop_none_values(messages))),
+                    tools=_plain_data(tools),
+                    documents=_plain_data(documents),
+                    add_generation_prompt=add_generation_prompt,
+                    **_plain_data(dict(variables or {})),
+                ))
+        except TemplateBudgetError as error:
+            message = (f"the chat template in {self.origin} was stopped: {error}; a chat template should only "
+                       "format the conversation (is the model folder's template broken?)")
+            raise TokenizerError(message) from None
         except jinja2.TemplateError as error:
             raise RequestError(f"the chat template in {self.origin} rejected the conversation: {error}") from error
 
@@ -193,8 +200,18 @@ class _GenerationTag(jinja2.ext.Extension):
         return caller()
 
 
+class _BoundedSandbox(ImmutableSandboxedEnvironment):
+    """The sandbox with the render budget's range() and checked `*` and `**` (engine.chat_template_budget)."""
+
+    intercepted_binops = frozenset({"*", "**"})
+
+    def call_binop(self, context, operator, left, right):
+        check_binary_operation(operator, left, right)
+        return super().call_binop(context, operator, left, right)
+
+
 def _make_environment() -> ImmutableSandboxedEnvironment:
-    environment = ImmutableSandboxedEnvironment(
+    environment = _BoundedSandbox(
         trim_blocks=True, lstrip_blocks=True, extensions=[_GenerationTag, jinja2.ext.loopcontrols]
     )
     environment.filters["tojson"] = _tojson
@@ -202,6 +219,7 @@ def _make_environment() -> ImmutableSandboxedEnvironment:
     environment.globals["strftime_now"] = _strftime_now
     environment.globals["dict"] = _TemplateDict()
     environment.globals["namespace"] = _TemplateNamespace
+    environment.globals["range"] = bounded_range
     return environment
 
 

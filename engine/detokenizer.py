@@ -75,10 +75,12 @@ class StopStringMatcher:
     `feed(delta)` returns the text that is safe to emit and whether a stop string completed. A tail that
     could begin a stop string is held back until later text settles it; the stop string itself and
     everything after it are never emitted. With no stop strings, text passes straight through.
+    Each stop string is followed by a Knuth-Morris-Pratt automaton, so a delta costs time linear in its own
+    length (amortised), however long the stop strings or the held tail are.
     """
 
     def __init__(self, stop: Sequence[str]):
-        self._stops = tuple(dict.fromkeys(text for text in stop if text))
+        self._stops = [StopAutomaton(text) for text in dict.fromkeys(text for text in stop if text)]
         self._held = ""
         self.matched_stop: str | None = None
 
@@ -91,12 +93,12 @@ class StopStringMatcher:
         if self.is_stopped:
             return "", True
         text = self._held + delta
-        match = self._first_match(text)
+        match = self._first_match(delta, offset=len(self._held))
         if match is not None:
             start, self.matched_stop = match
             self._held = ""
             return text[:start], True
-        safe_length = len(text) - self._partial_stop_length(text)
+        safe_length = len(text) - max((automaton.matched for automaton in self._stops), default=0)
         self._held = text[safe_length:]
         return text[:safe_length], False
 
@@ -105,14 +107,48 @@ class StopStringMatcher:
         held, self._held = self._held, ""
         return held
 
-    def _first_match(self, text: str) -> tuple[int, str] | None:
-        """The earliest stop string in `text` (the first listed wins a tie) and where it starts."""
-        found = [(text.find(stop), stop) for stop in self._stops]
-        return min(((start, stop) for start, stop in found if start >= 0), key=lambda match: match[0], default=None)
+    def _first_match(self, delta: str, offset: int) -> tuple[int, str] | None:
+        """The earliest-starting stop string that completes in `delta` (the first listed wins a tie), and where
+        it starts in held + delta. Each automaton stops at its own first completion."""
+        best = None
+        for automaton in self._stops:
+            end = automaton.advance(delta)
+            if end is not None:
+                start = offset + end - len(automaton.stop)
+                best = (start, automaton.stop) if best is None or start < best[0] else best
+        return best
 
-    def _partial_stop_length(self, text: str) -> int:
-        """Length of the longest tail of `text` that is a proper prefix of some stop string."""
-        return max(
-            (length for stop in self._stops for length in range(1, len(stop)) if text.endswith(stop[:length])),
-            default=0,
-        )
+
+class StopAutomaton:
+    """Knuth-Morris-Pratt matching of one stop string over streamed text: `matched` is the length of the
+    longest tail of the text so far that is a prefix of the stop string."""
+
+    def __init__(self, stop: str):
+        self.stop = stop
+        self.fallback = prefix_function(stop)
+        self.matched = 0
+
+    def advance(self, text: str) -> int | None:
+        """Read `text`; the index just past the stop string's first completion in it, or None."""
+        stop, fallback, matched = self.stop, self.fallback, self.matched
+        for index, char in enumerate(text):
+            while matched and stop[matched] != char:
+                matched = fallback[matched - 1]
+            if stop[matched] == char:
+                matched += 1
+            if matched == len(stop):
+                self.matched = matched
+                return index + 1
+        self.matched = matched
+        return None
+
+
+def prefix_function(text: str) -> list[int]:
+    """For each i, the length of the longest proper prefix of text[:i + 1] that is also its suffix."""
+    result = [0] * len(text)
+    for index in range(1, len(text)):
+        length = result[index - 1]
+        while length and text[index] != text[length]:
+            length = result[length - 1]
+        result[index] = length + (text[index] == text[length])
+    return result

@@ -8,10 +8,14 @@ from engine.errors import RequestError
 from engine.request_checks import INT32_MAX, check_float, check_int, check_seed, check_stop
 from engine.sampling_checks import MAX_TOP_LOGPROBS, check_json_schema, check_logit_bias, check_penalties
 
+# Below this temperature sampling is greedy: logits / 1e-40 overflow fp32 to inf (and 5e-324 rounds to 0.0),
+# and softmax of those is NaN; at 1e-5 the top token holds practically all the mass unless logits tie.
+MIN_TEMPERATURE = 1e-5
+
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """temperature 0 is greedy; top_k 0, top_p 1 and min_p 0 disable those filters; seed makes sampling repeatable.
+    """temperature 0 (or below MIN_TEMPERATURE) is greedy; top_k 0, top_p 1 and min_p 0 disable those filters; seed makes sampling repeatable.
 
     The penalties and logit_bias change the logits before any of that (greedy included): repetition_penalty
     (vLLM's and transformers': > 1 divides the positive logits and multiplies the negative ones of every token in
@@ -56,7 +60,7 @@ class SamplingParams:
 
     @property
     def is_greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < MIN_TEMPERATURE
 
     @property
     def changes_logits(self) -> bool:

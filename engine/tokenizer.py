@@ -116,8 +116,10 @@ class Tokenizer:
         return template_source(self._chat_templates, has_tools=True)
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        """Token ids of `text`; with `add_special_tokens`, the post-processor's BOS/EOS are added as HF does."""
-        return self._backend.encode(text, add_special_tokens=add_special_tokens).ids
+        """Token ids of `text`; with `add_special_tokens`, the post-processor's BOS/EOS are added as HF does.
+        Through encode_batch, which releases the GIL while it works: a megabyte prompt tokenised on another
+        thread (engine.api's tokenizer thread) does not stall the engine thread (encode holds the GIL for seconds)."""
+        return self._backend.encode_batch([text], add_special_tokens=add_special_tokens)[0].ids
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """Text of `ids`, equal to transformers' `decode(ids, skip_special_tokens=...)`."""
@@ -219,8 +221,8 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise TokenizerError(f"{path} cannot be read as JSON: {error}") from error
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        raise TokenizerError(f"{path} cannot be read as JSON: {type(error).__name__}: {error}") from None
     if not isinstance(data, dict):
         raise TokenizerError(f"{path} must hold a JSON object, found {type(data).__name__}")
     return data

@@ -3,6 +3,8 @@ Views observe its signals. GUI thread only."""
 
 from __future__ import annotations
 
+import sqlite3
+
 from PySide6.QtCore import QObject, Signal
 
 from app.chat.context_fit import DEFAULT_POLICY
@@ -23,6 +25,7 @@ class ConversationModel(QObject):
     truncated = Signal("qint64")  # messages from this index on are gone
     conversation_saved = Signal(object)  # Conversation: created, renamed or touched (the list re-sorts)
     context_policy_changed = Signal(str)  # the open chat's policy for a full context (app.chat.context_fit)
+    save_failed = Signal(str)  # why a change stayed in memory only (a full disk, a read-only store)
 
     def __init__(self, store: ConversationStore, parent: QObject | None = None):
         super().__init__(parent)
@@ -87,10 +90,29 @@ class ConversationModel(QObject):
             message = message.with_changes(info=info)
         self._messages[index] = message
         if persist:
-            self.store.save_message(self._conversation.id, message)
+            self._write(self.store.save_message, self._conversation.id, message)
         self.message_changed.emit(index)
 
     def truncate(self, index: int) -> None:
-        self.store.delete_messages_from(self._conversation.id, index)
+        self._write(self.store.delete_messages_from, self._conversation.id, index)
         del self._messages[index:]
         self.truncated.emit(index)
+
+    def _write(self, write, *args) -> None:
+        """A change the view already shows: if the store refuses it, it stays in memory and save_failed says why."""
+        try:
+            write(*args)
+        except sqlite3.Error as err:
+            self.save_failed.emit(why_not_saved(err))
+
+
+def why_not_saved(error: sqlite3.Error) -> str:
+    """A store error in words a user can act on."""
+    text = str(error)
+    if "full" in text:
+        return "the disk is full; free some space"
+    if "readonly" in text or "read-only" in text or "query_only" in text:
+        return "the saved conversations are open read-only"
+    if "locked" in text:
+        return "another program is using the conversation database"
+    return f"the conversation database refused it ({text})"

@@ -56,6 +56,9 @@ class Message:
 
 
 class ConversationStore:
+    """`is_read_only`: opened with read_only() (a read-only file or folder, or a database another program
+    locks); every write then raises sqlite3.OperationalError, which callers report."""
+
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path)
@@ -63,6 +66,7 @@ class ConversationStore:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
         self._columns = f"{CONVERSATION_COLUMNS}, {self._policy_column()}"
+        self.is_read_only = self.is_in_memory = False
 
     def _policy_column(self) -> str:
         name, definition, default = POLICY_COLUMN
@@ -74,6 +78,26 @@ class ConversationStore:
         except sqlite3.OperationalError:  # a database we may only read
             return f"{default} AS {name}"
         return name
+
+    @classmethod
+    def read_only(cls, path: Path) -> "ConversationStore":
+        """The database as it is, never written (SQLite's mode=ro; immutable when not even its journal can be
+        opened); an empty store in memory when it cannot be read at all (locked by another program)."""
+        store = cls.__new__(cls)
+        store.is_read_only, store.is_in_memory = True, False
+        for query in ("mode=ro", "immutable=1"):
+            try:
+                store._db = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=1)
+                store._columns = f"{CONVERSATION_COLUMNS}, {store._policy_column()}"
+                store.conversations()
+                return store
+            except sqlite3.DatabaseError:
+                store._db.close()
+        store._db, store.is_in_memory = sqlite3.connect(":memory:"), True
+        store._db.executescript(SCHEMA)
+        store._db.execute("PRAGMA query_only=ON")
+        store._columns = f"{CONVERSATION_COLUMNS}, {store._policy_column()}"
+        return store
 
     def close(self) -> None:
         self._db.close()

@@ -7,6 +7,7 @@ finishes, so a crash loses at most a second of it."""
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -14,7 +15,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, Signal, Slot
 
 from app.chat.context_fit import DEFAULT_POLICY, ContextFit, ContextFullError, fit_context
-from app.chat.conversation_model import ConversationModel
+from app.chat.conversation_model import ConversationModel, why_not_saved
 from app.chat.conversation_store import Message
 from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import api
@@ -144,8 +145,13 @@ class GenerationController(QObject):
         if not self.can_send() or not message.content.strip():
             return False
         settings = self._settings_source()
-        self._model.ensure_conversation(settings.mode, settings.system_prompt, message.content)
-        self._model.append(message)
+        try:
+            self._model.ensure_conversation(settings.mode, settings.system_prompt, message.content)
+            self._model.append(message)
+        except sqlite3.Error as err:  # nothing was sent: the text stays in the input box
+            self.failed.emit(f"Your message was not sent because it could not be saved: {why_not_saved(err)}. "
+                             "It is still in the input box.")
+            return False
         self._start()  # a refused reply says why under the message, which stays in the conversation
         return True
 
@@ -158,7 +164,11 @@ class GenerationController(QObject):
             self._index = self._model.append(Message("assistant", "", history[-1].kind))
             return self._refuse(str(err))
         info = {"streaming": True, **self._context_info}
-        self._index = self._model.append(Message("assistant", "", history[-1].kind, info))
+        try:
+            self._index = self._model.append(Message("assistant", "", history[-1].kind, info))
+        except sqlite3.Error as err:
+            self.failed.emit(f"The reply was not started because it could not be saved: {why_not_saved(err)}.")
+            return False
         self._set_request(request.request_id)
         try:
             self._engine_source().submit(request, self._bridge.on_event)

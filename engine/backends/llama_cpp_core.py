@@ -86,7 +86,7 @@ class LlamaCppCore:
                 return []  # more of the prompt to evaluate next step
         else:
             logits = self.model.decode(active.state.output_ids[-1:])
-        return self._accept(active, logits)
+        return self._accept_alone(active, logits)
 
     def cancel(self, request_id: str) -> list[Event]:
         for queued in self.waiting:
@@ -135,6 +135,13 @@ class LlamaCppCore:
         active.state.cached_prompt_tokens = self.model.reuse_prefix(active.prompt)
         active.pending = active.prompt[active.state.cached_prompt_tokens:]
         return True
+
+    def _accept_alone(self, active: GgufRequest, logits) -> list[Event]:
+        """A failure in this request's sampling or text handling ends it alone; the waiting ones still run."""
+        try:
+            return self._accept(active, logits)
+        except Exception as err:  # noqa: BLE001 - NaN scores, this request's stop strings or parsers
+            return [self._finish(active, "error", error=f"generation failed: {type(err).__name__}: {err}")]
 
     def _accept(self, active: GgufRequest, logits) -> list[Event]:
         state = active.state

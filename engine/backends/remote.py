@@ -88,7 +88,7 @@ def build(target: str, options, progress=None) -> tuple["RemoteCore", ModelInfo]
     has_extensions = card.get("owned_by") in EXTENSION_OWNERS
     info = ModelInfo(
         path=target, name=str(card["id"]), model_type="remote", num_layers=0, num_experts=0, top_k=0,
-        max_model_len=int(card.get("max_model_len") or 0), device=f"remote ({urlsplit(base_url).netloc})",
+        max_model_len=context_length(card), device=f"remote ({urlsplit(base_url).netloc})",
         dtype="remote", has_chat_template=True, plan=REMOTE_PLAN,
         reasoning_effort=True,  # sent on: the server applies it or not
         thinking_switch=has_extensions)  # sent as chat_template_kwargs, which OpenAI's own API refuses
@@ -107,9 +107,19 @@ def fetch_models(client: httpx.Client, base_url: str) -> list[dict]:
         raise RemoteError(f"{base_url}/models answered HTTP {response.status_code}; give the OpenAI base URL, "
                           "usually ending in /v1")
     try:
-        return list(response.json()["data"])
-    except (ValueError, KeyError, TypeError):
+        cards = list(response.json()["data"])
+    except (ValueError, KeyError, TypeError, RecursionError):
         raise RemoteError(f"{base_url}/models did not answer an OpenAI model list") from None
+    named = [card for card in cards if isinstance(card, dict) and isinstance(card.get("id"), str) and card["id"]]
+    if cards and not named:
+        raise RemoteError(f"{base_url}/models lists no model with an id; is it an OpenAI-compatible server?")
+    return named
+
+
+def context_length(card: dict) -> int:
+    """The card's max_model_len (vLLM and Wisp send it), 0 when absent or not a sane whole number."""
+    value = card.get("max_model_len")
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**31 else 0
 
 
 def pick_model(cards: list[dict], wanted: str | None, base_url: str) -> dict:

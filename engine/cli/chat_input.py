@@ -54,6 +54,16 @@ def history_path() -> Path:
     return Path(state) / "wisp" / "chat_history"
 
 
+def private_history_file(path: Path) -> Path:
+    """The history file, created 0600 in a 0700 folder (every message is kept in it verbatim); an existing one
+    is narrowed to those modes. prompt_toolkit appends to it, which keeps the mode."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path.parent, 0o700)
+    os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
+    os.chmod(path, 0o600)
+    return path
+
+
 def prompt_session(input=None, output=None, history=None):
     """A prompt_toolkit session: Enter sends; Alt+Enter / Esc Enter inserts a newline; pastes keep theirs."""
     from prompt_toolkit import PromptSession
@@ -68,9 +78,7 @@ def prompt_session(input=None, output=None, history=None):
 
     if history is None:
         try:
-            path = history_path()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            history = FileHistory(str(path))
+            history = FileHistory(str(private_history_file(history_path())))
         except OSError:  # a read-only home: history for this session only
             history = InMemoryHistory()
     return PromptSession(history=history, key_bindings=bindings, multiline=False, input=input, output=output,

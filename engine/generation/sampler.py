@@ -8,6 +8,8 @@ import torch
 from engine.generation.logits_processors import RowContext, apply_min_p, process_row
 from engine.sampling import SamplingParams
 
+FAILED_TOKEN = -1  # a row whose sampling raised: its request ends with an error, the rest of the batch goes on
+
 
 def apply_top_k(logits: torch.Tensor, top_k: int) -> torch.Tensor:
     if top_k <= 0 or top_k >= logits.shape[-1]:
@@ -23,6 +25,7 @@ def apply_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     sorted_logits, order = torch.sort(logits, descending=True)
     cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
     drop_sorted = cumulative - torch.softmax(sorted_logits, dim=-1) >= top_p
+    drop_sorted[0] = False  # a top_p that rounds to 0 in fp32 (1e-300) would drop every token
     drop = torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted)
     return logits.masked_fill(drop, float("-inf"))
 
@@ -38,14 +41,18 @@ def sample_row(logits: torch.Tensor, params: SamplingParams, generator: torch.Ge
 def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None],
            contexts: list[RowContext | None] | None = None) -> tuple[list[int], list[float]]:
     """logits [B, V] fp32, each row's params, generator and (for penalties, bias or a grammar) context ->
-    (token ids, their log-probabilities under the unmodified model distribution)."""
+    (token ids, their log-probabilities under the unmodified model distribution). A row whose sampling
+    raises (NaN logits) gets FAILED_TOKEN."""
     tokens = torch.argmax(logits, dim=-1)  # [B]
     for row, (row_params, generator) in enumerate(zip(params, generators)):
         context = contexts[row] if contexts else None
         row_logits = logits[row] if context is None else process_row(logits[row], row_params, context)
         if not row_params.is_greedy:
-            tokens[row] = sample_row(row_logits, row_params, generator)[0]
+            try:
+                tokens[row] = sample_row(row_logits, row_params, generator)[0]
+            except RuntimeError:  # torch.multinomial refusing NaN or all-zero probabilities
+                tokens[row] = FAILED_TOKEN
         elif context is not None:
             tokens[row] = torch.argmax(row_logits)
-    logprobs = torch.log_softmax(logits, dim=-1).gather(1, tokens[:, None])[:, 0]  # [B]
+    logprobs = torch.log_softmax(logits, dim=-1).gather(1, tokens.clamp(min=0)[:, None])[:, 0]  # [B]
     return tokens.tolist(), logprobs.tolist()

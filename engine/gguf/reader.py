@@ -22,6 +22,7 @@ NUMPY = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 4: np.uint32, 5: np
          10: np.uint64, 11: np.int64, 12: np.float64}
 STRING, ARRAY = 8, 9
 EAGER_ARRAY = 1024  # longer arrays stay LazyArray until asked for
+MAX_ARRAY_NESTING = 8  # llama.cpp writes arrays of scalars or strings; deeper nesting is only a broken file
 DEFAULT_ALIGNMENT = 32
 
 
@@ -123,7 +124,7 @@ def _parse(data: memoryview, quant_sizes: dict) -> tuple[int, dict, dict[str, Te
         key = cursor.string()
         fields[key] = cursor.value(cursor.unpack("<I"))
     infos = [cursor.tensor_info() for _ in range(num_tensors)]
-    alignment = int(fields.get("general.alignment") or DEFAULT_ALIGNMENT)
+    alignment = _alignment(fields.get("general.alignment", DEFAULT_ALIGNMENT))
     data_offset = -(-cursor.position // alignment) * alignment
     tensors = {}
     for name, dims, kind, offset in infos:
@@ -136,6 +137,13 @@ def _parse(data: memoryview, quant_sizes: dict) -> tuple[int, dict, dict[str, Te
             raise _Truncated()
         tensors[name] = TensorInfo(name, tuple(reversed(dims)), kind, data_offset + offset, num_bytes)
     return version, fields, tensors
+
+
+def _alignment(value) -> int:
+    """general.alignment: a power of two, as llama.cpp requires (0, "0" or 0.5 would divide by zero)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value & (value - 1):
+        raise ValueError(f"general.alignment is {str(value)[:40]!r}, not a power of two")
+    return value
 
 
 class _Cursor:
@@ -159,31 +167,33 @@ class _Cursor:
         self.position = end
         return text
 
-    def value(self, kind: int):
+    def value(self, kind: int, depth: int = 0):
         if kind == STRING:
             return self.string()
         if kind == ARRAY:
-            return self.array()
+            return self.array(depth + 1)
         if kind not in SCALARS:
             raise ValueError(f"unknown metadata value type {kind}")
         return self.unpack(SCALARS[kind])
 
-    def array(self):
+    def array(self, depth: int):
+        if depth > MAX_ARRAY_NESTING:
+            raise ValueError(f"metadata arrays nest deeper than {MAX_ARRAY_NESTING} levels")
         kind, count = self.unpack("<I"), self.unpack("<Q")
         if count <= EAGER_ARRAY:
-            return [self.value(kind) for _ in range(count)]
+            return [self.value(kind, depth) for _ in range(count)]
         lazy = LazyArray(kind, count, self.position)
-        self.skip(kind, count)
+        self.skip(kind, count, depth)
         return lazy
 
-    def skip(self, kind: int, count: int) -> None:
+    def skip(self, kind: int, count: int, depth: int) -> None:
         if kind in SCALARS:
             self.position += count * struct.calcsize(SCALARS[kind])
         elif kind == STRING:
             self.position = _skip_strings(self.data, self.position, count)
         else:
             for _ in range(count):
-                self.value(kind)
+                self.value(kind, depth)
         if self.position > len(self.data):
             raise _Truncated()
 

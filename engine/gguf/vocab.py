@@ -80,8 +80,8 @@ def pre_tokenizer_name(pre_tokenizer: dict | None, path: Path) -> str:
 def _read_tokenizer_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise TokenizerError(f"{path}: cannot read it ({error})") from None
+    except (OSError, ValueError, RecursionError) as error:
+        raise TokenizerError(f"{path}: cannot read it ({type(error).__name__}: {error})") from None
 
 
 def _tokenizer_config(folder: Path) -> dict:

@@ -20,6 +20,8 @@ def read_config(folder: Path) -> dict:
         config = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise ModelFormatError(f"{path}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise ModelFormatError(f"{path}: nests too deeply to be a model config") from None
     if not isinstance(config, dict):
         raise ModelFormatError(f"{path}: must hold a JSON object")
     return config

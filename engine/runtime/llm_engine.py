@@ -18,7 +18,7 @@ from engine.generation.logits_processors import RowContext, check_token_ids_in_v
 from engine.generation.plan_event import PlanEvent
 from engine.generation.prompt import prompt_token_ids
 from engine.generation.request_state import RequestState
-from engine.generation.sampler import sample
+from engine.generation.sampler import FAILED_TOKEN, sample
 from engine.generation.text_stream import TextStream
 from engine.generation.throughput import Throughput
 from engine.requests import GenerateRequest
@@ -50,6 +50,7 @@ class LLMEngine:
         self.wsa_curve = None  # MV-WSA's predicted (expert share, tok/s) curve, refreshed at barriers
         self.host_tier = None  # engine.alloc.host_tier.HostTier of experts kept in host memory (None: on the device)
         self.grammars = GrammarCompiler(tokenizer)
+        self._tokenized: dict[str, list[int] | Exception] = {}  # tokenize_ahead's results, by request id
 
     @property
     def memory(self) -> "LLMEngine":
@@ -93,8 +94,20 @@ class LLMEngine:
         decision = self.controller.decide(self.plan, waiting_blocks=need, upcoming_steps=upcoming)
         return [plan_change(self, decision.plan, decision.reason)] if decision else []
 
+    def tokenize_ahead(self, request: GenerateRequest) -> None:
+        """api.Engine's tokenizer thread: tokenise the prompt before it is queued, so that a megabyte prompt does
+        not hold the engine thread (and every stream) while it is read. The tokenizer (tokenizers, jinja2) is
+        thread-safe, and its encode releases the GIL."""
+        try:
+            self._tokenized[request.request_id] = prompt_token_ids(request, self.tokenizer, self.max_model_len)
+        except Exception as err:  # noqa: BLE001 - raised again when the engine thread admits the request
+            self._tokenized[request.request_id] = err
+
     def prompt_ids(self, request: GenerateRequest) -> list[int]:
-        return prompt_token_ids(request, self.tokenizer, self.max_model_len)
+        ready = self._tokenized.pop(request.request_id, None)
+        if isinstance(ready, Exception):
+            raise ready
+        return ready if ready is not None else prompt_token_ids(request, self.tokenizer, self.max_model_len)
 
     def add(self, request: GenerateRequest) -> None:
         """Validate, tokenise and queue a request; raises a WispError (nothing is queued) if it is unusable."""
@@ -112,12 +125,16 @@ class LLMEngine:
         self.scheduler.add(seq)
 
     def cancel(self, request_id: str) -> list[Event]:
+        self._tokenized.pop(request_id, None)
         active = self.active.get(request_id)
         return [self._finish(active, "cancelled")] if active else []
 
     def fail_all(self, message: str) -> list[Event]:
         """End every request with an error (the step itself failed); the engine stays usable."""
-        return [self._finish(active, "error", error=message) for active in list(self.active.values())]
+        return [self._fail(active, message) for active in list(self.active.values())]
+
+    def _fail(self, active: Active, message: str) -> FinishEvent:
+        return self._finish(active, "error", error=message)
 
     def expert_counters(self):
         """A snapshot of the cumulative expert counters (engine thread: settles graphed steps)."""
@@ -151,8 +168,18 @@ class LLMEngine:
         self.throughput.record(now, len(seqs), is_prefill)
         events: list[Event] = []
         for active, token, logprob, top in zip(rows, tokens, logprobs, alternatives):
-            events.extend(self._accept(active, token, logprob, now, top))
+            events.extend(self._accept_alone(active, token, logprob, now, top))
         return events
+
+    def _accept_alone(self, active: Active, token: int, logprob: float, now: float,
+                      top: tuple[tuple[int, float], ...] = ()) -> list[Event]:
+        """Accept one row's token; a failure in its sampling or its text handling ends that request alone."""
+        if token == FAILED_TOKEN:
+            return [self._fail(active, "generation failed: the model's scores for this request were not numbers (NaN)")]
+        try:
+            return self._accept(active, token, logprob, now, top)
+        except Exception as err:  # noqa: BLE001 - this request's stop strings, parsers or detokenizer
+            return [self._fail(active, f"generation failed: {type(err).__name__}: {err}")]
 
     def _accept(self, active: Active, token: int, logprob: float, now: float,
                 top: tuple[tuple[int, float], ...] = ()) -> list[Event]:

@@ -6,16 +6,18 @@ import json
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from engine.errors import RequestError
 
+CLIENT_CLOSED = 499  # nginx's status for "the client closed the request"; nobody reads it
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
     405: "invalid_request_error",
     413: "invalid_request_error",
+    415: "invalid_request_error",
     429: "rate_limit_error",
     500: "server_error",
     503: "service_unavailable_error",
@@ -63,6 +65,11 @@ async def on_http_exception(request: Request, error: HTTPException) -> JSONRespo
 async def on_request_error(request: Request, error: RequestError) -> JSONResponse:
     """A value the engine's request checks refused (engine.request_checks): the client's fault, naming the field."""
     return error_response(bad_request(str(error), param=error.field))
+
+
+async def on_client_disconnect(request: Request, error: Exception) -> Response:
+    """The client left while sending its body: nobody reads an answer, and it is no server error to log."""
+    return Response(status_code=CLIENT_CLOSED)
 
 
 async def on_unexpected(request: Request, error: Exception) -> JSONResponse:

@@ -5,10 +5,13 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
 from engine.errors import RequestError
-from engine.server.api_errors import ApiError, on_api_error, on_http_exception, on_request_error, on_unexpected
+from engine.server.api_errors import (ApiError, on_api_error, on_client_disconnect, on_http_exception, on_request_error,
+                                     on_unexpected)
 from engine.server.bridge import EngineBridge
 from engine.server.guard import GuardMiddleware
 from engine.server.limits import ServerLimits
@@ -36,9 +39,18 @@ def create_app(engine, api_key: str | None = None, limits: ServerLimits | None =
             Route("/v1/completions", routes.completions, methods=["POST"]),
             *(Route(path, handler, methods=methods) for path, handler, methods in ollama.routes()),
         ],
-        middleware=[Middleware(GuardMiddleware, api_key=api_key, is_checking_host=not api_key)],
+        middleware=cors(limits) + [Middleware(GuardMiddleware, api_key=api_key, is_checking_host=not api_key)],
         exception_handlers={ApiError: on_api_error, RequestError: on_request_error, HTTPException: on_http_exception,
-                            Exception: on_unexpected},
+                            ClientDisconnect: on_client_disconnect, Exception: on_unexpected},
     )
     app.state.bridge = routes.bridge  # runner.ServerHandle.stop() cancels what is in flight through it
+    app.state.send_timeout_s = limits.send_timeout_s  # streaming.EventStreamResponse gives up on a stuck client
     return app
+
+
+def cors(limits: ServerLimits) -> list[Middleware]:
+    """Access-Control-* headers for the origins `wisp serve --cors ORIGIN` names, and for no one else."""
+    if not limits.cors_origins:
+        return []
+    return [Middleware(CORSMiddleware, allow_origins=list(limits.cors_origins), allow_methods=["GET", "POST"],
+                       allow_headers=["Authorization", "Content-Type"], max_age=600)]

@@ -14,8 +14,7 @@ MAX_NESTING = 32  # no OpenAI body nests deeper than ~6; deep nesting is only ev
 
 async def read_json(request: Request, max_body_bytes: int) -> dict:
     """The JSON object in the body; 413 past the size limit (checked while reading, not only the header)."""
-    if "application/json" not in request.headers.get("content-type", ""):
-        raise bad_request("send the body as JSON with the header 'Content-Type: application/json'")
+    check_content_type(request.headers.get("content-type", ""))
     too_large = ApiError(413, f"the request body is larger than this server's limit of {max_body_bytes} bytes",
                          code="request_too_large")
     declared = request.headers.get("content-length") or "0"
@@ -32,6 +31,16 @@ async def read_json(request: Request, max_body_bytes: int) -> dict:
     if not isinstance(data, dict):
         raise bad_request("the body must be a JSON object")
     return data
+
+
+def check_content_type(header: str) -> None:
+    """application/json, in UTF-8 if a charset is named. A web page can send text/plain (or a form) to any
+    address without asking the server first (no CORS preflight); JSON it can only send where CORS allows."""
+    media_type, *parameters = (part.strip().lower() for part in header.split(";"))
+    charsets = [value.strip('"') for name, _, value in (p.partition("=") for p in parameters) if name == "charset"]
+    if media_type != "application/json" or any(charset not in ("utf-8", "utf8") for charset in charsets):
+        raise ApiError(415, "send the body as JSON with the header 'Content-Type: application/json'",
+                       code="unsupported_media_type")
 
 
 def parse_json(body: bytes) -> object:

@@ -10,7 +10,7 @@ from engine.events import FinishEvent, RequestStats, TokenEvent
 from engine.server.served_model import ServedModel
 from engine.server.tools import tool_calls_out
 
-FINISH_REASONS = {"stop": "stop", "length": "length"}
+FINISH_REASONS = {"stop": "stop", "length": "length", "cancelled": "abort"}  # vLLM's name for a request cut off
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine.events import Event, FinishEvent, TokenEvent
-from engine.server.api_errors import ApiError
+from engine.server.api_errors import CLIENT_CLOSED, ApiError
 from engine.server.bridge import ClientGone, EngineBridge, Generation, unless_disconnected
 from engine.server.choices import answer_choices
 from engine.server.body import read_json
@@ -21,8 +21,6 @@ from engine.server.responses import Shape, chat_completion, model_card, text_com
 from engine.server.schemas import ChatCompletionRequest, CompletionRequest, parse_body
 from engine.server.served_model import ServedModel
 from engine.server.streaming import EventStreamResponse, chat_stream, completion_stream
-
-CLIENT_CLOSED = 499  # nginx's status for "the client closed the request"; nobody reads it
 
 
 class Routes:

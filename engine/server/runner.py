@@ -11,7 +11,9 @@ from dataclasses import dataclass
 import uvicorn
 
 from engine.server.app import create_app
+from engine.server.connections import protocol_for, quiet_accept_errors, raise_file_limit
 from engine.server.limits import ServerConfigError, ServerLimits, check_bind
+from engine.server.shutdown import GracefulServer
 
 STARTUP_TIMEOUT_S = 15.0
 GRACEFUL_SHUTDOWN_S = 3
@@ -42,10 +44,12 @@ def server_url(host: str, port: int) -> str:
 
 def make_server(engine, sock: socket.socket, api_key: str | None, limits: ServerLimits | None,
                 model_id: str | None) -> uvicorn.Server:
+    limits = limits or ServerLimits()
+    quiet_accept_errors()
     app = create_app(engine, api_key=api_key, limits=limits, model_id=model_id)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
-                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
-    return uvicorn.Server(config)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", http=protocol_for(limits),
+                            timeout_keep_alive=limits.idle_timeout_s, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    return GracefulServer(config)
 
 
 @dataclass
@@ -96,5 +100,6 @@ def start_server(engine, host: str = "127.0.0.1", port: int = 8000, api_key: str
 def serve_forever(engine, sock: socket.socket, api_key: str | None = None, limits: ServerLimits | None = None,
                   model_id: str | None = None) -> None:
     """`wisp serve`: run in the calling (main) thread on a socket from bind_socket (bound before the
-    model loads, so that a busy port is reported at once) until Ctrl+C / SIGTERM."""
+    model loads, so that a busy port is reported at once) until Ctrl+C / SIGTERM (engine.server.shutdown)."""
+    raise_file_limit()  # before the connection cap is set from it
     make_server(engine, sock, api_key, limits, model_id).run(sockets=[sock])

@@ -17,6 +17,18 @@ from engine.server.responses import Shape, chat_chunk, chat_delta, completion_ch
 from engine.server.tools import tool_calls_out
 
 DONE = b"data: [DONE]\n\n"
+DEFAULT_SEND_TIMEOUT_S = 60.0
+
+
+def bounded_send(send, timeout_s: float):
+    """`send` that raises TimeoutError when the client has read nothing for `timeout_s` (its socket buffer is
+    full): a client that stops reading must not hold its request and its engine slot for ever."""
+
+    async def send_within(message) -> None:
+        with anyio.fail_after(timeout_s):
+            await send(message)
+
+    return send_within
 
 
 def sse(obj: dict) -> bytes:
@@ -33,9 +45,10 @@ class EventStreamResponse(StreamingResponse):
         self.on_close = on_close
 
     async def __call__(self, scope, receive, send) -> None:
+        timeout_s = getattr(getattr(scope.get("app"), "state", None), "send_timeout_s", DEFAULT_SEND_TIMEOUT_S)
         try:
             async with anyio.create_task_group() as group:
-                group.start_soon(self._stream, send, group.cancel_scope)
+                group.start_soon(self._stream, bounded_send(send, timeout_s), group.cancel_scope)
                 group.start_soon(self._watch, receive, group.cancel_scope)
         finally:
             await self.body_iterator.aclose()
@@ -47,7 +60,7 @@ class EventStreamResponse(StreamingResponse):
             async for chunk in self.body_iterator:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-        except OSError:  # the client went away mid-write
+        except (OSError, TimeoutError):  # the client went away mid-write, or stopped reading
             pass
         scope.cancel()
 
@@ -81,7 +94,7 @@ async def chat_stream(generation: Generation, first: Event, shape: Shape, includ
                 yield sse(chat_chunk(shape, delta, [event]))
                 num_sent, num_reasoning_sent = num_sent + len(event.text), num_reasoning_sent + len(event.reasoning)
             continue
-        if event.reason not in ("error", "cancelled"):
+        if event.reason != "error":  # a cancelled stream (the server is stopping) ends with finish_reason abort
             delta = chat_delta(event.text[num_sent:], event.reasoning[num_reasoning_sent:])
             if event.tool_calls:
                 delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(tool_calls_out(event.tool_calls))]
@@ -100,7 +113,7 @@ async def completion_stream(generation: Generation, first: Event, shape: Shape,
                 yield sse(completion_chunk(shape, event.text, [event], num_sent))
                 num_sent += len(event.text)
             continue
-        if event.reason not in ("error", "cancelled"):
+        if event.reason != "error":
             yield sse(completion_chunk(shape, event.text[num_sent:], [], num_sent, finish_reason(event)))
         for obj in ending(shape, event, include_usage):
             yield sse(obj)
