@@ -145,6 +145,10 @@ class GenerationController(QObject):
         if not self.can_send() or not message.content.strip():
             return False
         settings = self._settings_source()
+        problem = settings.extras.schema_problem()
+        if problem:  # a settings mistake: nothing is sent and the text stays in the input box
+            self.failed.emit(problem)
+            return False
         try:
             self._model.ensure_conversation(settings.mode, settings.system_prompt, message.content)
             self._model.append(message)

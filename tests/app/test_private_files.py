@@ -11,7 +11,7 @@ import pytest
 from app.app_paths import AppPaths
 from app.crash_handler import CrashHandler
 from app.logs import setup_logging
-from engine.chat_input import private_history_file, prompt_session
+from engine.cli.chat_input import private_history_file, prompt_session
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file modes")
 
