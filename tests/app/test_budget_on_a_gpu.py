@@ -94,6 +94,7 @@ def test_every_budget_across_a_24_gib_range_reaches_the_engine(qtbot, gpu_window
         assert_landed(qtbot, window, event, expected)
 
 
+@pytest.mark.slow  # every step of the slider, a 24 GiB GPU simulated
 def test_sweeping_the_whole_range_lands_or_refuses_inline_at_each_step(qtbot, gpu_window):
     """Every twentieth of the scale, from 256 MiB to 24 GiB, as a drag leaves it: below the model's minimum
     the engine refuses (said inline, the slider goes back), from there on each budget is the engine's."""

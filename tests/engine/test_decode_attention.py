@@ -67,6 +67,7 @@ def test_kv_store_kernel_writes_rows_at_their_slots():
     assert not k_cache[untouched].any() and not v_cache[untouched].any()
 
 
+@pytest.mark.slow  # the Triton interpreter, every architecture: about 4 minutes on 2 cores
 def test_engine_with_triton_attention_keeps_expert_modes_bitwise_equal(tiny_model_dir, model_type):
     folder = tiny_model_dir(model_type)
     reference = run_all(folder, decode="static", attention="triton")
