@@ -6,17 +6,14 @@ import sys
 from argparse import Namespace
 
 from engine.api import Engine, GenerateRequest
-from engine.cli.options import (add_engine_options, add_reasoning_options, add_remote_options, add_sampling_options,
+from engine.cli.options import (add_generation_options,
                                 engine_options, note_unused_options, sampling_params, thinking_flag)
 from engine.errors import WispError
 
 
 def register(commands) -> None:
     chat = commands.add_parser("chat", help="interactive chat in the terminal (/help lists its commands)")
-    add_engine_options(chat)
-    add_sampling_options(chat)
-    add_reasoning_options(chat)
-    add_remote_options(chat)
+    add_generation_options(chat)
     chat.add_argument("--system", default=None)
     chat.set_defaults(handler=chat_command)
 

@@ -162,6 +162,14 @@ def add_remote_options(parser: argparse.ArgumentParser) -> None:
                         help="API key when MODEL is a server URL, http(s)://host:port/v1 (default: $WISP_REMOTE_API_KEY)")
 
 
+
+def add_generation_options(parser: argparse.ArgumentParser) -> None:
+    """The options of the commands that generate (run, chat): the engine, sampling, reasoning and remote ones."""
+    add_engine_options(parser)
+    add_sampling_options(parser)
+    add_reasoning_options(parser)
+    add_remote_options(parser)
+
 def remote_key_scope(args: argparse.Namespace):
     """Remote engines built by this command send --api-key (engine.backends.remote reads it)."""
     key = getattr(args, "remote_api_key", None)

@@ -7,7 +7,7 @@ from argparse import Namespace
 
 from engine.api import Engine, FinishEvent, GenerateRequest, TokenEvent
 from engine.api import device_peak_bytes, expert_counters
-from engine.cli.options import (add_engine_options, add_reasoning_options, add_remote_options, add_sampling_options,
+from engine.cli.options import (add_generation_options,
                                 engine_options, note_unused_options, print_json, sampling_params, thinking_flag)
 from engine.cli.reply_printer import ReplyPrinter
 from engine.errors import RequestError, WispError
@@ -15,10 +15,7 @@ from engine.errors import RequestError, WispError
 
 def register(commands) -> None:
     run = commands.add_parser("run", help="generate from one prompt")
-    add_engine_options(run)
-    add_sampling_options(run)
-    add_reasoning_options(run)
-    add_remote_options(run)
+    add_generation_options(run)
     run.add_argument("--prompt", required=True)
     run.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn with the chat template")
     run.add_argument("--system", default=None, help="system prompt (with --chat)")
