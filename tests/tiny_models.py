@@ -22,7 +22,9 @@ CORPUS = [
 ] * 40
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 384
-MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe", "gpt_oss", "deepseek_v2", "deepseek_v3"]
+MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe", "gpt_oss", "deepseek_v2", "deepseek_v3",
+               "qwen3_next", "qwen3_5_moe"]
+HYBRID_TYPES = ("qwen3_next", "qwen3_5_moe")
 GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe"]  # those engine.gguf.convert writes
 # gpt-oss-20b's published RoPE; a window and a SwiGLU limit small enough that the tiny model's prompts cross the
 # window and its activations reach the clamp
@@ -71,7 +73,24 @@ def hf_model(model_type: str, num_layers: int = 2, **glm4_moe_config):
         return gpt_oss_model(common)
     if model_type in DEEPSEEK_TYPES:
         return deepseek_model(model_type, common)
+    if model_type in HYBRID_TYPES:
+        return hybrid_model(model_type, common)
     raise ValueError(model_type)
+
+
+def hybrid_model(model_type: str, common: dict):
+    """Four layers (three Gated DeltaNet, one gated full attention, as published), twice as many value heads as
+    key heads, and prompts long enough to cross the chunked form's 64-token chunks. qwen3_5_moe as the hub
+    publishes it: a vision-language model with a (tiny) vision tower."""
+    from transformers import Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration, Qwen3NextConfig, Qwen3NextForCausalLM
+
+    hybrid = dict(common, num_hidden_layers=4, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                  shared_expert_intermediate_size=48, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                  linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4)
+    if model_type == "qwen3_next":
+        return Qwen3NextForCausalLM(Qwen3NextConfig(**hybrid, intermediate_size=96, norm_topk_prob=True))
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64)
+    return Qwen3_5MoeForConditionalGeneration(Qwen3_5MoeConfig(text_config=hybrid, vision_config=vision))
 
 
 def gpt_oss_swiglu_limit() -> float:
@@ -135,6 +154,9 @@ def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.f
         for name, param in model.named_parameters():
             if "norm" not in name:
                 param.normal_(0.0, 0.15)  # larger than the init default so the tiny model has decisive logits
+            elif model_type in HYBRID_TYPES:
+                # zero-centred norms: a weight of zeros would not test the (1 + w); the gated norm's is centred on 1
+                param.normal_(float(name.endswith("linear_attn.norm.weight")), 0.1)
     randomize_correction_bias(model)
     model.save_pretrained(folder)
     if model_type == "glm4_moe":

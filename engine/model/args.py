@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.errors import ModelFormatError, UnsupportedModelError
+from engine.model.linear_args import LinearAttentionArgs
 from engine.model.yarn_config import Yarn, parse_yarn
 
 
@@ -65,6 +66,9 @@ class ModelArgs:
     attention_scale: float | None = None  # softmax scale; None: head_dim ** -0.5
     # gpt_oss checkpoints with quantized experts
     expert_quant: str = ""  # the experts' block type as stored ("MXFP4"), kept so in host memory and slots
+    # qwen3_next, qwen3_5_moe: layer_types mixes "linear_attention" (Gated DeltaNet) with "full_attention"
+    linear: LinearAttentionArgs | None = None
+    attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -90,12 +94,30 @@ class ModelArgs:
             return self.sliding_window
         return None
 
+    @property
+    def is_hybrid(self) -> bool:
+        """Some layers are linear attention, with a fixed-size state per sequence instead of a KV cache."""
+        return self.linear is not None
+
+    @property
+    def num_kv_layers(self) -> int:
+        """Layers that keep a KV cache (all but the linear-attention ones)."""
+        return self.num_hidden_layers - self.num_linear_layers
+
+    @property
+    def num_linear_layers(self) -> int:
+        return sum(kind == "linear_attention" for kind in self.layer_types)
+
+    def state_bytes_per_seq(self, dtype_bytes: int) -> int:
+        """The linear-attention layers' state of one sequence (conv + recurrent), whatever its length."""
+        return self.num_linear_layers * self.linear.state_bytes(dtype_bytes) if self.linear else 0
+
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
-        """K and V of every layer. Sliding-window layers count in full too: every layer's pool shares one block
-        table, so a sliding layer keeps (and is planned for) positions its window no longer reads."""
+        """K and V of every layer that has a KV cache. Sliding-window layers count in full too: every layer's pool
+        shares one block table, so a sliding layer keeps (and is planned for) positions its window no longer reads."""
         if self.is_mla:  # one compressed row per layer: normed c_kv and the rotated shared k_pe
             return self.num_hidden_layers * (self.kv_lora_rank + self.head_dim) * dtype_bytes
-        return 2 * self.num_hidden_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
+        return 2 * self.num_kv_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
 
 
 def require(config: dict, key: str, kind: type = int):

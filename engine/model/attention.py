@@ -24,6 +24,7 @@ class SeqSpan:
     q_start: int
     q_len: int
     kv_slots: torch.Tensor  # [kv_len] flat cache slots, oldest first
+    state_slot: int = -1  # the sequence's row in a linear-attention state cache (engine.model.state_cache)
 
     @cached_property
     def decode_index(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -129,6 +130,10 @@ class Attention(nn.Module):
         q, k, v = self.project(x)
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         cache.store(self.layer, meta.slot_mapping, k, v)
+        return self.o_proj(self.attend_spans(q, meta, cache).view(x.shape[0], -1))
+
+    def attend_spans(self, q: torch.Tensor, meta: AttentionMetadata, cache: KVCache) -> torch.Tensor:
+        """q [T, H, hd] of every span over its cached keys and values -> [T, H, hd]."""
         out = torch.empty_like(q)  # [T, H, hd]
         for span in meta.spans:
             rows = slice(span.q_start, span.q_start + span.q_len)
@@ -141,7 +146,7 @@ class Attention(nn.Module):
             if self.window is not None:  # a sliding layer gathers only the keys its window reaches
                 slots = slots[max(0, slots.numel() - span.q_len - self.window + 1) :]
             out[rows] = self.attend(q[rows], cache.k[self.layer][slots], cache.v[self.layer][slots])
-        return self.o_proj(out.view(x.shape[0], -1))
+        return out
 
     def forward_padded(self, x, rope, meta: PaddedDecodeMetadata, cache: KVCache) -> torch.Tensor:
         """Decode for B sequences at once over contexts padded to a fixed length: no shape depends on data."""

@@ -11,6 +11,7 @@ from safetensors import safe_open
 from engine.errors import ModelFormatError
 
 INDEX_FILE = "model.safetensors.index.json"
+LANGUAGE_MODEL = "model.language_model."  # a vision-language checkpoint's language model (qwen3_5_moe)
 
 
 class Checkpoint:
@@ -20,6 +21,10 @@ class Checkpoint:
         self.folder = folder
         self._handles: dict[str, object] = {}
         self.weight_map = self._weight_map()
+        # The language model of a vision-language checkpoint is read under the names of a text-only one.
+        self.stored_names = {"model." + name[len(LANGUAGE_MODEL):]: name for name in self.weight_map
+                             if name.startswith(LANGUAGE_MODEL)}
+        self.weight_map.update({alias: self.weight_map[name] for alias, name in self.stored_names.items()})
 
     def _weight_map(self) -> dict[str, str]:
         index = self.folder / INDEX_FILE
@@ -57,7 +62,7 @@ class Checkpoint:
             raise ModelFormatError(f"{self.folder}: tensor '{name}' is missing from the checkpoint")
         shard = self.weight_map[name]
         try:
-            tensor = self._open(shard).get_tensor(name)
+            tensor = self._open(shard).get_tensor(self.stored_names.get(name, name))
         except Exception as err:
             raise ModelFormatError(f"{self.folder / shard}: cannot read tensor '{name}' ({err})") from None
         if shape is not None and tuple(tensor.shape) != tuple(shape):
@@ -70,6 +75,6 @@ class Checkpoint:
         """tensor[index] of a stacked tensor (one expert of a fused [E, ...] tensor), reading only its bytes."""
         shard = self.weight_map[name]
         try:
-            return self._open(shard).get_slice(name)[index]
+            return self._open(shard).get_slice(self.stored_names.get(name, name))[index]
         except Exception as err:
             raise ModelFormatError(f"{self.folder / shard}: cannot read row {index} of '{name}' ({err})") from None

@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import ModuleType
 
 from engine.errors import UnsupportedModelError
-from engine.model import deepseek_v2, deepseek_v3, glm4_moe, gpt_oss, mixtral, olmoe, qwen2_moe, qwen3_moe
+from engine.model import (deepseek_v2, deepseek_v3, glm4_moe, gpt_oss, mixtral, olmoe, qwen2_moe, qwen3_5_moe, qwen3_moe,
+                          qwen3_next)
 from engine.model.args import ModelArgs
 
 ARCHITECTURES: dict[str, ModuleType] = {
@@ -17,6 +18,9 @@ ARCHITECTURES: dict[str, ModuleType] = {
     "gpt_oss": gpt_oss,
     "deepseek_v2": deepseek_v2,
     "deepseek_v3": deepseek_v3,
+    "qwen3_next": qwen3_next,
+    "qwen3_5_moe": qwen3_5_moe,
+    "qwen3_5_moe_text": qwen3_5_moe,  # the language model saved alone (Qwen3_5MoeForCausalLM)
 }
 DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "olmo", "olmo2", "gpt2"}
 

@@ -122,8 +122,10 @@ def meta_model(args: ModelArgs) -> "MoeTransformer":
     leaves a reference cycle of finished frames (torch's __torch_function__ path), and those frames hold
     their callers' locals: without the collect, a closed Engine's device memory stayed allocated until the
     next cyclic garbage collection."""
+    from engine.model.hybrid import HybridTransformer  # it builds on this module's blocks
+
     with torch.device("meta"):
-        model = MoeTransformer(args)
+        model = HybridTransformer(args) if args.is_hybrid else MoeTransformer(args)
     gc.collect()
     return model
 

@@ -15,6 +15,7 @@ from engine.experts.factory import make_provider
 from engine.experts.pager_kernels import runs_on
 from engine.hardware import pick_device
 from engine.kv.block_manager import BlockManager
+from engine.kv.state_slots import HybridBlockManager
 from engine.model.attention import KVCache
 from engine.model.latent_cache import new_kv_cache
 from engine.generation.model_info import ModelInfo
@@ -83,7 +84,7 @@ def finish_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineO
         num_experts=args.num_experts, top_k=args.num_experts_per_tok, max_model_len=max_model_len,
         device=str(device), dtype=str(weights.dtype).replace("torch.", ""),
         has_chat_template=tokenizer.has_chat_template, plan=plan,
-        warnings=tuple(w for w in [weights.store.warning] if w), reasoning_effort=takes_reasoning_effort(tokenizer),
+        warnings=tuple(w for w in [weights.store.warning, args.extra.get("warning")] if w), reasoning_effort=takes_reasoning_effort(tokenizer),
         thinking_switch=has_thinking_switch(tokenizer), tool_calls=can_call_tools(tokenizer),
         fill_in_middle=fim_token_ids(tokenizer) is not None,
     )
@@ -99,10 +100,11 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
         use_deterministic_kernels(options.deterministic)
     attention = decode_attention_kernel(options, device)
     for layer in weights.model.layers:
-        layer.self_attn.decode_kernel = attention
+        if hasattr(layer, "self_attn"):  # a hybrid model's linear-attention layers have none
+            layer.self_attn.decode_kernel = attention
     experts = provider or make_provider(plan, weights.store, device, args.num_experts_per_tok, options.prefetch)
-    block_manager = BlockManager(plan.kv_blocks, options.block_size)
-    cache = new_kv_cache(args, plan.kv_blocks * options.block_size, weights.dtype, device)
+    block_manager = new_block_manager(args, plan.kv_blocks, options)
+    cache = new_kv_cache(args, plan.kv_blocks * options.block_size, weights.dtype, device, options.max_num_seqs)
     scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len)
     runner = ModelRunner(weights.model, experts, cache, block_manager, device,
                          decode_path(options, weights.model, cache, device, max_model_len))
@@ -110,6 +112,13 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     if is_on_host(weights.store):
         engine.host_tier = weights.store.tier
     return engine
+
+
+def new_block_manager(args, num_blocks: int, options: EngineOptions) -> BlockManager:
+    """A hybrid model's sequences also hold a linear-attention state slot each (engine.kv.state_slots)."""
+    if args.is_hybrid:
+        return HybridBlockManager(num_blocks, options.block_size, options.max_num_seqs)
+    return BlockManager(num_blocks, options.block_size)
 
 
 def is_on_host(store) -> bool:
@@ -129,7 +138,10 @@ def decode_attention_kernel(options: EngineOptions, device: torch.device) -> str
 
 
 def decode_path(options: EngineOptions, model, cache: KVCache, device: torch.device, max_model_len: int):
-    """Static-shape decode (CUDA graphs) on CUDA; the dynamic per-sequence path on the CPU."""
+    """Static-shape decode (CUDA graphs) on CUDA; the dynamic per-sequence path on the CPU and for hybrid models
+    (their linear layers' decode reads states by slot, which the padded step does not carry)."""
+    if model.args.is_hybrid:
+        return None
     mode = options.decode if options.decode != "auto" else ("graphs" if device.type == "cuda" else "dynamic")
     if mode == "dynamic":
         return None

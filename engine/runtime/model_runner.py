@@ -41,7 +41,7 @@ class ModelRunner:
             ids.extend(seq.token_ids[start:])
             positions.append(np.arange(start, num_tokens))
             slot_lists.append(slots)
-            spans_host.append((q_start, num_tokens - start, num_tokens))
+            spans_host.append((q_start, num_tokens - start, num_tokens, seq.state_slot))
             q_start += num_tokens - start
             last_rows.append(q_start - 1)
         host = np.concatenate([np.asarray(ids, dtype=np.int64), *positions, *slot_lists])
@@ -49,9 +49,9 @@ class ModelRunner:
         T = len(ids)
         input_ids, pos = packed[:T], packed[T : 2 * T]
         spans, slot_mapping, offset = [], [], 2 * T
-        for (start_row, q_len, num_tokens) in spans_host:
+        for (start_row, q_len, num_tokens, state_slot) in spans_host:
             seq_slots = packed[offset : offset + num_tokens]
-            spans.append(SeqSpan(start_row, q_len, seq_slots))
+            spans.append(SeqSpan(start_row, q_len, seq_slots, state_slot))
             slot_mapping.append(seq_slots[num_tokens - q_len :])
             offset += num_tokens
         meta = AttentionMetadata(slot_mapping=torch.cat(slot_mapping), spans=spans)

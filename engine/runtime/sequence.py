@@ -25,6 +25,7 @@ class Sequence:
     num_cached_tokens: int = 0
     status: SeqStatus = SeqStatus.WAITING
     num_preemptions: int = 0
+    state_slot: int = -1  # its row in a hybrid model's linear-attention state cache while it holds KV blocks
 
     def __post_init__(self):
         self.num_prompt_tokens = len(self.token_ids)

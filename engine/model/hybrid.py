@@ -1,0 +1,62 @@
+"""The decoder stack of the hybrid linear-attention MoE models (qwen3_next, qwen3_5_moe): most layers mix tokens
+with Gated DeltaNet (a state per sequence), every few a gated full attention (paged KV); every layer's MLP is the
+MoE block with a gated shared expert. Norms are zero-centred."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from engine.model.args import ModelArgs
+from engine.model.attention import AttentionMetadata
+from engine.model.hybrid_layers import GatedAttention, GatedDeltaNet, ZeroCenteredRMSNorm
+from engine.model.layers import DenseMLP
+from engine.model.state_cache import HybridCache
+from engine.model.transformer import MoeBlock, MoeContext, MoeTransformer
+
+
+def cache_index(args: ModelArgs, layer: int) -> int:
+    """A layer's index among the layers of its own kind: the KV cache's for full attention, the state cache's
+    for linear attention."""
+    return sum(kind == args.layer_types[layer] for kind in args.layer_types[:layer])
+
+
+class HybridDecoderLayer(nn.Module):
+    def __init__(self, args: ModelArgs, layer: int):
+        super().__init__()
+        self.is_linear = args.layer_types[layer] == "linear_attention"
+        if self.is_linear:
+            self.linear_attn = GatedDeltaNet(args, cache_index(args, layer))
+        else:
+            self.self_attn = GatedAttention(args, cache_index(args, layer))
+        self.input_layernorm = ZeroCenteredRMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.post_attention_layernorm = ZeroCenteredRMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.is_moe = args.moe_layers[layer]
+        self.mlp = MoeBlock(args, layer) if self.is_moe else DenseMLP(args.hidden_size, args.intermediate_size)
+
+    def forward(self, x, rope, meta: AttentionMetadata, cache: HybridCache, context: MoeContext):
+        h = self.input_layernorm(x)
+        x = x + (self.linear_attn(h, meta, cache) if self.is_linear else self.self_attn(h, rope, meta, cache))
+        h = self.post_attention_layernorm(x)
+        return x + (self.mlp(h, context) if self.is_moe else self.mlp(h))
+
+
+class HybridTransformer(MoeTransformer):
+    """input ids of all scheduled tokens, flattened [T] -> final hidden states [T, D]. Decode runs the dynamic
+    per-step path (no padded CUDA-graph step): the linear layers read each sequence's state by its slot."""
+
+    def __init__(self, args: ModelArgs):
+        nn.Module.__init__(self)
+        self.args = args
+        self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
+        self.layers = nn.ModuleList(HybridDecoderLayer(args, i) for i in range(args.num_hidden_layers))
+        self.norm = ZeroCenteredRMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
+
+    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: HybridCache,
+                context: MoeContext):
+        x = self.embed_tokens(input_ids)  # [T, D]
+        rope = self.rotary(positions, x.dtype)
+        for layer in self.layers:
+            x = layer(x, rope, meta, cache, context)
+        return self.norm(x)

@@ -1,0 +1,51 @@
+"""config.json -> ModelArgs for the hybrid linear-attention models (qwen3_next, qwen3_5_moe)."""
+
+from __future__ import annotations
+
+from engine.errors import ModelFormatError
+from engine.model.args import ModelArgs, common_args, first_present, require, rope_params
+from engine.model.linear_args import LinearAttentionArgs
+
+LAYER_KINDS = ("linear_attention", "full_attention")
+
+
+def layer_types(config: dict, num_layers: int) -> tuple[str, ...]:
+    """The published layer_types, or every full_attention_interval-th layer full (the others linear)."""
+    types = config.get("layer_types")
+    if types is None:
+        interval = config.get("full_attention_interval") or 4
+        return tuple(LAYER_KINDS[(i + 1) % interval == 0] for i in range(num_layers))
+    if not isinstance(types, list) or len(types) != num_layers or any(t not in LAYER_KINDS for t in types):
+        raise ModelFormatError(f"config.json: 'layer_types' must list {num_layers} entries, each one of "
+                               f"{', '.join(LAYER_KINDS)}")
+    return tuple(types)
+
+
+def linear_args(config: dict, fused_projections: bool) -> LinearAttentionArgs:
+    linear = LinearAttentionArgs(
+        num_key_heads=require(config, "linear_num_key_heads"), num_value_heads=require(config, "linear_num_value_heads"),
+        key_head_dim=require(config, "linear_key_head_dim"), value_head_dim=require(config, "linear_value_head_dim"),
+        conv_kernel_dim=require(config, "linear_conv_kernel_dim"), fused_projections=fused_projections)
+    if linear.num_value_heads % linear.num_key_heads:
+        raise ModelFormatError("config.json: linear_num_value_heads must be a multiple of linear_num_key_heads")
+    return linear
+
+
+def hybrid_args(config: dict, model_type: str, fused_projections: bool, norm_topk_prob: bool) -> ModelArgs:
+    num_layers = require(config, "num_hidden_layers")
+    factor = first_present(rope_params(config), "partial_rotary_factor",
+                           default=config.get("partial_rotary_factor", 1.0))
+    return ModelArgs(
+        model_type=model_type,
+        **common_args(config, require(config, "num_experts"), default_theta=10000.0),
+        moe_intermediate_size=require(config, "moe_intermediate_size"),
+        intermediate_size=config.get("intermediate_size") or 0,
+        norm_topk_prob=norm_topk_prob,
+        attention_bias=bool(config.get("attention_bias", False)),
+        o_proj_bias=bool(config.get("attention_bias", False)),
+        shared_expert_intermediate_size=config.get("shared_expert_intermediate_size") or 0,
+        partial_rotary_factor=float(factor),
+        layer_types=layer_types(config, num_layers),
+        linear=linear_args(config, fused_projections),
+        attention_output_gate=True,
+    )

@@ -1,0 +1,148 @@
+"""The layers of the hybrid linear-attention models (qwen3_next, qwen3_5_moe): zero-centred RMSNorm, the Gated
+DeltaNet token mixer over the per-sequence state cache, and gated full attention over the paged KV cache."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.model.args import ModelArgs
+from engine.model.attention import Attention, AttentionMetadata, SeqSpan
+from engine.model.gated_deltanet import causal_conv, chunked, recurrent_step
+from engine.model.layers import apply_rope
+from engine.model.state_cache import HybridCache
+
+
+class ZeroCenteredRMSNorm(nn.Module):
+    """x * rsqrt(mean(x^2) + eps) * (1 + weight), in fp32 and cast once (the weight is stored centred on zero)."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (h * (1.0 + self.weight.float())).type_as(x)
+
+
+class GatedRMSNorm(nn.Module):
+    """The DeltaNet output's per-head norm, then scaled by silu(z)."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        h = self.weight * h.to(dtype)
+        return (h * F.silu(gate.float())).to(dtype)
+
+
+class GatedDeltaNet(nn.Module):
+    """Linear attention with a fixed-size state per sequence. Parameter names as the checkpoints' linear_attn.*;
+    `fused_projections`: qwen3_next's in_proj_qkvz / in_proj_ba (grouped per key head), else qwen3_5's four."""
+
+    def __init__(self, args: ModelArgs, state_layer: int):
+        super().__init__()
+        linear = args.linear
+        self.state_layer = state_layer  # this layer's index among the linear layers (the state cache's)
+        self.num_k_heads, self.num_v_heads = linear.num_key_heads, linear.num_value_heads
+        self.head_k_dim, self.head_v_dim = linear.key_head_dim, linear.value_head_dim
+        key_dim, value_dim = self.num_k_heads * self.head_k_dim, self.num_v_heads * self.head_v_dim
+        self.split = (key_dim, key_dim, value_dim)
+        conv_dim, hidden = linear.conv_dim, args.hidden_size
+        self.fused_projections = linear.fused_projections
+        if self.fused_projections:
+            self.in_proj_qkvz = nn.Linear(hidden, 2 * key_dim + 2 * value_dim, bias=False)
+            self.in_proj_ba = nn.Linear(hidden, 2 * self.num_v_heads, bias=False)
+        else:
+            self.in_proj_qkv = nn.Linear(hidden, conv_dim, bias=False)
+            self.in_proj_z = nn.Linear(hidden, value_dim, bias=False)
+            self.in_proj_b = nn.Linear(hidden, self.num_v_heads, bias=False)
+            self.in_proj_a = nn.Linear(hidden, self.num_v_heads, bias=False)
+        self.conv1d = nn.Conv1d(conv_dim, conv_dim, linear.conv_kernel_dim, groups=conv_dim, bias=False)
+        self.dt_bias = nn.Parameter(torch.ones(self.num_v_heads))
+        self.A_log = nn.Parameter(torch.zeros(self.num_v_heads))
+        self.norm = GatedRMSNorm(self.head_v_dim, args.rms_norm_eps)
+        self.out_proj = nn.Linear(value_dim, hidden, bias=False)
+
+    def project(self, x: torch.Tensor):
+        """x [T, D] -> (mixed q|k|v [T, C], z [T, H, Dv], b [T, H], a [T, H])."""
+        T, ratio = x.shape[0], self.num_v_heads // self.num_k_heads
+        if not self.fused_projections:
+            z = self.in_proj_z(x).view(T, self.num_v_heads, self.head_v_dim)
+            return self.in_proj_qkv(x), z, self.in_proj_b(x), self.in_proj_a(x)
+        qkvz = self.in_proj_qkvz(x).view(T, self.num_k_heads, -1)  # [T, Hk, 2Dk + 2*ratio*Dv]
+        q, k, v, z = qkvz.split([self.head_k_dim, self.head_k_dim, ratio * self.head_v_dim, ratio * self.head_v_dim], -1)
+        b, a = self.in_proj_ba(x).view(T, self.num_k_heads, 2 * ratio).split([ratio, ratio], -1)
+        mixed = torch.cat((q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)), dim=-1)
+        heads = (T, self.num_v_heads)
+        return mixed, z.reshape(*heads, self.head_v_dim), b.reshape(heads), a.reshape(heads)
+
+    def forward(self, x: torch.Tensor, meta: AttentionMetadata, cache: HybridCache) -> torch.Tensor:
+        mixed, z, b, a = self.project(x)
+        beta = b.sigmoid()
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)  # [T, H] log decay per token
+        out = torch.empty(x.shape[0], self.num_v_heads, self.head_v_dim, dtype=x.dtype, device=x.device)
+        decodes = [span for span in meta.spans if span.q_len == 1 and span.kv_slots.numel() > 1]
+        if decodes:
+            self.decode(decodes, mixed, g, beta, out, cache)
+        for span in meta.spans:
+            if not (span.q_len == 1 and span.kv_slots.numel() > 1):
+                self.prefill(span, mixed, g, beta, out, cache)
+        out = self.norm(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
+        return self.out_proj(out.view(x.shape[0], -1))
+
+    def split_heads(self, mixed: torch.Tensor):
+        q, k, v = mixed.split(self.split, dim=-1)
+        lead = mixed.shape[:-1]
+        return (q.reshape(*lead, self.num_k_heads, self.head_k_dim), k.reshape(*lead, self.num_k_heads, self.head_k_dim),
+                v.reshape(*lead, self.num_v_heads, self.head_v_dim))
+
+    def prefill(self, span: SeqSpan, mixed, g, beta, out, cache: HybridCache) -> None:
+        """A sequence's new tokens from its stored state (zeros when they start the sequence): the chunked form."""
+        rows, slot, layer = slice(span.q_start, span.q_start + span.q_len), span.state_slot, self.state_layer
+        is_start = span.kv_slots.numel() == span.q_len
+        history = cache.conv[layer][slot].zero_() if is_start else cache.conv[layer][slot]
+        state = cache.recurrent[layer][slot].zero_() if is_start else cache.recurrent[layer][slot]
+        conv_out, cache.conv[layer][slot] = causal_conv(mixed[rows], history, self.conv1d.weight[:, 0])
+        q, k, v = self.split_heads(conv_out)
+        out[rows], cache.recurrent[layer][slot] = chunked(q, k, v, g[rows], beta[rows], state)
+
+    def decode(self, spans: list[SeqSpan], mixed, g, beta, out, cache: HybridCache) -> None:
+        """One new token of each of B sequences at once: the recurrent form."""
+        rows = torch.tensor([span.q_start for span in spans], device=mixed.device)
+        slots = torch.tensor([span.state_slot for span in spans], device=mixed.device)
+        layer = self.state_layer
+        conv_out, history = causal_conv(mixed[rows][:, None], cache.conv[layer][slots], self.conv1d.weight[:, 0])
+        q, k, v = self.split_heads(conv_out[:, 0])
+        out[rows], state = recurrent_step(q, k, v, g[rows], beta[rows], cache.recurrent[layer][slots])
+        cache.conv[layer][slots] = history
+        cache.recurrent[layer][slots] = state
+
+
+class GatedAttention(Attention):
+    """Full attention whose q_proj also yields a per-channel output gate (sigmoid), with zero-centred per-head
+    q/k norms and partial RoPE. `kv_layer`: this layer's index among the full-attention layers (the KV cache's)."""
+
+    def __init__(self, args: ModelArgs, kv_layer: int):
+        super().__init__(args, kv_layer)
+        self.q_proj = nn.Linear(args.hidden_size, 2 * self.num_heads * self.head_dim, bias=args.attention_bias)
+        self.q_norm = ZeroCenteredRMSNorm(self.head_dim, args.rms_norm_eps)
+        self.k_norm = ZeroCenteredRMSNorm(self.head_dim, args.rms_norm_eps)
+
+    def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata, cache: HybridCache):
+        T = x.shape[0]
+        q, gate = self.q_proj(x).view(T, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
+        k = self.k_proj(x).view(T, self.num_kv_heads, self.head_dim)
+        v = self.v_proj(x).view(T, self.num_kv_heads, self.head_dim)
+        q, k = apply_rope(self.q_norm(q), *rope), apply_rope(self.k_norm(k), *rope)
+        cache.store(self.layer, meta.slot_mapping, k, v)
+        out = self.attend_spans(q, meta, cache)  # [T, H, hd]
+        return self.o_proj(out.reshape(T, -1) * torch.sigmoid(gate.reshape(T, -1)))

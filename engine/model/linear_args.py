@@ -1,0 +1,28 @@
+"""The numbers of a hybrid model's linear-attention (Gated DeltaNet) layers, and what their state costs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+RECURRENT_STATE_BYTES = 4  # the recurrent state stays fp32 whatever the weights' dtype, as transformers keeps it
+
+
+@dataclass(frozen=True)
+class LinearAttentionArgs:
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel_dim: int
+    fused_projections: bool  # qwen3_next's in_proj_qkvz / in_proj_ba; qwen3_5's separate in_proj_qkv, _z, _b, _a
+
+    @property
+    def conv_dim(self) -> int:
+        """Channels of the short conv: q and k of every key head, v of every value head."""
+        return 2 * self.num_key_heads * self.key_head_dim + self.num_value_heads * self.value_head_dim
+
+    def state_bytes(self, dtype_bytes: int) -> int:
+        """One sequence's state in one layer: the conv's last K-1 inputs and the [H, Dk, Dv] recurrent state."""
+        conv = (self.conv_kernel_dim - 1) * self.conv_dim * dtype_bytes
+        recurrent = self.num_value_heads * self.key_head_dim * self.value_head_dim * RECURRENT_STATE_BYTES
+        return conv + recurrent

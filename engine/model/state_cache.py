@@ -1,0 +1,30 @@
+"""The cache of a hybrid model: paged K and V for its full-attention layers only, and beside them a fixed-size
+state per sequence for its linear-attention layers (engine.model.hybrid_layers.GatedDeltaNet)."""
+
+from __future__ import annotations
+
+import torch
+
+from engine.model.args import ModelArgs
+from engine.model.attention import KVCache
+from engine.model.linear_args import LinearAttentionArgs
+
+
+class HybridCache(KVCache):
+    """KV pools indexed by full-attention layer; conv [linear layer][seq slot, K-1, C] and recurrent
+    [linear layer][seq slot, H, Dk, Dv] (fp32) states indexed by a sequence's state slot. A re-split resizes the
+    KV pools only: the states are sized by the number of sequences, which it does not change."""
+
+    def __init__(self, args: ModelArgs, num_slots: int, num_seqs: int, dtype, device):
+        super().__init__(args.num_kv_layers, num_slots, args.num_key_value_heads, args.head_dim, dtype, device)
+        linear: LinearAttentionArgs = args.linear
+        conv_shape = (num_seqs, linear.conv_kernel_dim - 1, linear.conv_dim)
+        state_shape = (num_seqs, linear.num_value_heads, linear.key_head_dim, linear.value_head_dim)
+        # A prefill that starts a sequence zeroes its row before reading it.
+        self.conv = [torch.zeros(conv_shape, dtype=dtype, device=device) for _ in range(args.num_linear_layers)]
+        self.recurrent = [torch.zeros(state_shape, dtype=torch.float32, device=device)
+                          for _ in range(args.num_linear_layers)]
+
+    @property
+    def state_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (*self.conv, *self.recurrent))

@@ -1,0 +1,124 @@
+"""The hybrid linear-attention models (qwen3_next, qwen3_5_moe): the Gated DeltaNet math against transformers'
+torch fallback, long prompts that cross its chunks, the state cache under batching and preemption, and what the
+planner counts. The shared runner (tests/engine/test_models.py and the others) covers the rest."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+from engine.model import gated_deltanet
+from engine.model.config_file import read_args
+from engine.model.sizes import model_sizes
+from tests.tiny_models import HYBRID_TYPES
+
+LONG_PROMPT = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n" * 6  # > 64 tokens: two chunks
+
+
+def greedy(max_tokens=32) -> SamplingParams:
+    return SamplingParams(max_tokens=max_tokens, ignore_eos=True)
+
+
+def delta_inputs(T: int, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    rand = lambda *shape: torch.randn(*shape, generator=generator)  # noqa: E731
+    q, k, v = rand(T, 2, 16), rand(T, 2, 16), rand(T, 4, 8)
+    g = -torch.nn.functional.softplus(rand(T, 4))
+    beta, state = torch.sigmoid(rand(T, 4)), rand(4, 16, 8) * 0.1
+    return q, k, v, g, beta, state
+
+
+@pytest.mark.parametrize("T", [1, 5, 64, 150])
+def test_chunked_form_equals_transformers(T):
+    from transformers.models.qwen3_next.modeling_qwen3_next import torch_chunk_gated_delta_rule
+
+    q, k, v, g, beta, state = delta_inputs(T)
+    ours, our_state = gated_deltanet.chunked(q, k, v, g, beta, state)
+    ref, ref_state = torch_chunk_gated_delta_rule(q[None], k[None], v[None], g[None], beta[None], initial_state=state[None],
+                                                  output_final_state=True, use_qk_l2norm_in_kernel=True)
+    assert (ours - ref[0]).abs().max() < 1e-5 and (our_state - ref_state[0]).abs().max() < 1e-5
+
+
+def test_recurrent_form_equals_transformers_and_the_chunked_form():
+    from transformers.models.qwen3_next.modeling_qwen3_next import torch_recurrent_gated_delta_rule
+
+    q, k, v, g, beta, state = delta_inputs(12, seed=1)
+    ours, step_state = [], state[None]
+    for t in range(12):
+        out, step_state = gated_deltanet.recurrent_step(q[t : t + 1], k[t : t + 1], v[t : t + 1], g[t : t + 1],
+                                                        beta[t : t + 1], step_state)
+        ours.append(out)
+    ref, ref_state = torch_recurrent_gated_delta_rule(q[None], k[None], v[None], g[None], beta[None],
+                                                      initial_state=state[None], output_final_state=True,
+                                                      use_qk_l2norm_in_kernel=True)
+    assert torch.equal(torch.cat(ours), ref[0]) and torch.equal(step_state, ref_state)
+    chunk_out, chunk_state = gated_deltanet.chunked(q, k, v, g, beta, state)
+    assert (chunk_out - ref[0]).abs().max() < 1e-5 and (chunk_state - ref_state[0]).abs().max() < 1e-5
+
+
+def test_conv_of_a_decode_step_equals_the_prefills():
+    generator = torch.Generator().manual_seed(2)
+    x, weight = torch.randn(9, 6, generator=generator), torch.randn(6, 4, generator=generator)
+    whole, _ = gated_deltanet.causal_conv(x, torch.zeros(3, 6), weight)
+    prefix, history = gated_deltanet.causal_conv(x[:8], torch.zeros(3, 6), weight)
+    step, _ = gated_deltanet.causal_conv(x[8:], history, weight)
+    assert torch.equal(whole[:8], prefix) and torch.equal(whole[8:], step)
+    ref = torch.nn.functional.silu(torch.nn.functional.conv1d(x.T[None], weight[:, None], padding=3, groups=6)[0, :, :9].T)
+    assert (whole - ref).abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("model_type", HYBRID_TYPES)
+def test_long_prompt_greedy_tokens_match_transformers(tiny_model_dir, model_type):
+    from transformers import AutoModelForCausalLM
+
+    folder = tiny_model_dir(model_type)
+    with Engine(EngineOptions(model=str(folder), device="cpu")) as engine:
+        ids = engine._core.tokenizer.encode(LONG_PROMPT)
+        result = engine.generate(GenerateRequest(prompt=LONG_PROMPT, sampling=greedy()))
+    assert len(ids) > 64
+    reference = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    with torch.inference_mode():
+        out = reference.generate(torch.tensor([ids]), max_new_tokens=32, min_new_tokens=32, do_sample=False,
+                                 eos_token_id=None, pad_token_id=0)
+    assert list(result.token_ids) == out[0, len(ids):].tolist()
+
+
+@pytest.mark.parametrize("model_type", HYBRID_TYPES)
+def test_eight_requests_of_different_lengths_each_get_their_solo_tokens(tiny_model_dir, model_type):
+    folder = tiny_model_dir(model_type)
+    prompts = [LONG_PROMPT[: 7 + 23 * i] for i in range(8)]
+    with Engine(EngineOptions(model=str(folder), device="cpu")) as engine:
+        alone = [engine.generate(GenerateRequest(prompt=p, sampling=greedy(16))).token_ids for p in prompts]
+        handles = [engine.submit(GenerateRequest(prompt=p, sampling=greedy(16))) for p in prompts]
+        together = [h.result().token_ids for h in handles]
+    assert together == alone
+
+
+def test_preempted_sequences_rebuild_their_state(tiny_model_dir):
+    """A KV pool too small for four sequences at once: some are preempted (state slot freed) and recomputed."""
+    folder = tiny_model_dir("qwen3_next")
+    prompts = [LONG_PROMPT[: 40 + 10 * i] for i in range(4)]
+    with Engine(EngineOptions(model=str(folder), device="cpu")) as engine:
+        alone = [engine.generate(GenerateRequest(prompt=p, sampling=greedy(24))).token_ids for p in prompts]
+    with Engine(EngineOptions(model=str(folder), device="cpu", kv_blocks=30, block_size=4)) as engine:
+        handles = [engine.submit(GenerateRequest(prompt=p, sampling=greedy(24))) for p in prompts]
+        results = [h.result() for h in handles]
+    assert [r.token_ids for r in results] == alone
+    assert sum(r.stats.num_preemptions for r in results) > 0
+
+
+def test_a_vision_checkpoint_runs_its_language_model_and_says_images_are_unsupported(tiny_model_dir):
+    with Engine(EngineOptions(model=str(tiny_model_dir("qwen3_5_moe")), device="cpu")) as engine:
+        assert any("images are not supported" in warning for warning in engine.info.warnings)
+
+
+@pytest.mark.parametrize("model_type", HYBRID_TYPES)
+def test_kv_is_counted_for_full_attention_layers_only_plus_state_per_sequence(tiny_model_dir, model_type):
+    args = read_args(tiny_model_dir(model_type))
+    assert (args.num_kv_layers, args.num_linear_layers) == (1, 3)
+    assert args.kv_bytes_per_token(4) == 2 * 1 * args.num_key_value_heads * args.head_dim * 4
+    conv = 3 * (2 * 2 * 16 + 4 * 16) * 4
+    recurrent = 4 * 16 * 16 * 4
+    assert args.state_bytes_per_seq(4) == 3 * (conv + recurrent)
+    assert model_sizes(args, 4).kv_bytes_per_token == args.kv_bytes_per_token(4)
