@@ -10,7 +10,7 @@ import torch
 
 from engine.alloc.memory_plan import plan_memory
 from engine.config import EngineOptions, Progress
-from engine.gguf.gpt_oss import expert_biases
+from engine.gguf.expert_biases import expert_biases
 from engine.gguf.model_file import GgufModel
 from engine.gguf.sizes import gguf_model_sizes
 from engine.gguf.weights import load_gguf_weights
