@@ -35,6 +35,17 @@ def test_every_family_module_is_registered():
     assert modules == set(FAMILIES)
 
 
+def test_no_family_imports_another():
+    """A family is read alone: shared parts live in shared modules, not in another family's file."""
+    for model_type in FAMILIES:
+        tree = ast.parse((FAMILY_DIR / f"{model_type}.py").read_text())
+        imported = {alias.name.rsplit(".", 1)[-1] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                    and node.module == "engine.model.families" for alias in node.names}
+        imported |= {node.module.rsplit(".", 1)[-1] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                     and (node.module or "").startswith("engine.model.families.")}
+        assert not imported & (set(FAMILIES) - {model_type}), model_type
+
+
 def test_tiny_models_cover_every_family():
     assert sorted(MODEL_TYPES) == sorted(FAMILIES)
     # gpt_oss's GGUF files have their own tests (tests/gguf/test_gpt_oss_gguf.py)
