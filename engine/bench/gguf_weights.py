@@ -11,7 +11,7 @@ import torch
 from engine.gguf.facts import gguf_facts
 from engine.gguf.weights import load_gguf_weights
 from engine.model.loader import LoadedWeights, resolve_dtype
-from engine.model.transformer import meta_model
+from engine.model.model_tree import meta_model
 from engine.quant.dense import dequantize_dense
 from engine.quant.gguf_store import quant_store_from_gguf
 

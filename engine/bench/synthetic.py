@@ -11,7 +11,8 @@ from engine.experts.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.deepseek_moe import fp32_parameter_names
 from engine.model.loader import DTYPES, LoadedWeights, expert_activation
-from engine.model.transformer import MoeTransformer, meta_model
+from engine.model.model_tree import meta_model
+from engine.model.transformer import MoeTransformer
 
 WEIGHT_STD = 0.02
 

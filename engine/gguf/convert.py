@@ -10,16 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError, WispError
-from engine.gguf import glm4_moe
-from engine.gguf.glm4_moe_convert import glm4_moe_specs
-from engine.gguf.gpt_oss import ARCH as GPT_OSS
-from engine.gguf.gpt_oss_convert import gpt_oss_specs, write_gpt_oss_metadata
+from engine.gguf.named_specs import module_order_specs
 from engine.gguf.tensor_map import TensorSpec, gguf_architecture, tensor_specs
 from engine.gguf.vocab import Vocab, read_vocab
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
+from engine.model.families import family
 from engine.model.loader import Progress, read_args
-from engine.model.registry import architecture
 
 OUT_TYPES = ("f32", "f16", "bf16", "q8_0")
 
@@ -44,8 +41,7 @@ def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: P
         out_type = "bf16" if str(args.torch_dtype).removeprefix("torch.") == "bfloat16" else "f16"
     arch = gguf_architecture(args)
     vocab = read_vocab(model_dir, args.vocab_size)
-    make_specs = {GPT_OSS: gpt_oss_specs, glm4_moe.ARCH: glm4_moe_specs}.get(arch, tensor_specs)
-    specs = make_specs(args, Checkpoint(model_dir), architecture(args.model_type).WEIGHT_NAMES)
+    specs = gguf_specs(args, Checkpoint(model_dir), arch)
     partial = out_path.with_name(out_path.name + ".partial")
     writer = gguf.GGUFWriter(partial, arch)
     try:
@@ -69,6 +65,14 @@ def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: P
         writer.close()
         partial.unlink(missing_ok=True)
     return ConvertResult(out_path, arch, len(specs), out_path.stat().st_size)
+
+
+def gguf_specs(args: ModelArgs, ckpt: Checkpoint, arch: str) -> list[TensorSpec]:
+    """Every tensor of the file, in the order its family's files list them."""
+    known = family(args.model_type)
+    if known.gguf.module_order:
+        return module_order_specs(args, ckpt, known.weight_names, arch)
+    return tensor_specs(args, ckpt, known.weight_names)
 
 
 def import_gguf():
@@ -149,10 +153,7 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
         writer.add_expert_shared_feed_forward_length(args.shared_expert_intermediate_size)
     if args.clip_qkv:
         writer.add_clamp_kqv(args.clip_qkv)
-    if arch == GPT_OSS:
-        write_gpt_oss_metadata(writer, args)
-    if arch == glm4_moe.ARCH:
-        glm4_moe.write_hparams(writer, args)
+    family(args.model_type).gguf.write_metadata(writer, args)
 
 
 def write_vocab(writer, vocab: Vocab) -> None:

@@ -10,17 +10,15 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError, WispError
-from engine.gguf import glm4_moe, gpt_oss
-from engine.gguf.model_args import architecture_of, model_args
+from engine.gguf.model_args import architecture_of, family_of, model_args
 from engine.gguf.param_names import gguf_name
 from engine.gguf.reader import GgufFile
 from engine.gguf.split_experts import has_split_experts, split_expert_view, split_name
-from engine.gguf.tensor_map import EXPERTS, unpermute_rotary
+from engine.gguf.tensor_map import EXPERTS, expert_bias_names, unpermute_rotary
 from engine.gguf.tensors import SUPPORTED_QTYPES, DenseTensor, ExpertLayer, ExpertTensor, qtype_name, row_bytes
 from engine.model.args import ModelArgs
+from engine.model.families import GgufFormat
 from engine.tokenizer import Tokenizer
-
-ROTARY_PERMUTED = {"llama"}  # llama.cpp's converter reorders q/k rows for its adjacent-pair RoPE
 
 
 class GgufModel:
@@ -33,6 +31,11 @@ class GgufModel:
     @cached_property
     def architecture(self) -> str:
         return architecture_of(self.file)
+
+    @cached_property
+    def format(self) -> GgufFormat:
+        """The family's GGUF format; UnsupportedModelError naming an architecture Wisp's engine does not run."""
+        return family_of(self.file).gguf
 
     @cached_property
     def args(self) -> ModelArgs:
@@ -76,7 +79,7 @@ class GgufModel:
         return True, f"{self.architecture} ({self.args.model_type}), {kinds}: Wisp's engine runs it"
 
     def _expected_tensors(self, args: ModelArgs) -> set[str]:
-        from engine.model.transformer import meta_model
+        from engine.model.model_tree import meta_model
 
         names = {gguf_name(param, self.architecture) for param, _ in meta_model(args).named_parameters()}
         for layer, is_moe in enumerate(args.moe_layers):
@@ -84,15 +87,15 @@ class GgufModel:
                 names.add(f"blk.{layer}.{EXPERTS[projection]}.weight")
                 names |= {split_name(layer, projection, e) for e in range(args.num_experts)}
             if is_moe and args.expert_bias:
-                names |= set(gpt_oss.bias_names(layer).values())
-        if self.architecture == glm4_moe.ARCH:  # the multi-token-prediction layers past num_hidden_layers
+                names |= set(expert_bias_names(layer).values())
+        if self.format.trailing_layers:  # the multi-token-prediction layers past num_hidden_layers
             names |= {name for name in self.file.tensors if _layer_of(name) >= args.num_hidden_layers}
         return names
 
     def dense_tensors(self) -> dict[str, DenseTensor]:
         """Every non-expert parameter of Wisp's model (lm_head absent when tied), raw, under Wisp's names.
         Raises ModelFormatError naming a missing tensor or a shape that disagrees with the metadata."""
-        from engine.model.transformer import meta_model
+        from engine.model.model_tree import meta_model
 
         args, tensors = self.args, {}
         for param, value in meta_model(args).named_parameters():
@@ -129,7 +132,7 @@ class GgufModel:
                                    f"implies {list(shape)} for {param}")
         self._check_rows(info)
         rows = self.file.raw(name).reshape(shape[0], -1)  # [rows, bytes per row]; a 1-D tensor's rows are elements
-        if self.architecture in ROTARY_PERMUTED and name.rsplit(".", 2)[-2] in ("attn_q", "attn_k"):
+        if self.format.rotary_permuted and name.rsplit(".", 2)[-2] in ("attn_q", "attn_k"):
             heads = self.args.num_attention_heads if ".attn_q." in name else self.args.num_key_value_heads
             rows = unpermute_rotary(rows, heads)
         return DenseTensor(name, info.qtype, shape, rows)

@@ -1,21 +1,33 @@
-"""The GGUF tensors of Wisp's dense parameters under llama.cpp's names (engine.gguf.param_names), for the
-converters of architectures whose dense tensors follow Wisp's modules one to one (gpt-oss, glm4moe)."""
+"""The GGUF tensors of a family whose dense tensors follow Wisp's modules one to one (GgufFormat.module_order:
+gpt-oss, glm4moe): Wisp's dense parameters under llama.cpp's names (engine.gguf.param_names), then each MoE
+layer's experts."""
 
 from __future__ import annotations
 
-from typing import Callable
-
 from engine.gguf.param_names import gguf_name
-from engine.gguf.tensor_map import TensorSpec, as_f32
+from engine.gguf.tensor_map import TensorSpec, as_f32, layer_expert_specs
 from engine.model.args import ModelArgs
 
+ROUTER = "ffn_gate_inp.weight"  # llama.cpp keeps routers f32, as it does every 1-D tensor and every bias
 
-def dense_specs(args: ModelArgs, ckpt, names, arch: str,
-                keeps_f32: Callable[[str, tuple[int, ...]], bool]) -> list[TensorSpec]:
-    """One spec per dense parameter, in Wisp's parameter order; `keeps_f32(name, shape)` picks those written f32
+
+def module_order_specs(args: ModelArgs, ckpt, names, arch: str) -> list[TensorSpec]:
+    """Every tensor of the file: the dense ones in Wisp's parameter order, then each MoE layer's experts."""
+    specs = dense_specs(args, ckpt, names, arch)
+    for layer, is_moe in enumerate(args.moe_layers):
+        specs += layer_expert_specs(args, ckpt, names, layer) if is_moe else []
+    return specs
+
+
+def keeps_f32(name: str, shape: tuple[int, ...]) -> bool:
+    return len(shape) == 1 or not name.endswith(".weight") or name.endswith(ROUTER)
+
+
+def dense_specs(args: ModelArgs, ckpt, names, arch: str) -> list[TensorSpec]:
+    """One spec per dense parameter, in Wisp's parameter order; routers, biases and 1-D tensors are written f32
     whatever the file type. A tied lm_head is left out (llama.cpp reads token_embd)."""
     from engine.model.loader import hf_name
-    from engine.model.transformer import meta_model
+    from engine.model.model_tree import meta_model
 
     specs = []
     for param, value in meta_model(args).named_parameters():

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import re
 
-from engine.gguf import glm4_moe, gpt_oss
 from engine.gguf.tensor_map import ATTENTION, DENSE_MLP, GLOBAL, LAYER_NORMS, QK_NORMS, SHARED_EXPERT
+from engine.model.families import gguf_family
 
 LAYER_PARAM = re.compile(r"^layers\.(\d+)\.(.+)$")
 # parameters that are not a module's weight or bias -> their GGUF tensor within blk.N
 BARE_PARAMS = {"self_attn.sinks": "attn_sinks.weight", "mlp.gate.e_score_correction_bias": "exp_probs_b.bias"}
-# where an architecture names a module its own way
-ARCH_MODULES = {gpt_oss.ARCH: gpt_oss.LAYER_MODULES, glm4_moe.ARCH: glm4_moe.LAYER_MODULES}
 
 
 def gguf_name(param: str, arch: str = "") -> str:
@@ -24,12 +22,15 @@ def gguf_name(param: str, arch: str = "") -> str:
     if not match:
         raise KeyError(param)
     layer, rest = match.groups()
-    if rest in BARE_PARAMS:
-        return f"blk.{layer}.{BARE_PARAMS[rest]}"
+    own = gguf_family(arch)
+    bare = {**BARE_PARAMS, **own.gguf.layer_params} if own is not None else BARE_PARAMS
+    if rest in bare:
+        return f"blk.{layer}.{bare[rest]}"
     module, _, kind = rest.rpartition(".")
     if kind not in ("weight", "bias"):
         raise KeyError(param)
-    return f"blk.{layer}.{ARCH_MODULES.get(arch, {}).get(module) or LAYER_MODULES[module]}.{kind}"
+    modules = own.gguf.layer_modules if own is not None else {}  # where the family names a module its own way
+    return f"blk.{layer}.{modules.get(module) or LAYER_MODULES[module]}.{kind}"
 
 
 def _layer_modules() -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Which GGUF tensor each Hugging Face tensor becomes, per model_type, in llama.cpp's names and layouts.
+"""Which GGUF tensor each Hugging Face tensor becomes, in llama.cpp's names and layouts shared by its MoE
+architectures; a family's own names and checks are in its GgufFormat (engine.model.families).
 
 llama.cpp stores a layer's experts stacked: ffn_gate_exps / ffn_up_exps [E, I, D] and ffn_down_exps [E, D, I]
 (torch order; GGUF lists the dimensions reversed). Routers, norms and biases stay f32 whatever the file type.
@@ -6,28 +7,15 @@ llama.cpp stores a layer's experts stacked: ffn_gate_exps / ffn_up_exps [E, I, D
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
-import torch
 
 from engine.errors import UnsupportedModelError
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
+from engine.model.families import FAMILIES, family
+from engine.model.families.tensor_spec import TensorSpec, as_f32
 from engine.model.weight_names import MoeWeightNames
 
-Load = Callable[[], np.ndarray]
-
-# model_type -> (llama.cpp architecture, whether its graph renormalises the top-k router weights)
-ARCHITECTURES = {
-    "qwen3_moe": ("qwen3moe", True),
-    "qwen2_moe": ("qwen2moe", False),
-    "olmoe": ("olmoe", False),
-    "mixtral": ("llama", True),
-    "gpt_oss": ("gpt-oss", False),  # its tensors: engine.gguf.gpt_oss_convert
-    "glm4_moe": ("glm4moe", None),  # renormalisation in the metadata; its tensors: engine.gguf.glm4_moe
-}
 ATTENTION = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output"}
 QK_NORMS = {"q_norm": "attn_q_norm", "k_norm": "attn_k_norm"}
 SHARED_EXPERT = {"shared_expert.gate_proj": "ffn_gate_shexp", "shared_expert.up_proj": "ffn_up_shexp",
@@ -35,45 +23,28 @@ SHARED_EXPERT = {"shared_expert.gate_proj": "ffn_gate_shexp", "shared_expert.up_
 LAYER_NORMS = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
 DENSE_MLP = {"gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}  # layers without experts
 EXPERTS = {"gate": "ffn_gate_exps", "up": "ffn_up_exps", "down": "ffn_down_exps"}  # stacked [E, out, in]
+EXPERT_BIASES = {"gate": "ffn_gate_exps.bias", "up": "ffn_up_exps.bias", "down": "ffn_down_exps.bias"}  # [E, out]
 GLOBAL = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
           "lm_head.weight": "output.weight"}
 
 
-@dataclass(frozen=True)
-class TensorSpec:
-    """One GGUF tensor: its name, torch-order shape, and how to read it as f32 from the checkpoint."""
-
-    name: str
-    shape: tuple[int, ...]
-    load: Load
-    keep_f32: bool = False  # routers, norms, biases
-    raw_type: int | None = None  # load() gives blocks of this ggml type, written as they are (MXFP4 experts)
-
-
 def gguf_architecture(args: ModelArgs) -> str:
     """llama.cpp's architecture name; refuses checkpoints whose GGUF would compute a different model."""
-    if args.model_type not in ARCHITECTURES:
+    gguf = family(args.model_type).gguf
+    if gguf is None:
         raise UnsupportedModelError(f"convert-gguf does not know model_type '{args.model_type}' "
-                                    f"(it converts {', '.join(sorted(ARCHITECTURES))})")
-    arch, renormalises = ARCHITECTURES[args.model_type]
-    if renormalises is None:  # the file says (glm4moe): engine.gguf.glm4_moe checks what its graph cannot run
-        return arch
-    if args.norm_topk_prob != renormalises:
-        raise UnsupportedModelError(
-            f"{args.model_type} with norm_topk_prob={str(args.norm_topk_prob).lower()}: llama.cpp's {arch} graph "
-            f"{'always' if renormalises else 'never'} renormalises the top-k router weights, so its GGUF would "
-            "compute a different model")
-    if arch == "olmoe" and args.num_key_value_heads != args.num_attention_heads:
-        raise UnsupportedModelError("llama.cpp's olmoe normalises k over the full hidden size, so it cannot run an "
-                                    "OLMoE checkpoint with grouped-query attention (num_key_value_heads < heads)")
-    if not all(args.moe_layers):
-        raise UnsupportedModelError(f"llama.cpp's {arch} expects experts in every layer; this checkpoint has dense "
-                                    "layers (mlp_only_layers / decoder_sparse_step)")
-    return arch
+                                    f"(it converts {', '.join(convertible_types())})")
+    gguf.check_convertible(args)
+    return gguf.arch
 
 
-def as_f32(tensor: torch.Tensor) -> np.ndarray:
-    return tensor.to(torch.float32).numpy()
+def convertible_types() -> list[str]:
+    return sorted(model_type for model_type, known in FAMILIES.items() if known.gguf is not None)
+
+
+def expert_bias_names(layer: int) -> dict[str, str]:
+    """The GGUF tensors of one layer's expert biases (ModelArgs.expert_bias), by projection."""
+    return {projection: f"blk.{layer}.{name}" for projection, name in EXPERT_BIASES.items()}
 
 
 def permute_rotary(weight: np.ndarray, num_heads: int) -> np.ndarray:
@@ -136,7 +107,7 @@ def _layer_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer
     norm = "post_attention_layernorm"
     specs.append(_plain(ckpt, f"{prefix}{norm}.weight", f"{blk}{LAYER_NORMS[norm]}.weight", keep_f32=True))
     specs.append(_plain(ckpt, names.router_weight(layer), blk + "ffn_gate_inp.weight", keep_f32=True))
-    specs += stacked_expert_specs(args, ckpt, names, layer)
+    specs += layer_expert_specs(args, ckpt, names, layer)
     for hf, gguf in SHARED_EXPERT.items():
         if ckpt.has(f"{prefix}mlp.{hf}.weight"):
             specs.append(_plain(ckpt, f"{prefix}mlp.{hf}.weight", f"{blk}{gguf}.weight"))
@@ -144,10 +115,16 @@ def _layer_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer
 
 
 def _rotary_permute(args: ModelArgs, hf: str):
-    if args.model_type != "mixtral" or hf not in ("q_proj", "k_proj"):
+    if not family(args.model_type).gguf.rotary_permuted or hf not in ("q_proj", "k_proj"):
         return None
     heads = args.num_attention_heads if hf == "q_proj" else args.num_key_value_heads
     return lambda weight: permute_rotary(weight, heads)
+
+
+def layer_expert_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer: int) -> list[TensorSpec]:
+    """One MoE layer's expert tensors: the family's own (GgufFormat.expert_specs), or stacked as llama.cpp's."""
+    own = family(args.model_type).gguf.expert_specs
+    return (own or stacked_expert_specs)(args, ckpt, names, layer)
 
 
 def stacked_expert_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer: int) -> list[TensorSpec]:

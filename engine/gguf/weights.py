@@ -35,7 +35,7 @@ def load_gguf_weights(path: Path | str, dtype: torch.dtype, device: torch.device
     reference (DenseTensor.dequantize), e.g. with a GPU kernel. Raises UnsupportedModelError / ModelFormatError
     with the reason."""
     from engine.model.deepseek_moe import fp32_parameter_names
-    from engine.model.transformer import meta_model
+    from engine.model.model_tree import meta_model
 
     model = GgufModel(path)
     model.check()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from engine.errors import ModelFormatError
 from engine.model.args import ModelArgs
-from engine.model.registry import parse_config
+from engine.model.families import parse_config
 
 
 def read_config(folder: Path) -> dict:

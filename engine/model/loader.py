@@ -18,8 +18,9 @@ from engine.model.checkpoint_rows import CheckpointRows
 from engine.model.config_file import read_args
 from engine.model.deepseek_moe import fp32_parameter_names
 from engine.model.gpt_oss_experts import load_expert_biases, load_experts as load_gpt_oss_experts
-from engine.model.registry import architecture
-from engine.model.transformer import MoeTransformer, meta_model
+from engine.model.families import family
+from engine.model.model_tree import meta_model
+from engine.model.transformer import MoeTransformer
 from engine.model.weight_names import MoeWeightNames
 from engine.quant.mxfp4_checkpoint import load_mxfp4_experts, mxfp4_layout
 
@@ -104,7 +105,8 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
     """Dense weights go to `device`; experts to `expert_device` (default: the same). plan_tier(layers, experts,
     row bytes) picks the rows held in memory; the others are read from the checkpoint on a miss."""
     args = read_args(folder)
-    names = architecture(args.model_type).WEIGHT_NAMES
+    known = family(args.model_type)
+    names = known.weight_names
     torch_dtype = resolve_dtype(dtype, args, device)
     ckpt = Checkpoint(folder)
     model = meta_model(args)
@@ -117,7 +119,7 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
         layout, fill = mxfp4_layout(args, moe_layers, expert_activation(args), biases), load_mxfp4_experts
     else:
         layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, torch_dtype, expert_activation(args), biases)
-        fill = load_gpt_oss_experts if args.model_type == "gpt_oss" else load_experts
+        fill = load_gpt_oss_experts if known.interleaved_experts else load_experts
     # The host tier maps rows of per-expert checkpoint tensors; gpt-oss's fused expert tensors are held whole.
     tier = plan_tier(moe_layers, args.num_experts, layout.expert_bytes) if plan_tier and fill is load_experts else None
     store = ExpertStore(layout, moe_layers, args.num_experts, expert_device or device, pin=pin_experts, tier=tier)

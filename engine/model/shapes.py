@@ -12,7 +12,7 @@ from engine.model.published_configs import GLM_45_AIR, GPT_OSS_20B
 def _published(config: dict) -> ModelArgs:
     """A published config.json parsed as a checkpoint's is, so the shape has every field its architecture reads;
     bf16, as the benchmarks build it."""
-    from engine.model.registry import parse_config
+    from engine.model.families import parse_config
 
     return replace(parse_config(config), torch_dtype="bfloat16")
 

@@ -3,7 +3,6 @@ the model runner hands one to every forward in a MoeContext."""
 
 from __future__ import annotations
 
-import gc
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
@@ -115,19 +114,6 @@ class DecoderLayer(nn.Module):
         if not self.is_moe:
             return x + self.mlp(h)
         return (x, h, *self.mlp.route(h, context))
-
-
-def meta_model(args: ModelArgs) -> "MoeTransformer":
-    """The module tree with no storage, for the loader to fill. Building modules under torch.device("meta")
-    leaves a reference cycle of finished frames (torch's __torch_function__ path), and those frames hold
-    their callers' locals: without the collect, a closed Engine's device memory stayed allocated until the
-    next cyclic garbage collection."""
-    from engine.model.hybrid import HybridTransformer  # it builds on this module's blocks
-
-    with torch.device("meta"):
-        model = HybridTransformer(args) if args.is_hybrid else MoeTransformer(args)
-    gc.collect()
-    return model
 
 
 class MoeTransformer(nn.Module):

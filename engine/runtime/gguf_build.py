@@ -10,13 +10,13 @@ import torch
 
 from engine.alloc.memory_plan import plan_memory
 from engine.config import EngineOptions, Progress
-from engine.gguf.gpt_oss import expert_biases
+from engine.gguf.expert_biases import expert_biases
 from engine.gguf.model_file import GgufModel
 from engine.gguf.sizes import gguf_model_sizes
 from engine.gguf.weights import load_gguf_weights
 from engine.hardware import pick_device
 from engine.model.loader import LoadedWeights, expert_activation, resolve_dtype
-from engine.model.transformer import meta_model
+from engine.model.model_tree import meta_model
 from engine.quant.dense import dequantize_dense
 from engine.quant.gguf_store import num_experts_of, quant_layout_of, quant_store_from_gguf
 from engine.runtime.host_tier_rule import host_tier_planner

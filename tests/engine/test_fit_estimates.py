@@ -9,7 +9,7 @@ import pytest
 from engine.alloc.memory_plan import GiB
 from engine.catalog import estimate_plan, fit_summary
 from engine.model.published_configs import GLM_45_AIR, GPT_OSS_20B
-from engine.model.registry import parse_config
+from engine.model.families import parse_config
 from engine.model.sizes import model_sizes
 
 QWEN15_MOE_A27B = {  # Qwen/Qwen1.5-MoE-A2.7B config.json

@@ -17,7 +17,7 @@ from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.experts.resident import ResidentExperts
 from engine.model.config_file import read_args
 from engine.model.loader import load_weights
-from engine.model.registry import parse_config
+from engine.model.families import parse_config
 from engine.model.sizes import model_sizes
 from engine.model.transformer import MoeContext
 from engine.tokenizer import Tokenizer

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from engine.errors import ModelFormatError
-from engine.model.registry import parse_config
+from engine.model.families import parse_config
 from engine.model.sizes import dense_params
 from tests.engine.test_models import hf_reference
 

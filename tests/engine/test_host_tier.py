@@ -13,7 +13,7 @@ from engine.alloc.host_tier import STAGING_ROWS, staging_rows
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.errors import HostMemoryError
 from engine.model.config_file import read_args
-from engine.model.registry import architecture
+from engine.model.families import family
 
 PROMPTS = ["def fib(n):", "The quick brown fox", "class Stack:\n    def"]
 GREEDY = SamplingParams(max_tokens=12, ignore_eos=True)
@@ -44,7 +44,7 @@ def generate(folder, **options):
 def unfused_copy(folder, dest):
     """The checkpoint with one tensor per expert projection (the layout older transformers saved)."""
     shutil.copytree(folder, dest)
-    names = architecture(read_args(folder).model_type).WEIGHT_NAMES
+    names = family(read_args(folder).model_type).weight_names
     state, out = load_file(dest / "model.safetensors"), {}
     for name, tensor in state.items():
         if name.endswith("experts.gate_up_proj"):

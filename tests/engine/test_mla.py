@@ -14,7 +14,7 @@ from engine.experts.resident import ResidentExperts
 from engine.model.attention import AttentionMetadata, SeqSpan
 from engine.model.latent_cache import LatentKVCache, new_kv_cache
 from engine.model.loader import load_weights, read_args
-from engine.model.registry import parse_config
+from engine.model.families import parse_config
 from engine.model.sizes import dense_params, model_sizes
 from engine.model.transformer import MoeContext
 from engine.tokenizer import Tokenizer

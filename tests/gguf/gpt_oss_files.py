@@ -1,4 +1,4 @@
-"""Tiny gpt-oss GGUF files written by `wisp convert-gguf` (engine.gguf.gpt_oss_convert, llama.cpp's converter's
+"""Tiny gpt-oss GGUF files written by `wisp convert-gguf` (engine.model.families.gpt_oss, llama.cpp's converter's
 layout): f32, then llama.cpp's quantizer makes MXFP4_MOE (MXFP4 experts, Q8_0 elsewhere); and the file of an MXFP4
 checkpoint, whose experts' blocks are repacked as they are. The checkpoints: tests/gguf/models' peaked gpt_oss,
 rows of whole MXFP4 blocks, llama.cpp's fixed SwiGLU constants, and YaRN truncated as ggml computes it."""

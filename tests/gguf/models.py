@@ -128,17 +128,17 @@ def write_f32_gguf_by_names(folder: Path, out: Path) -> Path:
 
     from engine.gguf.convert import write_metadata
     from engine.gguf.param_names import gguf_name
-    from engine.gguf.tensor_map import ARCHITECTURES, EXPERTS, _stacked
+    from engine.gguf.tensor_map import EXPERTS, _stacked
     from engine.gguf.vocab import read_vocab
     from engine.model.checkpoint import Checkpoint
     from engine.model.loader import hf_name, read_args
-    from engine.model.registry import architecture
-    from engine.model.transformer import meta_model
+    from engine.model.families import family
+    from engine.model.model_tree import meta_model
 
     args = read_args(folder)
     assert args.model_type != "mixtral", "llama's q/k rows would need llama.cpp's permutation"
-    names, ckpt = architecture(args.model_type).WEIGHT_NAMES, Checkpoint(folder)
-    arch = ARCHITECTURES[args.model_type][0]
+    names, ckpt = family(args.model_type).weight_names, Checkpoint(folder)
+    arch = family(args.model_type).gguf.arch
     writer = gguf.GGUFWriter(out, arch)
     write_metadata(writer, args, arch, read_vocab(folder, args.vocab_size), folder.name, "f32")
     for param, _ in meta_model(args).named_parameters():

@@ -10,13 +10,13 @@ from engine.gguf.model_file import GgufModel
 from engine.gguf.weights import load_gguf_weights
 from engine.model.checkpoint import Checkpoint
 from engine.model.loader import hf_name, read_args
-from engine.model.registry import architecture
+from engine.model.families import family
 from tests.tiny_models import GGUF_MODEL_TYPES
 
 
 def hf_experts(folder, args, layer: int, projection: str) -> torch.Tensor:
     """[E, out, in] of one projection, from the HF checkpoint."""
-    names, ckpt = architecture(args.model_type).WEIGHT_NAMES, Checkpoint(folder)
+    names, ckpt = family(args.model_type).weight_names, Checkpoint(folder)
     hf = {"gate": names.gate, "up": names.up, "down": names.down}[projection]
     return torch.stack([ckpt.get(names.expert_weight(layer, e, hf)) for e in range(args.num_experts)])
 
@@ -27,7 +27,7 @@ def test_args_and_weights_of_an_f32_file_equal_the_checkpoint(model_type, gguf_f
     weights = load_gguf_weights(gguf_files.converted(model_type, "f32"), torch.float32)
     args = read_args(folder)
     assert weights.args == args  # ModelArgs compares every field but `extra`
-    names, ckpt = architecture(args.model_type).WEIGHT_NAMES, Checkpoint(folder)
+    names, ckpt = family(args.model_type).weight_names, Checkpoint(folder)
     assert set(weights.state_dict) == {name for name, _ in _meta_params(args)}
     for param, tensor in weights.state_dict.items():
         assert torch.equal(tensor, ckpt.get(hf_name(param, names))), param
@@ -41,7 +41,7 @@ def test_args_and_weights_of_an_f32_file_equal_the_checkpoint(model_type, gguf_f
 
 
 def _meta_params(args):
-    from engine.model.transformer import meta_model
+    from engine.model.model_tree import meta_model
 
     return meta_model(args).named_parameters()
 
@@ -105,14 +105,14 @@ def test_a_leading_dense_layer_maps_to_wisps_dense_mlp(model_type, tmp_path):
     assert args.moe_layers == (False, True)
     weights = load_gguf_weights(write_f32_gguf_by_names(folder, tmp_path / "dense0.gguf"), torch.float32)
     assert weights.args == args and list(weights.experts) == [1]
-    names, ckpt = architecture(model_type).WEIGHT_NAMES, Checkpoint(folder)
+    names, ckpt = family(model_type).weight_names, Checkpoint(folder)
     assert weights.state_dict["layers.0.mlp.down_proj.weight"].shape == (args.hidden_size, args.intermediate_size)
     for param, tensor in weights.state_dict.items():
         assert torch.equal(tensor, ckpt.get(hf_name(param, names))), param
 
 
 def test_the_state_dict_loads_into_wisps_model(gguf_files):
-    from engine.model.transformer import meta_model
+    from engine.model.model_tree import meta_model
 
     weights = load_gguf_weights(gguf_files.quantized("qwen2_moe", "Q4_K_M"), torch.bfloat16)
     model = meta_model(weights.args)
@@ -128,7 +128,7 @@ def test_bf16_weights_are_the_checkpoints_rounded_to_bf16(gguf_files):
 
 def assert_rounded_checkpoint(model, folder, dtype, type_name: str, layer: int, projection: str, expert: int):
     """Every dense tensor (F32 ones exact) and one expert equal the checkpoint rounded to dtype."""
-    names, ckpt = architecture(model.args.model_type).WEIGHT_NAMES, Checkpoint(folder)
+    names, ckpt = family(model.args.model_type).weight_names, Checkpoint(folder)
     for param, tensor in model.dense_tensors().items():
         reference = ckpt.get(hf_name(param, names))
         expected = reference if tensor.type_name == "F32" else reference.to(dtype).float()

@@ -11,7 +11,7 @@ from engine.gguf.model_file import GgufModel, check_supported
 from engine.gguf.weights import load_gguf_weights
 from engine.model.checkpoint import Checkpoint
 from engine.model.loader import hf_name
-from engine.model.registry import architecture
+from engine.model.families import family
 from tests.gguf.test_model_file import hf_experts
 
 # llama.cpp's choice per file type for the routed experts of a 2-layer model: gate/up, and down per layer
@@ -34,7 +34,7 @@ def test_llama_cpp_quantized_experts_have_the_expected_types(ftype, gguf_files):
 def test_q4_k_m_weights_dequantize_close_to_the_checkpoint(model_type, gguf_files):
     folder = gguf_files.folder(model_type)
     weights = load_gguf_weights(gguf_files.quantized(model_type, "Q4_K_M"), torch.float32)
-    names, ckpt = architecture(model_type).WEIGHT_NAMES, Checkpoint(folder)
+    names, ckpt = family(model_type).weight_names, Checkpoint(folder)
     for param, tensor in weights.state_dict.items():
         reference = ckpt.get(hf_name(param, names))
         error = (tensor - reference).norm() / reference.norm()

@@ -3,21 +3,23 @@ YaRN), softmax routing (greedy or group_limited_greedy), ungated shared experts,
 
 from engine.model.args import ModelArgs, common_args
 from engine.model.deepseek_config import deepseek_moe_fields
+from engine.model.families.family import Family
 from engine.model.mla_args import mla_args
 from engine.model.weight_names import QWEN_STYLE
 
+MODEL_TYPE = "deepseek_v2"
 # What transformers' DeepseekV2Config assumes for keys a config.json leaves out.
 DEFAULTS = dict(n_group=1, topk_group=1, first_k_dense_replace=0, n_shared_experts=2, routed_scaling_factor=1.0,
                 norm_topk_prob=False, intermediate_size=11008, moe_intermediate_size=1407)
 
 
-def model_args(config: dict) -> ModelArgs:
+def read_config(config: dict) -> ModelArgs:
     moe = deepseek_moe_fields(config, config.get("topk_method") or "greedy", DEFAULTS)
     common = common_args(config, moe["num_experts"], default_theta=10000.0, scaling_types=("yarn",))
     return ModelArgs(
-        model_type="deepseek_v2",
+        model_type=MODEL_TYPE,
         **{**common, **moe, **mla_args(config, "complex", common["rope_scaling"])},
     )
 
 
-WEIGHT_NAMES = QWEN_STYLE
+FAMILY = Family(model_type=MODEL_TYPE, read_config=read_config, weight_names=QWEN_STYLE)  # no GGUF reading yet

@@ -1,0 +1,47 @@
+"""Model families: one module per architecture, and one registry for both model formats.
+
+A family module (qwen3_moe.py is the plainest to copy) holds everything Wisp knows about one architecture and ends
+with `FAMILY = Family(...)`; registry.py lists the FAMILY of every module. A Hugging Face config.json's
+`model_type` and a GGUF file's `general.architecture` both resolve through that one list (registry.family,
+registry.gguf_family).
+
+What a Family provides (engine.model.families.family):
+- model_type: config.json's "model_type".
+- read_config(config: dict) -> ModelArgs: the config.json fields -> the normalised engine.model.args.ModelArgs, with
+  model_type set; raise ModelFormatError naming a missing or bad field, UnsupportedModelError for a feature Wisp
+  does not compute. engine.model.args.common_args reads the fields every family shares.
+- weight_names: engine.model.weight_names.MoeWeightNames, the checkpoint's names of the MoE block (QWEN_STYLE,
+  MIXTRAL_STYLE, or the family's own).
+- reads_quantization: True when read_config reads config.json's quantization_config (otherwise a quantized
+  checkpoint is refused by name).
+- gguf: a GgufFormat, or None when Wisp reads no GGUF file of the family:
+  - arch: llama.cpp's general.architecture;
+  - read_metadata(key: GgufKeys) -> ModelArgs: the `{arch}.*` keys and tensor shapes -> ModelArgs (gguf_keys.
+    common_fields reads what most llama.cpp MoE files share; glm4_moe builds a config dict for read_config);
+  - layer_modules: Wisp module -> GGUF tensor base, where the family's files differ from llama.cpp's shared names
+    (engine.gguf.tensor_map); layer_params: the same for parameters that are no module's weight or bias;
+  - rotary_permuted: q/k rows in llama.cpp's adjacent-pair RoPE order (Mixtral, as llama.cpp's "llama");
+  - check_convertible(args): raise UnsupportedModelError where llama.cpp's graph fixes what the checkpoint sets
+    otherwise (gguf_checks has the usual ones); write_metadata(writer, args): `{arch}.*` keys beyond the shared
+    ones; module_order, expert_specs: how `wisp convert-gguf` writes the family's tensors (defaults: the shared
+    table's order and stacked experts); trailing_layers: tensors past num_hidden_layers (multi-token prediction).
+
+The layers themselves are shared blocks that ModelArgs fields select (engine.model.transformer: attention variants
+in attention.py, mla_attention.py and sink_attention.py; routers in engine.experts.dispatch, gpt_oss_router.py and
+deepseek_moe.py; norms and MLPs in layers.py). A family composes them by the fields its readers set; a new kind of
+layer is a new shared block and a new ModelArgs field, read in the block, not a branch on model_type.
+
+To add an architecture:
+1. engine/model/families/<model_type>.py: read_config (and read_metadata for GGUF), its weight names, FAMILY.
+2. One line in registry.py's FAMILIES.
+3. Its tiny model in tests/tiny_models.py (written with transformers' own class), which puts it in the token-exact
+   tests against transformers (tests/engine/test_models.py); add it to GGUF_MODEL_TYPES when it has a GGUF format.
+"""
+
+from engine.model.families.family import Family, GgufFormat
+from engine.model.families.gguf_keys import GgufKeys
+from engine.model.families.registry import (FAMILIES, GGUF_ARCHITECTURES, family, gguf_family, parse_config,
+                                           supported_types)
+
+__all__ = ["FAMILIES", "GGUF_ARCHITECTURES", "Family", "GgufFormat", "GgufKeys", "family", "gguf_family",
+           "parse_config", "supported_types"]

@@ -1,0 +1,61 @@
+"""Family and GgufFormat: what one architecture tells the rest of the engine (engine.model.families says how to
+add one)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+from engine.model.args import ModelArgs
+from engine.model.families.gguf_keys import GgufKeys
+from engine.model.families.tensor_spec import TensorSpec
+from engine.model.weight_names import MoeWeightNames
+
+
+def _accepts(args: ModelArgs) -> None:
+    """The default convertibility check: any checkpoint the family reads converts."""
+
+
+def _writes_nothing(writer, args: ModelArgs) -> None:
+    """The default: no `{arch}.*` keys beyond the shared ones."""
+
+
+@dataclass(frozen=True)
+class GgufFormat:
+    """The family in llama.cpp's GGUF files."""
+
+    arch: str  # general.architecture
+    read_metadata: Callable[[GgufKeys], ModelArgs]  # the file's `{arch}.*` keys and tensor shapes -> ModelArgs
+    # Wisp module (as in MoeTransformer.named_parameters, within a layer) -> GGUF tensor base name, where the
+    # family's file names it otherwise than llama.cpp's shared names (engine.gguf.tensor_map)
+    layer_modules: Mapping[str, str] = field(default_factory=dict)
+    # Wisp parameter within a layer that is no module's weight or bias -> its GGUF tensor within blk.N, beyond the
+    # shared ones (engine.gguf.param_names.BARE_PARAMS: attention sinks, the router's correction bias)
+    layer_params: Mapping[str, str] = field(default_factory=dict)
+    rotary_permuted: bool = False  # q/k rows in llama.cpp's adjacent-pair RoPE order (its `llama` architecture)
+    # convert-gguf: raises UnsupportedModelError for a checkpoint whose GGUF llama.cpp would compute differently
+    check_convertible: Callable[[ModelArgs], None] = _accepts
+    write_metadata: Callable[[object, ModelArgs], None] = _writes_nothing  # keys beyond the shared ones
+    # block_count counts layers past num_hidden_layers that Wisp does not run (multi-token prediction): their
+    # tensors are expected in the file and left unread
+    trailing_layers: bool = False
+    # convert-gguf writes the dense tensors in Wisp's parameter order under these names (engine.gguf.named_specs)
+    # rather than in the checkpoint's order through the shared table (engine.gguf.tensor_map.tensor_specs)
+    module_order: bool = False
+    # (args, checkpoint, weight names, layer) -> one MoE layer's expert tensors, where the family stores them its
+    # own way; None: the stacked gate/up/down of the shared table (engine.gguf.tensor_map.stacked_expert_specs)
+    expert_specs: Callable[[ModelArgs, object, MoeWeightNames, int], list[TensorSpec]] | None = None
+
+
+@dataclass(frozen=True)
+class Family:
+    """One architecture: a Hugging Face model_type and, where llama.cpp has it, its GGUF architecture."""
+
+    model_type: str  # config.json's "model_type"
+    read_config: Callable[[dict], ModelArgs]  # config.json -> ModelArgs (model_type set to this family's)
+    weight_names: MoeWeightNames  # the checkpoint's names of the MoE block (router, experts)
+    gguf: GgufFormat | None = None  # None: Wisp reads no GGUF file of this family
+    reads_quantization: bool = False  # read_config reads config.json's quantization_config (others are refused)
+    # the checkpoint stacks each layer's experts with gate and up interleaved column by column (gpt_oss), loaded by
+    # engine.model.gpt_oss_experts; otherwise per-expert tensors or transformers' stacked [gate | up]
+    interleaved_experts: bool = False
