@@ -39,6 +39,7 @@ class Theme:
     segment_experts_free: str
     segment_kv: str
     segment_kv_free: str
+    segment_state: str
     segment_workspace: str
     segment_free: str
     chart_line: str

@@ -231,10 +231,11 @@ def engine_plan(options) -> MemoryPlan:
 
 def budget_marks(options) -> BudgetMarks:
     """The minimum and all-resident budgets of `options.model` under `options` (its budget is ignored)."""
-    from engine.alloc.memory_plan import kv_floor_bytes, minimum_budget, workspace_bytes
+    from engine.alloc.memory_plan import kv_floor_bytes, minimum_budget, state_bytes, workspace_bytes
 
     sizes, request = engine_sizes(options)
-    fixed = sizes.dense_bytes + workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
+    fixed = (sizes.dense_bytes + workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
+             + state_bytes(sizes, request.max_num_seqs))
     experts = sizes.num_moe_layers * sizes.num_experts * sizes.expert_bytes
     kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
     return BudgetMarks(minimum_budget(sizes, request), fixed + experts + kv_floor)

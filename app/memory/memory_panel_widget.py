@@ -172,6 +172,7 @@ class MemoryPanelWidget(QFrame):
             color = getattr(self._theme, f"segment_{segment.key}")
             self.legend_labels[segment.key].setText(
                 f'<span style="color:{color}">■</span> {segment.label} {self._format_bytes(segment.num_bytes)}')
+        self.legend_labels["state"].setVisible(any(segment.key == "state" for segment in segments))
         budget = "no budget" if plan.budget_bytes is None else f"budget {self._format_bytes(plan.budget_bytes)}"
         self.plan_label.setText(f"{plan.mode} · {budget} · {plan_summary(plan, self._format_bytes)}")
         self.host_label.setText(host_tier_text(stats, self._format_bytes))

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 SEGMENT_LABELS = {
     "dense": "Dense weights", "experts": "Expert slots, filled", "experts_free": "Expert slots, empty",
-    "kv": "KV cache, used", "kv_free": "KV cache, free", "workspace": "Workspace", "free": "Unplanned",
+    "kv": "KV cache, used", "kv_free": "KV cache, free", "state": "Linear-attention state", "workspace": "Workspace",
+    "free": "Unplanned",
 }
 
 
@@ -32,12 +33,14 @@ def filled_expert_bytes(plan, stats) -> int:
 def memory_segments(plan, stats=None) -> list[Segment]:
     experts_filled = filled_expert_bytes(plan, stats)
     kv_used = min(stats.kv_blocks_used * plan.kv_block_bytes, plan.kv_bytes) if stats is not None else 0
+    state = getattr(plan, "state_bytes", 0)  # hybrid models' linear-attention state; other plans have none
     return [
         Segment("dense", plan.dense_bytes),
         Segment("experts", experts_filled),
         Segment("experts_free", plan.expert_device_bytes - experts_filled),
         Segment("kv", kv_used),
         Segment("kv_free", plan.kv_bytes - kv_used),
+        *([Segment("state", state)] if state else []),
         Segment("workspace", plan.workspace_bytes),
         Segment("free", max(plan.free_bytes or 0, 0)),
     ]

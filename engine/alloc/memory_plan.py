@@ -37,6 +37,8 @@ class ModelSizes:
     shared_expert_bytes: int = 0  # part of dense_bytes: shared experts run for every token, so they stay resident
     # MLA: one layer's keys and values per token as attention rebuilds them from the cache rows (0: the cache's own)
     expanded_kv_bytes_per_token: int = 0
+    # linear-attention layers (qwen3_next, qwen3_5_moe): their conv + recurrent state of one sequence, any length
+    state_bytes_per_seq: int = 0
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class MemoryPlan:
     kv_block_bytes: int
     workspace_bytes: int
     shared_expert_bytes: int = 0  # part of dense_bytes (ModelSizes.shared_expert_bytes)
+    state_bytes: int = 0  # linear-attention state of max_num_seqs sequences, beside the KV pool (not re-split)
 
     def __post_init__(self):
         object.__setattr__(self, "mode", ExpertMode(self.mode))
@@ -74,7 +77,7 @@ class MemoryPlan:
 
     @property
     def total_bytes(self) -> int:
-        return self.dense_bytes + self.expert_device_bytes + self.kv_bytes + self.workspace_bytes
+        return self.dense_bytes + self.expert_device_bytes + self.kv_bytes + self.workspace_bytes + self.state_bytes
 
     @property
     def free_bytes(self) -> int | None:
@@ -123,11 +126,12 @@ def plan_memory(sizes: ModelSizes, request: PlanRequest) -> MemoryPlan:
     workspace = workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
     kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
     layer_bytes = sizes.num_experts * sizes.expert_bytes
+    state = state_bytes(sizes, request.max_num_seqs)
     base = dict(mode=request.mode, budget_bytes=request.budget_bytes, dense_bytes=sizes.dense_bytes,
                 expert_bytes=sizes.expert_bytes, num_moe_layers=sizes.num_moe_layers, kv_block_bytes=block_bytes,
                 workspace_bytes=workspace, offloaded_layers=0, static_resident_bytes=0,
-                shared_expert_bytes=sizes.shared_expert_bytes)
-    fixed = sizes.dense_bytes + workspace
+                shared_expert_bytes=sizes.shared_expert_bytes, state_bytes=state)
+    fixed = sizes.dense_bytes + workspace + state
     if request.mode is ExpertMode.RESIDENT:
         experts = sizes.num_moe_layers * layer_bytes
         kv = kv_bytes_within(request, fixed + experts, kv_floor, "all experts resident", paged_hint=True)
@@ -141,11 +145,17 @@ def plan_memory(sizes: ModelSizes, request: PlanRequest) -> MemoryPlan:
     return with_kv(MemoryPlan(**base, layer_slots=(slots,) * sizes.num_moe_layers, kv_blocks=kv // block_bytes), request)
 
 
+def state_bytes(sizes: ModelSizes, max_num_seqs: int) -> int:
+    """The linear-attention state of every sequence that can run at once (0 for models without such layers)."""
+    return sizes.state_bytes_per_seq * max_num_seqs
+
+
 def minimum_budget(sizes: ModelSizes, request: PlanRequest) -> int:
-    """Dense weights + top_k slots in every MoE layer + kappa_min + workspace."""
+    """Dense weights + top_k slots in every MoE layer + kappa_min + workspace (+ linear-attention state)."""
     slots = sizes.top_k * sizes.num_moe_layers * sizes.expert_bytes
     kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
-    return sizes.dense_bytes + slots + kv_floor + workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
+    workspace = workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
+    return sizes.dense_bytes + slots + kv_floor + workspace + state_bytes(sizes, request.max_num_seqs)
 
 
 def paged_slots(sizes: ModelSizes, request: PlanRequest, fixed: int, kv_floor: int) -> int:

@@ -8,7 +8,7 @@ import json
 from argparse import Namespace
 from pathlib import Path
 
-from engine.alloc.memory_plan import GiB, kv_floor_bytes, workspace_bytes
+from engine.alloc.memory_plan import GiB, kv_floor_bytes, state_bytes, workspace_bytes
 from engine.alloc.mvwsa import PoolSpec, Split, configure
 from engine.errors import BudgetError, RequestError
 from engine.model.args import ModelArgs
@@ -45,11 +45,12 @@ def configure_model(args: ModelArgs, budget: int, trace_path: Path, concurrency:
     check_topology(args, trace.header)
     sizes = model_sizes(args, 2)
     workspace = workspace_bytes(sizes, max_context, concurrency)
-    pool = budget - sizes.dense_bytes - workspace
+    pool = budget - sizes.dense_bytes - workspace - state_bytes(sizes, concurrency)
     floor = kv_floor_bytes(sizes, concurrency, max_context)
     if pool < floor + args.num_moe_layers * args.num_experts_per_tok * sizes.expert_bytes:
-        raise BudgetError(f"a budget of {format_bytes(budget)} leaves {format_bytes(pool)} after dense weights and "
-                          f"workspace, less than the KV floor {format_bytes(floor)} plus top-k slots per layer")
+        raise BudgetError(f"a budget of {format_bytes(budget)} leaves {format_bytes(pool)} after dense weights, "
+                          f"workspace and linear-attention state, less than the KV floor {format_bytes(floor)} plus "
+                          "top-k slots per layer")
     active = args.num_moe_layers * args.num_experts_per_tok * sizes.expert_bytes
     dense_s, token_s = estimated_compute(sizes.dense_bytes, active, args.num_hidden_layers, device)
     link = link_cost(device, dense_s, token_s)

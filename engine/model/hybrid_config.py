@@ -43,6 +43,7 @@ def hybrid_args(config: dict, model_type: str, fused_projections: bool, norm_top
         norm_topk_prob=norm_topk_prob,
         attention_bias=bool(config.get("attention_bias", False)),
         o_proj_bias=bool(config.get("attention_bias", False)),
+        qk_norm="per_head",  # zero-centred in engine.model.hybrid_layers.GatedAttention
         shared_expert_intermediate_size=config.get("shared_expert_intermediate_size") or 0,
         partial_rotary_factor=float(factor),
         layer_types=layer_types(config, num_layers),

@@ -21,6 +21,13 @@ class LinearAttentionArgs:
         """Channels of the short conv: q and k of every key head, v of every value head."""
         return 2 * self.num_key_heads * self.key_head_dim + self.num_value_heads * self.value_head_dim
 
+    def params(self, hidden_size: int) -> int:
+        """One layer's weights: input projections (q|k|v, z, b, a), conv, dt_bias and A_log, norm, out_proj."""
+        value_dim = self.num_value_heads * self.value_head_dim
+        projections = hidden_size * (self.conv_dim + value_dim + 2 * self.num_value_heads)
+        conv = self.conv_dim * self.conv_kernel_dim
+        return projections + conv + 2 * self.num_value_heads + self.value_head_dim + value_dim * hidden_size
+
     def state_bytes(self, dtype_bytes: int) -> int:
         """One sequence's state in one layer: the conv's last K-1 inputs and the [H, Dk, Dv] recurrent state."""
         conv = (self.conv_kernel_dim - 1) * self.conv_dim * dtype_bytes

@@ -39,6 +39,14 @@ def attention_params(args: ModelArgs) -> int:
     return params
 
 
+def token_mixer_params(args: ModelArgs, layer: int) -> int:
+    """A layer's attention, or its linear attention in a hybrid model; a gated attention's q_proj is twice as wide."""
+    if args.layer_types and args.layer_types[layer] == "linear_attention":
+        return args.linear.params(args.hidden_size)
+    gate = args.hidden_size * args.num_attention_heads * args.head_dim if args.attention_output_gate else 0
+    return attention_params(args) + gate
+
+
 def expert_bias_params(args: ModelArgs) -> int:
     """Router and expert biases of one MoE layer (gpt_oss): resident beside the dense weights, never in a slot."""
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
@@ -49,8 +57,8 @@ def dense_params(args: ModelArgs) -> int:
     """Everything but the routed experts: embeddings, attention, norms, routers, shared experts, dense MLPs."""
     D = args.hidden_size
     params = args.vocab_size * D * (1 if args.tie_word_embeddings else 2) + D
-    for is_moe in args.moe_layers:
-        params += attention_params(args) + 2 * D
+    for layer, is_moe in enumerate(args.moe_layers):
+        params += token_mixer_params(args, layer) + 2 * D
         if is_moe:
             params += router_params(args) + expert_bias_params(args)
             if args.shared_expert_intermediate_size:
@@ -111,4 +119,5 @@ def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
         dtype_bytes=dtype_bytes,
         num_layers=args.num_hidden_layers,
         shared_expert_bytes=shared_expert_params(args) * dtype_bytes,
+        state_bytes_per_seq=args.state_bytes_per_seq(dtype_bytes),
     )

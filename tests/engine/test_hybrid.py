@@ -122,3 +122,34 @@ def test_kv_is_counted_for_full_attention_layers_only_plus_state_per_sequence(ti
     recurrent = 4 * 16 * 16 * 4
     assert args.state_bytes_per_seq(4) == 3 * (conv + recurrent)
     assert model_sizes(args, 4).kv_bytes_per_token == args.kv_bytes_per_token(4)
+
+
+@pytest.mark.parametrize("model_type", HYBRID_TYPES)
+def test_the_plan_counts_the_dense_weights_and_the_state_the_engine_allocates(tiny_model_dir, model_type):
+    from app.memory.memory_segments import memory_segments
+    from engine.model.sizes import dense_params
+
+    with Engine(EngineOptions(model=str(tiny_model_dir(model_type)), device="cpu", max_num_seqs=3)) as engine:
+        model, cache, plan = engine._core.runner.model, engine._core.runner.cache, engine.plan
+        assert sum(p.numel() for p in model.parameters()) == dense_params(model.args)
+        assert plan.state_bytes == cache.state_bytes == 3 * model.args.state_bytes_per_seq(4)
+        assert len(cache.k) == model.args.num_kv_layers
+        assert plan.kv_block_bytes == plan.kv_bytes // plan.kv_blocks == 16 * model.args.kv_bytes_per_token(4)
+    assert dict((s.key, s.num_bytes) for s in memory_segments(plan))["state"] == plan.state_bytes
+
+
+def test_a_budget_change_while_requests_run_loses_no_state(tiny_model_dir):
+    """The re-split waits for the drained barrier; the sequences decoding before it keep their states."""
+    from engine.alloc.memory_plan import GiB, MiB
+
+    folder = str(tiny_model_dir("qwen3_5_moe"))
+    prompts = [LONG_PROMPT[: 30 + 40 * i] for i in range(3)]
+    with Engine(EngineOptions(model=folder, device="cpu")) as engine:
+        alone = [engine.generate(GenerateRequest(prompt=p, sampling=greedy(24))).token_ids for p in prompts]
+    with Engine(EngineOptions(model=folder, device="cpu", experts="paged", budget_bytes=GiB)) as engine:
+        handles = [engine.submit(GenerateRequest(prompt=p, sampling=greedy(24))) for p in prompts]
+        engine.set_budget(GiB - 256 * MiB)
+        results = [h.result().token_ids for h in handles]
+        after = [engine.generate(GenerateRequest(prompt=p, sampling=greedy(24))).token_ids for p in prompts]
+        assert engine.plan.budget_bytes == GiB - 256 * MiB
+    assert results == alone and after == alone
