@@ -28,3 +28,30 @@ GLM_45_AIR = {  # zai-org/GLM-4.5-Air
     "rms_norm_eps": 1e-05, "max_position_embeddings": 131072, "tie_word_embeddings": False,
     "torch_dtype": "bfloat16", "eos_token_id": [151329, 151336, 151338], "pad_token_id": 151329,
 }
+
+QWEN3_NEXT_80B_A3B = {  # Qwen/Qwen3-Next-80B-A3B-Instruct (its geometry is transformers' Qwen3NextConfig default)
+    "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "vocab_size": 151936, "hidden_size": 2048,
+    "num_hidden_layers": 48, "full_attention_interval": 4, "num_attention_heads": 16, "num_key_value_heads": 2,
+    "head_dim": 256, "partial_rotary_factor": 0.25, "rope_theta": 10000000, "rope_scaling": None,
+    "attention_bias": False, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+    "linear_num_value_heads": 32, "linear_value_head_dim": 128, "num_experts": 512, "num_experts_per_tok": 10,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "intermediate_size": 5120,
+    "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": True, "hidden_act": "silu",
+    "rms_norm_eps": 1e-06, "max_position_embeddings": 262144, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "bos_token_id": 151643, "eos_token_id": 151645,
+}
+
+QWEN3_5_35B_A3B = {  # Qwen/Qwen3.5-35B-A3B's language model (transformers' Qwen3_5MoeTextConfig default geometry)
+    "architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe",
+    "text_config": {
+        "model_type": "qwen3_5_moe_text", "vocab_size": 248320, "hidden_size": 2048, "num_hidden_layers": 40,
+        "full_attention_interval": 4, "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+                            "mrope_section": [11, 11, 10], "mrope_interleaved": True},
+        "attention_bias": False, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16,
+        "linear_num_value_heads": 32, "linear_value_head_dim": 128, "num_experts": 256, "num_experts_per_tok": 8,
+        "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "hidden_act": "silu",
+        "rms_norm_eps": 1e-06, "max_position_embeddings": 262144, "dtype": "bfloat16",
+    },
+    "tie_word_embeddings": False,
+}

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.model.args import ModelArgs
-from engine.model.published_configs import GLM_45_AIR, GPT_OSS_20B
+from engine.model.published_configs import GLM_45_AIR, GPT_OSS_20B, QWEN3_5_35B_A3B, QWEN3_NEXT_80B_A3B
 
 
 def _published(config: dict) -> ModelArgs:
@@ -49,6 +49,9 @@ SHAPES: dict[str, ModelArgs] = {
     # From the published config.json (engine/model/published_configs.py); GLM-4.5-Air's layer 0 is a dense MLP.
     "gpt-oss-20b": _published(GPT_OSS_20B),
     "glm-4.5-air": _published(GLM_45_AIR),
+    # Hybrid: three Gated DeltaNet layers to one gated full attention; KV for the full ones only
+    "qwen3.5-35b-a3b": _published(QWEN3_5_35B_A3B),
+    "qwen3-next-80b-a3b": _published(QWEN3_NEXT_80B_A3B),
     # The Qwen3-30B-A3B expert topology at toy width: CPU tests of the benchmark harness with its traces.
     "qwen3-topology-tiny": _args(model_type="qwen3_moe", vocab_size=512, hidden_size=64, num_hidden_layers=48,
                                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, rope_theta=1e6,
