@@ -1,11 +1,13 @@
 """Tool calls in a chat reply's answer text, for models whose chat template asks for them as
-`<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (Qwen2.5, Qwen3, Hermes). gpt-oss's harmony format has
+`<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (Qwen2.5, Qwen3, Qwen3-Next, Hermes) or, inside the same
+tags, as `<function=NAME><parameter=KEY>VALUE</parameter>...</function>` (Qwen3-Coder, Qwen3.5). gpt-oss's harmony format has
 its own (engine.generation.harmony). The calls are taken out of the answer as it streams; a block that is not such
 a JSON object stays in the answer as written."""
 
 from __future__ import annotations
 
 import json
+import re
 
 from engine.events import ToolCall
 from engine.generation.harmony import HARMONY
@@ -13,6 +15,8 @@ from engine.generation.reasoning import Parsed, held_marker_prefix
 from engine.generation.reasoning_formats import reasoning_format
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+XML_FUNCTION = re.compile(r"\s*<function=([^>\s]+)>(.*?)</function>\s*", re.S)
+XML_PARAMETER = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>", re.S)
 
 
 def writes_tool_call_tags(tokenizer) -> bool:
@@ -27,8 +31,28 @@ def can_call_tools(tokenizer) -> bool:
     return "tools" in source and (writes_tool_call_tags(tokenizer) or reasoning_format(tokenizer) is HARMONY)
 
 
+def parse_xml_call(body: str) -> ToolCall | None:
+    """`<function=NAME><parameter=KEY>VALUE</parameter>...</function>` -> the call; a value that is JSON (a number,
+    an object, ...) is taken as such, any other as a string, as the Qwen3-Coder templates render them."""
+    match = XML_FUNCTION.fullmatch(body)
+    if match is None:
+        return None
+    arguments = {key: json_or_text(value) for key, value in XML_PARAMETER.findall(match.group(2))}
+    return ToolCall(match.group(1), json.dumps(arguments, ensure_ascii=False))
+
+
+def json_or_text(value: str):
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):
+        return value
+
+
 def parse_call(body: str) -> ToolCall | None:
-    """`{"name": str, "arguments": object or JSON text}` -> the call (arguments as JSON text); None otherwise."""
+    """`{"name": str, "arguments": object or JSON text}` or the XML function form -> the call (arguments as JSON
+    text); None otherwise."""
+    if body.lstrip().startswith("<function="):
+        return parse_xml_call(body)
     try:
         value = json.loads(body)
     except (ValueError, RecursionError):

@@ -70,12 +70,12 @@ def save_think_folder(folder: Path, chat_template: str = THINK_TEMPLATE, vocab_s
     return save_hf_folder(folder, backend, chat_template, eos_token="<|im_end|>", pad_token="<|endoftext|>")
 
 
-def write_reasoning_model(folder: Path, kind: str) -> Path:
-    """A tiny qwen3_moe checkpoint with the `kind` ("harmony" or "think") tokenizer, sized to its vocabulary."""
+def write_reasoning_model(folder: Path, kind: str, model_type: str = "qwen3_moe") -> Path:
+    """A tiny checkpoint with the `kind` ("harmony" or "think") tokenizer, sized to its vocabulary."""
     from engine.tokenizer import Tokenizer
     from tests.tiny_models import VOCAB, write_tiny_model
 
-    write_tiny_model(folder, "qwen3_moe")
+    write_tiny_model(folder, model_type)
     {"harmony": save_harmony_folder, "think": save_think_folder}[kind](folder, vocab_size=300)
     assert Tokenizer.from_folder(folder).vocab_size <= VOCAB
     return folder

@@ -153,3 +153,23 @@ def test_a_budget_change_while_requests_run_loses_no_state(tiny_model_dir):
         after = [engine.generate(GenerateRequest(prompt=p, sampling=greedy(24))).token_ids for p in prompts]
         assert engine.plan.budget_bytes == GiB - 256 * MiB
     assert results == alone and after == alone
+
+
+@pytest.mark.parametrize("model_type", HYBRID_TYPES)
+def test_thinking_switch_and_tool_calls_as_for_qwen3(tmp_path, model_type):
+    from engine.generation.prompt import prompt_token_ids
+    from tests.engine.reasoning_fixtures import write_reasoning_model
+    from tests.engine.tool_fixtures import WEATHER, write_tool_model
+
+    ask = ({"role": "user", "content": "Weather in Paris?"},)
+    think = write_reasoning_model(tmp_path / "think", "think", model_type)
+    with Engine(EngineOptions(model=str(think), device="cpu")) as engine:
+        assert engine.info.thinking_switch
+        off = GenerateRequest(messages=ask, enable_thinking=False, sampling=greedy(4))
+        ids = prompt_token_ids(off, engine._core.tokenizer, 4096)
+        assert engine._core.tokenizer.decode(ids, skip_special_tokens=False).endswith("<think>\n\n</think>\n\n")
+        assert engine.generate(off).error is None
+    tools = write_tool_model(tmp_path / "tools", model_type)
+    with Engine(EngineOptions(model=str(tools), device="cpu")) as engine:
+        assert engine.info.tool_calls
+        assert engine.generate(GenerateRequest(messages=ask, tools=(WEATHER,), sampling=greedy(4))).error is None

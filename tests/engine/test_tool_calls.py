@@ -108,3 +108,12 @@ def test_bad_tools_are_refused_with_their_field(tools, field):
 def test_tools_need_a_chat():
     with pytest.raises(RequestError, match="send messages"):
         GenerateRequest(prompt="hi", tools=(WEATHER,))
+
+
+def test_the_xml_function_form_of_qwen3_5_is_read_as_a_call():
+    reply = ("Checking.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+             "<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>")
+    content, calls = read([reply[:20], reply[20:45], reply[45:]])
+    assert content == "Checking.\n"
+    assert calls == [ToolCall("get_weather", '{"city": "Paris", "days": 3}')]
+    assert read(["<tool_call><function=broken></tool_call>"])[1] == []

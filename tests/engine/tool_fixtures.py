@@ -43,8 +43,8 @@ WEATHER = {"type": "function", "function": {"name": "get_weather", "description"
 CALL_REPLY = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
 
 
-def write_tool_model(folder: Path) -> Path:
-    write_tiny_model(folder, "qwen3_moe")
+def write_tool_model(folder: Path, model_type: str = "qwen3_moe") -> Path:
+    write_tiny_model(folder, model_type)
     backend = train_byte_level_tokenizer(300)
     backend.add_tokens([AddedToken("<tool_call>", special=False), AddedToken("</tool_call>", special=False)])
     return save_hf_folder(folder, backend, TOOL_TEMPLATE, eos_token="<|im_end|>", pad_token="<|endoftext|>")
