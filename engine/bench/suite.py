@@ -87,8 +87,9 @@ def shape_plan(model_args: ModelArgs, mode: str, budget: int | None, slots: int 
 
 
 def pool_bytes(plan: MemoryPlan) -> int:
-    """P = budget - dense - workspace: what a paged plan splits between expert slots and KV."""
-    return plan.budget_bytes - plan.dense_bytes - plan.workspace_bytes
+    """P = budget - dense - workspace (- linear-attention state): what a paged plan splits between expert slots and
+    KV."""
+    return plan.budget_bytes - plan.dense_bytes - plan.workspace_bytes - plan.state_bytes
 
 
 def expert_share(plan: MemoryPlan) -> float | None:
