@@ -42,6 +42,15 @@ class AttentionMetadata:
     slot_mapping: torch.Tensor  # [T] flat cache slot of each new token's k/v
     spans: list[SeqSpan]
 
+    @cached_property
+    def state_steps(self) -> tuple[list[SeqSpan], torch.Tensor, torch.Tensor]:
+        """The spans that add one token to a sequence already begun, their rows [B] and their state slots [B]:
+        what linear-attention layers step in their recurrent form (built once per step, read by every layer)."""
+        steps = [span for span in self.spans if span.q_len == 1 and span.kv_slots.numel() > 1]
+        device = self.slot_mapping.device
+        rows = torch.tensor([span.q_start for span in steps], dtype=torch.long, device=device)
+        return steps, rows, torch.tensor([span.state_slot for span in steps], dtype=torch.long, device=device)
+
 
 @dataclass
 class PaddedDecodeMetadata:

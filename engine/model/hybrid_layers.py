@@ -90,11 +90,11 @@ class GatedDeltaNet(nn.Module):
         beta = b.sigmoid()
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)  # [T, H] log decay per token
         out = torch.empty(x.shape[0], self.num_v_heads, self.head_v_dim, dtype=x.dtype, device=x.device)
-        decodes = [span for span in meta.spans if span.q_len == 1 and span.kv_slots.numel() > 1]
-        if decodes:
-            self.decode(decodes, mixed, g, beta, out, cache)
+        steps, rows, slots = meta.state_steps
+        if steps:
+            self.decode(rows, slots, mixed, g, beta, out, cache)
         for span in meta.spans:
-            if not (span.q_len == 1 and span.kv_slots.numel() > 1):
+            if not any(span is step for step in steps):
                 self.prefill(span, mixed, g, beta, out, cache)
         out = self.norm(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
         return self.out_proj(out.view(x.shape[0], -1))
@@ -115,10 +115,8 @@ class GatedDeltaNet(nn.Module):
         q, k, v = self.split_heads(conv_out)
         out[rows], cache.recurrent[layer][slot] = chunked(q, k, v, g[rows], beta[rows], state)
 
-    def decode(self, spans: list[SeqSpan], mixed, g, beta, out, cache: HybridCache) -> None:
-        """One new token of each of B sequences at once: the recurrent form."""
-        rows = torch.tensor([span.q_start for span in spans], device=mixed.device)
-        slots = torch.tensor([span.state_slot for span in spans], device=mixed.device)
+    def decode(self, rows: torch.Tensor, slots: torch.Tensor, mixed, g, beta, out, cache: HybridCache) -> None:
+        """One new token of each of B sequences at once (their rows [B] and state slots [B]): the recurrent form."""
         layer = self.state_layer
         conv_out, history = causal_conv(mixed[rows][:, None], cache.conv[layer][slots], self.conv1d.weight[:, 0])
         q, k, v = self.split_heads(conv_out[:, 0])

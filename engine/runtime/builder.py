@@ -84,7 +84,8 @@ def finish_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineO
         num_experts=args.num_experts, top_k=args.num_experts_per_tok, max_model_len=max_model_len,
         device=str(device), dtype=str(weights.dtype).replace("torch.", ""),
         has_chat_template=tokenizer.has_chat_template, plan=plan,
-        warnings=tuple(w for w in [weights.store.warning, args.extra.get("warning")] if w), reasoning_effort=takes_reasoning_effort(tokenizer),
+        warnings=tuple(w for w in [weights.store.warning, args.extra.get("warning")] if w),
+        reasoning_effort=takes_reasoning_effort(tokenizer),
         thinking_switch=has_thinking_switch(tokenizer), tool_calls=can_call_tools(tokenizer),
         fill_in_middle=fim_token_ids(tokenizer) is not None,
     )
