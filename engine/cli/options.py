@@ -148,7 +148,10 @@ def thinking_flag(args: argparse.Namespace) -> bool | None:
 
 
 def note_unused_options(engine, args: argparse.Namespace) -> None:
-    """A line on stderr for each reasoning option the model's chat template does not read."""
+    """A line on stderr for each of the model's warnings (a vision tower Wisp does not run, experts left in the
+    file), and for each reasoning option the model's chat template does not read."""
+    for warning in engine.info.warnings:
+        print(f"wisp: note: {warning}", file=sys.stderr)
     for option, value, taken, what in (
             ("--reasoning-effort", args.reasoning_effort, engine.info.reasoning_effort, "reasoning effort"),
             ("--thinking", args.thinking, engine.info.thinking_switch, "thinking switch")):

@@ -108,9 +108,15 @@ def test_preempted_sequences_rebuild_their_state(tiny_model_dir):
     assert sum(r.stats.num_preemptions for r in results) > 0
 
 
-def test_a_vision_checkpoint_runs_its_language_model_and_says_images_are_unsupported(tiny_model_dir):
-    with Engine(EngineOptions(model=str(tiny_model_dir("qwen3_5_moe")), device="cpu")) as engine:
+def test_a_vision_checkpoint_runs_its_language_model_and_says_images_are_unsupported(tiny_model_dir, capsys):
+    from engine.cli import main
+
+    folder = tiny_model_dir("qwen3_5_moe")
+    with Engine(EngineOptions(model=str(folder), device="cpu")) as engine:
         assert any("images are not supported" in warning for warning in engine.info.warnings)
+    capsys.readouterr()
+    assert main(["run", str(folder), "--prompt", "def fib(n):", "--max-tokens", "4", "--device", "cpu"]) == 0
+    assert "images are not supported" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("model_type", HYBRID_TYPES)
