@@ -179,3 +179,14 @@ def test_thinking_switch_and_tool_calls_as_for_qwen3(tmp_path, model_type):
     with Engine(EngineOptions(model=str(tools), device="cpu")) as engine:
         assert engine.info.tool_calls
         assert engine.generate(GenerateRequest(messages=ask, tools=(WEATHER,), sampling=greedy(4))).error is None
+
+
+def test_the_host_tier_reads_a_vision_checkpoints_expert_rows_through_the_page_cache(tiny_model_dir):
+    """qwen3_5_moe's experts live under model.language_model.*: rows left in the file are read by those names."""
+    from engine.alloc.host_tier import STAGING_ROWS
+    from tests.engine.test_host_tier import generate, row_bytes
+
+    folder = tiny_model_dir("qwen3_5_moe")
+    reference, _ = generate(folder, expert_slots=2)
+    capped, stats = generate(folder, expert_slots=2, host_budget_bytes=(STAGING_ROWS + 3) * row_bytes(folder))
+    assert capped == reference and stats.page_cache_reads > 0
