@@ -29,7 +29,7 @@ from engine.gguf.param_names import gguf_name  # noqa: E402
 from engine.gguf.tensor_map import EXPERTS, gguf_architecture  # noqa: E402
 from engine.model.args import ModelArgs  # noqa: E402
 from engine.model.shapes import shape  # noqa: E402
-from engine.model.transformer import meta_model  # noqa: E402
+from engine.model.model_tree import meta_model  # noqa: E402
 from engine.quant.file_types import expert_types  # noqa: E402
 
 WEIGHT_STD = 0.02  # as engine.bench.synthetic: activations stay finite through 48 random layers

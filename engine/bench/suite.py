@@ -103,7 +103,7 @@ def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len) -> Memory
     """The offline configurator's split for this budget and trace (per-layer slots, KV at its floor)."""
     base = plan_for(weights, "paged", budget, None, batch, max_len)
     sizes = bench_sizes(weights.args, weights.store.expert_bytes)
-    pool = budget - base.dense_bytes - base.workspace_bytes
+    pool = pool_bytes(base)
     spec = PoolSpec(pool, sizes.expert_bytes, kv_floor_bytes(sizes, batch, max_len))
     profile = routing_profile(trace).first_layers(weights.args.num_moe_layers)  # --layers cuts the model
     chosen = configure(profile, link, spec)["configured"]
