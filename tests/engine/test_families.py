@@ -31,7 +31,8 @@ def test_each_family_is_one_module_resolved_from_both_formats(model_type):
 
 
 def test_every_family_module_is_registered():
-    modules = {path.stem for path in FAMILY_DIR.glob("*.py") if re.search(r"^FAMILY = Family\(", path.read_text(), re.M)}
+    defines = re.compile(r"^FAMILY = Family\(", re.M)
+    modules = {path.stem for path in FAMILY_DIR.glob("*.py") if defines.search(path.read_text())}
     assert modules == set(FAMILIES)
 
 

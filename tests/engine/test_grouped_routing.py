@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from engine.experts.grouped_routing import GroupedRouting
-from engine.model.deepseek_config import routing_problem
+from engine.model.families.deepseek_config import routing_problem
 
 TOKENS = 41
 

@@ -26,6 +26,9 @@ What a Family provides (engine.model.families.family):
     ones; module_order, expert_specs: how `wisp convert-gguf` writes the family's tensors (defaults: the shared
     table's order and stacked experts); trailing_layers: tensors past num_hidden_layers (multi-token prediction).
 
+Helpers several families share, beside the family files: deepseek_config (DeepSeek-style routing keys), mla_config
+(multi-head latent attention keys), gguf_keys, gguf_checks and tensor_spec (convert-gguf's tensors).
+
 The layers themselves are shared blocks that ModelArgs fields select (engine.model.transformer: attention variants
 in attention.py, mla_attention.py and sink_attention.py; routers in engine.experts.dispatch, gpt_oss_router.py and
 deepseek_moe.py; norms and MLPs in layers.py). A family composes them by the fields its readers set; a new kind of

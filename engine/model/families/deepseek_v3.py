@@ -3,9 +3,9 @@
 experts, first dense layers."""
 
 from engine.model.args import ModelArgs, common_args
-from engine.model.deepseek_config import deepseek_moe_fields
+from engine.model.families.deepseek_config import deepseek_moe_fields
 from engine.model.families.family import Family
-from engine.model.mla_args import mla_args
+from engine.model.families.mla_config import mla_args
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE = "deepseek_v3"

@@ -13,7 +13,7 @@ In GGUF files, as llama.cpp's converter (Glm4MoeModel) and graph (src/models/glm
 
 from engine.errors import UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, first_present
-from engine.model.deepseek_config import deepseek_moe_fields
+from engine.model.families.deepseek_config import deepseek_moe_fields
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_keys import GgufKeys
 from engine.model.weight_names import QWEN_STYLE
