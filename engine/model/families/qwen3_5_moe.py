@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from engine.model.args import ModelArgs
 from engine.model.families.family import Family
-from engine.model.hybrid_config import hybrid_args
+from engine.model.families.hybrid_config import hybrid_args
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE = "qwen3_5_moe"

@@ -4,7 +4,7 @@ projections are fused per key head (in_proj_qkvz, in_proj_ba)."""
 
 from engine.model.args import ModelArgs
 from engine.model.families.family import Family
-from engine.model.hybrid_config import hybrid_args
+from engine.model.families.hybrid_config import hybrid_args
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE = "qwen3_next"
