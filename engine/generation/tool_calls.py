@@ -1,8 +1,8 @@
 """Tool calls in a chat reply's answer text, for models whose chat template asks for them as
 `<tool_call>{"name": ..., "arguments": {...}}</tool_call>` (Qwen2.5, Qwen3, Qwen3-Next, Hermes) or, inside the same
-tags, as `<function=NAME><parameter=KEY>VALUE</parameter>...</function>` (Qwen3-Coder, Qwen3.5). gpt-oss's harmony format has
-its own (engine.generation.harmony). The calls are taken out of the answer as it streams; a block that is not such
-a JSON object stays in the answer as written."""
+tags, as `<function=NAME><parameter=KEY>VALUE</parameter>...</function>` (Qwen3-Coder, Qwen3.5). gpt-oss's harmony
+format has its own (engine.generation.harmony). The calls are taken out of the answer as it streams; a block that is
+neither stays in the answer as written."""
 
 from __future__ import annotations
 

@@ -63,7 +63,8 @@ def chunked(q, k, v, g, beta, state: torch.Tensor, chunk_size: int = CHUNK_SIZE)
     q, k, v = (F.pad(t, (0, 0, 0, pad)) for t in (q, k, v))
     beta, g = F.pad(beta, (0, pad)), F.pad(g, (0, pad))
     v_beta, k_beta = v * beta[..., None], k * beta[..., None]
-    q, k, k_beta, v_beta = (t.reshape(heads, -1, chunk_size, t.shape[-1]) for t in (q, k, k_beta, v_beta))  # [H, N, C, D]
+    # [H, N, C, D]: N chunks of C tokens
+    q, k, k_beta, v_beta = (t.reshape(heads, -1, chunk_size, t.shape[-1]) for t in (q, k, k_beta, v_beta))
     decay = g.reshape(heads, -1, chunk_size).cumsum(dim=-1)  # [H, N, C] log decay since the chunk's start
     upper = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device).triu(1)
     pairwise = (decay[..., :, None] - decay[..., None, :]).masked_fill(upper, float("-inf")).exp()  # [H, N, C, C]

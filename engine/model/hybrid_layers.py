@@ -79,7 +79,8 @@ class GatedDeltaNet(nn.Module):
             z = self.in_proj_z(x).view(T, self.num_v_heads, self.head_v_dim)
             return self.in_proj_qkv(x), z, self.in_proj_b(x), self.in_proj_a(x)
         qkvz = self.in_proj_qkvz(x).view(T, self.num_k_heads, -1)  # [T, Hk, 2Dk + 2*ratio*Dv]
-        q, k, v, z = qkvz.split([self.head_k_dim, self.head_k_dim, ratio * self.head_v_dim, ratio * self.head_v_dim], -1)
+        value_width = ratio * self.head_v_dim
+        q, k, v, z = qkvz.split([self.head_k_dim, self.head_k_dim, value_width, value_width], -1)
         b, a = self.in_proj_ba(x).view(T, self.num_k_heads, 2 * ratio).split([ratio, ratio], -1)
         mixed = torch.cat((q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)), dim=-1)
         heads = (T, self.num_v_heads)
@@ -102,8 +103,8 @@ class GatedDeltaNet(nn.Module):
     def split_heads(self, mixed: torch.Tensor):
         q, k, v = mixed.split(self.split, dim=-1)
         lead = mixed.shape[:-1]
-        return (q.reshape(*lead, self.num_k_heads, self.head_k_dim), k.reshape(*lead, self.num_k_heads, self.head_k_dim),
-                v.reshape(*lead, self.num_v_heads, self.head_v_dim))
+        key_heads = (*lead, self.num_k_heads, self.head_k_dim)
+        return q.reshape(key_heads), k.reshape(key_heads), v.reshape(*lead, self.num_v_heads, self.head_v_dim)
 
     def prefill(self, span: SeqSpan, mixed, g, beta, out, cache: HybridCache) -> None:
         """A sequence's new tokens from its stored state (zeros when they start the sequence): the chunked form."""

@@ -35,8 +35,9 @@ def test_chunked_form_equals_transformers(T):
 
     q, k, v, g, beta, state = delta_inputs(T)
     ours, our_state = gated_deltanet.chunked(q, k, v, g, beta, state)
-    ref, ref_state = torch_chunk_gated_delta_rule(q[None], k[None], v[None], g[None], beta[None], initial_state=state[None],
-                                                  output_final_state=True, use_qk_l2norm_in_kernel=True)
+    ref, ref_state = torch_chunk_gated_delta_rule(q[None], k[None], v[None], g[None], beta[None],
+                                                  initial_state=state[None], output_final_state=True,
+                                                  use_qk_l2norm_in_kernel=True)
     assert (ours - ref[0]).abs().max() < 1e-5 and (our_state - ref_state[0]).abs().max() < 1e-5
 
 
@@ -64,7 +65,8 @@ def test_conv_of_a_decode_step_equals_the_prefills():
     prefix, history = gated_deltanet.causal_conv(x[:8], torch.zeros(3, 6), weight)
     step, _ = gated_deltanet.causal_conv(x[8:], history, weight)
     assert torch.equal(whole[:8], prefix) and torch.equal(whole[8:], step)
-    ref = torch.nn.functional.silu(torch.nn.functional.conv1d(x.T[None], weight[:, None], padding=3, groups=6)[0, :, :9].T)
+    conv = torch.nn.functional.conv1d(x.T[None], weight[:, None], padding=3, groups=6)[0, :, :9].T
+    ref = torch.nn.functional.silu(conv)
     assert (whole - ref).abs().max() < 1e-6
 
 

@@ -23,7 +23,8 @@ def layer_types(config: dict, num_layers: int) -> tuple[str, ...]:
 
 def linear_args(config: dict, fused_projections: bool) -> LinearAttentionArgs:
     linear = LinearAttentionArgs(
-        num_key_heads=require(config, "linear_num_key_heads"), num_value_heads=require(config, "linear_num_value_heads"),
+        num_key_heads=require(config, "linear_num_key_heads"),
+        num_value_heads=require(config, "linear_num_value_heads"),
         key_head_dim=require(config, "linear_key_head_dim"), value_head_dim=require(config, "linear_value_head_dim"),
         conv_kernel_dim=require(config, "linear_conv_kernel_dim"), fused_projections=fused_projections)
     if linear.num_value_heads % linear.num_key_heads:
