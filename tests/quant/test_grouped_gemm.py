@@ -89,6 +89,7 @@ def inputs(hidden, dtype, seed=0, tokens=TOKENS):
 
 CASES = {  # name: a layer builder
     **{name: (lambda types=types: quant_layer(types)) for name, types in FORMATS.items()},
+    "Q6_K": lambda: quant_layer(("Q6_K",) * 3, hidden=512),  # 210-byte blocks: every other one off a word
     "Q8_0-partial-tiles": lambda: quant_layer(("Q8_0",) * 3, hidden=288, intermediate=96),
     "MXFP4-gpt-oss": lambda: quant_layer(("MXFP4",) * 3, hidden=288, intermediate=160, activation=GPT_OSS,
                                          with_bias=True),
@@ -124,6 +125,25 @@ def test_grouped_bits_do_not_depend_on_groups_or_slots(case):
     whole = grouped(layout, table, x, ids, weights)
     assert torch.equal(grouped(layout, table, x, ids, weights, groups=2, moved=True), whole)
     assert torch.equal(grouped(layout, table, x, ids, weights, groups=3), whole)
+
+
+@pytest.mark.parametrize("case,dtype", [("Q4_K_M", torch.bfloat16), ("Q6_K", torch.bfloat16),
+                                        ("Q4_K_M", torch.float32)], ids=["Q4_K_M-bf16", "Q6_K-bf16", "Q4_K_M-f32"])
+def test_word_tiles_give_the_byte_tiles_bits(case, dtype, monkeypatch):
+    """Q4_K and Q6_K tiles from 32-bit loads (grouped_tiles) dequantize to the same values as one byte an element."""
+    layout, table = CASES[case]()
+    x, ids, weights = inputs(layout.hidden, dtype, seed=4, tokens=FEW_TOKENS)
+    words = grouped(layout, table, x, ids, weights)
+    monkeypatch.setattr(grouped_gemm, "WORD_TILES", False)
+    assert torch.equal(grouped(layout, table, x, ids, weights), words)
+
+
+def test_word_tiles_need_word_aligned_rows():
+    layout, table = CASES["Q4_K_M"]()
+    spec = layout.grouped
+    assert grouped_gemm.word_aligned(table, spec.gate, spec.up, spec.down)
+    shifted = torch.zeros(table.numel() + 4, dtype=torch.uint8)[2 : 2 + table.numel()].view(table.shape)
+    assert not grouped_gemm.word_aligned(shifted, spec.gate, spec.up, spec.down)
 
 
 def test_a_tokens_bits_do_not_depend_on_the_other_tokens():
