@@ -2,13 +2,12 @@
 # Issue 36, second pass, in one device call (bench/results/2026-12-02-prefill-2/NOTES.md):
 #   bash bench/prefill2_h200.sh OUT_DIR
 # 1. the grouped kernels' tile sweep on a Q4_K_M layer-step (word tiles off/on, tile shapes), 512/2048/8192 tokens;
-# 2. `wisp bench` with the sweep's fastest configuration: resident 512/2048/8192, WiSP 12 GiB 512/2048; then WiSP
-#    again with the prompt's misses copied into slots (WISP_PROMPT_IN_PLACE=0: no in-place reads);
+# 2. `wisp bench` with the sweep's fastest configuration: resident 512/2048/8192, WiSP 12 GiB 512/2048;
 # 3. the GPU tests of the grouped GEMM and of every provider's bits;
 # 4. (GPT_OSS=1) the gpt-oss-20b shape with MXFP4 experts, as long as time is left.
 set -u
 OUT=${1:?usage: bench/prefill2_h200.sh OUT_DIR}
-DEADLINE=${DEADLINE:-360}
+DEADLINE=${DEADLINE:-250}
 TRACE=${TRACE:-../resources/traces/qwen3-published_chat-carry44.npz}
 start=$SECONDS
 left() { echo $((DEADLINE - (SECONDS - start))); }
@@ -37,10 +36,6 @@ SUITE="python3 -m engine.bench.suite --shape qwen3-30b-a3b --quant Q4_K_M --trac
 echo "== wisp bench ($(left) s left)"
 timeout $(( $(left) - 60 )) $SUITE --budgets 12 --prompt 512 --arms resident,wisp --out "$OUT/q4" \
     --also "--prompt 2048" --also "--prompt 8192 --max-len 8448 --arms resident --runs 3"
-
-echo "== wisp bench, misses copied, not read in place ($(left) s left)"
-WISP_PROMPT_IN_PLACE=0 timeout $(( $(left) - 60 )) $SUITE --budgets 12 --prompt 512 --arms wisp --out "$OUT/q4-copied" \
-    --also "--prompt 2048"
 
 echo "== GPU tests ($(left) s left)"
 timeout $(( $(left) - 3 )) python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_grouped_gemm.py \

@@ -20,7 +20,6 @@ class ExpertCounters:
     page_cache_reads: int = 0  # misses on rows left in the model file, read through the page cache
     page_cache_bytes: int = 0  # bytes those reads took from the file
     page_cache_s: float = 0.0  # time spent reading them into staging
-    read_in_place: int = 0  # a prompt's misses the GPU read from pinned host memory (UVA), never copied
     layer_hits: dict[int, int] = field(default_factory=dict)
     layer_misses: dict[int, int] = field(default_factory=dict)
 

@@ -11,12 +11,7 @@ Misses on experts the host tier left in the model file are read through staging 
 A large step (a prompt) touches most experts of a layer once; it must not flush the working set decode steps
 built. So a large step never evicts the layer's most recently used experts (PROTECTED_SHARE of its slots): it
 streams its misses through the other slots, and the experts it brought in become the least recently used, the
-first that later misses evict. Its hits keep their places.
-
-On CUDA with pinned host experts, a large step's misses that span one row tile of the grouped GEMM are not copied
-at all: the kernel reads their weights in place from host memory (UVA), once, as soon as the layer's routing is
-known, while the copy engine streams the other misses. The link carries the same bytes, without the waits of
-slot-by-slot streaming, and the working set keeps every slot."""
+first that later misses evict. Its hits keep their places."""
 
 from __future__ import annotations
 
@@ -33,15 +28,8 @@ from engine.experts.dispatch import combine, combine_grouped, is_small_step, sta
 from engine.experts.mapped_reads import RowCopier
 from engine.experts.slot_pool import SlotPool
 from engine.experts.store import ExpertStore
-from engine.experts.uva import device_view
 
 PROTECTED_SHARE = 0.5  # of a layer's slots: its most recently used experts, kept through a large step
-IN_PLACE = "WISP_PROMPT_IN_PLACE"  # "0": a large step copies every miss into slots (the bench's before/after switch)
-
-
-def can_read_in_place(device: torch.device, host: ExpertStore) -> bool:
-    """A large step's misses can be read by the GPU from the host store itself: CUDA and pinned host memory."""
-    return device.type == "cuda" and host.is_pinned and os.environ.get(IN_PLACE, "1") != "0"
 
 
 class HostPager:
@@ -53,8 +41,6 @@ class HostPager:
         self.rows = RowCopier(host, self.copies, counters, device)
         # "0": large steps evict as small ones do and touch every expert they use (the bench's before/after switch)
         self.protected_share = PROTECTED_SHARE if os.environ.get("WISP_PROTECT_WORKING_SET", "1") != "0" else 0.0
-        self.reads_in_place = can_read_in_place(device, host) and self.protected_share > 0
-        self._host_views: dict[int, torch.Tensor] = {}
 
     @property
     def capacity(self) -> dict[int, int]:
@@ -138,12 +124,9 @@ class HostPager:
         lru = self.lru[layer]
         protected, streamed = lru.working_set(self.protected_share), []
         half = max(1, (lru.capacity - len(protected)) // 2)
-        in_place = self._in_place(layer, dispatch, index, misses)
-        misses = [e for e in misses if e not in in_place]
         self._compute(layer, [e for e in hits if e not in protected], index, dispatch, out, pending)
         in_flight = [self._start_group(layer, misses, half, pending | protected) for _ in range(2)]
         self._compute(layer, [e for e in hits if e in protected], index, dispatch, out, pending)
-        self._read_in_place(layer, in_place, index, dispatch, out, pending)
         while in_flight:
             group, copied = in_flight.pop(0)
             if not group:
@@ -155,31 +138,6 @@ class HostPager:
             streamed += group
             in_flight.append(self._start_group(layer, misses, half, pending | protected))  # the slots just freed
         return combine_grouped(out, dispatch, ids), streamed
-
-    def _in_place(self, layer: int, dispatch, index: dict[int, int], misses: list[int]) -> list[int]:
-        """The misses this large step reads in place from pinned host memory: held in memory (not left in the
-        file) and spanning one row tile of the grouped GEMM (read once)."""
-        from engine.quant.grouped_gemm import read_once
-
-        if not self.reads_in_place or not misses:
-            return []
-        held = [e for e in misses if self.host.row_of[layer][e] >= 0]
-        once = read_once(dispatch, np.array([index[e] for e in held], dtype=np.int64))
-        return [e for e, ok in zip(held, once) if ok]
-
-    def _read_in_place(self, layer, experts, index, dispatch, out, pending: set[int]) -> None:
-        """The group of experts computed from their host rows through a device view of them (one grouped launch
-        per projection): the kernel pulls the bytes it reads over the link."""
-        if not experts:
-            return
-        blocks = self.host.blocks[layer]
-        if layer not in self._host_views:
-            self._host_views[layer] = device_view(blocks, self.device).view(blocks.dtype)
-        rows = [int(self.host.row_of[layer][e]) for e in experts]
-        units = [index[expert] for expert in experts]
-        self.layout.for_layer(layer).run_group(self._host_views[layer], dispatch, units, rows, out)
-        self.counters.read_in_place += len(experts)
-        pending.difference_update(experts)
 
     def _start_group(self, layer: int, misses: list[int], size: int, keep: set[int]):
         """Start copying up to `size` of the misses (taken off the list) into slots outside `keep`.

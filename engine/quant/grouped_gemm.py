@@ -70,13 +70,6 @@ class GroupedExpert:
                    QuantLinearSpec(qtype, hidden, intermediate, 2 * size), 3 * size, activation, bias)
 
 
-def read_once(dispatch: Dispatch, units: np.ndarray) -> np.ndarray:
-    """Which experts `units` of the dispatch span at most one row tile: the grouped kernels read their weights
-    once (a longer span reads them once per tile). -> bool [len(units)]"""
-    units = np.asarray(units, dtype=np.int64)
-    return dispatch.bounds[units + 1] - dispatch.bounds[units] <= configuration()[0]
-
-
 def row_tiles(dispatch: Dispatch, units: np.ndarray, slots: np.ndarray, device, bm: int = BM) -> torch.Tensor:
     """The BM-row tiles of experts `units` (indices into dispatch.experts) whose blocks are rows `slots` of the
     table -> int32 [tiles, 4]: slot row, expert id, first grouped row, end of the expert's span."""
