@@ -124,10 +124,10 @@ def probe(name: str, tokens: int, repeats: int, device) -> dict:
     return row
 
 
-# (BM, gate_up BN, down BN, warps, stages, word tiles): the first is the module's default before word tiles
+# (BM, gate_up BN, down BN, warps, stages, word tiles): the first is the first pass's configuration, bytes per element
 SWEEP = [(64, 32, 64, 8, 3, False), (64, 32, 64, 8, 3, True), (64, 64, 64, 8, 3, True), (64, 32, 64, 4, 3, True),
          (64, 64, 128, 8, 3, True), (64, 32, 32, 4, 4, True), (64, 16, 32, 4, 3, True), (32, 32, 64, 4, 3, True),
-         (16, 32, 64, 4, 3, True), (128, 32, 64, 8, 3, True)]
+         (16, 32, 64, 4, 3, True), (128, 32, 64, 8, 3, True), (128, 64, 128, 8, 3, True), (128, 32, 128, 8, 2, True)]
 
 
 def kernel_ms(layout, table, x, ids, weights, repeats: int):

@@ -25,7 +25,11 @@ from engine.quant.linear import QuantLinearSpec
 from engine.quant.types import BF16, F16, F32
 from engine.triton_support import HAS_TRITON
 
-BM = 64  # grouped rows per tile
+# The tile configuration, one for every step: each row tile dequantizes its expert's weights again, so tall tiles
+# pay that less often. H200, bench/results/2026-12-02-prefill-2, one Q4_K_M layer-step of 512 / 2048 / 8192 tokens:
+# 1.39 / 1.90 / 4.90 ms at these values against 1.82 / 3.90 / 12.38 ms with 64-row tiles, the same bits at every
+# configuration swept (16 to 128 rows, both tensor-core instructions).
+BM = 128  # grouped rows per tile
 BN_GATE_UP = 32  # gate columns per program (and as many up columns): two [32, 256] weight tiles per K step
 BN_DOWN = 64
 NUM_WARPS = 8
@@ -36,9 +40,11 @@ WORD_TILES = True  # Q4_K and Q6_K tiles from 32-bit loads where the table is wo
 TILES = "WISP_GROUPED_TILES"  # "BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES": another configuration (the probe's sweep)
 SWITCH = "WISP_GROUPED_EXPERTS"  # "0": large steps run expert by expert (the bench's before/after switch)
 # Mean grouped rows per expert above which each expert's own GEMM (dequantized once) is faster: every row tile
-# dequantizes its expert's weights again. H200, bench/results/2026-12-02-prefill: gpt-oss-20b's 1024 rows per
-# expert took 43.6 ms grouped against 16.5 ms per expert; Qwen3's 512 took 19.5 against 39.6 (Q4_K_M).
-MAX_ROWS_PER_EXPERT = 512
+# dequantizes its expert's weights again. H200 (bench/results/2026-12-02-prefill and -prefill-2): gpt-oss-20b's 1024
+# rows per expert took 43.6 ms grouped (64-row tiles) against 16.5 ms per expert; Qwen3's 512 took 4.9 ms grouped
+# (128-row tiles) against 39.6 ms. Between the two, so that a Qwen3 prompt of 8192 tokens, whose layers use 118-125
+# of their 128 experts (up to 555 rows each), stays grouped.
+MAX_ROWS_PER_EXPERT = 768
 
 
 def runs_grouped(device: torch.device, activation, dispatch: Dispatch | None = None) -> bool:
@@ -82,8 +88,9 @@ def row_tiles(dispatch: Dispatch, units: np.ndarray, slots: np.ndarray, device, 
 
 
 def configuration() -> tuple[int, int, int, int, int]:
-    """(BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES): the module's, or those of $WISP_GROUPED_TILES. None of them
-    changes a row's K order; BM alone picks the tensor-core instruction (Hopper's wgmma from 64 rows)."""
+    """(BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES): the module's, or those of $WISP_GROUPED_TILES (the probe's
+    sweep, tests). None of them changes a row's K order; BM also picks the tensor-core instruction (Hopper's wgmma
+    from 64 rows, mma below)."""
     given = os.environ.get(TILES)
     if not given:
         return BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES

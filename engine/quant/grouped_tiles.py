@@ -3,9 +3,10 @@ with 32-bit loads (8 nibbles or 4 six-bit values a load, where engine.quant.trit
 element) and unpacked in registers, then computed with the same float operations in the same order as that tile
 and engine.quant.reference: the same values, bit for bit.
 
-Q4_K rows (144 bytes a block) are word-aligned wherever their matrix is, so their words are addressed as words and
-the loads can be vectorised and pipelined (cp.async). Q6_K blocks are 210 bytes: every other block starts two bytes
-into a word, so each 32-bit value is put together from the one or two aligned words that hold it.
+Q4_K rows (144 bytes a block) are word-aligned wherever their matrix is, so their words are addressed as words.
+Q6_K blocks are 210 bytes: every other block starts two bytes into a word, so each 32-bit value is put together
+from the one or two aligned words that hold it. (On the H200 this made a Q4_K_M layer-step 2-5 % faster: the byte
+loads were not what bound it; bench/results/2026-12-02-prefill-2.)
 
 Shape legend: BN matrix rows of the tile; the tile's 256 elements in element order (e = 0 .. 255) come from
 dimensions that name where each element sits in its block (see each function)."""
@@ -25,7 +26,8 @@ def half_to_float(bits):
 @triton.jit
 def u32_at(words, o, ok):
     """The little-endian 32 bits at even byte offsets o (int64) of the uint32 array `words`, from the aligned
-    word(s) that hold them: one load where o is a multiple of 4, two otherwise (never a byte outside the four)."""
+    word(s) that hold them: one load where o is a multiple of 4, two otherwise (never a word holding none of them,
+    so never past the end of the array)."""
     q = o >> 2
     odd = (o & 3) != 0
     lo = tl.load(words + q, mask=ok, other=0)
