@@ -7,7 +7,7 @@
 # 4. (GPT_OSS=1) the gpt-oss-20b shape with MXFP4 experts, as long as time is left.
 set -u
 OUT=${1:?usage: bench/prefill2_h200.sh OUT_DIR}
-DEADLINE=${DEADLINE:-250}
+DEADLINE=${DEADLINE:-360}
 TRACE=${TRACE:-../resources/traces/qwen3-published_chat-carry44.npz}
 start=$SECONDS
 left() { echo $((DEADLINE - (SECONDS - start))); }
