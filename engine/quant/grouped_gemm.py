@@ -34,6 +34,7 @@ BN_GATE_UP = 32  # gate columns per program (and as many up columns): two [32, 2
 BN_DOWN = 64
 NUM_WARPS = 8
 NUM_STAGES = 3  # Triton's default: the x (or h) tiles of the next K steps load while this one multiplies
+SMALL_TILES = (64, 32, 64, 8, 3)  # (BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES) where the default does not fit
 FP32_STAGES = 1  # fp32 operands: one buffer of each tile (Triton's default three outgrow shared memory)
 DENSE_TYPES = {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32}
 WORD_TILES = True  # Q4_K and Q6_K tiles from 32-bit loads where the table is word-aligned (grouped_tiles)
@@ -130,16 +131,32 @@ def run_grouped(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, 
                 out: torch.Tensor) -> tuple:
     """Experts `units` of the dispatch, whose blocks are rows `slots` of table [R, numel] (any dtype), computed in
     place in their spans of out [M, D] (their token rows on entry, their weighted outputs on return).
-    -> the two launched kernels (their metadata holds shared memory and registers), () for no experts."""
-    from engine.quant.grouped_kernels import grouped_down, grouped_gate_up
-    from engine.quant.triton_kernels import TYPE_CODE, tile_shape
+    -> the two launched kernels (their metadata holds shared memory and registers), () for no experts.
+    Where the configured tiles outgrow the GPU's shared memory even in one stage (consumer cards have ~99 KB a
+    block, about what one stage of 128-row bf16 tiles takes) the step runs SMALL_TILES instead: the same K order
+    for every row."""
+    from triton.runtime.errors import OutOfResources
 
     units = np.asarray(units, dtype=np.int64)
     if units.size == 0:
         return ()
-    bm, bn_gate_up, bn_down, warps, stages = configuration()
+    config = configuration()
+    try:
+        return launch_both(expert, table.view(torch.uint8), dispatch, units, slots, out, config)
+    except OutOfResources:
+        if config[0] <= SMALL_TILES[0]:
+            raise
+        return launch_both(expert, table.view(torch.uint8), dispatch, units, slots, out, SMALL_TILES)
+
+
+def launch_both(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, units: np.ndarray, slots,
+                out: torch.Tensor, config: tuple[int, int, int, int, int]) -> tuple:
+    """run_grouped's two launches at one tile configuration; table [R, slot bytes] uint8."""
+    from engine.quant.grouped_kernels import grouped_down, grouped_gate_up
+    from engine.quant.triton_kernels import TYPE_CODE, tile_shape
+
+    bm, bn_gate_up, bn_down, warps, stages = config
     tiles = row_tiles(dispatch, units, np.asarray(slots, dtype=np.int64), out.device, bm)
-    table = table.view(torch.uint8)  # [R, slot bytes]
     gate, up, down = expert.gate, expert.up, expert.down
     hidden, intermediate = down.out_features, down.in_features
     h = torch.empty(out.shape[0], intermediate, dtype=out.dtype, device=out.device)  # [M, I]

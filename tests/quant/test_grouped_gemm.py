@@ -195,3 +195,25 @@ def test_a_tile_configuration_is_five_integers(monkeypatch):
     monkeypatch.setenv(grouped_gemm.TILES, "128,32")
     with pytest.raises(ValueError, match="BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES"):
         grouped_gemm.configuration()
+
+
+def test_tiles_too_large_for_the_gpu_fall_back_to_small_ones(monkeypatch):
+    """A GPU whose shared memory cannot hold the configured tiles even in one stage runs SMALL_TILES."""
+    from triton.runtime.errors import OutOfResources
+
+    layout, table = CASES["Q4_K_M"]()
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=5, tokens=FEW_TOKENS)
+    small = grouped(layout, table, x, ids, weights)  # the fixture's 64-row configuration is SMALL_TILES
+    assert grouped_gemm.configuration() == grouped_gemm.SMALL_TILES
+    monkeypatch.setenv(grouped_gemm.TILES, "128,32,64,8,3")
+    launch, sizes = grouped_gemm.launch, []
+
+    def small_gpu(kernel, grid, *args, **options):
+        sizes.append(options["BM"])
+        if options["BM"] > 64:
+            raise OutOfResources(262144, 101376, "shared memory")
+        return launch(kernel, grid, *args, **options)
+
+    monkeypatch.setattr(grouped_gemm, "launch", small_gpu)
+    assert torch.equal(grouped(layout, table, x, ids, weights), small)
+    assert sizes == [128, 64, 64]
