@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 36, second pass, in one device call (bench/results/2026-12-02-prefill-2/NOTES.md):
+# Issue 36, second pass, in one run on the GPU machine (bench/results/2026-12-02-prefill-2/NOTES.md):
 #   bash bench/prefill2_h200.sh OUT_DIR
 # 1. the grouped kernels' tile sweep on a Q4_K_M layer-step (word tiles off/on, tile shapes), 512/2048/8192 tokens;
 # 2. `wisp bench` with the sweep's fastest configuration: resident 512/2048/8192, WiSP 12 GiB 512/2048;
