@@ -8,6 +8,7 @@ import torch
 
 from engine.kv.block_manager import BlockManager
 from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
+from engine.experts.dispatch import to_device
 from engine.experts.provider import ExpertProvider
 from engine.model.transformer import MoeContext, MoeTransformer, RoutingObserver, RoutingOverride
 from engine.runtime.decode_graphs import DecodeGraphs
@@ -45,7 +46,7 @@ class ModelRunner:
             q_start += num_tokens - start
             last_rows.append(q_start - 1)
         host = np.concatenate([np.asarray(ids, dtype=np.int64), *positions, *slot_lists])
-        packed = torch.from_numpy(host).to(self.device, non_blocking=False)  # one host->device copy per step
+        packed = to_device(host, self.device)  # one host->device copy per step, queued without a host sync
         T = len(ids)
         input_ids, pos = packed[:T], packed[T : 2 * T]
         spans, slot_mapping, offset = [], [], 2 * T
