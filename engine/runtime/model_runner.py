@@ -36,10 +36,10 @@ class ModelRunner:
         ids, positions, slot_lists, spans_host, last_rows = [], [], [], [], []
         q_start = 0
         for seq in seqs:
-            start = seq.num_cached_tokens if is_prefill else len(seq.token_ids) - 1
-            num_tokens = len(seq.token_ids)
+            start = seq.prefill_start if is_prefill else len(seq.token_ids) - 1
+            num_tokens = seq.prefill_end if is_prefill else len(seq.token_ids)  # a prompt's chunk ends before its end
             slots = kv_slots(seq.block_table, num_tokens, self.block_manager.block_size)
-            ids.extend(seq.token_ids[start:])
+            ids.extend(seq.token_ids[start:num_tokens])
             positions.append(np.arange(start, num_tokens))
             slot_lists.append(slots)
             spans_host.append((q_start, num_tokens - start, num_tokens))
