@@ -19,10 +19,10 @@ from engine.model.loader import read_args
 READS = {"cpu", "item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "argwhere", "unique",
          "unique_consecutive", "masked_select", "any", "all"}
 PROMPT = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n" * 2
-# Per MoE layer of a large prompt step: the routed ids read once (the host plans the grouped dispatch from them).
-# Before 2026-12-02 (prefill-2): 2, the plan's index also copied to the device without non_blocking.
+# Per MoE layer of a large prompt step: the routed ids read once (the host plans the grouped dispatch from them);
+# the plan's index goes up from pinned memory (engine.experts.dispatch.to_device), as do the step's inputs.
 SYNCS_PER_LAYER = 1
-SYNCS_PER_STEP = 0  # besides the layers (before 2026-12-02: 1, the step's inputs copied up without non_blocking)
+SYNCS_PER_STEP = 0  # besides the layers
 
 
 class SyncCounter(TorchFunctionMode):
