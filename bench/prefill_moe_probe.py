@@ -9,7 +9,8 @@ whether the grouped path gives the same bits when the experts come in two groups
     python bench/prefill_moe_probe.py --sweep --formats Q4_K_M,BF16 --tokens 512,8192 --out DIR
 
 --sweep times the two grouped kernels alone (CUDA events, one layer-step's launches) at each tile configuration
-of SWEEP (BM, gate_up BN, down BN, warps, stages), with each kernel's shared memory, registers and spills.
+of SWEEP (BM, gate_up BN, down BN, warps, stages, word tiles), with each kernel's shared memory, registers and
+spills, and whether its bits equal the first configuration's.
 """
 
 from __future__ import annotations
@@ -123,16 +124,20 @@ def probe(name: str, tokens: int, repeats: int, device) -> dict:
     return row
 
 
-SWEEP = [(64, 32, 64, 8, 3), (64, 64, 128, 8, 2), (128, 64, 128, 8, 1), (32, 32, 64, 4, 2), (64, 16, 32, 4, 3)]
+# (BM, gate_up BN, down BN, warps, stages, word tiles): the first is the first pass's configuration, bytes per element
+SWEEP = [(64, 32, 64, 8, 3, False), (64, 32, 64, 8, 3, True), (64, 64, 64, 8, 3, True), (64, 32, 64, 4, 3, True),
+         (64, 64, 128, 8, 3, True), (64, 32, 32, 4, 4, True), (64, 16, 32, 4, 3, True), (32, 32, 64, 4, 3, True),
+         (16, 32, 64, 4, 3, True), (128, 32, 64, 8, 3, True), (128, 64, 128, 8, 3, True), (128, 32, 128, 8, 2, True)]
 
 
 def kernel_ms(layout, table, x, ids, weights, repeats: int):
-    """The grouped kernels of one layer-step alone -> (ms median, the two compiled kernels)."""
+    """The grouped kernels of one layer-step alone -> (ms median, the two compiled kernels, the output)."""
     dispatch, rows = start_layer(x, ids.cpu().numpy(), weights)
     units = np.arange(dispatch.experts.size)
     expert = grouped_gemm.GroupedExpert.dense(layout.hidden, layout.intermediate, torch.bfloat16, layout.activation,
                                               layout.bias) if isinstance(layout, DenseLayout) else layout.grouped
-    kernels = grouped_gemm.run_grouped(expert, table, dispatch, units, dispatch.experts, rows.clone())
+    first = rows.clone()
+    kernels = grouped_gemm.run_grouped(expert, table, dispatch, units, dispatch.experts, first)
     times = []
     for _ in range(repeats):
         out = rows.clone()
@@ -142,26 +147,34 @@ def kernel_ms(layout, table, x, ids, weights, repeats: int):
         end.record()
         torch.cuda.synchronize()
         times.append(start.elapsed_time(end))
-    return float(np.median(times)), kernels
+    return float(np.median(times)), kernels, first
 
 
 def sweep(name: str, tokens: int, repeats: int, device) -> list[dict]:
+    """Each SWEEP configuration (through $WISP_GROUPED_TILES) -> a row: kernel ms, GB/s of the weights read once,
+    shared memory, registers, spills, and whether its bits equal the first configuration's."""
     layout, table, top_k = layer_of(name, device)
     ids, weights = routed(tokens, table.shape[0], top_k, device)
     x = torch.randn(tokens, layout.hidden, device=device).bfloat16()
-    rows = []
+    rows, reference = [], None
+    weight_bytes = table[:, :].numel() * table.element_size()  # every expert is touched at these lengths
     for config in SWEEP:
-        (grouped_gemm.BM, grouped_gemm.BN_GATE_UP, grouped_gemm.BN_DOWN, grouped_gemm.NUM_WARPS,
-         grouped_gemm.NUM_STAGES) = config
+        os.environ[grouped_gemm.TILES] = ",".join(str(v) for v in config[:5])
+        grouped_gemm.WORD_TILES = config[5]
         row = {"format": name, "tokens": tokens, "config": config}
         try:
-            row["kernels_ms"], kernels = kernel_ms(layout, table, x, ids, weights, repeats)
+            row["kernels_ms"], kernels, out = kernel_ms(layout, table, x, ids, weights, repeats)
+            row["weights_gb_s"] = weight_bytes / row["kernels_ms"] / 1e6
             row["kernels"] = [{"shared": getattr(k.metadata, "shared", None), "registers": getattr(k, "n_regs", None),
                                "spills": getattr(k, "n_spills", None)} for k in kernels]
+            reference = out if reference is None else reference
+            row["bits_equal_first"] = bool(torch.equal(out, reference))
         except Exception as err:  # noqa: BLE001 - a configuration that does not fit is a result
-            row["error"] = f"{type(err).__name__}: {str(err)[:160]}"
+            row["error"] = f"{type(err).__name__}: {str(err)[:300]}"
         print(json.dumps(row), flush=True)
         rows.append(row)
+    os.environ.pop(grouped_gemm.TILES)
+    grouped_gemm.WORD_TILES = True
     return rows
 
 

@@ -32,6 +32,7 @@ class EngineOptions:
     max_model_len: int | None = None
     max_num_seqs: int = 8
     block_size: int = 16
+    prefill_chunk: int = 2048  # most prompt tokens of a request a step, decode steps of others between; 0: off
     kv_blocks: int | None = None  # override the KV pool size (tests, experiments)
     online: bool = True  # paged mode with a budget: re-split experts/KV at drained barriers (MV-WSA controller)
     decode: str = "auto"  # "graphs" (CUDA graphs), "static" (same shapes, eager), "dynamic"; auto = graphs on CUDA
@@ -60,6 +61,8 @@ class EngineOptions:
             raise RequestError(f"the host budget must be a positive size, got {self.host_budget_bytes}")
         if self.max_num_seqs < 1 or self.block_size < 1:
             raise RequestError("max_num_seqs and block_size must be positive")
+        if self.prefill_chunk < 0:
+            raise RequestError(f"prefill_chunk must be 0 (off) or a number of tokens, got {self.prefill_chunk}")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise RequestError(f"max_model_len must be at least 2, got {self.max_model_len}")
         if (self.n_gpu_layers is not None and self.n_gpu_layers < 0) or self.n_cpu_moe < 0:

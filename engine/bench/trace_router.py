@@ -51,7 +51,7 @@ class TraceRouter:
         for seq in seqs:
             stream = self.stream_of.setdefault(seq.request_id, len(self.stream_of))
             if is_prefill:
-                rows.append(self.rows(stream, seq.num_cached_tokens, len(seq.token_ids) - seq.num_cached_tokens, True))
+                rows.append(self.rows(stream, seq.prefill_start, seq.prefill_end - seq.prefill_start, True))
             else:
                 rows.append(self.rows(stream, len(seq.token_ids) - 1 - seq.num_prompt_tokens, 1, False))
         ids = torch.from_numpy(np.concatenate(rows).astype(np.int64))  # [T, L, K]

@@ -95,6 +95,9 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
                              "are the ones pinned (default: in layer order)")
     parser.add_argument("--max-model-len", type=whole(2, INT32_MAX), default=None,
                         help="context length (default: min(model, 4096))")
+    parser.add_argument("--prefill-chunk", type=whole(0, INT32_MAX), default=2048, metavar="N",
+                        help="a long prompt runs N tokens a step, other requests' streams decoding between its "
+                             "chunks (0: whole prompts in one step)")
     parser.add_argument("--decode", default="auto", choices=["auto", "graphs", "static", "dynamic"],
                         help="decode path: CUDA graphs (auto on CUDA), static shapes without graphs, or dynamic")
     parser.add_argument("--nondeterministic", action="store_true",
@@ -193,6 +196,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         expert_slots=args.expert_slots, budget_bytes=args.budget, host_budget_bytes=getattr(args, "host_budget", None),
         pin_trace=getattr(args, "pin_trace", None),
         max_model_len=args.max_model_len, decode=getattr(args, "decode", "auto"),
+        prefill_chunk=getattr(args, "prefill_chunk", 2048),
         deterministic=not getattr(args, "nondeterministic", False), attention=getattr(args, "attention", "auto"),
         n_gpu_layers=getattr(args, "n_gpu_layers", None),
         n_cpu_moe=getattr(args, "n_cpu_moe", 0), backend=getattr(args, "backend", "auto"),

@@ -65,9 +65,19 @@ def plan_dispatch(ids_host: np.ndarray, weights: torch.Tensor) -> Dispatch:
     experts, starts = np.unique(flat[order], return_index=True)
     position = np.empty_like(order)
     position[order] = np.arange(order.size)
-    index = torch.from_numpy(np.stack([order // top_k, position, order])).to(weights.device)  # [3, T*K]: one copy
+    index = to_device(np.stack([order // top_k, position, order]), weights.device)  # [3, T*K]: one copy
     return Dispatch(experts=experts, bounds=np.append(starts, flat.size), tokens=index[0],
                     weights=weights.reshape(-1)[index[2]], position=index[1].view(ids_host.shape))
+
+
+def to_device(host: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A host array on the device without a host sync: on CUDA through pinned memory, a copy queued on the stream
+    (torch's pinned allocator keeps the staging buffer until the copy has run); elsewhere the array itself.
+    A pageable copy would wait for every kernel queued before it, once per layer-step."""
+    tensor = torch.from_numpy(host)
+    if device.type != "cuda":
+        return tensor
+    return tensor.pin_memory().to(device, non_blocking=True)
 
 
 def start_layer(x: torch.Tensor, ids_host, weights: torch.Tensor) -> tuple[Dispatch, torch.Tensor]:

@@ -70,14 +70,21 @@ class BlockManager:
         revived = sum(1 for block_id in hits if block_id in self.free_set)
         return self.blocks_needed(len(seq.token_ids)) - len(hits) + revived <= self.num_free_blocks
 
-    def allocate(self, seq: PagedSequence) -> None:
+    def allocate(self, seq: PagedSequence, num_written: int | None = None) -> None:
+        """Blocks for all of seq's tokens; full blocks among its first num_written positions (default all: the step
+        being scheduled writes them) join the prefix cache."""
         assert not seq.block_table
         hits = self._cached_prefix(seq.token_ids)
         for block_id in hits:
             self._take(block_id)
         seq.block_table = hits + [self._take_fresh() for _ in range(self.blocks_needed(len(seq.token_ids)) - len(hits))]
         seq.num_cached_tokens = len(hits) * self.block_size
-        for index in range(len(hits), len(seq.token_ids) // self.block_size):
+        self.register(seq, len(seq.token_ids) if num_written is None else num_written)
+
+    def register(self, seq: PagedSequence, num_tokens: int) -> None:
+        """The sequence's full blocks among its first num_tokens positions join the prefix cache: called when the
+        step that writes their KV is scheduled (a long prompt's later chunks are not yet written, so not shared)."""
+        for index in range(num_tokens // self.block_size):
             self._register_block(seq, index)
 
     def deallocate(self, seq: PagedSequence) -> None:

@@ -29,8 +29,8 @@ class HybridBlockManager(BlockManager):
     def can_allocate(self, seq: StatefulSequence) -> bool:
         return bool(self.free_state_slots) and super().can_allocate(seq)
 
-    def allocate(self, seq: StatefulSequence) -> None:
-        super().allocate(seq)
+    def allocate(self, seq: StatefulSequence, num_written: int | None = None) -> None:
+        super().allocate(seq, num_written)
         seq.state_slot = self.free_state_slots.popleft()
 
     def deallocate(self, seq: StatefulSequence) -> None:

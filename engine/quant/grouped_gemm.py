@@ -13,6 +13,7 @@ Shapes: M grouped entries (T*K), D hidden size, I expert intermediate size, U ex
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,18 +25,27 @@ from engine.quant.linear import QuantLinearSpec
 from engine.quant.types import BF16, F16, F32
 from engine.triton_support import HAS_TRITON
 
-BM = 64  # grouped rows per tile
+# The tile configuration, one for every step: each row tile dequantizes its expert's weights again, so tall tiles
+# pay that less often. H200, bench/results/2026-12-02-prefill-2, one Q4_K_M layer-step of 512 / 2048 / 8192 tokens:
+# 1.39 / 1.90 / 4.90 ms at these values against 1.82 / 3.90 / 12.38 ms with 64-row tiles, the same bits at every
+# configuration swept (16 to 128 rows, both tensor-core instructions).
+BM = 128  # grouped rows per tile
 BN_GATE_UP = 32  # gate columns per program (and as many up columns): two [32, 256] weight tiles per K step
 BN_DOWN = 64
 NUM_WARPS = 8
 NUM_STAGES = 3  # Triton's default: the x (or h) tiles of the next K steps load while this one multiplies
+SMALL_TILES = (64, 32, 64, 8, 3)  # (BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES) where the default does not fit
 FP32_STAGES = 1  # fp32 operands: one buffer of each tile (Triton's default three outgrow shared memory)
 DENSE_TYPES = {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32}
+WORD_TILES = True  # Q4_K and Q6_K tiles from 32-bit loads where the table is word-aligned (grouped_tiles)
+TILES = "WISP_GROUPED_TILES"  # "BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES": another configuration (the probe's sweep)
 SWITCH = "WISP_GROUPED_EXPERTS"  # "0": large steps run expert by expert (the bench's before/after switch)
 # Mean grouped rows per expert above which each expert's own GEMM (dequantized once) is faster: every row tile
-# dequantizes its expert's weights again. H200, bench/results/2026-12-02-prefill: gpt-oss-20b's 1024 rows per
-# expert took 43.6 ms grouped against 16.5 ms per expert; Qwen3's 512 took 19.5 against 39.6 (Q4_K_M).
-MAX_ROWS_PER_EXPERT = 512
+# dequantizes its expert's weights again. H200 (bench/results/2026-12-02-prefill and -prefill-2): gpt-oss-20b's 1024
+# rows per expert took 43.6 ms grouped (64-row tiles) against 16.5 ms per expert; Qwen3's 512 took 4.9 ms grouped
+# (128-row tiles) against 39.6 ms. Between the two, so that a Qwen3 prompt of 8192 tokens, whose layers use 118-125
+# of their 128 experts (up to 555 rows each), stays grouped.
+MAX_ROWS_PER_EXPERT = 768
 
 
 def runs_grouped(device: torch.device, activation, dispatch: Dispatch | None = None) -> bool:
@@ -67,60 +77,105 @@ class GroupedExpert:
                    QuantLinearSpec(qtype, hidden, intermediate, 2 * size), 3 * size, activation, bias)
 
 
-def row_tiles(dispatch: Dispatch, units: np.ndarray, slots: np.ndarray, device) -> torch.Tensor:
+def row_tiles(dispatch: Dispatch, units: np.ndarray, slots: np.ndarray, device, bm: int = BM) -> torch.Tensor:
     """The BM-row tiles of experts `units` (indices into dispatch.experts) whose blocks are rows `slots` of the
     table -> int32 [tiles, 4]: slot row, expert id, first grouped row, end of the expert's span."""
     starts, ends = dispatch.bounds[units], dispatch.bounds[units + 1]
-    counts = -(-(ends - starts) // BM)
+    counts = -(-(ends - starts) // bm)
     unit = np.repeat(np.arange(units.size), counts)  # [tiles]
     within = np.arange(unit.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    tiles = np.stack([slots[unit], dispatch.experts[units][unit], starts[unit] + within * BM, ends[unit]], axis=1)
+    tiles = np.stack([slots[unit], dispatch.experts[units][unit], starts[unit] + within * bm, ends[unit]], axis=1)
     return torch.from_numpy(tiles.astype(np.int32)).to(device)
+
+
+def configuration() -> tuple[int, int, int, int, int]:
+    """(BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES): the module's, or those of $WISP_GROUPED_TILES (the probe's
+    sweep, tests). None of them changes a row's K order; BM also picks the tensor-core instruction (Hopper's wgmma
+    from 64 rows, mma below)."""
+    given = os.environ.get(TILES)
+    if not given:
+        return BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES
+    values = tuple(int(v) for v in given.split(","))
+    if len(values) != 5:
+        raise ValueError(f"{TILES}={given!r}: give BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES, e.g. 64,32,64,8,3")
+    return values
+
+
+def word_aligned(table: torch.Tensor, *matrices: QuantLinearSpec) -> bool:
+    """Every slot row and matrix of the table starts on a 4-byte boundary: what the word-wide tiles need."""
+    starts = [table.data_ptr(), table.stride(0)] + [m.byte_offset for m in matrices]
+    return all(start % 4 == 0 for start in starts)
 
 
 def launch(kernel, grid, *args, **options):
     """kernel[grid](*args); where its pipeline stages outgrow the GPU's shared memory (consumer cards have ~99 KB a
-    block, the H200 227 KB) it runs with one stage instead: the same arithmetic in the same order, so the same
-    bits."""
+    block, the H200 227 KB) it runs with one stage instead, and where a Triton build cannot compile the word-wide
+    tiles, with byte tiles: the same arithmetic in the same order either way, so the same bits."""
+    from triton.compiler.errors import CompilationError
     from triton.runtime.errors import OutOfResources
 
     try:
         return kernel[grid](*args, **options)
     except OutOfResources:
-        return kernel[grid](*args, **{**options, "num_stages": 1})
+        if options.get("num_stages") == 1:
+            raise
+        return launch(kernel, grid, *args, **{**options, "num_stages": 1})
+    except (CompilationError, RuntimeError) as err:  # RuntimeError: a pass that failed inside the compiler
+        if not options.get("WORDS"):
+            raise
+        warnings.warn(f"grouped MoE GEMM: word-wide tiles did not compile here, reading bytes ({err})", stacklevel=2)
+        return launch(kernel, grid, *args, **{**options, "WORDS": False})
 
 
 def run_grouped(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, units, slots,
                 out: torch.Tensor) -> tuple:
     """Experts `units` of the dispatch, whose blocks are rows `slots` of table [R, numel] (any dtype), computed in
     place in their spans of out [M, D] (their token rows on entry, their weighted outputs on return).
-    -> the two launched kernels (their metadata holds shared memory and registers), () for no experts."""
-    from engine.quant.grouped_kernels import grouped_down, grouped_gate_up
-    from engine.quant.triton_kernels import TYPE_CODE, tile_shape
+    -> the two launched kernels (their metadata holds shared memory and registers), () for no experts.
+    Where the configured tiles outgrow the GPU's shared memory even in one stage (consumer cards have ~99 KB a
+    block, about what one stage of 128-row bf16 tiles takes) the step runs SMALL_TILES instead: the same K order
+    for every row."""
+    from triton.runtime.errors import OutOfResources
 
     units = np.asarray(units, dtype=np.int64)
     if units.size == 0:
         return ()
-    tiles = row_tiles(dispatch, units, np.asarray(slots, dtype=np.int64), out.device)
-    table = table.view(torch.uint8)  # [R, slot bytes]
+    config = configuration()
+    try:
+        return launch_both(expert, table.view(torch.uint8), dispatch, units, slots, out, config)
+    except OutOfResources:
+        if config[0] <= SMALL_TILES[0]:
+            raise
+        return launch_both(expert, table.view(torch.uint8), dispatch, units, slots, out, SMALL_TILES)
+
+
+def launch_both(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, units: np.ndarray, slots,
+                out: torch.Tensor, config: tuple[int, int, int, int, int]) -> tuple:
+    """run_grouped's two launches at one tile configuration; table [R, slot bytes] uint8."""
+    from engine.quant.grouped_kernels import grouped_down, grouped_gate_up
+    from engine.quant.triton_kernels import TYPE_CODE, tile_shape
+
+    bm, bn_gate_up, bn_down, warps, stages = config
+    tiles = row_tiles(dispatch, units, np.asarray(slots, dtype=np.int64), out.device, bm)
     gate, up, down = expert.gate, expert.up, expert.down
     hidden, intermediate = down.out_features, down.in_features
     h = torch.empty(out.shape[0], intermediate, dtype=out.dtype, device=out.device)  # [M, I]
     clamped = isinstance(expert.activation, ClampedSwiGlu)
     ieee = out.dtype == torch.float32 or out.device.type != "cuda"  # the interpreter's 16-bit dot is wrong
-    stages = {"num_stages": FP32_STAGES if out.dtype == torch.float32 else NUM_STAGES}
+    stages = {"num_stages": FP32_STAGES if out.dtype == torch.float32 else stages}
+    words = WORD_TILES and word_aligned(table, gate, up, down)
     bias = expert.bias
     (gate_g, gate_l), (up_g, up_l), (down_g, down_l) = (tile_shape(s.qtype) for s in (gate, up, down))
-    first = launch(grouped_gate_up, (-(-intermediate // BN_GATE_UP), tiles.shape[0]),
+    first = launch(grouped_gate_up, (-(-intermediate // bn_gate_up), tiles.shape[0]),
         out, table, tiles, h, out if bias is None else bias.gate_up, table.shape[1], gate.byte_offset,
         up.byte_offset, gate.row_bytes, up.row_bytes, intermediate, hidden,
         expert.activation.alpha if clamped else 0.0, expert.activation.limit if clamped else 0.0,
         GATE_TYPE=TYPE_CODE[gate.qtype], UP_TYPE=TYPE_CODE[up.qtype], GATE_G=gate_g, GATE_L=gate_l, UP_G=up_g,
-        UP_L=up_l, CLAMPED=clamped, HAS_BIAS=bias is not None, IEEE=ieee, BM=BM, BN=BN_GATE_UP, num_warps=NUM_WARPS,
-        enable_fp_fusion=False, **stages)
-    second = launch(grouped_down, (-(-hidden // BN_DOWN), tiles.shape[0]),
+        UP_L=up_l, CLAMPED=clamped, HAS_BIAS=bias is not None, IEEE=ieee, WORDS=words, EVEN_K=hidden % 256 == 0, BM=bm,
+        BN=bn_gate_up, num_warps=warps, enable_fp_fusion=False, **stages)
+    second = launch(grouped_down, (-(-hidden // bn_down), tiles.shape[0]),
         h, table, tiles, out, dispatch.weights, out if bias is None else bias.down, table.shape[1],
         down.byte_offset, down.row_bytes, hidden, intermediate, DOWN_TYPE=TYPE_CODE[down.qtype], G=down_g, L=down_l,
-        HAS_BIAS=bias is not None, IEEE=ieee, BM=BM, BN=BN_DOWN, num_warps=NUM_WARPS, enable_fp_fusion=False,
-        **stages)
+        HAS_BIAS=bias is not None, IEEE=ieee, WORDS=words, EVEN_K=intermediate % 256 == 0, BM=bm, BN=bn_down,
+        num_warps=warps, enable_fp_fusion=False, **stages)
     return first, second

@@ -16,19 +16,41 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from engine.quant.grouped_tiles import q4k_tile, q6k_tile
 from engine.quant.triton_kernels import rounded, store_as, tile
 
 
 @triton.jit
-def weight_tile(matrix, n, n_ok, t, row_bytes, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.constexpr,
-                BN: tl.constexpr, DOT_TYPE: tl.constexpr):
-    """Rows n [BN] of the matrix at byte pointer `matrix`, K-tile t -> [BN, 256] in DOT_TYPE (each value the
-    dequantized float32 rounded to nearest, as dequantize() to that dtype gives it)."""
-    row = matrix + n.to(tl.int64)[:, None, None] * row_bytes  # [BN, 1, 1]
-    g = tl.arange(0, G)[None, :, None]
-    l = tl.arange(0, L)[None, None, :]
-    w = tile(row, t, g, l, n_ok[:, None, None], K, QTYPE, G, L)  # [BN, G, L] float32, element order
-    return tl.reshape(rounded(w, DOT_TYPE), (BN, G * L)).to(DOT_TYPE)
+def weight_tile(table, at, n, n_ok, t, row_bytes, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.constexpr,
+                BN: tl.constexpr, DT: tl.constexpr, WORDS: tl.constexpr, IEEE: tl.constexpr):
+    """Rows n [BN] of the matrix at byte offset `at` (int64) of the table (a byte pointer), K-tile t -> [BN, 256]
+    in DT, each value the dequantized float32 rounded to nearest as dequantize() to DT gives it. WORDS: Q4_K and
+    Q6_K tiles come from 32-bit loads (engine.quant.grouped_tiles), the launcher having checked the alignment they
+    need; IEEE (the interpreter, or fp32): the rounding spelt out, since the interpreter's cast truncates."""
+    if WORDS and QTYPE == 4:
+        w = q4k_tile(table.to(tl.pointer_type(tl.uint32)), at // 4 + n.to(tl.int64) * (row_bytes // 4), n_ok, t, BN)
+    elif WORDS and QTYPE == 6:
+        w = q6k_tile(table.to(tl.pointer_type(tl.uint32)), at + n.to(tl.int64) * row_bytes, n_ok, t, BN)
+    else:
+        row = table + at + n.to(tl.int64)[:, None, None] * row_bytes  # [BN, 1, 1]
+        g = tl.arange(0, G)[None, :, None]
+        l = tl.arange(0, L)[None, None, :]
+        w = tl.reshape(tile(row, t, g, l, n_ok[:, None, None], K, QTYPE, G, L), (BN, G * L))  # element order
+    if IEEE:
+        return rounded(w, DT).to(DT)
+    else:
+        return w.to(DT)  # round to nearest even
+
+
+@triton.jit
+def input_tile(ptr, m, m_ok, k, K, EVEN_K: tl.constexpr):
+    """Rows m [BM] of the [M, K] matrix at ptr, columns k [256] -> [BM, 256]; EVEN_K: K is a multiple of 256 (the
+    mask is then constant along a row, so the loads can be vectorised)."""
+    at = ptr + m.to(tl.int64)[:, None] * K + k[None, :]
+    if EVEN_K:
+        return tl.load(at, mask=m_ok[:, None], other=0.0)
+    else:
+        return tl.load(at, mask=m_ok[:, None] & (k < K)[None, :], other=0.0)
 
 
 @triton.jit
@@ -58,7 +80,8 @@ def grouped_gate_up(x_ptr, table_ptr, tiles_ptr, h_ptr, bias_ptr, slot_bytes, ga
                     gate_row_bytes, up_row_bytes, N, K, alpha, limit,
                     GATE_TYPE: tl.constexpr, UP_TYPE: tl.constexpr, GATE_G: tl.constexpr, GATE_L: tl.constexpr,
                     UP_G: tl.constexpr, UP_L: tl.constexpr, CLAMPED: tl.constexpr, HAS_BIAS: tl.constexpr,
-                    IEEE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+                    IEEE: tl.constexpr, WORDS: tl.constexpr, EVEN_K: tl.constexpr, BM: tl.constexpr,
+                    BN: tl.constexpr):
     """h[m, n] = act(gate[m, n], up[m, n]) for the rows m of each tile: gate = x @ Wg.T, up = x @ Wu.T of the
     tile's expert (x [M, K], h [M, N]), each rounded to x's dtype, plus the expert's bias row [2N] if any.
     act: silu(gate) * up, or (CLAMPED) gpt-oss's clamped SwiGLU, op by op in x's dtype as
@@ -67,16 +90,17 @@ def grouped_gate_up(x_ptr, table_ptr, tiles_ptr, h_ptr, bias_ptr, slot_bytes, ga
     slot, expert, m, m_ok = row_tile(tiles_ptr, BM)
     n = tl.program_id(0) * BN + tl.arange(0, BN)
     n_ok = n < N
-    block = table_ptr + slot * slot_bytes
+    block = slot * slot_bytes
     acc_gate = tl.zeros([BM, BN], dtype=tl.float32)
     acc_up = tl.zeros([BM, BN], dtype=tl.float32)
     for t in range(0, tl.cdiv(K, 256)):
         k = t * 256 + tl.arange(0, 256)
-        x = tl.load(x_ptr + m.to(tl.int64)[:, None] * K + k[None, :], mask=m_ok[:, None] & (k < K)[None, :],
-                    other=0.0)  # [BM, 256]
-        w = weight_tile(block + gate_offset, n, n_ok, t, gate_row_bytes, K, GATE_TYPE, GATE_G, GATE_L, BN, DT)
+        x = input_tile(x_ptr, m, m_ok, k, K, EVEN_K)
+        w = weight_tile(table_ptr, block + gate_offset, n, n_ok, t, gate_row_bytes, K, GATE_TYPE, GATE_G, GATE_L, BN,
+                        DT, WORDS, IEEE)
         acc_gate = dot(x, w, acc_gate, IEEE)
-        w = weight_tile(block + up_offset, n, n_ok, t, up_row_bytes, K, UP_TYPE, UP_G, UP_L, BN, DT)
+        w = weight_tile(table_ptr, block + up_offset, n, n_ok, t, up_row_bytes, K, UP_TYPE, UP_G, UP_L, BN, DT, WORDS,
+                        IEEE)
         acc_up = dot(x, w, acc_up, IEEE)
     gate = rounded(acc_gate, DT)
     up = rounded(acc_up, DT)
@@ -98,20 +122,19 @@ def grouped_gate_up(x_ptr, table_ptr, tiles_ptr, h_ptr, bias_ptr, slot_bytes, ga
 @triton.jit
 def grouped_down(h_ptr, table_ptr, tiles_ptr, out_ptr, weights_ptr, bias_ptr, slot_bytes, down_offset, row_bytes,
                  N, K, DOWN_TYPE: tl.constexpr, G: tl.constexpr, L: tl.constexpr, HAS_BIAS: tl.constexpr,
-                 IEEE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+                 IEEE: tl.constexpr, WORDS: tl.constexpr, EVEN_K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
     """out[m, n] = (h @ Wd.T)[m, n] (+ the expert's bias [N]) times the routing weight of row m, each step rounded
     to h's dtype but the last product, computed in float32 and rounded once (as rows.mul_(weights) does)."""
     DT: tl.constexpr = h_ptr.dtype.element_ty
     slot, expert, m, m_ok = row_tile(tiles_ptr, BM)
     n = tl.program_id(0) * BN + tl.arange(0, BN)
     n_ok = n < N
-    matrix = table_ptr + slot * slot_bytes + down_offset
+    matrix = slot * slot_bytes + down_offset
     acc = tl.zeros([BM, BN], dtype=tl.float32)
     for t in range(0, tl.cdiv(K, 256)):
         k = t * 256 + tl.arange(0, 256)
-        h = tl.load(h_ptr + m.to(tl.int64)[:, None] * K + k[None, :], mask=m_ok[:, None] & (k < K)[None, :],
-                    other=0.0)  # [BM, 256]
-        w = weight_tile(matrix, n, n_ok, t, row_bytes, K, DOWN_TYPE, G, L, BN, DT)
+        h = input_tile(h_ptr, m, m_ok, k, K, EVEN_K)
+        w = weight_tile(table_ptr, matrix, n, n_ok, t, row_bytes, K, DOWN_TYPE, G, L, BN, DT, WORDS, IEEE)
         acc = dot(h, w, acc, IEEE)
     y = rounded(acc, DT)
     if HAS_BIAS:

@@ -157,6 +157,11 @@ class LLMEngine:
         if not seqs:
             return []
         logits = self.runner.run(seqs, is_prefill)  # launched; on CUDA the grammar masks below overlap it
+        if any(seq.is_prefilling for seq in seqs):  # a long prompt's chunk before its last: no token yet
+            done = [row for row, seq in enumerate(seqs) if not seq.is_prefilling]
+            seqs, logits = [seqs[row] for row in done], logits[done]
+            if not seqs:
+                return []
         rows = [self.active[seq.request_id] for seq in seqs]
         params = [seq.sampling for seq in seqs]
         contexts = [row_context(active, logits.shape[-1], logits.device) for active in rows]

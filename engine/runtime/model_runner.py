@@ -8,6 +8,7 @@ import torch
 
 from engine.kv.block_manager import BlockManager
 from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
+from engine.experts.dispatch import to_device
 from engine.experts.provider import ExpertProvider
 from engine.model.transformer import MoeContext, MoeTransformer, RoutingObserver, RoutingOverride
 from engine.runtime.decode_graphs import DecodeGraphs
@@ -35,17 +36,17 @@ class ModelRunner:
         ids, positions, slot_lists, spans_host, last_rows = [], [], [], [], []
         q_start = 0
         for seq in seqs:
-            start = seq.num_cached_tokens if is_prefill else len(seq.token_ids) - 1
-            num_tokens = len(seq.token_ids)
+            start = seq.prefill_start if is_prefill else len(seq.token_ids) - 1
+            num_tokens = seq.prefill_end if is_prefill else len(seq.token_ids)  # a prompt's chunk ends before its end
             slots = kv_slots(seq.block_table, num_tokens, self.block_manager.block_size)
-            ids.extend(seq.token_ids[start:])
+            ids.extend(seq.token_ids[start:num_tokens])
             positions.append(np.arange(start, num_tokens))
             slot_lists.append(slots)
             spans_host.append((q_start, num_tokens - start, num_tokens, seq.state_slot))
             q_start += num_tokens - start
             last_rows.append(q_start - 1)
         host = np.concatenate([np.asarray(ids, dtype=np.int64), *positions, *slot_lists])
-        packed = torch.from_numpy(host).to(self.device, non_blocking=False)  # one host->device copy per step
+        packed = to_device(host, self.device)  # one host->device copy per step, queued without a host sync
         T = len(ids)
         input_ids, pos = packed[:T], packed[T : 2 * T]
         spans, slot_mapping, offset = [], [], 2 * T

@@ -26,6 +26,11 @@ class Sequence:
     status: SeqStatus = SeqStatus.WAITING
     num_preemptions: int = 0
     state_slot: int = -1  # its row in a hybrid model's linear-attention state cache while it holds KV blocks
+    # The rows of the prompt step now scheduled: positions prefill_start..prefill_end-1 (a chunk of a long prompt,
+    # or all of it); is_prefilling while the positions after prefill_end are still to be computed.
+    prefill_start: int = 0
+    prefill_end: int = 0
+    is_prefilling: bool = False
 
     def __post_init__(self):
         self.num_prompt_tokens = len(self.token_ids)

@@ -53,6 +53,7 @@ def test_a_trace_holds_moe_layers_only_so_dense_layers_take_no_column():
     args = SimpleNamespace(moe_layers=(False, True, True))
     engine = SimpleNamespace(runner=SimpleNamespace(model=SimpleNamespace(args=args)))
     router.drive(engine)
-    seq = SimpleNamespace(request_id="r", num_cached_tokens=0, token_ids=[1, 2, 3], num_prompt_tokens=3)
+    seq = SimpleNamespace(request_id="r", prefill_start=0, prefill_end=3, token_ids=[1, 2, 3],
+                          num_prompt_tokens=3)
     router.begin_step([seq], is_prefill=True)
     assert router(1).tolist() == [[0, 1]] * 3 and router(2).tolist() == [[1, 2]] * 3

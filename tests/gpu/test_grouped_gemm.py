@@ -68,3 +68,14 @@ def test_grouped_bits_do_not_depend_on_groups_slots_or_other_tokens(cuda, case):
     for t in (0, 57):
         alone = cases.grouped(layout, table, x[t : t + 1], ids[t : t + 1], weights[t : t + 1])
         assert torch.equal(alone, whole[t : t + 1])
+
+
+@pytest.mark.parametrize("case", ["Q4_K_M", "Q6_K"])
+def test_word_tiles_give_the_byte_tiles_bits(cuda, case, monkeypatch):
+    from engine.quant import grouped_gemm
+
+    layout, table = on(cuda, *cases.CASES[case]())
+    x, ids, weights = (t.to(cuda) for t in cases.inputs(layout.hidden, torch.bfloat16, seed=4))
+    words = cases.grouped(layout, table, x, ids, weights)
+    monkeypatch.setattr(grouped_gemm, "WORD_TILES", False)
+    assert torch.equal(cases.grouped(layout, table, x, ids, weights), words)

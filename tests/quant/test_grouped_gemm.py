@@ -15,7 +15,7 @@ from engine.experts.dense_layout import DenseLayout
 from engine.experts.dispatch import combine_grouped, plan_dispatch, start_layer
 from engine.quant import expert_format, grouped_gemm
 from engine.quant.expert_format import QuantExpertFormat
-from engine.quant.grouped_gemm import BM, MAX_ROWS_PER_EXPERT, row_tiles, runs_grouped
+from engine.quant.grouped_gemm import MAX_ROWS_PER_EXPERT, row_tiles, runs_grouped
 from engine.triton_support import HAS_TRITON
 from tests.quant.blocks import random_experts
 from tests.quant.moe_reference import FORMATS, routed
@@ -23,9 +23,15 @@ from tests.quant.moe_reference import FORMATS, routed
 pytestmark = pytest.mark.skipif(not HAS_TRITON or os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="needs Triton's interpreter (tests/conftest.py turns it on without CUDA)")
 E, TOP_K = 3, 2
-TOKENS = 100  # ~67 rows per expert: two row tiles each (the tests of bits and of the tiles)
+TOKENS = 100  # ~67 rows per expert: two 64-row tiles each (the tests of bits and of the tiles)
 FEW_TOKENS = 24  # the tests of values
 GPT_OSS = ClampedSwiGlu(1.702, 7.0)
+
+
+@pytest.fixture(autouse=True)
+def rows_per_tile(monkeypatch):
+    """64-row tiles: an expert's span here covers two (the H200's default is taller, and so slower to interpret)."""
+    monkeypatch.setenv(grouped_gemm.TILES, "64,32,64,8,3")
 
 
 def quant_layer(types, hidden=256, intermediate=256, activation=SILU_GLU, with_bias=False):
@@ -89,6 +95,7 @@ def inputs(hidden, dtype, seed=0, tokens=TOKENS):
 
 CASES = {  # name: a layer builder
     **{name: (lambda types=types: quant_layer(types)) for name, types in FORMATS.items()},
+    "Q6_K": lambda: quant_layer(("Q6_K",) * 3, hidden=512),  # 210-byte blocks: every other one off a word
     "Q8_0-partial-tiles": lambda: quant_layer(("Q8_0",) * 3, hidden=288, intermediate=96),
     "MXFP4-gpt-oss": lambda: quant_layer(("MXFP4",) * 3, hidden=288, intermediate=160, activation=GPT_OSS,
                                          with_bias=True),
@@ -126,6 +133,25 @@ def test_grouped_bits_do_not_depend_on_groups_or_slots(case):
     assert torch.equal(grouped(layout, table, x, ids, weights, groups=3), whole)
 
 
+@pytest.mark.parametrize("case,dtype", [("Q4_K_M", torch.bfloat16), ("Q6_K", torch.bfloat16),
+                                        ("Q4_K_M", torch.float32)], ids=["Q4_K_M-bf16", "Q6_K-bf16", "Q4_K_M-f32"])
+def test_word_tiles_give_the_byte_tiles_bits(case, dtype, monkeypatch):
+    """Q4_K and Q6_K tiles from 32-bit loads (grouped_tiles) dequantize to the same values as one byte an element."""
+    layout, table = CASES[case]()
+    x, ids, weights = inputs(layout.hidden, dtype, seed=4, tokens=FEW_TOKENS)
+    words = grouped(layout, table, x, ids, weights)
+    monkeypatch.setattr(grouped_gemm, "WORD_TILES", False)
+    assert torch.equal(grouped(layout, table, x, ids, weights), words)
+
+
+def test_word_tiles_need_word_aligned_rows():
+    layout, table = CASES["Q4_K_M"]()
+    spec = layout.grouped
+    assert grouped_gemm.word_aligned(table, spec.gate, spec.up, spec.down)
+    shifted = torch.zeros(table.numel() + 4, dtype=torch.uint8)[2 : 2 + table.numel()].view(table.shape)
+    assert not grouped_gemm.word_aligned(shifted, spec.gate, spec.up, spec.down)
+
+
 def test_a_tokens_bits_do_not_depend_on_the_other_tokens():
     layout, table = CASES["Q4_K_M"]()
     x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=2)
@@ -138,9 +164,9 @@ def test_a_tokens_bits_do_not_depend_on_the_other_tokens():
 def test_row_tiles_cover_each_experts_span_once():
     ids = torch.tensor([[0, 2]] * 70 + [[2, 1]] * 5)
     dispatch = plan_dispatch(ids.numpy(), torch.ones(75, 2))
-    tiles = row_tiles(dispatch, np.array([2, 0]), np.array([7, 4]), "cpu")
+    tiles = row_tiles(dispatch, np.array([2, 0]), np.array([7, 4]), "cpu", 64)
     # rows: expert 0 owns 0..69, expert 1 70..74, expert 2 75..149; units 2 and 0 sit in slots 7 and 4
-    assert tiles.tolist() == [[7, 2, 75, 150], [7, 2, 75 + BM, 150], [4, 0, 0, 70], [4, 0, BM, 70]]
+    assert tiles.tolist() == [[7, 2, 75, 150], [7, 2, 75 + 64, 150], [4, 0, 0, 70], [4, 0, 64, 70]]
 
 
 def test_layouts_take_the_grouped_path_where_it_runs(monkeypatch):
@@ -161,3 +187,33 @@ def test_long_prompts_run_expert_by_expert():
     assert runs_grouped(cuda, SILU_GLU, dispatch(MAX_ROWS_PER_EXPERT))
     assert not runs_grouped(cuda, SILU_GLU, dispatch(MAX_ROWS_PER_EXPERT + 1))
     assert not runs_grouped(torch.device("cpu"), SILU_GLU, dispatch(4))
+
+
+def test_a_tile_configuration_is_five_integers(monkeypatch):
+    monkeypatch.setenv(grouped_gemm.TILES, "128,32,64,8,3")
+    assert grouped_gemm.configuration() == (128, 32, 64, 8, 3)
+    monkeypatch.setenv(grouped_gemm.TILES, "128,32")
+    with pytest.raises(ValueError, match="BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES"):
+        grouped_gemm.configuration()
+
+
+def test_tiles_too_large_for_the_gpu_fall_back_to_small_ones(monkeypatch):
+    """A GPU whose shared memory cannot hold the configured tiles even in one stage runs SMALL_TILES."""
+    from triton.runtime.errors import OutOfResources
+
+    layout, table = CASES["Q4_K_M"]()
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=5, tokens=FEW_TOKENS)
+    small = grouped(layout, table, x, ids, weights)  # the fixture's 64-row configuration is SMALL_TILES
+    assert grouped_gemm.configuration() == grouped_gemm.SMALL_TILES
+    monkeypatch.setenv(grouped_gemm.TILES, "128,32,64,8,3")
+    launch, sizes = grouped_gemm.launch, []
+
+    def small_gpu(kernel, grid, *args, **options):
+        sizes.append(options["BM"])
+        if options["BM"] > 64:
+            raise OutOfResources(262144, 101376, "shared memory")
+        return launch(kernel, grid, *args, **options)
+
+    monkeypatch.setattr(grouped_gemm, "launch", small_gpu)
+    assert torch.equal(grouped(layout, table, x, ids, weights), small)
+    assert sizes == [128, 64, 64]
