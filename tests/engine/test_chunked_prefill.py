@@ -32,7 +32,7 @@ def long_request() -> GenerateRequest:
     return GenerateRequest(prompt_token_ids=LONG, sampling=LONG_SAMPLING)
 
 
-@pytest.mark.parametrize("model", ["qwen3_moe", "gpt_oss", "deepseek_v3"])
+@pytest.mark.parametrize("model", ["qwen3_moe", "gpt_oss", "deepseek_v3", "qwen3_next", "qwen3_5_moe"])
 def test_chunks_attend_to_the_chunks_before_them(tiny_model_dir, model):
     """The prompt in chunks computes what the whole prompt computes (other row counts: bits may differ)."""
     folder = tiny_model_dir(model)
@@ -41,7 +41,7 @@ def test_chunks_attend_to_the_chunks_before_them(tiny_model_dir, model):
     assert chunked[1] == pytest.approx(whole[1], abs=1e-4)
 
 
-@pytest.mark.parametrize("model", ["qwen3_moe", "gpt_oss", "deepseek_v3"])
+@pytest.mark.parametrize("model", ["qwen3_moe", "gpt_oss", "deepseek_v3", "qwen3_next", "qwen3_5_moe"])
 def test_a_long_prompt_does_not_stall_a_stream_and_both_stay_exact(tiny_model_dir, model):
     folder = tiny_model_dir(model)
     short_alone = alone(folder, CHUNK, GenerateRequest(prompt=SHORT, sampling=STREAMING))
