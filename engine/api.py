@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine.alloc.memory_plan import MemoryPlan
-from engine.catalog import BudgetMarks, ModelEntry, budget_marks, engine_plan, estimate_plan, fit_summary, scan_models
+from engine.catalog import ModelEntry, budget_marks, engine_plan, fit_summary, scan_models
 from engine.config import EngineOptions, Progress
 from engine.errors import BudgetError, WispError
 from engine.expert_modes import ExpertMode
 from engine.events import EngineStats, ErrorKind, Event, FinishEvent, RequestStats, TokenEvent
 from engine.hardware_info import HardwareInfo
+from engine.loading.plan import BudgetMarks, LoadPlan, plan_for
+from engine.loading.source import ModelSource, SourceKind, open_source
 from engine.model_path import is_remote_url
 from engine.generation.model_info import ModelInfo
 from engine.generation.plan_event import PlanEvent
@@ -30,7 +32,8 @@ from engine.units import format_bytes, parse_size
 __all__ = [
     "Engine", "EngineOptions", "GenerateRequest", "SamplingParams", "TokenEvent", "FinishEvent", "RequestStats",
     "ModelInfo", "RequestHandle", "EngineStats", "PlanEvent", "MemoryPlan", "WispError", "BudgetError",
-    "ModelEntry", "scan_models", "estimate_plan", "fit_summary", "engine_plan", "budget_marks", "BudgetMarks",
+    "ModelEntry", "scan_models", "fit_summary", "engine_plan", "budget_marks", "BudgetMarks",
+    "ModelSource", "SourceKind", "open_source", "plan_for", "LoadPlan",
     "HardwareInfo", "detect_hardware", "parse_size", "format_bytes", "start_server", "is_remote_url",
     "REASONING_EFFORTS", "ExpertMode", "ErrorKind",
 ]

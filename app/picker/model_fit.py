@@ -54,7 +54,7 @@ def fit_at_budget(entry, budget_bytes: int | None, device: str, gguf_engine: str
             return Fit(str(err))  # Wisp's engine asked for a file it cannot run: the reason
         if gguf_engine == "llama.cpp":
             return Fit(LLAMA_CPP_FIT)
-        return Fit(engine_api.fit_summary(entry.path, budget_bytes))  # auto chose llama.cpp: its wording
+        return Fit(engine_api.fit_summary(options))  # auto chose llama.cpp: its wording
     slots = plan.min_layer_slots
     if slots >= entry.num_experts:
         return Fit("fits: every expert resident")
