@@ -133,10 +133,31 @@ class Engine:
         thread between two steps, so it waits for the step in progress."""
         from engine.generation.prompt import prompt_token_ids
 
-        tokenizer = getattr(self._core, "tokenizer", None)
+        tokenizer = self.tokenizer
         if tokenizer is None:
             return None
         return self._on_engine_thread(lambda: len(prompt_token_ids(request, tokenizer, UNLIMITED_CONTEXT)))
+
+    @property
+    def tokenizer(self):
+        """The loaded model's tokenizer (engine.tokenizer.Tokenizer, or a GGUF file's), None for a remote server.
+        Any thread: encoding and decoding keep no state between calls."""
+        return getattr(self._core, "tokenizer", None)
+
+    def expert_counters(self):
+        """A snapshot of the cumulative expert counters (hits, misses, H2D bytes, ...); zeros for backends without
+        an expert pager (llama.cpp, remote). Any thread: read on the engine thread, where counters of graphed
+        decode steps are settled from device buffers."""
+        return self._on_engine_thread(self._core.expert_counters)
+
+    def device_peak_bytes(self) -> int | None:
+        """Peak device memory allocated by this process on CUDA, None on the CPU or a remote server."""
+        device = getattr(self._core, "device", None)
+        if device is None or device.type != "cuda":
+            return None
+        import torch
+
+        return torch.cuda.max_memory_allocated(device)
 
     def set_budget(self, budget_bytes: int | None) -> None:
         """Re-plan device memory for a new budget at the next drained barrier (nothing running).
@@ -302,17 +323,3 @@ def start_server(engine: Engine, host: str = "127.0.0.1", port: int = 8000, api_
         raise WispError("serving needs the server extra: pip install 'wisp[server]'") from None
     return start(engine, host, port, api_key)
 
-
-def expert_counters(engine: Engine):
-    """A snapshot of the engine's cumulative expert counters (hits, misses, H2D bytes, ...); zeros for
-    backends without an expert pager (llama.cpp, remote)."""
-    # Read on the engine thread: counters of graphed decode steps are settled from device buffers.
-    return engine._on_engine_thread(engine._core.expert_counters)
-
-
-def device_peak_bytes(engine: Engine) -> int | None:
-    """Peak device memory allocated by this process on CUDA, None on the CPU."""
-    import torch
-
-    device = getattr(engine._core, "device", None)
-    return torch.cuda.max_memory_allocated(device) if device is not None and device.type == "cuda" else None
