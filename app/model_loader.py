@@ -18,7 +18,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, Signal
 
 from app.background import run_in_background
-from app.engine_api import api
+from app.engine_api import ExpertMode, api
 from engine.api import is_remote_url
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class LoadRequest:
             return api().EngineOptions(model=self.model, api_key=self.api_key)
         # The choice is about GGUF files only: the engine refuses llama.cpp for a checkpoint folder.
         backend = self.gguf_engine if self.is_gguf else "auto"
-        return api().EngineOptions(model=self.model, device=self.device, experts="paged", backend=backend,
+        return api().EngineOptions(model=self.model, device=self.device, experts=ExpertMode.PAGED, backend=backend,
                                    budget_bytes=self.budget_bytes, deterministic=self.deterministic,
                                    host_budget_bytes=self.host_budget_bytes)
 

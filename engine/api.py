@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine.alloc.memory_plan import MemoryPlan
-from engine.catalog import BudgetMarks, ModelEntry, budget_marks, engine_plan, estimate_plan, fit_summary, scan_models
+from engine.catalog import ModelEntry, budget_marks, engine_plan, fit_summary, scan_models
 from engine.config import EngineOptions, Progress
 from engine.errors import BudgetError, WispError
 from engine.expert_modes import ExpertMode
 from engine.events import EngineStats, ErrorKind, Event, FinishEvent, RequestStats, TokenEvent
 from engine.hardware_info import HardwareInfo
+from engine.loading.plan import BudgetMarks, LoadPlan, plan_for
+from engine.loading.source import ModelSource, SourceKind, open_source
 from engine.model_path import is_remote_url
 from engine.generation.model_info import ModelInfo
 from engine.generation.plan_event import PlanEvent
@@ -30,7 +32,8 @@ from engine.units import format_bytes, parse_size
 __all__ = [
     "Engine", "EngineOptions", "GenerateRequest", "SamplingParams", "TokenEvent", "FinishEvent", "RequestStats",
     "ModelInfo", "RequestHandle", "EngineStats", "PlanEvent", "MemoryPlan", "WispError", "BudgetError",
-    "ModelEntry", "scan_models", "estimate_plan", "fit_summary", "engine_plan", "budget_marks", "BudgetMarks",
+    "ModelEntry", "scan_models", "fit_summary", "engine_plan", "budget_marks", "BudgetMarks",
+    "ModelSource", "SourceKind", "open_source", "plan_for", "LoadPlan",
     "HardwareInfo", "detect_hardware", "parse_size", "format_bytes", "start_server", "is_remote_url",
     "REASONING_EFFORTS", "ExpertMode", "ErrorKind",
 ]
@@ -130,10 +133,31 @@ class Engine:
         thread between two steps, so it waits for the step in progress."""
         from engine.generation.prompt import prompt_token_ids
 
-        tokenizer = getattr(self._core, "tokenizer", None)
+        tokenizer = self.tokenizer
         if tokenizer is None:
             return None
         return self._on_engine_thread(lambda: len(prompt_token_ids(request, tokenizer, UNLIMITED_CONTEXT)))
+
+    @property
+    def tokenizer(self):
+        """The loaded model's tokenizer (engine.tokenizer.Tokenizer, or a GGUF file's), None for a remote server.
+        Any thread: encoding and decoding keep no state between calls."""
+        return getattr(self._core, "tokenizer", None)
+
+    def expert_counters(self):
+        """A snapshot of the cumulative expert counters (hits, misses, H2D bytes, ...); zeros for backends without
+        an expert pager (llama.cpp, remote). Any thread: read on the engine thread, where counters of graphed
+        decode steps are settled from device buffers."""
+        return self._on_engine_thread(self._core.expert_counters)
+
+    def device_peak_bytes(self) -> int | None:
+        """Peak device memory allocated by this process on CUDA, None on the CPU or a remote server."""
+        device = getattr(self._core, "device", None)
+        if device is None or device.type != "cuda":
+            return None
+        import torch
+
+        return torch.cuda.max_memory_allocated(device)
 
     def set_budget(self, budget_bytes: int | None) -> None:
         """Re-plan device memory for a new budget at the next drained barrier (nothing running).
@@ -299,17 +323,3 @@ def start_server(engine: Engine, host: str = "127.0.0.1", port: int = 8000, api_
         raise WispError("serving needs the server extra: pip install 'wisp[server]'") from None
     return start(engine, host, port, api_key)
 
-
-def expert_counters(engine: Engine):
-    """A snapshot of the engine's cumulative expert counters (hits, misses, H2D bytes, ...); zeros for
-    backends without an expert pager (llama.cpp, remote)."""
-    # Read on the engine thread: counters of graphed decode steps are settled from device buffers.
-    return engine._on_engine_thread(engine._core.expert_counters)
-
-
-def device_peak_bytes(engine: Engine) -> int | None:
-    """Peak device memory allocated by this process on CUDA, None on the CPU."""
-    import torch
-
-    device = getattr(engine._core, "device", None)
-    return torch.cuda.max_memory_allocated(device) if device is not None and device.type == "cuda" else None

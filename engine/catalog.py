@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.alloc.memory_plan import MemoryPlan, ModelSizes, PlanRequest, plan_memory
-from engine.errors import UnsupportedModelError, WispError
+from engine.alloc.memory_plan import MemoryPlan
+from engine.errors import WispError
+from engine.loading.plan import BudgetMarks, LoadPlan, plan_for
+from engine.loading.source import open_source
 from engine.model.args import ModelArgs
 from engine.model.config_file import read_args
-from engine.model.sizes import model_sizes
 from engine.model_path import DEMO_MODEL, cached_snapshot, hf_hub_cache
 
 
@@ -129,21 +130,15 @@ def scan_models(extra_paths: list[str] | tuple[str, ...] = (), cache: Path | Non
     return entries
 
 
-def estimate_plan(path: str, budget_bytes: int | None, mode: str = "paged", max_model_len: int = 4096,
-                  max_num_seqs: int = 1, dtype_bytes: int = 2) -> MemoryPlan:
-    """The memory plan a model would get at this budget, before loading; raises BudgetError if too small."""
-    args: ModelArgs = read_args(Path(path))
-    max_model_len = min(max_model_len, args.max_position_embeddings)
-    request = PlanRequest(mode=mode, budget_bytes=budget_bytes, block_size=16, max_model_len=max_model_len,
-                          max_num_seqs=max_num_seqs, max_batched_tokens=max_model_len)
-    return plan_memory(model_sizes(args, dtype_bytes), request)
+def fit_summary(options) -> str:
+    """"fits" (everything resident), "pages experts" (WiSP), or "too small: ..." for `options.model` at
+    `options.budget_bytes`, as engine_plan plans it; a GGUF file that llama.cpp runs: how llama.cpp places it."""
+    from dataclasses import replace
 
-
-def fit_summary(path: str, budget_bytes: int) -> str:
-    """"fits" (everything resident), "pages experts" (WiSP), or "too small: ..." at this budget."""
-    if Path(path).suffix == ".gguf":
-        return gguf_fit_summary(Path(path), budget_bytes)
-    return plan_summary(lambda mode: estimate_plan(path, budget_bytes, mode=mode))
+    path = Path(str(options.model))
+    if path.suffix == ".gguf" and not wisp_runs_gguf(path, options.backend):
+        return llama_cpp_fit(path, options.budget_bytes)
+    return plan_summary(lambda mode: engine_plan(replace(options, experts=mode)))
 
 
 def plan_summary(plan_for_mode) -> str:
@@ -160,16 +155,16 @@ def plan_summary(plan_for_mode) -> str:
         return f"too small: {err}"
 
 
-def gguf_fit_summary(path: Path, budget_bytes: int) -> str:
-    """On Wisp's engine (the file's architecture and quant types supported): its own plan at the budget, experts
-    at their stored bytes. Otherwise llama.cpp places the model itself: compare the file with the budget."""
-    from engine.config import EngineOptions
-    from engine.gguf.backend_choice import llama_cpp_installed
-    from engine.gguf.model_file import check_supported
+def wisp_runs_gguf(path: Path, backend: str) -> bool:
+    from engine.gguf.backend_choice import WISP, choose_backend
 
-    if check_supported(path)[0]:
-        return plan_summary(lambda mode: engine_plan(EngineOptions(model=str(path), budget_bytes=budget_bytes,
-                                                                   experts=mode, max_num_seqs=1)))
+    return choose_backend(path, backend).backend == WISP
+
+
+def llama_cpp_fit(path: Path, budget_bytes: int) -> str:
+    """llama.cpp places the model itself: compare the file with the budget."""
+    from engine.gguf.backend_choice import llama_cpp_installed
+
     if not llama_cpp_installed():
         return "runs on llama.cpp, which is not installed: choose it for the pip command"
     if path.stat().st_size <= budget_bytes:
@@ -177,65 +172,17 @@ def gguf_fit_summary(path: Path, budget_bytes: int) -> str:
     return "larger than the budget: llama.cpp with experts on the CPU (--n-cpu-moe)"
 
 
-@dataclass(frozen=True)
-class BudgetMarks:
-    """What a model needs, sized as the engine sizes it at load: `minimum` holds the dense weights, top_k expert
-    slots per layer, the KV floor and the workspace (experts paged); `all_resident` holds every expert too."""
-
-    minimum: int
-    all_resident: int
-
-
-def engine_sizes(options) -> tuple[ModelSizes, PlanRequest]:
-    """The ModelSizes and PlanRequest the engine would load `options.model` with (a folder, None for the demo, or a
-    GGUF file that Wisp's engine runs: experts at their slot bytes), from headers alone; the dtype follows the
-    loaders' rule (engine.model.loader.resolve_dtype). A GGUF file that options.backend sends to llama.cpp has
-    no Wisp plan: UnsupportedModelError says so."""
-    from engine.hardware import pick_device
-    from engine.model_path import resolve_model
-
-    path = resolve_model(options.model)
-    device = pick_device(options.device)
-    if path.suffix == ".gguf":
-        from engine.gguf.backend_choice import LLAMA_CPP, choose_backend
-        from engine.gguf.model_file import GgufModel
-        from engine.gguf.sizes import gguf_model_sizes
-
-        choice = choose_backend(path, options.backend)
-        if choice.backend == LLAMA_CPP:
-            raise UnsupportedModelError(f"{path.name} runs on llama.cpp, which places it itself ({choice.reason})")
-        model = GgufModel(path)
-        args = model.args
-        sizes = gguf_model_sizes(model, dtype_bytes(options, args, device))
-    else:
-        args = read_args(path)
-        sizes = model_sizes(args, dtype_bytes(options, args, device))
-    return sizes, options.plan_request(args.max_position_embeddings)
-
-
-def dtype_bytes(options, args: ModelArgs, device) -> int:
-    """Bytes per element of the dtype the engine would compute in for these options on `device`."""
-    import torch
-
-    from engine.model.loader import resolve_dtype
-
-    return torch.empty((), dtype=resolve_dtype(options.dtype, args, device)).element_size()
+def model_plan(options) -> LoadPlan:
+    """engine.loading.plan_for of `options.model` (a folder, None for the demo, or a GGUF file Wisp's engine runs)."""
+    return plan_for(open_source(options.model), options)
 
 
 def engine_plan(options) -> MemoryPlan:
     """The memory plan the engine would load `options.model` with; raises BudgetError (naming the minimum) when
-    the budget is too small."""
-    sizes, request = engine_sizes(options)
-    return plan_memory(sizes, request)
+    the budget is too small, UnsupportedModelError for a GGUF file that goes to llama.cpp (no Wisp plan)."""
+    return model_plan(options).memory
 
 
 def budget_marks(options) -> BudgetMarks:
     """The minimum and all-resident budgets of `options.model` under `options` (its budget is ignored)."""
-    from engine.alloc.memory_plan import kv_floor_bytes, minimum_budget, state_bytes, workspace_bytes
-
-    sizes, request = engine_sizes(options)
-    fixed = (sizes.dense_bytes + workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
-             + state_bytes(sizes, request.max_num_seqs))
-    experts = sizes.num_moe_layers * sizes.num_experts * sizes.expert_bytes
-    kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
-    return BudgetMarks(minimum_budget(sizes, request), fixed + experts + kv_floor)
+    return model_plan(options).marks

@@ -16,6 +16,18 @@ class RequestStats:
     total_s: float
     num_preemptions: int
 
+    @classmethod
+    def timed(cls, arrival: float, first_token: float | None, end: float, prompt_tokens: int, generated_tokens: int,
+              cached_prompt_tokens: int = 0, num_preemptions: int = 0) -> RequestStats:
+        """From the request's arrival, first token and end (perf_counter seconds; no first token: the end);
+        decode speed counts the tokens after the first, every backend alike."""
+        first = end if first_token is None else first_token
+        decode_tokens = max(generated_tokens - 1, 0)
+        return cls(prompt_tokens=prompt_tokens, cached_prompt_tokens=cached_prompt_tokens,
+                   generated_tokens=generated_tokens, ttft_s=first - arrival,
+                   decode_tok_s=decode_tokens / (end - first) if decode_tokens and end > first else 0.0,
+                   total_s=end - arrival, num_preemptions=num_preemptions)
+
 
 @dataclass(frozen=True)
 class ToolCall:

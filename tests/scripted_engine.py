@@ -26,7 +26,7 @@ class ScriptedEngine:
     def __post_init__(self):
         self.info = SimpleNamespace(name="scripted", path="scripted", max_model_len=self.max_model_len,
                                     has_chat_template=True, device="cpu", tool_calls=True)
-        self._core = None  # engine.server.ServedModel looks for a tokenizer here
+        self.tokenizer = None  # engine.server.ServedModel reads the engine's tokenizer: none here
 
     def submit(self, request, callback=None) -> RequestHandle:
         self.requests.append(request)

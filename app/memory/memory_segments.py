@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.engine_api import ExpertMode
+
 SEGMENT_LABELS = {
     "dense": "Dense weights", "experts": "Expert slots, filled", "experts_free": "Expert slots, empty",
     "kv": "KV cache, used", "kv_free": "KV cache, free", "state": "Linear-attention state", "workspace": "Workspace",
@@ -24,7 +26,7 @@ class Segment:
 def filled_expert_bytes(plan, stats) -> int:
     """Paged slots start empty and each miss fills one until all are full (only then do misses evict), so
     min(misses, slots) slots hold an expert. Other modes keep their experts on the device from the start."""
-    if plan.mode != "paged" or stats is None:
+    if plan.mode != ExpertMode.PAGED or stats is None:
         return plan.expert_device_bytes
     num_slots = plan.expert_device_bytes // plan.expert_bytes  # per-layer slot counts may differ (MV-WSA)
     return min(stats.expert_misses, num_slots) * plan.expert_bytes

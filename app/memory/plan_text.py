@@ -4,25 +4,27 @@ from __future__ import annotations
 
 import time
 
+from app.engine_api import ExpertMode
+
 REMOTE_TEXT = "memory managed by the remote server"
 BUDGET_REASON = "budget changed"  # a PlanEvent's reason when the budget (the slider) changed, not the controller
 
 
 def is_remote(plan) -> bool:
     """A remote engine's plan: no local budget, expert slots or KV cache (all its sizes are 0)."""
-    return plan.mode == "remote"
+    return plan.mode == ExpertMode.REMOTE
 
 
 def has_pager(plan) -> bool:
     """Wisp's own engine with an expert pager (paged mode): the budget, hit rate and host->device rate apply.
     llama.cpp places a model itself and a remote server has no local memory."""
-    return plan.mode not in ("remote", "llama.cpp")
+    return plan.mode not in (ExpertMode.REMOTE, ExpertMode.LLAMA_CPP)
 
 
 def controller_status(plan, curve, share: float | None) -> str:
     """What the online controller is doing between decisions, from its predicted curve: how far the current
     split is from the best one it sees (a re-split must win back its pause, so small gaps are kept)."""
-    if plan.mode != "paged" or plan.budget_bytes is None:
+    if plan.mode != ExpertMode.PAGED or plan.budget_bytes is None:
         return "The online controller re-splits paged models with a budget."
     if not curve or share is None:
         return "Watching: it decides at drained barriers once it has seen enough routing."
@@ -56,9 +58,9 @@ def slots_text(plan) -> str:
 def plan_summary(plan, format_bytes) -> str:
     if is_remote(plan):
         return REMOTE_TEXT
-    if plan.mode == "paged":
+    if plan.mode == ExpertMode.PAGED:
         experts = slots_text(plan)
-    elif plan.mode == "static":
+    elif plan.mode == ExpertMode.STATIC:
         experts = f"{plan.offloaded_layers} of {plan.num_moe_layers} MoE layers streamed from the host"
     else:
         experts = "all experts resident"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.engine_api import api
+from app.engine_api import ExpertMode, api
 
 REMOTE_FIT = "memory managed by the server"
 LLAMA_CPP_FIT = "runs on llama.cpp, which places it itself"
@@ -31,7 +31,7 @@ def is_gguf(entry) -> bool:
 def plan_options(entry, budget_bytes: int | None, device: str = "auto", gguf_engine: str = "auto"):
     """The EngineOptions the app would load the entry with (app.model_loader.LoadRequest.options' rule)."""
     backend = gguf_engine if is_gguf(entry) else "auto"
-    return api().EngineOptions(model=entry.path, device=device, experts="paged", backend=backend,
+    return api().EngineOptions(model=entry.path, device=device, experts=ExpertMode.PAGED, backend=backend,
                                budget_bytes=budget_bytes)
 
 
@@ -54,7 +54,7 @@ def fit_at_budget(entry, budget_bytes: int | None, device: str, gguf_engine: str
             return Fit(str(err))  # Wisp's engine asked for a file it cannot run: the reason
         if gguf_engine == "llama.cpp":
             return Fit(LLAMA_CPP_FIT)
-        return Fit(engine_api.fit_summary(entry.path, budget_bytes))  # auto chose llama.cpp: its wording
+        return Fit(engine_api.fit_summary(options))  # auto chose llama.cpp: its wording
     slots = plan.min_layer_slots
     if slots >= entry.num_experts:
         return Fit("fits: every expert resident")

@@ -256,15 +256,10 @@ class RemoteCore:
     def finish(self, active: Active, reason: str, usage: dict | None = None, error: str | None = None,
                error_kind: ErrorKind = ErrorKind.FAILED) -> FinishEvent:
         del self.active[active.request.request_id]
-        end = time.perf_counter()
-        first = active.first_token_time or end
-        generated = int((usage or {}).get("completion_tokens") or len(active.token_ids))
-        decode_s = end - first
-        stats = RequestStats(
-            prompt_tokens=int((usage or {}).get("prompt_tokens") or 0), cached_prompt_tokens=0,
-            generated_tokens=generated, ttft_s=first - active.arrival,
-            decode_tok_s=(generated - 1) / decode_s if generated > 1 and decode_s > 0 else 0.0,
-            total_s=end - active.arrival, num_preemptions=0)
+        usage = usage or {}
+        generated = int(usage.get("completion_tokens") or len(active.token_ids))
+        stats = RequestStats.timed(active.arrival, active.first_token_time, time.perf_counter(),
+                                   int(usage.get("prompt_tokens") or 0), generated)
         return FinishEvent(active.request.request_id, reason, "".join(active.parts), tuple(active.token_ids),
                            tuple(active.logprobs), stats, error=error, reasoning="".join(active.reasoning_parts),
                            error_kind=error_kind if error is not None else None)

@@ -10,24 +10,26 @@ from pathlib import Path
 
 from engine.alloc.memory_plan import GiB, kv_floor_bytes, state_bytes, workspace_bytes
 from engine.alloc.mvwsa import PoolSpec, Split, configure
+from engine.config import DEVICES, DTYPE_CHOICES, EngineOptions
 from engine.errors import BudgetError, RequestError
+from engine.loading.plan import LoadPlan, plan_for
+from engine.loading.source import open_source, shape_source
 from engine.model.args import ModelArgs
-from engine.model.sizes import model_sizes
 from engine.traces.format import load as load_trace
 from engine.traces.profile import routing_profile
 from engine.units import format_bytes
 from engine.cli.options import size, whole
 
 
-def model_args_for(name: str) -> ModelArgs:
-    """A model folder / HF cache id, or a benchmark shape name (engine.model.shapes)."""
-    from engine.model.config_file import read_args
+def configure_plan(cli: Namespace) -> LoadPlan:
+    """The engine's plan of the named model (a folder, HF cache id or benchmark shape) at the options asked for:
+    the sizes and the planner's request the configurator splits, as a load would get them."""
     from engine.model.shapes import SHAPES
-    from engine.model_path import resolve_model
 
-    if name in SHAPES:
-        return SHAPES[name]
-    return read_args(resolve_model(name))
+    source = shape_source(cli.model) if cli.model in SHAPES else open_source(cli.model)
+    options = EngineOptions(model=cli.model, device=cli.device, dtype=cli.dtype, experts="paged",
+                            budget_bytes=cli.budget, max_num_seqs=cli.concurrency, max_model_len=cli.max_context)
+    return plan_for(source, options)
 
 
 def check_topology(args: ModelArgs, header) -> None:
@@ -38,24 +40,24 @@ def check_topology(args: ModelArgs, header) -> None:
             "of this model (wisp trace record) or pick a matching one")
 
 
-def configure_model(args: ModelArgs, budget: int, trace_path: Path, concurrency: int, max_context: int, device):
+def configure_model(plan: LoadPlan, trace_path: Path):
     from engine.experts.calibrate import estimated_compute, link_cost
 
+    args, sizes, request, budget = plan.args, plan.sizes, plan.request, plan.request.budget_bytes
     trace = load_trace(trace_path)
     check_topology(args, trace.header)
-    sizes = model_sizes(args, 2)
-    workspace = workspace_bytes(sizes, max_context, concurrency)
-    pool = budget - sizes.dense_bytes - workspace - state_bytes(sizes, concurrency)
-    floor = kv_floor_bytes(sizes, concurrency, max_context)
+    workspace = workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
+    pool = budget - sizes.dense_bytes - workspace - state_bytes(sizes, request.max_num_seqs)
+    floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
     if pool < floor + args.num_moe_layers * args.num_experts_per_tok * sizes.expert_bytes:
         raise BudgetError(f"a budget of {format_bytes(budget)} leaves {format_bytes(pool)} after dense weights, "
                           f"workspace and linear-attention state, less than the KV floor {format_bytes(floor)} plus "
                           "top-k slots per layer")
     active = args.num_moe_layers * args.num_experts_per_tok * sizes.expert_bytes
-    dense_s, token_s = estimated_compute(sizes.dense_bytes, active, args.num_hidden_layers, device)
-    link = link_cost(device, dense_s, token_s)
+    dense_s, token_s = estimated_compute(sizes.dense_bytes, active, args.num_hidden_layers, plan.device)
+    link = link_cost(plan.device, dense_s, token_s)
     spec = PoolSpec(pool_bytes=pool, expert_bytes=sizes.expert_bytes, kv_floor_bytes=floor)
-    return configure(routing_profile(trace), link, spec), sizes, link, spec
+    return configure(routing_profile(trace), link, spec), link, spec
 
 
 def split_row(split: Split, block_bytes: int) -> dict:
@@ -67,13 +69,12 @@ def split_row(split: Split, block_bytes: int) -> dict:
 
 
 def configure_command(cli: Namespace) -> int:
-    from engine.hardware import device_name, pick_device  # torch: imported on use
+    from engine.hardware import device_name  # torch: imported on use
 
-    device = pick_device(cli.device)
-    args = model_args_for(cli.model)
-    splits, sizes, link, spec = configure_model(args, cli.budget, Path(cli.trace), cli.concurrency,
-                                                cli.max_context, device)
-    block_bytes = 16 * sizes.kv_bytes_per_token
+    plan = configure_plan(cli)
+    splits, link, spec = configure_model(plan, Path(cli.trace))
+    sizes, device = plan.sizes, plan.device
+    block_bytes = plan.request.block_size * sizes.kv_bytes_per_token
     rows = {key: split_row(split, block_bytes) for key, split in splits.items()}
     if cli.json:
         print(json.dumps({"dense_gib": sizes.dense_bytes / GiB, "pool_gib": spec.pool_bytes / GiB,
@@ -99,6 +100,8 @@ def register(commands) -> None:
     parser.add_argument("--trace", required=True, help="routing trace (.npz, see wisp trace)")
     parser.add_argument("--concurrency", type=whole(1, 4096), default=1)
     parser.add_argument("--max-context", type=whole(2, 2**31 - 1), default=4096)
-    parser.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    parser.add_argument("--device", default="auto", choices=list(DEVICES))
+    parser.add_argument("--dtype", default="auto", choices=list(DTYPE_CHOICES),
+                        help="compute dtype, as the engine picks it (auto: the checkpoint's on a GPU, float32 on the CPU)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=configure_command)

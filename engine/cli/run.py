@@ -6,7 +6,6 @@ import sys
 from argparse import Namespace
 
 from engine.api import Engine, FinishEvent, GenerateRequest, TokenEvent
-from engine.api import device_peak_bytes, expert_counters
 from engine.cli.options import (add_generation_options,
                                 engine_options, note_unused_options, print_json, sampling_params, thinking_flag)
 from engine.cli.reply_printer import ReplyPrinter
@@ -42,13 +41,13 @@ def run_command(args: Namespace) -> int:
         request = GenerateRequest(prompt=args.prompt, sampling=sampling)
     with Engine(engine_options(args)) as engine:
         note_unused_options(engine, args)
-        before = expert_counters(engine)
+        before = engine.expert_counters()
         finish = stream_to_stdout(engine, request) if not args.json else engine.generate(request)
         if finish.reason == "error":
             raise WispError(finish.error)
-        after = expert_counters(engine)
+        after = engine.expert_counters()
         if args.json:
-            print_json(run_result(finish, before, after, device_peak_bytes(engine)))
+            print_json(run_result(finish, before, after, engine.device_peak_bytes()))
         else:
             print_summary(finish)
     return 0

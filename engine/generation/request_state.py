@@ -59,12 +59,6 @@ class RequestState:
         )
 
     def stats(self, num_preemptions: int = 0) -> RequestStats:
-        end = time.perf_counter()
-        first = self.first_token_time or end
-        decode_tokens = max(len(self.output_ids) - 1, 0)
-        return RequestStats(
-            prompt_tokens=self.num_prompt_tokens, cached_prompt_tokens=self.cached_prompt_tokens,
-            generated_tokens=len(self.output_ids), ttft_s=first - self.arrival_time,
-            decode_tok_s=decode_tokens / (end - first) if decode_tokens and end > first else 0.0,
-            total_s=end - self.arrival_time, num_preemptions=num_preemptions,
-        )
+        return RequestStats.timed(self.arrival_time, self.first_token_time, time.perf_counter(),
+                                  self.num_prompt_tokens, len(self.output_ids), self.cached_prompt_tokens,
+                                  num_preemptions)

@@ -1,4 +1,4 @@
-"""Assemble a ready LLMEngine for a Hugging Face model folder: plan device memory, load tokenizer and weights,
+"""Assemble a ready LLMEngine for a model source (engine.loading): plan device memory, load tokenizer and weights,
 pick the expert provider, size the KV cache."""
 
 from __future__ import annotations
@@ -7,13 +7,12 @@ from pathlib import Path
 
 import torch
 
-from engine.alloc.memory_plan import MemoryPlan, PlanRequest, plan_memory
+from engine.alloc.memory_plan import MemoryPlan, PlanRequest
 from engine.config import EngineOptions
 from engine.config import Progress
 from engine.errors import RequestError, UnsupportedModelError
 from engine.experts.factory import make_provider
 from engine.experts.pager_kernels import runs_on
-from engine.hardware import pick_device
 from engine.kv.block_manager import BlockManager
 from engine.kv.state_slots import HybridBlockManager
 from engine.model.attention import KVCache
@@ -22,9 +21,9 @@ from engine.generation.model_info import ModelInfo
 from engine.generation.reasoning_options import has_thinking_switch, takes_reasoning_effort
 from engine.generation.fim import fim_token_ids
 from engine.generation.tool_calls import can_call_tools
-from engine.model.config_file import read_args
-from engine.model.loader import LoadedWeights, load_weights, resolve_dtype
-from engine.model.sizes import model_sizes
+from engine.loading.plan import LoadPlan, plan_for
+from engine.loading.source import ModelSource, SourceKind
+from engine.model.loader import LoadedWeights, load_weights
 from engine.model_path import DEMO_MODEL
 from engine.runtime.llm_engine import LLMEngine
 from engine.runtime.decode_graphs import DecodeGraphs
@@ -47,43 +46,47 @@ def display_name(folder: Path) -> str:
     return folder.name
 
 
-def build_engine(folder: Path, options: EngineOptions, progress: Progress | None = None) -> tuple[LLMEngine, ModelInfo]:
-    """Wisp's own engine on a resolved model folder (engine.launch picks the backend)."""
-    device = pick_device(options.device)
-    args = read_args(folder)  # refuse an unsupported or malformed config before reading anything large
+def build(source: ModelSource, options: EngineOptions, progress: Progress | None = None) -> tuple[LLMEngine, ModelInfo]:
+    """Wisp's own engine on a local source (engine.launch picks the backend): planned first, so a budget too small
+    is refused before anything large is read, then loaded and assembled from that plan."""
+    plan = plan_for(source, options)
+    memory = plan.memory  # BudgetError naming the minimum
+    if source.kind is SourceKind.GGUF:
+        from engine.runtime.gguf_build import load_gguf
+
+        weights, tokenizer = load_gguf(plan, options, progress)
+    elif source.is_local_folder:
+        weights, tokenizer = load_checkpoint(plan, options, progress)
+    else:
+        raise UnsupportedModelError(f"{source.location}: Wisp's engine loads model folders and GGUF files")
+    return finish_engine(weights, tokenizer, options, plan, memory)
+
+
+def load_checkpoint(plan: LoadPlan, options: EngineOptions, progress: Progress | None):
+    """-> (LoadedWeights, Tokenizer) of a safetensors folder (experts in bf16/fp32 or their stored MXFP4 blocks)."""
+    folder, device = plan.source.path, plan.device
     tokenizer = Tokenizer.from_folder(folder)
-    dtype = resolve_dtype(options.dtype, args, device)
-    sizes = model_sizes(args, dtype.itemsize)
-    plan_request = options.plan_request(args.max_position_embeddings)
-    plan = plan_memory(sizes, plan_request)
     on_host = options.experts.keeps_experts_on_host
-    weights = load_weights(folder, device, str(dtype).replace("torch.", ""),
+    weights = load_weights(folder, device, str(plan.dtype).replace("torch.", ""),
                            expert_device=torch.device("cpu") if on_host else device,
                            pin_experts=on_host and device.type == "cuda", progress=progress,
                            plan_tier=host_tier_planner(options, device.type))
-    return finish_engine(weights, tokenizer, options, sizes, plan_request, plan, device, folder)
+    return weights, tokenizer
 
 
-def build_gguf_engine(path: Path, options: EngineOptions, progress: Progress | None = None):
-    """Wisp's own engine on a GGUF file: experts paged in their block formats (engine.runtime.gguf_build)."""
-    from engine.runtime.gguf_build import load_gguf
-
-    return finish_engine(*load_gguf(path, options, progress), path)
-
-
-def finish_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineOptions, sizes,
-                  plan_request: PlanRequest, plan: MemoryPlan, device: torch.device,
-                  path: Path) -> tuple[LLMEngine, ModelInfo]:
+def finish_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineOptions, plan: LoadPlan,
+                  memory: MemoryPlan) -> tuple[LLMEngine, ModelInfo]:
     """Loaded weights (a safetensors folder's or a GGUF file's) -> the engine, its controller and its ModelInfo."""
-    args, max_model_len = weights.args, plan_request.max_model_len
-    engine = assemble_engine(weights, tokenizer, options, plan, device, max_model_len, Replanner(sizes, plan_request))
-    if plan.mode is ExpertMode.PAGED and options.budget_bytes and options.online and options.expert_slots is None:
-        attach_controller(engine, sizes, plan_request, device, args.num_hidden_layers)
+    args, max_model_len, device, path = weights.args, plan.request.max_model_len, plan.device, plan.source.path
+    engine = assemble_engine(weights, tokenizer, options, memory, device, max_model_len,
+                             Replanner(plan.sizes, plan.request))
+    if memory.mode is ExpertMode.PAGED and options.budget_bytes and options.online and options.expert_slots is None:
+        attach_controller(engine, plan.sizes, plan.request, device, args.num_hidden_layers)
     info = ModelInfo(
         path=str(path), name=display_name(path), model_type=args.model_type, num_layers=args.num_hidden_layers,
         num_experts=args.num_experts, top_k=args.num_experts_per_tok, max_model_len=max_model_len,
         device=str(device), dtype=str(weights.dtype).replace("torch.", ""),
-        has_chat_template=tokenizer.has_chat_template, plan=plan,
+        has_chat_template=tokenizer.has_chat_template, plan=memory,
         warnings=tuple(w for w in [weights.store.warning, args.extra.get("warning")] if w),
         reasoning_effort=takes_reasoning_effort(tokenizer),
         thinking_switch=has_thinking_switch(tokenizer), tool_calls=can_call_tools(tokenizer),

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Protocol
 
 import torch
 
 from engine.alloc.memory_plan import MemoryPlan, ModelSizes, PlanRequest, plan_memory
 from engine.errors import BudgetError
 from engine.generation.plan_event import PlanEvent
+from engine.runtime.model_runner import ModelRunner
+from engine.runtime.scheduler import Scheduler
 
 
 class Replanner:
@@ -23,6 +26,17 @@ class Replanner:
                                                kv_blocks=None))
 
 
+class Resplittable(Protocol):
+    """What a re-split reads and changes of the engine (engine.runtime.llm_engine.LLMEngine has it); a protocol,
+    so that the engine loop imports this module and not the other way round."""
+
+    plan: MemoryPlan
+    replanner: Replanner
+    runner: ModelRunner
+    scheduler: Scheduler
+    device: torch.device
+
+
 def check_live_change(old: MemoryPlan, new: MemoryPlan) -> None:
     same_experts = old.layer_slots == new.layer_slots and old.offloaded_layers == new.offloaded_layers
     if not old.mode.can_resplit and not same_experts:
@@ -30,7 +44,7 @@ def check_live_change(old: MemoryPlan, new: MemoryPlan) -> None:
                           f"(the model runs with --experts {old.mode})")
 
 
-def apply_plan(engine, new: MemoryPlan) -> None:
+def apply_plan(engine: Resplittable, new: MemoryPlan) -> None:
     """Move bytes between the expert slots and the KV pool. Call only when no sequence holds KV blocks."""
     old = engine.plan
     check_live_change(old, new)
@@ -47,7 +61,7 @@ def apply_plan(engine, new: MemoryPlan) -> None:
     engine.plan = new
 
 
-def resize_kv(engine, num_blocks: int) -> None:
+def resize_kv(engine: Resplittable, num_blocks: int) -> None:
     manager = engine.scheduler.block_manager
     moves = manager.resize(num_blocks)
     engine.runner.cache.resize(num_blocks * manager.block_size, moves, manager.block_size)
@@ -55,7 +69,7 @@ def resize_kv(engine, num_blocks: int) -> None:
         engine.runner.padded_decode.invalidate()  # its graphs read the old KV tensors
 
 
-def budget_change(engine, budget_bytes: int | None, reason: str) -> PlanEvent:
+def budget_change(engine: Resplittable, budget_bytes: int | None, reason: str) -> PlanEvent:
     try:
         new = engine.replanner.plan_for_budget(budget_bytes)
     except BudgetError as err:
@@ -63,7 +77,7 @@ def budget_change(engine, budget_bytes: int | None, reason: str) -> PlanEvent:
     return plan_change(engine, new, reason)
 
 
-def plan_change(engine, new: MemoryPlan, reason: str) -> PlanEvent:
+def plan_change(engine: Resplittable, new: MemoryPlan, reason: str) -> PlanEvent:
     old = engine.plan
     started = time.perf_counter()
     try:

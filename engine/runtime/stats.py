@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 
+from engine.alloc.host_tier import HostTier
+from engine.alloc.memory_plan import MemoryPlan
 from engine.events import EngineStats
+from engine.generation.throughput import Throughput
+from engine.runtime.model_runner import ModelRunner
+from engine.runtime.scheduler import Scheduler
 
 
-def collect_stats(core) -> EngineStats:
+class Observed(Protocol):
+    """What a stats snapshot reads of the engine (engine.runtime.llm_engine.LLMEngine has it)."""
+
+    plan: MemoryPlan
+    runner: ModelRunner
+    scheduler: Scheduler
+    device: torch.device
+    throughput: Throughput
+    host_tier: HostTier | None
+    pending_budget: tuple[int | None, str] | None  # a budget waiting for the next drained barrier, and why
+    wsa_curve: tuple[tuple[float, float], ...] | None  # MV-WSA's predicted (expert share, tok/s) points
+
+
+def collect_stats(core: Observed) -> EngineStats:
     counters = core.runner.experts.counters
     manager = core.scheduler.block_manager
     pending = core.pending_budget[0] if core.pending_budget else None

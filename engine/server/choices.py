@@ -15,14 +15,14 @@ from starlette.responses import JSONResponse, Response
 from engine.events import Event, FinishEvent
 from engine.request_checks import SEED_MAX
 from engine.requests import GenerateRequest
+from engine.server.answer import collect, raise_if_failed
+from engine.server.api_errors import CLIENT_CLOSED
 from engine.server.bridge import ClientGone, EngineBridge, Generation, unless_disconnected
 from engine.server.convert import Prepared
 from engine.server.extra_fields import warning_header
-from engine.server.outcome import finish_error
 from engine.server.responses import Shape, chat_completion, text_completion, usage
 from engine.server.streaming import DONE, EventStreamResponse, chat_stream, completion_stream, sse
 
-CLIENT_CLOSED = 499
 
 
 def choice_requests(request: GenerateRequest, n: int) -> list[GenerateRequest]:
@@ -50,8 +50,7 @@ async def answer_choices(bridge: EngineBridge, request: Request, prepared: Prepa
             generations.append(bridge.submit(choice))
         firsts = [await unless_disconnected(request.receive, g.next_event()) for g in generations]
         for first in firsts:
-            if isinstance(first, FinishEvent) and first.reason in ("error", "cancelled"):
-                raise finish_error(first)
+            raise_if_failed(first)
         shapes = [replace(shape, index=index) for index in range(prepared.n)]
         if prepared.stream:
             chunks = merged_stream(generations, firsts, shapes, prepared.include_usage)
@@ -70,8 +69,7 @@ async def answer_choices(bridge: EngineBridge, request: Request, prepared: Prepa
 
 def whole_response(shapes: list[Shape], results: list[tuple[FinishEvent, list]]) -> dict:
     for finish, _ in results:
-        if finish.reason in ("error", "cancelled"):
-            raise finish_error(finish)
+        raise_if_failed(finish)
     build = chat_completion if shapes[0].is_chat else text_completion
     answers = [build(shape, finish, tokens) for shape, (finish, tokens) in zip(shapes, results)]
     choices = [choice for answer in answers for choice in answer["choices"]]
@@ -81,14 +79,6 @@ def whole_response(shapes: list[Shape], results: list[tuple[FinishEvent, list]])
 def close_all(generations: list[Generation]) -> None:
     for generation in generations:
         generation.close()
-
-
-async def collect(generation: Generation, first: Event) -> tuple[FinishEvent, list]:
-    tokens, event = [], first
-    while not isinstance(event, FinishEvent):
-        tokens.append(event)
-        event = await generation.next_event()
-    return event, tokens
 
 
 async def merged_stream(generations: list[Generation], firsts: list[Event], shapes: list[Shape],

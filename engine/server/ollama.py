@@ -12,9 +12,10 @@ from starlette.responses import JSONResponse, Response
 
 from engine.errors import RequestError
 from engine.events import Event, FinishEvent, TokenEvent
+from engine.server.answer import answer_one
 from engine.server.api_errors import ApiError, bad_request
 from engine.server.body import parse_json
-from engine.server.bridge import ClientGone, EngineBridge, Generation, unless_disconnected
+from engine.server.bridge import EngineBridge, Generation
 from engine.server.extra_fields import warning_header
 from engine.server.limits import ServerLimits
 from engine.server.ollama_convert import OllamaPrepared, chat_request, generate_request
@@ -24,7 +25,6 @@ from engine.server.outcome import finish_error
 from engine.server.served_model import ServedModel
 from engine.server.streaming import EventStreamResponse
 
-CLIENT_CLOSED = 499
 NDJSON = "application/x-ndjson"
 
 
@@ -102,33 +102,16 @@ class OllamaRoutes:
         return [f"model {str(name)[:80]!r} is answered by the model this server serves, {self.served.id!r}"]
 
     async def answer(self, request: Request, prepared: OllamaPrepared, lines: "ChatLines") -> Response:
-        generation = self.bridge.submit(prepared.request)
-        headers = warning_header(prepared.warnings)
-        try:
-            first = await unless_disconnected(request.receive, generation.next_event())
-            if isinstance(first, FinishEvent) and first.reason in ("error", "cancelled"):
-                raise finish_error(first)
-            if prepared.stream:
-                response = EventStreamResponse(lines.stream(generation, first), on_close=generation.close,
-                                               headers=headers, media_type=NDJSON)
-                generation = None  # the response closes it
-                return response
-            finish = await unless_disconnected(request.receive, last_event(generation, first))
-        except ClientGone:
-            return Response(status_code=CLIENT_CLOSED)
-        finally:
-            if generation is not None:
-                generation.close()
-        if finish.reason in ("error", "cancelled"):
-            raise finish_error(finish)
-        return JSONResponse(lines.final(finish, finish.text, finish.reasoning), headers=headers)
+        generation, headers = self.bridge.submit(prepared.request), warning_header(prepared.warnings)
 
+        def streamed(first: Event) -> Response:
+            return EventStreamResponse(lines.stream(generation, first), on_close=generation.close, headers=headers,
+                                       media_type=NDJSON)
 
-async def last_event(generation: Generation, first: Event) -> FinishEvent:
-    event = first
-    while not isinstance(event, FinishEvent):
-        event = await generation.next_event()
-    return event
+        def collected(finish: FinishEvent, tokens: list[TokenEvent]) -> Response:
+            return JSONResponse(lines.final(finish, finish.text, finish.reasoning), headers=headers)
+
+        return await answer_one(request, generation, streamed if prepared.stream else None, collected)
 
 
 class ChatLines:

@@ -8,15 +8,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine.events import Event, FinishEvent, TokenEvent
-from engine.server.api_errors import CLIENT_CLOSED, ApiError
-from engine.server.bridge import ClientGone, EngineBridge, Generation, unless_disconnected
+from engine.server.answer import answer_one
+from engine.server.api_errors import ApiError
+from engine.server.bridge import EngineBridge
 from engine.server.choices import answer_choices
 from engine.server.body import read_json
 from engine.server.convert import Prepared, chat_request, completion_request
 from engine.server.extra_fields import warning_header
 from engine.server.guard import is_authorised
 from engine.server.limits import ServerLimits
-from engine.server.outcome import finish_error
 from engine.server.responses import Shape, chat_completion, model_card, text_completion
 from engine.server.schemas import ChatCompletionRequest, CompletionRequest, parse_body
 from engine.server.served_model import ServedModel
@@ -53,38 +53,19 @@ class Routes:
         return await self.answer(request, completion_request(body, self.served, self.limits), is_chat=False)
 
     async def answer(self, request: Request, prepared: Prepared, is_chat: bool) -> Response:
-        """Submit, wait for the first event (so that a refused request is a proper HTTP error even when
-        streaming), then stream or collect. A disconnect at any point cancels the engine request."""
+        """Submit, then stream or collect (engine.server.answer); n > 1: the choices together."""
         shape = Shape(is_chat, prepared.request.request_id, self.served, prepared.logprobs, prepared.tokens_as_ids)
         if prepared.n > 1:
             return await answer_choices(self.bridge, request, prepared, shape)
-        generation = self.bridge.submit(prepared.request)
-        try:
-            first = await unless_disconnected(request.receive, generation.next_event())
-            if isinstance(first, FinishEvent) and first.reason in ("error", "cancelled"):
-                raise finish_error(first)
-            if prepared.stream:
-                stream = chat_stream if is_chat else completion_stream
-                response = EventStreamResponse(stream(generation, first, shape, prepared.include_usage),
-                                               on_close=generation.close, headers=warning_header(prepared.warnings))
-                generation = None  # the response closes it
-                return response
-            finish, tokens = await unless_disconnected(request.receive, collect(generation, first))
-        except ClientGone:
-            return Response(status_code=CLIENT_CLOSED)
-        finally:
-            if generation is not None:
-                generation.close()
-        if finish.reason in ("error", "cancelled"):
-            raise finish_error(finish)
-        return JSONResponse((chat_completion if is_chat else text_completion)(shape, finish, tokens),
-                            headers=warning_header(prepared.warnings))
+        generation, headers = self.bridge.submit(prepared.request), warning_header(prepared.warnings)
 
+        def streamed(first: Event) -> Response:
+            stream = chat_stream if is_chat else completion_stream
+            return EventStreamResponse(stream(generation, first, shape, prepared.include_usage),
+                                       on_close=generation.close, headers=headers)
 
-async def collect(generation: Generation, first: Event) -> tuple[FinishEvent, list[TokenEvent]]:
-    tokens: list[TokenEvent] = []
-    event = first
-    while not isinstance(event, FinishEvent):
-        tokens.append(event)
-        event = await generation.next_event()
-    return event, tokens
+        def collected(finish: FinishEvent, tokens: list[TokenEvent]) -> Response:
+            return JSONResponse((chat_completion if is_chat else text_completion)(shape, finish, tokens),
+                                headers=headers)
+
+        return await answer_one(request, generation, streamed if prepared.stream else None, collected)

@@ -28,8 +28,7 @@ class ServedModel:
 
     @classmethod
     def of(cls, engine, model_id: str | None = None) -> "ServedModel":
-        # api.Engine keeps its backend private; like api.expert_counters we read the tokenizer off it.
-        tokenizer = getattr(engine._core, "tokenizer", None)
+        tokenizer = getattr(engine, "tokenizer", None)
         info = engine.info
         return cls(model_id or served_model_id(info), info.max_model_len, tokenizer,
                    bool(getattr(info, "tool_calls", False)), bool(getattr(info, "has_chat_template", True)),

@@ -154,12 +154,13 @@ def test_a_controller_decision_is_said_under_its_status_and_a_budget_change_is_n
 def test_shared_experts_are_shown_inside_the_dense_weights(panel, tmp_path, model, budget_gib):
     """A model with shared experts (its published config, planned as the picker plans it): they are dense
     weights, the legend's dense segment holds them and the plan says so; a model without them says nothing."""
-    from engine.api import estimate_plan
+    from engine.api import EngineOptions, engine_plan
     from engine.model.published_configs import GLM_45_AIR
     from tests.engine.test_fit_estimates import QWEN15_MOE_A27B, config_folder
 
     config = {"Qwen1.5-MoE-A2.7B": QWEN15_MOE_A27B, "GLM-4.5-Air": GLM_45_AIR}[model]
-    shared_plan = estimate_plan(config_folder(tmp_path, config), budget_gib * GiB)
+    shared_plan = engine_plan(EngineOptions(model=config_folder(tmp_path, config), budget_bytes=budget_gib * GiB,
+                                            experts="paged", device="cpu", dtype="bfloat16", max_num_seqs=1))
     engine = StandInEngine(Stats(shared_plan))
     panel.set_engine_source(lambda: engine)
     poll(panel, engine)

@@ -50,5 +50,6 @@ def test_the_cli_says_it_in_one_line(capsys, llama_cpp_only_gguf, without_llama_
 
 
 def test_the_picker_says_llama_cpp_is_missing(llama_cpp_only_gguf, without_llama_cpp):
-    assert "llama.cpp, which is not installed" in fit_summary(str(llama_cpp_only_gguf), 2**30)
+    options = EngineOptions(model=str(llama_cpp_only_gguf), budget_bytes=2**30)
+    assert "llama.cpp, which is not installed" in fit_summary(options)
 

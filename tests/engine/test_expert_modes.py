@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams, expert_counters
+from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.model.loader import read_args
 
 PROMPTS = ["def fib(n):", "The quick brown fox", "class Stack:\n    def", "héllo wörld 你好"]
@@ -59,7 +59,7 @@ def test_paged_counters_add_up_to_routed_uses(tiny_model_dir):
         routed = []
         engine._core.runner.routing_observer = lambda layer, ids: routed.append(len(set(ids.flatten().tolist())))
         engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=GREEDY))
-        counters = expert_counters(engine)
+        counters = engine.expert_counters()
     assert counters.hits + counters.misses == sum(routed)
     assert counters.misses > 0 and counters.hits > 0 and counters.evictions > 0
     assert counters.h2d_bytes == counters.misses * engine.info.plan.expert_bytes

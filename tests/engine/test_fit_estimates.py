@@ -7,7 +7,8 @@ import json
 import pytest
 
 from engine.alloc.memory_plan import GiB
-from engine.catalog import estimate_plan, fit_summary
+from engine.catalog import engine_plan, fit_summary
+from engine.config import EngineOptions
 from engine.model.published_configs import GLM_45_AIR, GPT_OSS_20B
 from engine.model.families import parse_config
 from engine.model.sizes import model_sizes
@@ -26,6 +27,12 @@ def config_folder(tmp_path, config: dict):
     return str(tmp_path)
 
 
+def bf16_options(folder: str, budget_bytes: int | None, mode: str = "paged") -> EngineOptions:
+    """As a GPU would load the published model: bf16, one sequence."""
+    return EngineOptions(model=folder, budget_bytes=budget_bytes, experts=mode, device="cpu", dtype="bfloat16",
+                         max_num_seqs=1)
+
+
 def test_qwen2_moe_shared_expert_and_its_gate_are_dense_weights():
     D, layers, heads_dim = 2048, 24, 16 * 128
     attention = 4 * D * heads_dim + 3 * heads_dim  # q, k, v, o (MHA) and the q/k/v biases
@@ -39,12 +46,12 @@ def test_qwen2_moe_shared_expert_and_its_gate_are_dense_weights():
 
 def test_a_plan_carries_its_shared_expert_bytes_inside_the_dense_weights(tmp_path):
     folder = config_folder(tmp_path, QWEN15_MOE_A27B)
-    plan = estimate_plan(folder, 12 * GiB)
+    plan = engine_plan(bf16_options(folder, 12 * GiB))
     sizes = model_sizes(parse_config(QWEN15_MOE_A27B), 2)
     assert plan.dense_bytes == sizes.dense_bytes and plan.shared_expert_bytes == sizes.shared_expert_bytes
     assert plan.total_bytes <= 12 * GiB
-    assert fit_summary(folder, 40 * GiB) == "fits"
-    assert fit_summary(folder, 12 * GiB) == f"pages experts ({plan.min_layer_slots} slots per layer)"
+    assert fit_summary(bf16_options(folder, 40 * GiB)) == "fits"
+    assert fit_summary(bf16_options(folder, 12 * GiB)) == f"pages experts ({plan.min_layer_slots} slots per layer)"
 
 
 def test_glm_45_air_shared_expert_and_first_dense_layer_are_dense_weights():
@@ -80,12 +87,12 @@ def test_gpt_oss_20b_biases_and_sinks_are_dense_weights():
 ])
 def test_fit_of_the_published_shapes(tmp_path, config, pages_gib, fits_gib, too_small_gib):
     folder = config_folder(tmp_path, config)
-    assert fit_summary(folder, fits_gib * GiB) == "fits"
-    plan = estimate_plan(folder, pages_gib * GiB)
+    assert fit_summary(bf16_options(folder, fits_gib * GiB)) == "fits"
+    plan = engine_plan(bf16_options(folder, pages_gib * GiB))
     assert plan.mode == "paged" and config["num_experts_per_tok"] <= plan.min_layer_slots < 32
-    assert fit_summary(folder, pages_gib * GiB) == f"pages experts ({plan.min_layer_slots} slots per layer)"
+    assert fit_summary(bf16_options(folder, pages_gib * GiB)) == f"pages experts ({plan.min_layer_slots} slots per layer)"
     assert plan.total_bytes <= pages_gib * GiB
-    assert fit_summary(folder, too_small_gib * GiB).startswith("too small: ")
+    assert fit_summary(bf16_options(folder, too_small_gib * GiB)).startswith("too small: ")
 
 
 def test_a_quantized_release_is_refused_by_name_not_read_as_weights(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.catalog import budget_marks, estimate_plan, fit_summary
+from engine.catalog import budget_marks, engine_plan, fit_summary
 from engine.cli import main
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.experts.resident import ResidentExperts
@@ -127,14 +127,16 @@ def test_the_picker_counts_shared_experts_as_dense(tiny_model_dir, tmp_path):
     config = json.loads((folder / "config.json").read_text())
     (unshared / "config.json").write_text(json.dumps({**config, "n_shared_experts": 0}))
     shared_bytes = args.num_moe_layers * 3 * args.hidden_size * args.moe_intermediate_size * 2
-    with_shared, without = (estimate_plan(str(f), None, mode="resident") for f in (folder, unshared))
+    bf16 = dict(device="cpu", dtype="bfloat16", max_num_seqs=1)
+    with_shared, without = (engine_plan(EngineOptions(model=str(f), **bf16)) for f in (folder, unshared))
     assert with_shared.dense_bytes - without.dense_bytes == shared_bytes
     assert with_shared.expert_bytes == without.expert_bytes == args.expert_numel * 2  # routed experts only
     marks, unshared_marks = (budget_marks(EngineOptions(model=str(f), device="cpu", experts="paged"))
                              for f in (folder, unshared))
     assert marks.minimum - unshared_marks.minimum == 2 * shared_bytes  # fp32 on the CPU
-    assert fit_summary(str(folder), marks.all_resident) == "fits"
-    assert fit_summary(str(folder), with_shared.total_bytes - 1).startswith("pages experts")
+    assert fit_summary(EngineOptions(model=str(folder), device="cpu", budget_bytes=marks.all_resident)) == "fits"
+    below = EngineOptions(model=str(folder), budget_bytes=with_shared.total_bytes - 1, **bf16)
+    assert fit_summary(below).startswith("pages experts")
 
 
 def test_sizes_of_a_glm_4_5_air_shape():

@@ -3,7 +3,7 @@ and bitwise identical across expert modes."""
 
 import pytest
 
-from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams, expert_counters
+from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.model.loader import read_args
 from tests.engine.test_expert_modes import PROMPTS, mode_options
 
@@ -50,7 +50,7 @@ def test_whole_step_path_is_bitwise_equal_and_counts_like_the_host_pager(tiny_mo
             result = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SAMPLING))
             batch = [h.result() for h in engine.submit_batch([GenerateRequest(prompt=p, sampling=SAMPLING)
                                                                for p in PROMPTS[:2]])]
-            counters = expert_counters(engine)
+            counters = engine.expert_counters()
             used_whole = any(getattr(s, "whole_steps", 0) for s in engine._core.runner.padded_decode.by_batch.values())
         outputs = [(r.token_ids, r.logprobs) for r in [result, *batch]]
         return outputs, (counters.hits, counters.misses, counters.evictions, counters.h2d_bytes), used_whole

@@ -157,8 +157,6 @@ def test_device_pager_copies_from_pinned_memory_and_matches_the_host_lru():
 
 
 def test_graphed_paged_decode_counts_like_the_host_pager(bf16_model_dir):
-    from engine.api import expert_counters
-
     folder = bf16_model_dir("qwen3_moe")
     top_k = read_args(folder).num_experts_per_tok
     seen = {}
@@ -166,7 +164,7 @@ def test_graphed_paged_decode_counts_like_the_host_pager(bf16_model_dir):
         with Engine(EngineOptions(model=str(folder), device="cuda", experts="paged", expert_slots=2 * top_k,
                                   decode=decode)) as engine:
             result = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=GREEDY))
-            counters = expert_counters(engine)
+            counters = engine.expert_counters()
             seen[decode] = (result.token_ids, result.logprobs, counters.hits, counters.misses, counters.evictions)
             if decode == "graphs":
                 static = next(iter(engine._core.runner.padded_decode.by_batch.values()))
@@ -182,7 +180,6 @@ def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir):
     """A batched decode step needing more experts than a layer has slots still runs as whole-step graphs: the
     misses past the last free slot are read straight into the step's buffer. Same bits and counts as the host
     pager. One layer per graph, so every hand-over between graphs is on the path."""
-    from engine.api import expert_counters
     from engine.runtime.decode_graphs import WholeStepOptions
 
     folder = bf16_model_dir("qwen3_moe")
@@ -194,7 +191,7 @@ def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir):
             engine._core.runner.padded_decode.set_whole_options(WholeStepOptions(chunk_layers=1))
             handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=GREEDY) for p in PROMPTS])
             results = [h.result() for h in handles]
-            counters = expert_counters(engine)
+            counters = engine.expert_counters()
             seen[decode] = ([(r.token_ids, r.logprobs) for r in results], counters.hits, counters.misses,
                             counters.evictions, counters.h2d_bytes)
             if decode == "graphs":

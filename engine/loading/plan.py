@@ -1,0 +1,96 @@
+"""plan_for(source, options) -> LoadPlan: what the engine would put on the device for a model source under these
+options, from headers alone. The loader builds from this plan, and the picker's estimate, `wisp configure` and
+the budget marks read the same one, so what they show is what a load gets. Torch loads when a plan is made."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from engine.alloc.memory_plan import (MemoryPlan, ModelSizes, PlanRequest, kv_floor_bytes, minimum_budget,
+                                      plan_memory, state_bytes, workspace_bytes)
+from engine.config import EngineOptions
+from engine.errors import UnsupportedModelError
+from engine.loading.source import ModelSource, SourceKind
+from engine.model.args import ModelArgs
+from engine.model.sizes import model_sizes
+
+if TYPE_CHECKING:
+    import torch
+
+    from engine.gguf.model_file import GgufModel
+
+
+@dataclass(frozen=True)
+class BudgetMarks:
+    """What a model needs, sized as the engine sizes it at load: `minimum` holds the dense weights, top_k expert
+    slots per layer, the KV floor and the workspace (experts paged); `all_resident` holds every expert too."""
+
+    minimum: int
+    all_resident: int
+
+
+@dataclass(frozen=True)
+class LoadPlan:
+    """A source planned under options: the device and compute dtype a load would pick, the model's sizes at that
+    dtype (a GGUF file's experts at their stored bytes) and the planner's request. `gguf` is the opened file."""
+
+    source: ModelSource
+    args: ModelArgs
+    device: torch.device
+    dtype: torch.dtype
+    sizes: ModelSizes
+    request: PlanRequest
+    gguf: GgufModel | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def memory(self) -> MemoryPlan:
+        """The split of the budget; raises BudgetError naming the minimum when the budget is too small."""
+        return plan_memory(self.sizes, self.request)
+
+    @property
+    def marks(self) -> BudgetMarks:
+        """The minimum and all-resident budgets (the options' budget does not change them)."""
+        sizes, request = self.sizes, self.request
+        fixed = (sizes.dense_bytes + workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
+                 + state_bytes(sizes, request.max_num_seqs))
+        experts = sizes.num_moe_layers * sizes.num_experts * sizes.expert_bytes
+        kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
+        return BudgetMarks(minimum_budget(sizes, request), fixed + experts + kv_floor)
+
+
+def plan_for(source: ModelSource, options: EngineOptions) -> LoadPlan:
+    """The plan Wisp's engine would load `source` with. UnsupportedModelError for a source it does not plan: a
+    remote server, or a GGUF file that options.backend sends to llama.cpp (which places it itself)."""
+    from engine.hardware import pick_device
+    from engine.model.loader import resolve_dtype
+
+    if source.kind is SourceKind.REMOTE:
+        raise UnsupportedModelError(f"{source.location}: a remote server manages its own memory")
+    device = pick_device(options.device)
+    model_file = wisp_gguf(source, options.backend) if source.kind is SourceKind.GGUF else None
+    args = model_file.args if model_file is not None else source.args
+    dtype = resolve_dtype(options.dtype, args, device)
+    sizes = planned_sizes(args, model_file, dtype.itemsize)
+    return LoadPlan(source, args, device, dtype, sizes, options.plan_request(args.max_position_embeddings),
+                    model_file)
+
+
+def wisp_gguf(source: ModelSource, backend: str) -> GgufModel:
+    """The GGUF file opened for Wisp's engine, or UnsupportedModelError when the backend choice is llama.cpp."""
+    from engine.gguf.backend_choice import LLAMA_CPP, choose_backend
+    from engine.gguf.model_file import GgufModel
+
+    choice = choose_backend(source.path, backend)
+    if choice.backend == LLAMA_CPP:
+        raise UnsupportedModelError(f"{source.path.name} runs on llama.cpp, which places it itself ({choice.reason})")
+    return GgufModel(source.path)
+
+
+def planned_sizes(args: ModelArgs, model_file: GgufModel | None, dtype_bytes: int) -> ModelSizes:
+    """A config's sizes at the compute dtype; a GGUF file's experts at their slot bytes (engine.gguf.sizes)."""
+    if model_file is None:
+        return model_sizes(args, dtype_bytes)
+    from engine.gguf.sizes import gguf_model_sizes
+
+    return gguf_model_sizes(model_file, dtype_bytes)
