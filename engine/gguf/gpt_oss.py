@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from engine.errors import ModelFormatError
-from engine.experts.activation import ExpertBias
+from engine.experts.formats.activation import ExpertBias
 from engine.model.yarn_config import Yarn, yarn_mscale
 
 ARCH = "gpt-oss"
