@@ -6,8 +6,8 @@ a multiple of 16 bytes (the pager's copy kernels move 4- and 16-byte words), or 
 layers' formats differ (engine.quant.layout). Q4_K_M files mix types (Q4_K gate and up, Q6_K down in some layers),
 so each matrix has its own type; gate and up of one type with nothing between them are one [2I, D] matrix and run
 as one GEMV. The activation between the projections and the optional per-expert biases are
-engine.experts.formats.activation's, as in the dense format: SwiGLU without biases runs fused into the down GEMV's input,
-any other activation (gpt-oss's clamped SwiGLU) and the biases run as elementwise torch ops between the GEMVs,
+engine.experts.formats.activation's, as in the dense format: SwiGLU without biases runs fused into the down GEMV's
+input, any other activation (gpt-oss's clamped SwiGLU) and the biases run as elementwise torch ops between the GEMVs,
 which keeps every entry's result independent of the others."""
 
 from __future__ import annotations

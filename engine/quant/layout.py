@@ -15,7 +15,8 @@ from engine.quant.expert_format import QuantExpertFormat
 
 class QuantLayout(ExpertLayout):
     """{layer: (gate, up, down) type names or ids} of [I, D], [I, D], [D, I] matrices -> per-layer formats, each
-    with the experts' activation and its layer's biases ({layer: ExpertBias}, engine.experts.formats.activation) if any."""
+    with the experts' activation and its layer's biases ({layer: ExpertBias}, engine.experts.formats.activation)
+    if any."""
 
     dtype = torch.uint8
 

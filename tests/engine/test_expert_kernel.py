@@ -1,5 +1,5 @@
-"""engine.experts.formats.kernel's large-step path: the token rows gathered once, grouped by expert, each expert computing
-in place in its span (no per-expert gather or scatter), summed as the scatter-then-combine path summed them, bit
+"""engine.experts.formats.kernel's large-step path: the token rows gathered once, grouped by expert, each expert
+computing in place in its span (no per-expert gather or scatter), summed as the scatter-then-combine path summed them, bit
 for bit."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Quantized experts with gpt-oss's expert math (engine.experts.formats.activation): per-expert biases indexed by expert id
-and the clamped SwiGLU between the projections, on both compute paths (gathered GEMVs, dequantize then the dense
-math) against float64; batch invariant; and every provider giving the same bits."""
+"""Quantized experts with gpt-oss's expert math (engine.experts.formats.activation): per-expert biases indexed by
+expert id and the clamped SwiGLU between the projections, on both compute paths (gathered GEMVs, dequantize then
+the dense math) against float64; batch invariant; and every provider giving the same bits."""
 
 from __future__ import annotations
 
