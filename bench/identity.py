@@ -24,8 +24,8 @@ from engine.bench.suite import plan_for, reset_peak, resident_weights
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
-from engine.experts.pager import PagedExperts
-from engine.experts.touched_copy import TouchedCopyExperts
+from engine.experts.providers.paged import PagedExperts
+from engine.experts.providers.touched_copy import TouchedCopyExperts
 from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine
 from engine.sampling import SamplingParams

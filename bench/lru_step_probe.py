@@ -20,8 +20,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.experts import pager_kernels  # noqa: E402
-from engine.experts.device_lru import DeviceLRU  # noqa: E402
+from engine.experts.pager import pager_kernels  # noqa: E402
+from engine.experts.pager.device_lru import DeviceLRU  # noqa: E402
 
 LAYERS, EXPERTS, TOP_K = 48, 128, 8
 CASES = {  # name -> (tokens, slots per layer, steps that alternate between disjoint expert sets)

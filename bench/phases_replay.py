@@ -29,7 +29,7 @@ from bench.phases import parse_phase  # noqa: E402
 from engine.model.shapes import SHAPES, shape  # noqa: E402
 from engine.bench.suite import mvwsa_plan  # noqa: E402
 from engine.bench.trace_router import replay_streams  # noqa: E402
-from engine.experts.calibrate import estimated_compute  # noqa: E402
+from engine.experts.pager.calibrate import estimated_compute  # noqa: E402
 from engine.model.sizes import model_sizes  # noqa: E402
 from engine.traces.format import TraceFormatError, load  # noqa: E402
 

@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.experts.activation import SILU_GLU, ClampedSwiGlu, ExpertBias  # noqa: E402
-from engine.experts.dense_layout import DenseLayout  # noqa: E402
-from engine.experts.dispatch import combine_grouped, start_layer  # noqa: E402
+from engine.experts.formats.activation import SILU_GLU, ClampedSwiGlu, ExpertBias  # noqa: E402
+from engine.quant.dense_layout import DenseLayout  # noqa: E402
+from engine.experts.routing.dispatch import combine_grouped, start_layer  # noqa: E402
 from engine.quant.expert_format import QuantExpertFormat  # noqa: E402
 from engine.quant import grouped_gemm  # noqa: E402
 from engine.quant.grouped_gemm import SWITCH  # noqa: E402

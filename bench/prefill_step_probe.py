@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.experts.dense_layout import DenseLayout  # noqa: E402
+from engine.quant.dense_layout import DenseLayout  # noqa: E402
 from engine.runtime.determinism import use_deterministic_kernels  # noqa: E402
 
 

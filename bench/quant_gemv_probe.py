@@ -3,7 +3,7 @@ intermediate 768, top-8): one layer-step = gate_up GEMV + down GEMV (silu(gate) 
 routing-weight scale, over gathered slots of a 128-expert table (larger than L2, each step routed to experts drawn
 at random). Steps are captured in a CUDA graph and replayed, as decode runs. Prints one JSON line per case: us per
 layer-step and GB/s of quantized bytes read; then the GEMV launch configurations side by side, and the bf16 path
-(engine.experts.kernel.gathered_experts on gathered bf16 blocks) as the baseline.
+(engine.experts.formats.kernel.gathered_experts on gathered bf16 blocks) as the baseline.
 
     python bench/quant_gemv_probe.py [--steps 64] [--tokens 1 4]"""
 
@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.experts.dispatch import combine  # noqa: E402
-from engine.experts.kernel import gathered_experts  # noqa: E402
+from engine.experts.routing.dispatch import combine  # noqa: E402
+from engine.experts.formats.kernel import gathered_experts  # noqa: E402
 from engine.quant.expert_format import QuantExpertFormat  # noqa: E402
 from engine.quant.linear import gathered_gemv_triton  # noqa: E402
 

@@ -11,7 +11,7 @@ from engine.errors import BudgetError
 from engine.expert_modes import ExpertMode
 from engine.units import format_bytes
 
-GATHER_LIMIT_BYTES = 320 * 1024**2  # the gathered experts of a small step (engine.experts.kernel)
+GATHER_LIMIT_BYTES = 320 * 1024**2  # the gathered experts of a small step (engine.experts.formats.kernel)
 GATHER_MAX_ENTRIES = 64  # (token, expert) pairs of a small step
 
 GiB = 1024**3

@@ -1,5 +1,5 @@
 """Host->device copy rates at the pager's copy size: a plain loop of pinned one-expert DMA copies (the
-floor's link rate) and the device pager's zero-copy kernel (engine.experts.device_lru) at several grid sizes."""
+floor's link rate) and the device pager's zero-copy kernel (engine.experts.pager.device_lru) at several grid sizes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from engine.experts.store import ExpertStore
+from engine.experts.formats.store import ExpertStore
 from engine.triton_support import HAS_TRITON
 
 
@@ -37,8 +37,8 @@ def copy_kernel_rates(store: ExpertStore, device, misses: int = 8, steps: int = 
     memory, for each grid split (programs per expert). Empty off CUDA or without Triton."""
     if device.type != "cuda" or not HAS_TRITON or not store.is_pinned:
         return {}
-    from engine.experts.device_lru import DeviceLRU
-    from engine.experts.uva import as_words, device_view
+    from engine.experts.pager.device_lru import DeviceLRU
+    from engine.experts.pager.uva import as_words, device_view
 
     layer, block = next(iter(store.blocks.items()))
     reader = DeviceLRU([layer], store.num_experts, {layer: misses}, {layer: 0}, device)

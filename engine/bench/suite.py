@@ -33,9 +33,9 @@ from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
 from engine.errors import BudgetError
-from engine.experts.link_pace import LinkPace
-from engine.experts.store import ExpertStore
-from engine.experts.touched_copy import TouchedCopyExperts
+from engine.experts.pager.link_pace import LinkPace
+from engine.experts.formats.store import ExpertStore
+from engine.experts.providers.touched_copy import TouchedCopyExperts
 from engine.hardware import device_name
 from engine.model.args import ModelArgs
 from engine.model.loader import LoadedWeights
@@ -327,7 +327,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--link-gbps", type=float, default=None,
                         help="pace host->device expert copies to this many GB/s (25: PCIe4 x16, 12: PCIe3 x16); the "
                              "floors and the planner use it. It cannot show a desktop GPU's memory bandwidth or the "
-                             "host's DDR speed (engine.experts.link_pace)")
+                             "host's DDR speed (engine.experts.pager.link_pace)")
     parser.add_argument("--label", default="", help="free text stored in the JSON facts (e.g. what changed)")
     parser.add_argument("--out", type=Path, required=True)
     return parser.parse_args(argv)

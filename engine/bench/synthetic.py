@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from engine.experts.activation import ExpertBias
-from engine.experts.dense_layout import DenseLayout
-from engine.experts.store import ExpertStore
+from engine.experts.formats.activation import ExpertBias
+from engine.quant.dense_layout import DenseLayout
+from engine.experts.formats.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.deepseek_moe import fp32_parameter_names
 from engine.model.loader import DTYPES, LoadedWeights, expert_activation

@@ -41,7 +41,7 @@ def check_topology(args: ModelArgs, header) -> None:
 
 
 def configure_model(plan: LoadPlan, trace_path: Path):
-    from engine.experts.calibrate import estimated_compute, link_cost
+    from engine.experts.pager.calibrate import estimated_compute, link_cost
 
     args, sizes, request, budget = plan.args, plan.sizes, plan.request, plan.request.budget_bytes
     trace = load_trace(trace_path)

@@ -1,7 +1,7 @@
 """The expert-provider contract: where expert bytes live and how a MoE layer-step reaches them.
 
 The model runner owns one provider and hands it to the MoE blocks every forward. Every provider computes
-through its store's ExpertLayout (engine.experts.layout), so outputs are bitwise equal across providers and
+through its store's ExpertLayout (engine.experts.formats.layout), so outputs are bitwise equal across providers and
 slot counts; providers differ only in where the bytes are when the layout's kernels read them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Callable, Protocol
 import torch
 
 from engine.experts.counters import ExpertCounters
-from engine.experts.layout import ExpertLayout
+from engine.experts.formats.layout import ExpertLayout
 
 RoutingListener = Callable[[int, list[int], bool], None]  # (layer, needed experts by first use, is_decode)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.experts.activation import ExpertBias
+from engine.experts.formats.activation import ExpertBias
 from engine.gguf.tensor_map import expert_bias_names
 
 

@@ -50,7 +50,7 @@ class ModelArgs:
     swiglu_limit: float = 7.0
     norm_weight_fp32: bool = False  # RMSNorm multiplies by its weight in fp32, then casts (gpt_oss)
     # DeepSeek-style MoE (glm4_moe, deepseek_v2, deepseek_v3): engine.model.deepseek_moe
-    topk_method: str | None = None  # None: the softmax router of Qwen, Mixtral, OLMoE; else engine.experts.grouped_routing
+    topk_method: str | None = None  # None: the softmax router of Qwen, Mixtral, OLMoE; else engine.experts.routing.grouped_routing
     n_group: int = 1
     topk_group: int = 1
     routed_scaling_factor: float = 1.0

@@ -4,7 +4,7 @@ so it holds the same bytes."""
 
 from __future__ import annotations
 
-from engine.experts.dense_layout import DenseLayout
+from engine.quant.dense_layout import DenseLayout
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
 from engine.model.weight_names import MoeWeightNames

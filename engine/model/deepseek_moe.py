@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.experts.grouped_routing import GroupedRouting
+from engine.experts.routing.grouped_routing import GroupedRouting
 from engine.model.args import ModelArgs
 from engine.model.layers import DenseMLP
 

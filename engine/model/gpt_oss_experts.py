@@ -1,5 +1,5 @@
 """gpt-oss experts from a bf16 checkpoint: the stacked, interleaved HF tensors -> Wisp's expert blocks, and the
-expert biases -> resident per-layer tensors (engine.experts.activation.ExpertBias).
+expert biases -> resident per-layer tensors (engine.experts.formats.activation.ExpertBias).
 
 Shapes: E experts of a layer, D hidden size, I expert intermediate size."""
 
@@ -9,8 +9,8 @@ import torch
 
 from engine.config import Progress
 from engine.errors import UnsupportedModelError
-from engine.experts.activation import ExpertBias
-from engine.experts.store import ExpertStore
+from engine.experts.formats.activation import ExpertBias
+from engine.experts.formats.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
 from engine.model.weight_names import MoeWeightNames

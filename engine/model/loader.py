@@ -9,9 +9,9 @@ import torch
 
 from engine.alloc.host_tier import TierPlanner
 from engine.config import Progress
-from engine.experts.activation import SILU_GLU, ClampedSwiGlu
-from engine.experts.dense_layout import DenseLayout
-from engine.experts.store import ExpertStore
+from engine.experts.formats.activation import SILU_GLU, ClampedSwiGlu
+from engine.quant.dense_layout import DenseLayout
+from engine.experts.formats.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
 from engine.model.checkpoint_rows import CheckpointRows
@@ -85,7 +85,7 @@ def load_experts(store: ExpertStore, args: ModelArgs, ckpt: Checkpoint, names: M
 
 
 def expert_activation(args: ModelArgs):
-    """What runs between an expert's projections (engine.experts.activation)."""
+    """What runs between an expert's projections (engine.experts.formats.activation)."""
     if args.expert_activation == "clamped_swiglu":
         return ClampedSwiGlu(args.swiglu_alpha, args.swiglu_limit)
     return SILU_GLU

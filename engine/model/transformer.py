@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.experts.dispatch import route
+from engine.experts.routing.dispatch import route
 from engine.model import gpt_oss_router
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, KVCache

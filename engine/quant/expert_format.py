@@ -1,13 +1,13 @@
 """The slot format of a quantized expert: its three matrices in their file's block types, one contiguous uint8 row
-(a miss is one copy), and the two compute paths of an ExpertLayout (engine.experts.layout).
+(a miss is one copy), and the two compute paths of an ExpertLayout (engine.experts.formats.layout).
 
 Slot row: [gate (I x D) | up (I x D) | down (D x I)], each matrix at a 16-byte-aligned offset and the row padded to
 a multiple of 16 bytes (the pager's copy kernels move 4- and 16-byte words), or to the store's row size when the
 layers' formats differ (engine.quant.layout). Q4_K_M files mix types (Q4_K gate and up, Q6_K down in some layers),
 so each matrix has its own type; gate and up of one type with nothing between them are one [2I, D] matrix and run
 as one GEMV. The activation between the projections and the optional per-expert biases are
-engine.experts.activation's, as in the dense format: SwiGLU without biases runs fused into the down GEMV's input,
-any other activation (gpt-oss's clamped SwiGLU) and the biases run as elementwise torch ops between the GEMVs,
+engine.experts.formats.activation's, as in the dense format: SwiGLU without biases runs fused into the down GEMV's
+input, any other activation (gpt-oss's clamped SwiGLU) and the biases run as elementwise torch ops between the GEMVs,
 which keeps every entry's result independent of the others."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.experts.activation import SILU_GLU, ExpertBias
-from engine.experts.dispatch import Dispatch, combine
-from engine.experts.kernel import run_expert
-from engine.experts.layout import ExpertLayout
+from engine.experts.formats.activation import SILU_GLU, ExpertBias
+from engine.experts.routing.dispatch import Dispatch, combine
+from engine.experts.formats.kernel import run_expert
+from engine.experts.formats.layout import ExpertLayout
 from engine.quant.grouped_gemm import GroupedExpert, run_grouped, runs_grouped
 from engine.quant.linear import QuantLinearSpec, dequantize, gathered_gemv
 from engine.quant.types import SLOT_ALIGN, align, quant_type
@@ -29,7 +29,7 @@ ALIGN = SLOT_ALIGN
 class QuantExpertFormat(ExpertLayout):
     """One expert of hidden size D and intermediate size I, its matrices of the given types (names or ids);
     slot_bytes: the row size when it must exceed this format's own (a store whose layers differ); activation and
-    bias: what runs between and after the projections (engine.experts.activation; bias rows by expert id)."""
+    bias: what runs between and after the projections (engine.experts.formats.activation; bias rows by expert id)."""
 
     dtype = torch.uint8  # a slot is bytes
 
@@ -128,7 +128,7 @@ class QuantExpertFormat(ExpertLayout):
 
     def run_expert(self, block: torch.Tensor, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
         """Large step: expert u of the dispatch from its slot row, dequantized to out's dtype, then
-        engine.experts.kernel.run_expert's math in place in its span of out [T*K, D]."""
+        engine.experts.formats.kernel.run_expert's math in place in its span of out [T*K, D]."""
         gate_up, down = self.weights(block, out.dtype)
         run_expert(gate_up, down, dispatch, u, out, self.activation, self.bias)
 

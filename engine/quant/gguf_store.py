@@ -11,8 +11,8 @@ import torch
 
 from engine.alloc.host_tier import HostTier
 from engine.errors import ModelFormatError
-from engine.experts.activation import SILU_GLU
-from engine.experts.store import ExpertStore
+from engine.experts.formats.activation import SILU_GLU
+from engine.experts.formats.store import ExpertStore
 from engine.quant.layout import QuantLayout
 
 EXPERTS_PER_COPY = 8  # rows read from the mapping per copy: bounded host memory beside the store
@@ -20,7 +20,7 @@ EXPERTS_PER_COPY = 8  # rows read from the mapping per copy: bounded host memory
 
 def quant_layout_of(experts: dict, activation=SILU_GLU, biases: dict | None = None) -> QuantLayout:
     """{layer: engine.gguf.tensors.ExpertLayer} -> the store layout, with the experts' activation and per-layer
-    biases (engine.experts.activation); refuses unsupported types and odd shapes."""
+    biases (engine.experts.formats.activation); refuses unsupported types and odd shapes."""
     first = next(iter(experts.values()))
     _, intermediate, hidden = first.gate.shape
     for layer, tensors in experts.items():

@@ -3,7 +3,7 @@ activation, then down with the routing weight), reading each expert's weights fr
 the row's own types (engine.quant.grouped_kernels). Every provider passes its own table (resident blocks, a
 layer copied whole, the pager's slot pool) and the row of each expert in it, so one kernel serves them all.
 
-The (token, k) entries come grouped by expert as engine.experts.dispatch plans them; each expert's span is cut
+The (token, k) entries come grouped by expert as engine.experts.routing.dispatch plans them; each expert's span is cut
 into tiles of BM rows. A tile's result depends only on its rows and its expert's weights, never on the tiles
 beside it: computing a layer's experts all at once (resident) or group by group as the pager fetches them gives
 the same bits. The tile shapes are fixed (never chosen by the step's size) for the same reason.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.experts.activation import SILU_GLU, ClampedSwiGlu, ExpertBias
-from engine.experts.dispatch import Dispatch
+from engine.experts.formats.activation import SILU_GLU, ClampedSwiGlu, ExpertBias
+from engine.experts.routing.dispatch import Dispatch
 from engine.quant.linear import QuantLinearSpec
 from engine.quant.types import BF16, F16, F32
 from engine.triton_support import HAS_TRITON

@@ -85,7 +85,7 @@ def grouped_gate_up(x_ptr, table_ptr, tiles_ptr, h_ptr, bias_ptr, slot_bytes, ga
     """h[m, n] = act(gate[m, n], up[m, n]) for the rows m of each tile: gate = x @ Wg.T, up = x @ Wu.T of the
     tile's expert (x [M, K], h [M, N]), each rounded to x's dtype, plus the expert's bias row [2N] if any.
     act: silu(gate) * up, or (CLAMPED) gpt-oss's clamped SwiGLU, op by op in x's dtype as
-    engine.experts.activation computes it."""
+    engine.experts.formats.activation computes it."""
     DT: tl.constexpr = x_ptr.dtype.element_ty
     slot, expert, m, m_ok = row_tile(tiles_ptr, BM)
     n = tl.program_id(0) * BN + tl.arange(0, BN)

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import torch
 
-from engine.experts.activation import SILU_GLU, ExpertBias
-from engine.experts.layout import ExpertLayout
+from engine.experts.formats.activation import SILU_GLU, ExpertBias
+from engine.experts.formats.layout import ExpertLayout
 from engine.quant.expert_format import QuantExpertFormat
 
 
 class QuantLayout(ExpertLayout):
     """{layer: (gate, up, down) type names or ids} of [I, D], [I, D], [D, I] matrices -> per-layer formats, each
-    with the experts' activation and its layer's biases ({layer: ExpertBias}, engine.experts.activation) if any."""
+    with the experts' activation and its layer's biases ({layer: ExpertBias}, engine.experts.formats.activation)
+    if any."""
 
     dtype = torch.uint8
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from engine.errors import ModelFormatError
-from engine.experts.store import ExpertStore
+from engine.experts.formats.store import ExpertStore
 from engine.quant.layout import QuantLayout
 from engine.quant.mxfp4_hf import expert_rows
 from engine.quant.types import MXFP4

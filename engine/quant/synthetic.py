@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from engine.experts.store import ExpertStore
+from engine.experts.formats.store import ExpertStore
 from engine.quant.layout import QuantLayout
 from engine.quant.linear import QuantLinearSpec
-from engine.experts.activation import SILU_GLU
+from engine.experts.formats.activation import SILU_GLU
 from engine.quant.types import BF16, F16, F32, MXFP4, Q4_K, Q5_K, Q6_K, Q8_0
 
 WEIGHT_SCALE = 0.05  # the largest |weight| a block can hold
@@ -39,7 +39,7 @@ def synthetic_quant_experts(args, types_by_layer: dict[int, tuple], gpu: torch.d
                             seed: int = 1, activation=SILU_GLU, biases: dict | None = None) -> ExpertStore:
     """Every MoE layer of args (engine.model.args.ModelArgs) with types_by_layer[layer] = (gate, up, down) types,
     generated layer by layer on `gpu` and kept there (host=False) or copied into pinned host memory; activation
-    and biases ({layer: ExpertBias}, resident): the experts' (engine.experts.activation)."""
+    and biases ({layer: ExpertBias}, resident): the experts' (engine.experts.formats.activation)."""
     layout = QuantLayout(args.hidden_size, args.moe_intermediate_size, types_by_layer, activation, biases)
     store = ExpertStore(layout, list(types_by_layer), args.num_experts, "cpu" if host else gpu,
                         pin=host and gpu.type == "cuda")

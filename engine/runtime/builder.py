@@ -11,8 +11,8 @@ from engine.alloc.memory_plan import MemoryPlan, PlanRequest
 from engine.config import EngineOptions
 from engine.config import Progress
 from engine.errors import RequestError, UnsupportedModelError
-from engine.experts.factory import make_provider
-from engine.experts.pager_kernels import runs_on
+from engine.experts.providers.factory import make_provider
+from engine.experts.pager.pager_kernels import runs_on
 from engine.kv.block_manager import BlockManager
 from engine.kv.state_slots import HybridBlockManager
 from engine.model.attention import KVCache
@@ -159,7 +159,7 @@ def attach_controller(engine: LLMEngine, sizes, request: PlanRequest, device: to
     """The online MV-WSA controller: fed by the pager's routing, consulted at drained barriers."""
     from engine.alloc.memory_plan import kv_floor_bytes
     from engine.alloc.online_controller import OnlineController
-    from engine.experts.calibrate import estimated_compute, link_cost
+    from engine.experts.pager.calibrate import estimated_compute, link_cost
 
     active = sizes.num_moe_layers * sizes.top_k * sizes.expert_bytes
     link = link_cost(device, *estimated_compute(sizes.dense_bytes, active, num_layers, device),

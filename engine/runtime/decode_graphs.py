@@ -2,7 +2,7 @@
 max_model_len, routing) reads and writes fixed buffers, so on CUDA the step runs as CUDA graph replays.
 
 Where the expert provider has a graphed path (resident experts; the pager with its LRU on the device,
-engine.experts.device_pager), the whole step - every layer, routed experts and miss copies included - runs as
+engine.experts.pager.device_pager), the whole step - every layer, routed experts and miss copies included - runs as
 CUDA graphs replayed back to back: one graph per step unless WholeStepOptions.chunk_layers splits it (one graph
 launches least; bench.profile_decode --chunk-layers compares). Otherwise each layer's dense part is one graph and the
 experts run eagerly between replays. Every expert mode computes the same kernels in the same order, so outputs

@@ -5,7 +5,7 @@ and reduction splits). torch's deterministic algorithms, with the cuBLAS workspa
 engine sets it), make them repeat; the engine's own decode attention (engine.model.decode_attention) covers the
 kernel they leave out. Under this mode index_copy_ and index_put_ sort their indices first (several launches per
 call), so the hot paths write with their own kernel or a masked copy instead (engine.model.kv_store,
-engine.experts.routing_ring). What this costs and fixes: bench/results/2026-11-29-h200-identity/NOTES.md."""
+engine.experts.routing.routing_ring). What this costs and fixes: bench/results/2026-11-29-h200-identity/NOTES.md."""
 
 from __future__ import annotations
 

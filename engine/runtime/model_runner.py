@@ -8,7 +8,7 @@ import torch
 
 from engine.kv.block_manager import BlockManager
 from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
-from engine.experts.dispatch import to_device
+from engine.experts.routing.dispatch import to_device
 from engine.experts.provider import ExpertProvider
 from engine.model.transformer import MoeContext, MoeTransformer, RoutingObserver, RoutingOverride
 from engine.runtime.decode_graphs import DecodeGraphs

@@ -1,7 +1,7 @@
 """The link probe stays inside the memory it is given: it runs after a loaded engine's pool is allocated, in the
 plan's idle workspace, so the budget stays a hard limit on a first run (no cached probe yet)."""
 
-from engine.experts.calibrate import PROBE_BYTES, measure, probe_shape
+from engine.experts.pager.calibrate import PROBE_BYTES, measure, probe_shape
 
 
 def test_the_probe_fits_the_bytes_it_is_given():

@@ -1,4 +1,4 @@
-"""The device-side pager's kernels (engine.experts.pager_kernels) run in Triton's interpreter on the CPU:
+"""The device-side pager's kernels (engine.experts.pager.pager_kernels) run in Triton's interpreter on the CPU:
 the same LRU decisions as the host ExpertLRU, the same counts, and the copied bytes land in the right rows."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def host_lru_step(lru: ExpertLRU, free: list[int], ids: np.ndarray) -> tuple[lis
 
 @pytest.mark.parametrize("tokens", [1, 2, 4])  # 4 tokens x top-4: more needed experts than slots in some steps
 def test_device_lru_decides_like_the_host_lru(tokens):
-    from engine.experts.device_lru import DeviceLRU
+    from engine.experts.pager.device_lru import DeviceLRU
 
     experts, top_k, capacity, base = 32, 4, {0: 9, 3: 12}, {0: 0, 3: 9}
     device_state = DeviceLRU(list(capacity), experts, capacity, base, torch.device("cpu"))
@@ -66,7 +66,7 @@ def test_device_lru_decides_like_the_host_lru(tokens):
 
 
 def test_forget_mode_misses_every_needed_expert_once():
-    from engine.experts.device_lru import DeviceLRU
+    from engine.experts.pager.device_lru import DeviceLRU
 
     device_state = DeviceLRU([5], 16, {5: 1}, {5: 0}, torch.device("cpu"))
     host_experts = torch.arange(16 * 4, dtype=torch.int32).view(16, 4)
@@ -84,9 +84,9 @@ def test_forget_mode_misses_every_needed_expert_once():
 def test_a_resize_frees_the_old_pool_before_allocating_the_new_one(monkeypatch):
     """The graphed path keeps views of the pool; a resize must drop them first, or two pools would coexist
     and the budget would be exceeded (seen on the H200: a 12 GiB plan peaked at 19 GiB after a re-split)."""
-    from engine.experts.dense_layout import DenseLayout
-    from engine.experts.pager import PagedExperts
-    from engine.experts.store import ExpertStore
+    from engine.quant.dense_layout import DenseLayout
+    from engine.experts.providers.paged import PagedExperts
+    from engine.experts.formats.store import ExpertStore
 
     store = ExpertStore(DenseLayout(8, 4, torch.float32), [0, 1], 16, "cpu")
     pager = PagedExperts(store, torch.device("cpu"), {0: 6, 1: 6})
@@ -111,7 +111,7 @@ def test_a_resize_frees_the_old_pool_before_allocating_the_new_one(monkeypatch):
 def test_a_re_split_compiles_no_new_kernel_variant():
     """lru_step's compile-time sizes depend on the step's shape only, never on a layer's slot count: the online
     controller's re-splits change slot counts, and each new variant took seconds to compile on the H200."""
-    from engine.experts.device_lru import DeviceLRU
+    from engine.experts.pager.device_lru import DeviceLRU
 
     seen = []
 

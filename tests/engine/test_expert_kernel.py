@@ -1,5 +1,5 @@
-"""engine.experts.kernel's large-step path: the token rows gathered once, grouped by expert, each expert computing
-in place in its span (no per-expert gather or scatter), summed as the scatter-then-combine path summed them, bit
+"""engine.experts.formats.kernel's large-step path: the token rows gathered once, grouped by expert, each expert
+computing in place in its span (no per-expert gather or scatter), summed as the scatter-then-combine path summed them, bit
 for bit."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.experts.dense_layout import DenseLayout
-from engine.experts.dispatch import combine, is_small_step
+from engine.quant.dense_layout import DenseLayout
+from engine.experts.routing.dispatch import combine, is_small_step
 from engine.runtime.determinism import use_deterministic_kernels
 
 

@@ -39,7 +39,7 @@ def mode_options(top_k: int, num_experts: int) -> dict[str, dict]:
 def gather_limit(request, monkeypatch, tiny_model_dir):
     """Default: every step of the tiny models gathers. Small limit: prefill and batches take the per-expert path."""
     if request.param != "default":
-        from engine.experts import dispatch
+        from engine.experts.routing import dispatch
 
         monkeypatch.setattr(dispatch, "GATHER_LIMIT_BYTES", 3 * read_args(tiny_model_dir("olmoe")).expert_numel * 4)
     return request.param

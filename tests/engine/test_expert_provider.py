@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.experts.device_pager import DevicePager
-from engine.experts.pager import PagedExperts
+from engine.experts.pager.device_pager import DevicePager
+from engine.experts.providers.paged import PagedExperts
 from engine.experts.provider import ExpertProvider, GraphedExperts
-from engine.experts.resident import ResidentExperts, ResidentGraphed
-from engine.experts.static import StaticOffloadExperts
-from engine.experts.touched_copy import TouchedCopyExperts, TouchedCopyGraphed
+from engine.experts.providers.resident import ResidentExperts, ResidentGraphed
+from engine.experts.providers.static import StaticOffloadExperts
+from engine.experts.providers.touched_copy import TouchedCopyExperts, TouchedCopyGraphed
 from engine.model.loader import read_args
 
 SAMPLING = SamplingParams(max_tokens=6, ignore_eos=True)

@@ -14,7 +14,7 @@ from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.catalog import budget_marks, engine_plan, fit_summary
 from engine.cli import main
 from engine.errors import ModelFormatError, UnsupportedModelError
-from engine.experts.resident import ResidentExperts
+from engine.experts.providers.resident import ResidentExperts
 from engine.model.config_file import read_args
 from engine.model.loader import load_weights
 from engine.model.families import parse_config

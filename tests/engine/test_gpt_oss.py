@@ -85,9 +85,9 @@ def test_expert_layout_computes_transformers_experts(path, monkeypatch):
     from transformers import GptOssConfig
     from transformers.models.gpt_oss.modeling_gpt_oss import GptOssExperts, GptOssTopKRouter
 
-    from engine.experts import dispatch
-    from engine.experts.activation import ClampedSwiGlu, ExpertBias
-    from engine.experts.dense_layout import DenseLayout
+    from engine.experts.routing import dispatch
+    from engine.experts.formats.activation import ClampedSwiGlu, ExpertBias
+    from engine.quant.dense_layout import DenseLayout
     from engine.model.gpt_oss_experts import halves, pack_layer
     from engine.model.gpt_oss_router import route
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.experts.grouped_routing import GroupedRouting
+from engine.experts.routing.grouped_routing import GroupedRouting
 from engine.model.families.deepseek_config import routing_problem
 
 TOKENS = 41

@@ -118,9 +118,9 @@ def test_mapped_rows_are_the_bytes_the_store_would_hold(checkpoint):
 def test_more_mapped_misses_than_staging_rows_are_copied_in_turns(tiny_model_dir):
     """One copy call with more mapped rows than staging rows: each group is copied before its rows are reused."""
     from engine.alloc.host_tier import HostTier
-    from engine.experts.copy_engine import CopyEngine
+    from engine.experts.pager.copy_engine import CopyEngine
     from engine.experts.counters import ExpertCounters
-    from engine.experts.mapped_reads import RowCopier
+    from engine.experts.pager.mapped_reads import RowCopier
     from engine.runtime.builder import load_weights
 
     folder, cpu = tiny_model_dir("qwen3_moe"), torch.device("cpu")

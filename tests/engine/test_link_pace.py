@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from engine.bench.suite import link_facts, parse_args
-from engine.experts.link_pace import LinkPace
+from engine.experts.pager.link_pace import LinkPace
 
 
 def test_the_paced_rate_is_the_slower_of_the_link_and_the_measured_copies():

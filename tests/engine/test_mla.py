@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from engine.api import Engine, EngineOptions
-from engine.experts.resident import ResidentExperts
+from engine.experts.providers.resident import ResidentExperts
 from engine.model.attention import AttentionMetadata, SeqSpan
 from engine.model.latent_cache import LatentKVCache, new_kv_cache
 from engine.model.loader import load_weights, read_args

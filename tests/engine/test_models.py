@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.experts.resident import ResidentExperts
+from engine.experts.providers.resident import ResidentExperts
 from engine.model.attention import AttentionMetadata, SeqSpan
 from engine.model.latent_cache import new_kv_cache
 from engine.model.loader import load_weights

@@ -13,14 +13,14 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.experts import dispatch
+from engine.experts.routing import dispatch
 from engine.model.loader import read_args
 
 READS = {"cpu", "item", "tolist", "__bool__", "__int__", "__float__", "__index__", "nonzero", "argwhere", "unique",
          "unique_consecutive", "masked_select", "any", "all"}
 PROMPT = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n" * 2
 # Per MoE layer of a large prompt step: the routed ids read once (the host plans the grouped dispatch from them);
-# the plan's index goes up from pinned memory (engine.experts.dispatch.to_device), as do the step's inputs.
+# the plan's index goes up from pinned memory (engine.experts.routing.dispatch.to_device), as do the step's inputs.
 SYNCS_PER_LAYER = 1
 SYNCS_PER_STEP = 0  # besides the layers
 
@@ -95,7 +95,7 @@ def test_prompt_step_syncs_once_per_moe_layer(tiny_model_dir, large_steps, model
 
 def test_the_counter_sees_a_sync(tiny_model_dir, large_steps, monkeypatch):
     """The guard can fail: one more read per layer-step is counted."""
-    from engine.experts.resident import ResidentExperts
+    from engine.experts.providers.resident import ResidentExperts
 
     forward = ResidentExperts.forward
     monkeypatch.setattr(ResidentExperts, "forward", lambda self, layer, x, ids, w: (ids.max().item(),

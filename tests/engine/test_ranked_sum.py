@@ -1,4 +1,4 @@
-"""The decode step's expert sum as one kernel (engine.experts.ranked_sum), in Triton's interpreter on the CPU:
+"""The decode step's expert sum as one kernel (engine.experts.routing.ranked_sum), in Triton's interpreter on the CPU:
 the same bits as combine()'s torch adds in ascending expert-id order, in every dtype the experts run in."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.experts import dispatch
-from engine.experts.ranked_sum import ranked_sum
+from engine.experts.routing import dispatch
+from engine.experts.routing.ranked_sum import ranked_sum
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])

@@ -1,8 +1,8 @@
-"""engine.experts.routing_ring: the routed ids of graphed decode steps, kept on the device until drained."""
+"""engine.experts.routing.routing_ring: the routed ids of graphed decode steps, kept on the device until drained."""
 
 import torch
 
-from engine.experts.routing_ring import RoutingRing
+from engine.experts.routing.routing_ring import RoutingRing
 
 
 def test_every_recorded_step_drains_in_order_and_a_full_ring_drains_itself():

@@ -68,7 +68,7 @@ def test_a_failing_one_graph_step_falls_back_and_loses_nothing(tiny_model_dir, m
     """If the pager's kernels cannot run (say Triton cannot build them for this GPU) the step is redone the
     per-layer way with a warning: same tokens, and slots that a failed copy might have left stale are dropped."""
     pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
-    from engine.experts.device_lru import DeviceLRU
+    from engine.experts.pager.device_lru import DeviceLRU
     from engine.runtime.decode_graphs import WholeStepOptions
 
     folder = tiny_model_dir("qwen3_moe")

@@ -4,7 +4,7 @@ nothing to read from the host and runs every layer from its device copy, as the 
 import torch
 
 from engine.bench.synthetic import synthetic_weights
-from engine.experts.touched_copy import TouchedCopyExperts
+from engine.experts.providers.touched_copy import TouchedCopyExperts
 from engine.model.shapes import shape
 
 

@@ -123,8 +123,8 @@ def test_cuda_graph_replays_equal_the_eager_static_path(bf16_model_dir):
 def test_device_pager_copies_from_pinned_memory_and_matches_the_host_lru():
     from engine.alloc.expert_lru import ExpertLRU
     from engine.alloc.miss_curve import step_unique
-    from engine.experts.device_lru import DeviceLRU
-    from engine.experts.uva import as_words, device_view
+    from engine.experts.pager.device_lru import DeviceLRU
+    from engine.experts.pager.uva import as_words, device_view
 
     device = torch.device("cuda")
     experts, top_k, capacity = 64, 8, {0: 12, 1: 20}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.experts.link_pace import LinkPace
+from engine.experts.pager.link_pace import LinkPace
 from engine.model.decode_attention import decode_attention
 
 pytestmark = pytest.mark.gpu
@@ -62,7 +62,7 @@ def test_long_context_attention_values_and_bits(cuda, window, has_sinks):
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_fused_rope_and_expert_sum_have_the_bits_of_the_torch_ops_on_cuda(cuda, dtype):
-    from engine.experts.dispatch import combine, sum_ranked
+    from engine.experts.routing.dispatch import combine, sum_ranked
     from engine.model.layers import RotaryEmbedding, apply_rope, rotate_half
 
     generator = torch.Generator(device=cuda).manual_seed(0)

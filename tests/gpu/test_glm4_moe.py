@@ -11,7 +11,7 @@ import torch
 
 from engine.alloc.memory_plan import GiB
 from engine.api import EngineOptions
-from engine.experts.grouped_routing import GroupedRouting
+from engine.experts.routing.grouped_routing import GroupedRouting
 from engine.model.families import parse_config
 from tests.gpu.test_cuda import bf16_model_dir, cuda_outputs  # noqa: F401 (bf16_model_dir is a fixture)
 

@@ -9,8 +9,8 @@ import os
 import pytest
 import torch
 
-from engine.experts.dense_layout import DenseLayout
-from engine.experts.dispatch import combine_grouped, start_layer
+from engine.quant.dense_layout import DenseLayout
+from engine.experts.routing.dispatch import combine_grouped, start_layer
 from engine.quant.grouped_gemm import SWITCH, runs_grouped
 from tests.quant import test_grouped_gemm as cases
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.experts.activation import ExpertBias
-from engine.experts.pager import PagedExperts
-from engine.experts.resident import ResidentExperts
-from engine.experts.static import StaticOffloadExperts
+from engine.experts.formats.activation import ExpertBias
+from engine.experts.providers.paged import PagedExperts
+from engine.experts.providers.resident import ResidentExperts
+from engine.experts.providers.static import StaticOffloadExperts
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.gguf_store import quant_store_from_gguf
 from tests.gguf.engine_runs import mode_options, outputs

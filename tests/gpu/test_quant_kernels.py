@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine.experts.pager import PagedExperts
-from engine.experts.resident import ResidentExperts
-from engine.experts.static import StaticOffloadExperts
+from engine.experts.providers.paged import PagedExperts
+from engine.experts.providers.resident import ResidentExperts
+from engine.experts.providers.static import StaticOffloadExperts
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.linear import QuantLinearSpec, dequantize, gathered_gemv, gathered_gemv_reference
 from engine.quant.reference import dequantize_reference

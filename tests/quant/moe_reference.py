@@ -41,7 +41,7 @@ def float64_moe(x: torch.Tensor, ids, weights, dense) -> np.ndarray:
 def both_paths(layout, table, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor):
     """The layer by the engine's two expert paths: (run_rows: decode's one kernel over all routed rows,
     run_expert per expert then combine_grouped: prefill's grouped path)."""
-    from engine.experts.dispatch import combine_grouped, plan_dispatch
+    from engine.experts.routing.dispatch import combine_grouped, plan_dispatch
 
     small = layout.run_rows(x, table, ids.reshape(-1), ids, weights)
     dispatch = plan_dispatch(ids.cpu().numpy(), weights)

@@ -1,5 +1,5 @@
 """QuantExpertFormat: the slot layout, and its two compute paths (gathered GEMVs for small steps, dequantize
-then engine.experts.kernel.run_expert for large ones) against the gguf dequantization and float64 math."""
+then engine.experts.formats.kernel.run_expert for large ones) against the gguf dequantization and float64 math."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.experts.dispatch import combine_grouped, plan_dispatch
+from engine.experts.routing.dispatch import combine_grouped, plan_dispatch
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.reference import dequantize_reference
 from tests.quant import moe_reference

@@ -1,6 +1,6 @@
-"""Quantized experts with gpt-oss's expert math (engine.experts.activation): per-expert biases indexed by expert id
-and the clamped SwiGLU between the projections, on both compute paths (gathered GEMVs, dequantize then the dense
-math) against float64; batch invariant; and every provider giving the same bits."""
+"""Quantized experts with gpt-oss's expert math (engine.experts.formats.activation): per-expert biases indexed by
+expert id and the clamped SwiGLU between the projections, on both compute paths (gathered GEMVs, dequantize then
+the dense math) against float64; batch invariant; and every provider giving the same bits."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from engine.experts.activation import ClampedSwiGlu, ExpertBias
-from engine.experts.pager import PagedExperts
-from engine.experts.resident import ResidentExperts
-from engine.experts.static import StaticOffloadExperts
+from engine.experts.formats.activation import ClampedSwiGlu, ExpertBias
+from engine.experts.providers.paged import PagedExperts
+from engine.experts.providers.resident import ResidentExperts
+from engine.experts.providers.static import StaticOffloadExperts
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.gguf_store import quant_store_from_gguf
 from tests.quant import test_quant_providers as providers

@@ -1,5 +1,5 @@
 """The grouped MoE GEMM of large steps (engine.quant.grouped_gemm) in Triton's interpreter on small shapes, for every
-expert format: within rounding of the per-expert path (dequantize, then engine.experts.kernel.run_expert), and
+expert format: within rounding of the per-expert path (dequantize, then engine.experts.formats.kernel.run_expert), and
 the same bits whichever group an expert runs in and whichever slot row holds it (the pager's chunking)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from engine.experts.activation import SILU_GLU, ClampedSwiGlu, ExpertBias
-from engine.experts.dense_layout import DenseLayout
-from engine.experts.dispatch import combine_grouped, plan_dispatch, start_layer
+from engine.experts.formats.activation import SILU_GLU, ClampedSwiGlu, ExpertBias
+from engine.quant.dense_layout import DenseLayout
+from engine.experts.routing.dispatch import combine_grouped, plan_dispatch, start_layer
 from engine.quant import expert_format, grouped_gemm
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.grouped_gemm import MAX_ROWS_PER_EXPERT, row_tiles, runs_grouped
@@ -61,7 +61,7 @@ def cast_bias(layout, dtype):
 
 
 def per_expert(layout, table, x, ids, weights):
-    """The reference: engine.experts.kernel's math one expert at a time (the CPU's large-step path)."""
+    """The reference: engine.experts.formats.kernel's math one expert at a time (the CPU's large-step path)."""
     dispatch, out = start_layer(x, ids.cpu().numpy(), weights)
     for u, expert in enumerate(dispatch.experts):
         layout.run_expert(table[int(expert)], dispatch, u, out)

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from engine.errors import ModelFormatError
-from engine.experts import pager_kernels
-from engine.experts.pager import PagedExperts
-from engine.experts.resident import ResidentExperts
-from engine.experts.static import StaticOffloadExperts
+from engine.experts.pager import pager_kernels
+from engine.experts.providers.paged import PagedExperts
+from engine.experts.providers.resident import ResidentExperts
+from engine.experts.providers.static import StaticOffloadExperts
 from engine.gguf.tensors import ExpertLayer, ExpertTensor
 from engine.quant.gguf_store import quant_store_from_gguf
 from engine.quant.file_types import expert_types

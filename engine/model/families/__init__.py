@@ -30,7 +30,7 @@ Helpers several families share, beside the family files: deepseek_config (DeepSe
 (multi-head latent attention keys), gguf_keys, gguf_checks and tensor_spec (convert-gguf's tensors).
 
 The layers themselves are shared blocks that ModelArgs fields select (engine.model.transformer: attention variants
-in attention.py, mla_attention.py and sink_attention.py; routers in engine.experts.dispatch, gpt_oss_router.py and
+in attention.py, mla_attention.py and sink_attention.py; routers in engine.experts.routing.dispatch, gpt_oss_router.py and
 deepseek_moe.py; norms and MLPs in layers.py). A family composes them by the fields its readers set; a new kind of
 layer is a new shared block and a new ModelArgs field, read in the block, not a branch on model_type.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import first_present, require
 
-TOPK_METHODS = ("noaux_tc", "greedy", "group_limited_greedy")  # engine.experts.grouped_routing
+TOPK_METHODS = ("noaux_tc", "greedy", "group_limited_greedy")  # engine.experts.routing.grouped_routing
 
 
 def first_dense_flags(num_layers: int, first_k_dense_replace: int) -> tuple[bool, ...]:

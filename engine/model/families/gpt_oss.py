@@ -1,6 +1,6 @@
 """gpt-oss (model_type "gpt_oss"; llama.cpp "gpt-oss"): sliding-window and full attention layers with learned sinks
 and q/k/v/o biases, YaRN RoPE, a biased router (top-k, then softmax over the k: engine.model.gpt_oss_router), and
-experts with biases and a clamped SwiGLU (engine.experts.activation).
+experts with biases and a clamped SwiGLU (engine.experts.formats.activation).
 
 Hugging Face folders, bf16 or with MXFP4 experts (quantization_config; engine.quant.mxfp4_checkpoint): each layer's
 experts are stacked: gate_up_proj [E, D, 2I] with gate and up interleaved column by column (gate at even columns),

@@ -1,7 +1,7 @@
 """The WiSP expert pager: a pool of device slots holding each layer's recently used experts.
 
-Its parts: the host pager (LRUs, slot pool, copies; engine.experts.host_pager), the device pager for graphed
-decode steps (engine.experts.device_pager), an optional prefetcher, and the counters and routing listeners
+Its parts: the host pager (LRUs, slot pool, copies; engine.experts.pager.host_pager), the device pager for graphed
+decode steps (engine.experts.pager.device_pager), an optional prefetcher, and the counters and routing listeners
 they share. Results are bitwise those of resident mode."""
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ import torch
 
 from engine.alloc.miss_curve import step_unique
 from engine.experts.counters import ExpertCounters
-from engine.experts.device_pager import DevicePager
-from engine.experts.host_pager import HostPager
-from engine.experts.prefetcher import Prefetcher
+from engine.experts.pager.device_pager import DevicePager
+from engine.experts.pager.host_pager import HostPager
+from engine.experts.pager.prefetcher import Prefetcher
 from engine.experts.provider import ExpertProvider, GraphedExperts
-from engine.experts.routing_feed import FeedsRouting, RoutingFeed
-from engine.experts.routing_ring import RoutingRing
-from engine.experts.store import ExpertStore
+from engine.experts.routing.routing_feed import FeedsRouting, RoutingFeed
+from engine.experts.routing.routing_ring import RoutingRing
+from engine.experts.formats.store import ExpertStore
 from engine.expert_modes import ExpertMode
 
 
@@ -56,7 +56,7 @@ class PagedExperts(FeedsRouting, ExpertProvider):
         self.host_pager.warm(experts)
 
     def pace_link(self, pace) -> None:
-        """Pace every expert copy to a slower link from now on (engine.experts.link_pace; `wisp bench`)."""
+        """Pace every expert copy to a slower link from now on (engine.experts.pager.link_pace; `wisp bench`)."""
         self.device_pager.to_host()
         self.host_pager.copies.pace = self.device_pager.pace = pace
         if self.device_pager.state is not None:

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from engine.alloc.expert_lru import ExpertLRU
-from engine.experts import pager_kernels
-from engine.experts.pager_kernels import STAMP_STRIDE, next_pow2
+from engine.experts.pager import pager_kernels
+from engine.experts.pager.pager_kernels import STAMP_STRIDE, next_pow2
 
 # Warps of the one lru_step program per layer-step: the fastest at batch 1, hits only or a few misses
 # (bench/lru_step_probe.py; bench/results/2026-11-29-lru-step-kernel/NOTES.md).
@@ -37,7 +37,7 @@ class DeviceLRU:
         self.counts = torch.zeros(count, 3, dtype=torch.int64, device=device)  # hits, misses, evictions
         self.lru_step, self.copy_rows = pager_kernels.kernels(interpret=device.type != "cuda")
         self.lru_warps = LRU_WARPS
-        self.pace = None  # engine.experts.link_pace.LinkPace: miss copies paced to a slower link (benchmarks)
+        self.pace = None  # engine.experts.pager.link_pace.LinkPace: miss copies paced to a slower link (benchmarks)
 
     @torch.inference_mode()
     def push(self, lrus: dict[int, ExpertLRU]) -> None:

@@ -1,5 +1,5 @@
 """The pager's device side: decode steps whose LRU bookkeeping and miss copies run as kernels
-(engine.experts.device_lru), so the whole step runs as CUDA graphs with no host sync
+(engine.experts.pager.device_lru), so the whole step runs as CUDA graphs with no host sync
 (engine.runtime.decode_graphs). The host LRUs and the device state hand over ownership at the switch: the
 device takes it before a graphed step, the host takes it back before it pages again (a large step, a resize,
 a host-paged step). Graphed steps read misses in place from pinned memory, so they need every expert held there;
@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import torch
 
-from engine.experts import pager_kernels
+from engine.experts.pager import pager_kernels
 from engine.experts.counters import ExpertCounters
-from engine.experts.device_lru import DeviceLRU
-from engine.experts.dispatch import combine, is_small_step
-from engine.experts.host_pager import HostPager
+from engine.experts.pager.device_lru import DeviceLRU
+from engine.experts.routing.dispatch import combine, is_small_step
+from engine.experts.pager.host_pager import HostPager
 from engine.experts.provider import GraphedExperts
-from engine.experts.routing_feed import RoutingFeed
-from engine.experts.routing_ring import RoutingRing
-from engine.experts.uva import as_words, device_view
+from engine.experts.routing.routing_feed import RoutingFeed
+from engine.experts.routing.routing_ring import RoutingRing
+from engine.experts.pager.uva import as_words, device_view
 
 
 class DevicePager(GraphedExperts):
@@ -31,7 +31,7 @@ class DevicePager(GraphedExperts):
         self.host_words: dict[int, torch.Tensor] | None = None  # device views of the pinned experts
         self.pool_words: torch.Tensor | None = None  # the slot pool viewed as words (the copy kernel's target)
         self.is_enabled = True
-        self.pace = None  # engine.experts.link_pace.LinkPace for the graphed steps' miss copies (benchmarks)
+        self.pace = None  # engine.experts.pager.link_pace.LinkPace for the graphed steps' miss copies (benchmarks)
 
     def can_run(self, tokens: int, top_k: int) -> bool:
         store = self.pager.host

@@ -1,5 +1,5 @@
-"""The dense expert kernels (engine.experts.dense_layout's compute): a gated MLP (engine.experts.activation, SwiGLU by
-default, optional per-expert biases) over packed bf16/fp16/fp32 blocks.
+"""The dense expert kernels (engine.quant.dense_layout's compute): a gated MLP (engine.experts.formats.activation,
+SwiGLU by default, optional per-expert biases) over packed bf16/fp16/fp32 blocks.
 
 Shapes: T tokens, K routed experts per token, D hidden size, I expert intermediate size, n rows of one
 expert's span; a block is [gate (I*D) | up (I*D) | down (D*I)].
@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from engine.experts.activation import SILU_GLU, ExpertBias
-from engine.experts.dispatch import Dispatch
+from engine.experts.formats.activation import SILU_GLU, ExpertBias
+from engine.experts.routing.dispatch import Dispatch
 
 
 def gathered_experts(x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor, hidden: int,

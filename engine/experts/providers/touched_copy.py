@@ -1,6 +1,6 @@
 """Static-UVA baseline (current vLLM --cpu-offload-gb): the experts of the first MoE layers stay in pinned
 host memory and each forward moves only the experts it touches across the link, with no cache between
-steps. In graphed decode steps the kernel reads them in place over UVA (engine.experts.device_lru with
+steps. In graphed decode steps the kernel reads them in place over UVA (engine.experts.pager.device_lru with
 forget=True: the pager's own copy kernel, so the two arms differ only in caching); elsewhere (prefill, the
 CPU) each touched expert is copied into scratch right before use, which moves the same bytes."""
 
@@ -10,16 +10,16 @@ import numpy as np
 import torch
 
 from engine.errors import BudgetError
-from engine.experts import pager_kernels
+from engine.experts.pager import pager_kernels
 from engine.experts.counters import ExpertCounters
-from engine.experts.device_lru import DeviceLRU
-from engine.experts.dispatch import is_small_step
+from engine.experts.pager.device_lru import DeviceLRU
+from engine.experts.routing.dispatch import is_small_step
 from engine.experts.provider import ExpertProvider, GraphedExperts
-from engine.experts.routing_feed import FeedsRouting, RoutingFeed
-from engine.experts.routing_ring import RoutingRing
-from engine.experts.static import split_layers
-from engine.experts.store import ExpertStore
-from engine.experts.uva import as_words, device_view
+from engine.experts.routing.routing_feed import FeedsRouting, RoutingFeed
+from engine.experts.routing.routing_ring import RoutingRing
+from engine.experts.providers.static import split_layers
+from engine.experts.formats.store import ExpertStore
+from engine.experts.pager.uva import as_words, device_view
 
 
 class TouchedCopyExperts(FeedsRouting, ExpertProvider):
@@ -33,10 +33,10 @@ class TouchedCopyExperts(FeedsRouting, ExpertProvider):
         self.feed = RoutingFeed()
         self.ring = RoutingRing(list(host.blocks), device, self.settle)
         self.graphed = TouchedCopyGraphed(self)
-        self.pace = None  # engine.experts.link_pace.LinkPace: copies paced to a slower link (benchmarks)
+        self.pace = None  # engine.experts.pager.link_pace.LinkPace: copies paced to a slower link (benchmarks)
 
     def pace_link(self, pace) -> None:
-        """Pace every expert copy to a slower link from now on (engine.experts.link_pace; `wisp bench`)."""
+        """Pace every expert copy to a slower link from now on (engine.experts.pager.link_pace; `wisp bench`)."""
         self.pace = pace
         if self.graphed.reader is not None:
             self.graphed.reader.pace = pace

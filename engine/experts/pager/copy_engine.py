@@ -18,7 +18,7 @@ class CopyEngine:
         self.timings: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
         self.prefetch_events: dict[int, object] = {}
         self.prefetched: dict[int, set[int]] = {}
-        self.pace = None  # engine.experts.link_pace.LinkPace: copies paced to a slower link (benchmarks)
+        self.pace = None  # engine.experts.pager.link_pace.LinkPace: copies paced to a slower link (benchmarks)
 
     def copy(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Start copying each (device slot, host block) pair; wait() before using the slots."""

@@ -6,11 +6,11 @@ import torch
 
 from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.prefetch_predictor import CoOccurrencePredictor
-from engine.experts.pager import PagedExperts
+from engine.experts.providers.paged import PagedExperts
 from engine.experts.provider import ExpertProvider
-from engine.experts.resident import ResidentExperts
-from engine.experts.static import StaticOffloadExperts
-from engine.experts.store import ExpertStore
+from engine.experts.providers.resident import ResidentExperts
+from engine.experts.providers.static import StaticOffloadExperts
+from engine.experts.formats.store import ExpertStore
 from engine.expert_modes import ExpertMode
 
 

@@ -97,7 +97,7 @@ def combine_grouped(out: torch.Tensor, dispatch: Dispatch, ids: torch.Tensor) ->
 def combine(out: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """Sum out [T, K, D] over K in ascending expert-id order per token -> [T, D]."""
     if out.is_cuda and HAS_TRITON:  # the same adds as below in one kernel
-        from engine.experts.ranked_sum import ranked_sum
+        from engine.experts.routing.ranked_sum import ranked_sum
 
         return ranked_sum(out, ids)
     order = torch.argsort(ids, dim=-1)  # [T, K]

@@ -8,9 +8,9 @@ import torch
 from engine.errors import BudgetError, HostMemoryError
 from engine.experts.counters import ExpertCounters
 from engine.experts.provider import ExpertProvider, GraphedExperts
-from engine.experts.routing_feed import FeedsRouting, RoutingFeed
-from engine.experts.store import ExpertStore
-from engine.experts.use_counter import LazyUseCounter
+from engine.experts.routing.routing_feed import FeedsRouting, RoutingFeed
+from engine.experts.formats.store import ExpertStore
+from engine.experts.routing.use_counter import LazyUseCounter
 from engine.expert_modes import ExpertMode
 
 

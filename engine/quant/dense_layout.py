@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import torch
 
-from engine.experts import kernel
-from engine.experts.activation import SILU_GLU, ExpertBias
-from engine.experts.dispatch import Dispatch
-from engine.experts.layout import ExpertLayout
+from engine.experts.formats import kernel
+from engine.experts.formats.activation import SILU_GLU, ExpertBias
+from engine.experts.routing.dispatch import Dispatch
+from engine.experts.formats.layout import ExpertLayout
 
 
 class DenseLayout(ExpertLayout):
     """Views into a packed block: gate_up [2I, D] (transformers' fused layout) and down [D, I]. activation: what
-    runs between the projections (engine.experts.activation); biases: {MoE layer: ExpertBias} for models whose
+    runs between the projections (engine.experts.formats.activation); biases: {MoE layer: ExpertBias} for models whose
     experts have them, reached through for_layer(layer)."""
 
     def __init__(self, hidden: int, intermediate: int, dtype: torch.dtype, activation=SILU_GLU,

@@ -1,6 +1,6 @@
 """What an expert computes between its two projections, and its optional per-expert biases.
 
-A dense expert is down(act(gate_up(x))): every format's kernels (engine.experts.kernel, the quantized formats)
+A dense expert is down(act(gate_up(x))): every format's kernels (engine.experts.formats.kernel, the quantized formats)
 project gate and up as one [2I] row whose first half is gate and second half up, apply the activation, then
 project down. Biases are not part of a slot: they are small ([E, 2I] and [E, D] per layer), stay resident on the
 compute device beside the dense weights (the plan counts them there) and are indexed by expert id, so a slot

@@ -7,12 +7,12 @@ import torch
 
 from engine.errors import BudgetError
 from engine.experts.counters import ExpertCounters
-from engine.experts.dispatch import is_small_step
+from engine.experts.routing.dispatch import is_small_step
 from engine.experts.provider import ExpertProvider, GraphedExperts
-from engine.experts.routing_feed import FeedsRouting, RoutingFeed
-from engine.experts.routing_ring import RoutingRing
-from engine.experts.store import ExpertStore
-from engine.experts.use_counter import LazyUseCounter
+from engine.experts.routing.routing_feed import FeedsRouting, RoutingFeed
+from engine.experts.routing.routing_ring import RoutingRing
+from engine.experts.formats.store import ExpertStore
+from engine.experts.routing.use_counter import LazyUseCounter
 from engine.expert_modes import ExpertMode
 
 

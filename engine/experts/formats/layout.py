@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from engine.experts.dispatch import Dispatch, combine, combine_grouped, is_small_step, start_layer
+from engine.experts.routing.dispatch import Dispatch, combine, combine_grouped, is_small_step, start_layer
 
 
 class ExpertLayout(Protocol):

@@ -13,7 +13,7 @@ import torch
 from engine.alloc.host_tier import HostTier
 from engine.errors import HostMemoryError
 from engine.units import format_bytes
-from engine.experts.layout import ExpertLayout
+from engine.experts.formats.layout import ExpertLayout
 
 
 class MappedRows(Protocol):

@@ -8,9 +8,9 @@ import time
 
 import torch
 
-from engine.experts.copy_engine import CopyEngine
+from engine.experts.pager.copy_engine import CopyEngine
 from engine.experts.counters import ExpertCounters
-from engine.experts.store import ExpertStore
+from engine.experts.formats.store import ExpertStore
 
 
 class StagingRows:

@@ -6,7 +6,7 @@ not needed now -> copy only the misses (a side stream on CUDA, overlapped with g
 through the layout. A step needing more experts than the layer's capacity: a large step fetches them in groups
 that fit; a small step copies the misses that find no free or evictable slot straight into its gathered buffer,
 uncached (as the device pager does, so batched decode at a small budget still runs as whole-step graphs).
-Misses on experts the host tier left in the model file are read through staging (engine.experts.mapped_reads).
+Misses on experts the host tier left in the model file are read through staging (engine.experts.pager.mapped_reads).
 
 A large step (a prompt) touches most experts of a layer once; it must not flush the working set decode steps
 built. So a large step never evicts the layer's most recently used experts (PROTECTED_SHARE of its slots): it
@@ -22,12 +22,12 @@ import numpy as np
 import torch
 
 from engine.alloc.expert_lru import ExpertLRU
-from engine.experts.copy_engine import CopyEngine
+from engine.experts.pager.copy_engine import CopyEngine
 from engine.experts.counters import ExpertCounters
-from engine.experts.dispatch import combine, combine_grouped, is_small_step, start_layer
-from engine.experts.mapped_reads import RowCopier
-from engine.experts.slot_pool import SlotPool
-from engine.experts.store import ExpertStore
+from engine.experts.routing.dispatch import combine, combine_grouped, is_small_step, start_layer
+from engine.experts.pager.mapped_reads import RowCopier
+from engine.experts.pager.slot_pool import SlotPool
+from engine.experts.formats.store import ExpertStore
 
 PROTECTED_SHARE = 0.5  # of a layer's slots: its most recently used experts, kept through a large step
 

@@ -3,7 +3,7 @@ layer to need, so their copies overlap this layer's compute."""
 
 from __future__ import annotations
 
-from engine.experts.host_pager import HostPager
+from engine.experts.pager.host_pager import HostPager
 
 
 class Prefetcher:
