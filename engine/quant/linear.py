@@ -13,6 +13,8 @@ from engine.quant.reference import dequantize_reference
 from engine.quant.types import QuantType, quant_type
 from engine.triton_support import HAS_TRITON
 
+WORD_TYPES = ("Q8_0", "Q4_K", "Q5_K", "Q6_K")  # the types engine.quant.gemv_kernels reads in words
+
 ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
 
 
@@ -74,8 +76,35 @@ def gathered_gemv(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, spec
         raise ValueError(f"x has {x.shape[-1]} features, the {spec.qtype.name} matrix takes {spec.in_features}"
                          + (" (twice: gate and up)" if glu else ""))
     if uses_triton(x.device):
+        if spec.qtype.name in WORD_TYPES and not glu:
+            return word_gemv_triton(x, table, rows, spec, x_div)
         return gathered_gemv_triton(x, table, rows, spec, glu, x_div)
     return gathered_gemv_reference(x, table, rows, spec, glu, x_div)
+
+
+def gathered_swiglu(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, gate_up: QuantLinearSpec,
+                    x_div: int = 1) -> torch.Tensor:
+    """silu(gate) * up of entry i's [gate; up] matrix (gate_up: 2I rows) times x[i // x_div] -> [E, I] in x.dtype,
+    each step rounded to x.dtype as glu_input(gathered_gemv(...)) rounds: one launch on CUDA for word types."""
+    if uses_triton(x.device) and gate_up.qtype.name in WORD_TYPES:
+        return word_gemv_triton(x, table, rows, gate_up, x_div, swiglu=True)
+    return glu_input(gathered_gemv(x, table, rows, gate_up, x_div=x_div))
+
+
+def scaled_gemv(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, spec: QuantLinearSpec,
+                scale: torch.Tensor) -> torch.Tensor:
+    """(gathered_gemv(x, table, rows, spec) * scale[:, None]).to(x.dtype): scale [E] multiplies entry i's output
+    (a routing weight), in the kernel's epilogue on CUDA for word types."""
+    if uses_triton(x.device) and spec.qtype.name in WORD_TYPES:
+        return word_gemv_triton(x, table, rows, spec, scale=scale.reshape(-1))
+    return (gathered_gemv(x, table, rows, spec) * scale.reshape(-1, 1)).to(x.dtype)
+
+
+def quant_gemv(x: torch.Tensor, buffer: torch.Tensor, spec: QuantLinearSpec) -> torch.Tensor:
+    """x [T, in] times the matrix spec describes in the 1-D uint8 buffer -> [T, out] in x.dtype (a dense layer's
+    decode step; the same kernel as gathered_gemv with every entry on one slot)."""
+    rows = torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
+    return gathered_gemv(x, buffer.view(1, -1), rows, spec)
 
 
 def gathered_gemv_reference(x, table, rows, spec: QuantLinearSpec, glu: bool = False, x_div: int = 1):
@@ -126,6 +155,28 @@ def gathered_gemv_triton(x, table, rows, spec: QuantLinearSpec, glu: bool = Fals
                                GLU=glu, BN=rows_per_program, G=group, L=lanes, num_warps=num_warps,
                                enable_fp_fusion=False)
     return out
+
+
+def word_gemv_triton(x, table, rows, spec: QuantLinearSpec, x_div: int = 1, swiglu: bool = False,
+                     scale: torch.Tensor | None = None, rows_per_program: int = 0, num_warps: int = 0):
+    """engine.quant.gemv_kernels.word_gemv on x's device (the CPU only under TRITON_INTERPRET=1); the split is
+    fixed by the type alone (benchmarks may try others). swiglu: spec is [gate; up], the output silu(gate) * up."""
+    from engine.quant.gemv_kernels import WORD_TYPES as CODES
+    from engine.quant.gemv_kernels import word_gemv
+
+    x = x.contiguous()
+    n_out = spec.out_features // 2 if swiglu else spec.out_features
+    out = torch.empty(rows.numel(), n_out, dtype=x.dtype, device=x.device)
+    block, warps = WORD_SPLIT[spec.qtype.name]
+    block, warps = rows_per_program or block, num_warps or warps
+    grid = (rows.numel(), _cdiv(n_out, block))
+    word_gemv[grid](x, table, rows, out if scale is None else scale, out, table.shape[1], spec.byte_offset,
+                    spec.row_bytes, n_out, spec.in_features, x.shape[-1], x_div, QTYPE=CODES[spec.qtype.name],
+                    BN=block, SWIGLU=swiglu, SCALE=scale is not None, num_warps=warps)
+    return out
+
+
+WORD_SPLIT = {"Q8_0": (4, 4), "Q4_K": (4, 4), "Q5_K": (4, 4), "Q6_K": (4, 4)}  # (rows per program, warps)
 
 
 def _cdiv(a: int, b: int) -> int:

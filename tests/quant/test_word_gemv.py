@@ -1,0 +1,65 @@
+"""engine.quant.gemv_kernels' word-wide GEMV on tiny shapes in Triton's interpreter (CPU): within fp32 rounding of
+the reference GEMV (the two sum in different orders), exactly batch invariant, its SwiGLU and routing-weight
+epilogues as the torch ops round them."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from engine.quant.linear import QuantLinearSpec, glu_input, gathered_gemv_reference, word_gemv_triton
+from engine.quant.types import Q4_K, Q5_K, Q6_K, Q8_0
+from engine.triton_support import HAS_TRITON
+from tests.quant.blocks import random_matrix
+
+pytestmark = pytest.mark.skipif(not HAS_TRITON or os.environ.get("TRITON_INTERPRET") != "1",
+                                reason="needs Triton's interpreter (tests/conftest.py turns it on without CUDA)")
+WORD_TYPES = (Q8_0, Q4_K, Q5_K, Q6_K)
+OUT, OFFSET = 10, 32
+
+
+def table_of(qtype, in_features, out=OUT, num_slots=3):
+    spec = QuantLinearSpec(qtype, out, in_features, OFFSET)
+    table = torch.zeros(num_slots, spec.end + 16, dtype=torch.uint8)
+    for s in range(num_slots):
+        table[s, OFFSET : spec.end] = torch.from_numpy(random_matrix(qtype, out, in_features, seed=s).reshape(-1))
+    return spec, table
+
+
+def close(got, expected, rtol=1e-5):
+    torch.testing.assert_close(got.float(), expected.float(), rtol=rtol, atol=rtol * expected.float().abs().max().item())
+
+
+@pytest.mark.parametrize("qtype", WORD_TYPES, ids=lambda t: t.name)
+def test_word_gemv_matches_reference(qtype):
+    spec, table = table_of(qtype, 512)
+    rows = torch.tensor([2, 0, 2, 1])
+    x = torch.randn(2, 512, generator=torch.Generator().manual_seed(qtype.ggml_id))
+    got = word_gemv_triton(x, table, rows, spec, x_div=2)
+    close(got, gathered_gemv_reference(x, table, rows, spec, x_div=2))
+    assert torch.equal(word_gemv_triton(x[1:], table, rows[3:], spec), got[3:])  # entry 3 alone: the same bits
+    assert torch.equal(word_gemv_triton(x, table, rows, spec, x_div=2, rows_per_program=8), got)  # rows' split
+
+
+def test_word_gemv_q8_0_partial_tile():  # 96 columns: three of a tile's eight blocks
+    spec, table = table_of(Q8_0, 96)
+    rows = torch.tensor([1, 0])
+    x = torch.randn(2, 96, generator=torch.Generator().manual_seed(3))
+    close(word_gemv_triton(x, table, rows, spec), gathered_gemv_reference(x, table, rows, spec))
+
+
+@pytest.mark.parametrize("qtype", [Q4_K, Q6_K], ids=lambda t: t.name)
+def test_word_gemv_swiglu_and_scale_epilogues(qtype):
+    spec, table = table_of(qtype, 256, out=12)
+    rows = torch.tensor([1, 2, 0])
+    x = torch.randn(3, 256, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    gate_up = word_gemv_triton(x, table, rows, spec)
+    h = word_gemv_triton(x, table, rows, spec, swiglu=True)
+    assert h.shape == (3, 6) and h.dtype == torch.bfloat16
+    # silu's exp differs in the last bits between Triton and torch, which can move h by one bf16 step
+    close(h, glu_input(gate_up), rtol=2**-7)
+    w = torch.tensor([0.25, 0.5, 0.75], dtype=torch.bfloat16)
+    scaled = word_gemv_triton(x, table, rows, spec, scale=w)
+    assert torch.equal(scaled, (gate_up * w[:, None]).to(torch.bfloat16))
