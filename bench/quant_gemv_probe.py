@@ -26,7 +26,8 @@ from engine.quant.linear import gathered_gemv_triton, word_gemv_triton  # noqa: 
 HIDDEN, INTERMEDIATE, EXPERTS, TOP_K = 2048, 768, 128, 8
 FORMATS = {"Q4_K_M": ("Q4_K", "Q4_K", "Q6_K"), "Q8_0": ("Q8_0",) * 3}
 CONFIGS = [(8, 4), (16, 4), (32, 4), (16, 8), (32, 8), (64, 8)]  # (rows per program, warps)
-WORD_CONFIGS = [(2, 1), (4, 1), (8, 1), (4, 2), (8, 2), (16, 2), (4, 4), (16, 4)]  # for gemv_kernels.word_gemv
+WORD_CONFIGS = {"Q4_K": [(2, 8, 1), (4, 8, 1), (8, 8, 1), (4, 4, 1), (4, 8, 2)], "Q6_K": [(2, 1, 1), (4, 1, 1), (8, 1, 1), (4, 2, 1)],
+                "Q8_0": [(2, 1, 1), (4, 1, 1), (2, 2, 1)]}  # word_gemv splits by type
 
 
 def graph_time_us(step, num_steps: int, repeats: int = 5) -> float:
@@ -84,19 +85,19 @@ def config_cases(name, layout, table, rows, x, tokens, num_steps):
     old = [("gate_up", layout.gate_up, x, False, TOP_K), ("down, silu * up on its input", layout.down, gate_up, True, 1)]
     for matrix, spec, inputs, glu, x_div in old:
         us = graph_time_us(lambda i: gathered_gemv_triton(inputs, table, rows[i], spec, glu, x_div), num_steps)
-        yield gemv_row("gemv", name, matrix, spec, tokens, 16, 4, us)
+        yield gemv_row("gemv", name, matrix, spec, tokens, (16, 1, 4), us)
     word = [("gate_up, silu * up epilogue", layout.gate_up, x, True, TOP_K, None),
             ("down, weight epilogue", layout.down, h, False, 1, weights)]
     for matrix, spec, inputs, swiglu, x_div, scale in word:
-        for block, warps in WORD_CONFIGS:
-            us = graph_time_us(lambda i: word_gemv_triton(inputs, table, rows[i], spec, x_div, swiglu, scale, block,
-                                                          warps), num_steps)
-            yield gemv_row("word_gemv", name, matrix, spec, tokens, block, warps, us)
+        for split in WORD_CONFIGS[spec.qtype.name]:
+            us = graph_time_us(lambda i: word_gemv_triton(inputs, table, rows[i], spec, x_div, swiglu, scale, split),
+                               num_steps)
+            yield gemv_row("word_gemv", name, matrix, spec, tokens, split, us)
 
 
-def gemv_row(case, name, matrix, spec, tokens, block, warps, us):
+def gemv_row(case, name, matrix, spec, tokens, split, us):
     return {"case": case, "format": name, "matrix": matrix, "type": spec.qtype.name, "tokens": tokens,
-            "rows_per_program": block, "warps": warps, "us": round(us, 2),
+            "rows_per_program": split[0], "supers": split[1], "warps": split[2], "us": round(us, 2),
             "GB_per_s": round(tokens * TOP_K * spec.nbytes / us / 1e3, 1)}
 
 

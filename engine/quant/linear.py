@@ -158,25 +158,32 @@ def gathered_gemv_triton(x, table, rows, spec: QuantLinearSpec, glu: bool = Fals
 
 
 def word_gemv_triton(x, table, rows, spec: QuantLinearSpec, x_div: int = 1, swiglu: bool = False,
-                     scale: torch.Tensor | None = None, rows_per_program: int = 0, num_warps: int = 0):
-    """engine.quant.gemv_kernels.word_gemv on x's device (the CPU only under TRITON_INTERPRET=1); the split is
-    fixed by the type alone (benchmarks may try others). swiglu: spec is [gate; up], the output silu(gate) * up."""
+                     scale: torch.Tensor | None = None, split: tuple[int, int, int] | None = None):
+    """engine.quant.gemv_kernels.word_gemv on x's device (the CPU only under TRITON_INTERPRET=1). swiglu: spec is
+    [gate; up], the output silu(gate) * up; scale [E]: entry i's output times scale[i]. split (rows per program,
+    super-blocks per step, warps) is fixed by the matrix's type and shape (benchmarks may try others)."""
     from engine.quant.gemv_kernels import WORD_TYPES as CODES
     from engine.quant.gemv_kernels import word_gemv
 
     x = x.contiguous()
     n_out = spec.out_features // 2 if swiglu else spec.out_features
     out = torch.empty(rows.numel(), n_out, dtype=x.dtype, device=x.device)
-    block, warps = WORD_SPLIT[spec.qtype.name]
-    block, warps = rows_per_program or block, num_warps or warps
+    block, supers, warps = split or word_split(spec)
     grid = (rows.numel(), _cdiv(n_out, block))
     word_gemv[grid](x, table, rows, out if scale is None else scale, out, table.shape[1], spec.byte_offset,
                     spec.row_bytes, n_out, spec.in_features, x.shape[-1], x_div, QTYPE=CODES[spec.qtype.name],
-                    BN=block, SWIGLU=swiglu, SCALE=scale is not None, num_warps=warps)
+                    BN=block, S=supers, SWIGLU=swiglu, SCALE=scale is not None, num_warps=warps)
     return out
 
 
-WORD_SPLIT = {"Q8_0": (4, 4), "Q4_K": (4, 4), "Q5_K": (4, 4), "Q6_K": (4, 4)}  # (rows per program, warps)
+def word_split(spec: QuantLinearSpec) -> tuple[int, int, int]:
+    """(rows per program, super-blocks per step, warps) for the word GEMV, one warp a program (the H200 probe,
+    bench/results/2026-12-02-decode-2): Q4_K and Q5_K take up to 8 super-blocks of a row a step (a row's whole K
+    at the expert shapes), Q6_K and Q8_0 one."""
+    if spec.qtype.name in ("Q6_K", "Q8_0"):
+        return (4 if spec.qtype.name == "Q6_K" else 2), 1, 1
+    supers = 1 << min(3, (_cdiv(spec.in_features, 256) - 1).bit_length())
+    return (4 if spec.qtype.name == "Q4_K" else 2), supers, 1
 
 
 def _cdiv(a: int, b: int) -> int:

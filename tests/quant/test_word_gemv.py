@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from engine.quant.linear import QuantLinearSpec, glu_input, gathered_gemv_reference, word_gemv_triton
+from engine.quant.linear import QuantLinearSpec, glu_input, gathered_gemv_reference, word_gemv_triton, word_split
 from engine.quant.types import Q4_K, Q5_K, Q6_K, Q8_0
 from engine.triton_support import HAS_TRITON
 from tests.quant.blocks import random_matrix
@@ -34,13 +34,15 @@ def close(got, expected, rtol=1e-5):
 
 @pytest.mark.parametrize("qtype", WORD_TYPES, ids=lambda t: t.name)
 def test_word_gemv_matches_reference(qtype):
-    spec, table = table_of(qtype, 512)
+    spec, table = table_of(qtype, 768)  # three super-blocks: a step of four masks one
     rows = torch.tensor([2, 0, 2, 1])
-    x = torch.randn(2, 512, generator=torch.Generator().manual_seed(qtype.ggml_id))
+    x = torch.randn(2, 768, generator=torch.Generator().manual_seed(qtype.ggml_id))
     got = word_gemv_triton(x, table, rows, spec, x_div=2)
     close(got, gathered_gemv_reference(x, table, rows, spec, x_div=2))
+    close(word_gemv_triton(x, table, rows, spec, x_div=2, split=(4, 1, 1)), got)  # a step per super-block
     assert torch.equal(word_gemv_triton(x[1:], table, rows[3:], spec), got[3:])  # entry 3 alone: the same bits
-    assert torch.equal(word_gemv_triton(x, table, rows, spec, x_div=2, rows_per_program=8), got)  # rows' split
+    _, supers, _ = word_split(spec)
+    assert torch.equal(word_gemv_triton(x, table, rows, spec, x_div=2, split=(8, supers, 1)), got)  # rows per program
 
 
 def test_word_gemv_q8_0_partial_tile():  # 96 columns: three of a tile's eight blocks
