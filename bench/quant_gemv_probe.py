@@ -2,7 +2,7 @@
 intermediate 768, top-8): one layer-step = gate_up GEMV + down GEMV (silu(gate) * up fused into its input) + the
 routing-weight scale, over gathered slots of a 128-expert table (larger than L2, each step routed to experts drawn
 at random). Steps are captured in a CUDA graph and replayed, as decode runs. Prints one JSON line per case: us per
-layer-step and GB/s of quantized bytes read; then the GEMV launch configurations side by side, and the bf16 path
+layer-step and GB/s of quantized bytes read; then the GEMV kernels and splits side by side, and the bf16 path
 (engine.experts.kernel.gathered_experts on gathered bf16 blocks) as the baseline.
 
     python bench/quant_gemv_probe.py [--steps 64] [--tokens 1 4]"""
@@ -25,9 +25,10 @@ from engine.quant.linear import gathered_gemv_triton, word_gemv_triton  # noqa: 
 
 HIDDEN, INTERMEDIATE, EXPERTS, TOP_K = 2048, 768, 128, 8
 FORMATS = {"Q4_K_M": ("Q4_K", "Q4_K", "Q6_K"), "Q8_0": ("Q8_0",) * 3}
-CONFIGS = [(8, 4), (16, 4), (32, 4), (16, 8), (32, 8), (64, 8)]  # (rows per program, warps)
-WORD_CONFIGS = {"Q4_K": [(2, 8, 1), (4, 8, 1), (8, 8, 1), (4, 4, 1), (4, 8, 2)], "Q6_K": [(2, 1, 1), (4, 1, 1), (8, 1, 1), (4, 2, 1)],
-                "Q8_0": [(2, 1, 1), (4, 1, 1), (2, 2, 1)]}  # word_gemv splits by type
+WORD_CONFIGS = {  # word_gemv splits by type: (rows per program, super-blocks per step, warps)
+    "Q4_K": [(4, 8, 1), (2, 8, 1), (8, 8, 1), (4, 8, 2), (4, 4, 1)],
+    "Q6_K": [(4, 4, 1), (2, 4, 1), (8, 4, 1), (4, 4, 2), (4, 2, 1), (4, 1, 1)],
+    "Q8_0": [(2, 1, 1), (4, 1, 1), (2, 2, 1)]}
 
 
 def graph_time_us(step, num_steps: int, repeats: int = 5) -> float:
@@ -82,7 +83,8 @@ def config_cases(name, layout, table, rows, x, tokens, num_steps):
     gate_up = torch.randn(tokens * TOP_K, 2 * INTERMEDIATE, device=x.device, dtype=x.dtype)
     h = gate_up[:, :INTERMEDIATE].contiguous()
     weights = torch.rand(tokens * TOP_K, device=x.device, dtype=x.dtype)
-    old = [("gate_up", layout.gate_up, x, False, TOP_K), ("down, silu * up on its input", layout.down, gate_up, True, 1)]
+    old = [("gate_up", layout.gate_up, x, False, TOP_K),
+           ("down, silu * up on its input", layout.down, gate_up, True, 1)]
     for matrix, spec, inputs, glu, x_div in old:
         us = graph_time_us(lambda i: gathered_gemv_triton(inputs, table, rows[i], spec, glu, x_div), num_steps)
         yield gemv_row("gemv", name, matrix, spec, tokens, (16, 1, 4), us)

@@ -56,7 +56,7 @@ def x_at(x_row, e, ok):
 
 @triton.jit
 def run_sum(v):
-    """[8, BN, A] -> [1, BN, A]: the sum over a run's words, inside each thread."""
+    """[S, BN, 32] -> [1, BN, 32]: the sum over a run's words, inside each thread."""
     return tl.sum(v, axis=0, keep_dims=True)
 
 
@@ -74,33 +74,36 @@ def k4_scale_words(s0, s1, s2, g):
 @triton.jit
 def q4k_dot(row, row_ok, x_row, K, BN: tl.constexpr, S: tl.constexpr, Q5: tl.constexpr):
     """Q4_K (Q5: Q5_K) rows at byte pointers row [BN] times x -> [BN] float32, S super-blocks a step. Tile
-    [8, BN, 4S]: lane a is run c = a % 4 of super-block a // 4 (sub-blocks 2c, low nibbles, and 2c + 1, high),
-    word w of it (bytes 32c + 4w .. + 3, elements 64c + 4w + j and + 32); each thread holds whole runs (the
-    words are visited in the order 5w mod 8, which keeps Triton from spreading them over threads), sums q * x
-    and x over them, and scales the sums once per sub-block."""
-    a = tl.arange(0, 4 * S)[None, None, :]
-    w = ((tl.arange(0, 8) * 5) % 8)[:, None, None]
-    c = a % 4
+    [S, BN, 32]: lane a is run r = a % R of super-block a // R (R = 32 / S runs of S words each), within run
+    c = r // (R / 4) of the block (sub-blocks 2c, low nibbles, and 2c + 1, high), words S (r % (R / 4)) + w: bytes
+    32c + 4w' + j, elements 64c + 4w' + j and + 32. Each thread holds whole runs (the words are visited in the
+    order 5w mod S, which keeps Triton from spreading them over threads), sums q * x and x over them, and scales
+    the sums once per run."""
+    R: tl.constexpr = 32 // S
+    a = tl.arange(0, 32)[None, None, :]
+    w = ((tl.arange(0, S) * 5) % S)[:, None, None]
+    c = (a % R) // (R // 4)
+    word = (a % (R // 4)) * S + w  # [S, 1, 32]: the word of run c
     row = row[None, :, None]
     row_ok = row_ok[None, :, None]
-    acc = tl.zeros([1, BN, 4 * S], dtype=tl.float32)
+    acc = tl.zeros([1, BN, 32], dtype=tl.float32)
     for t in range(0, tl.cdiv(K, 256 * S)):
-        b = t * S + a // 4  # [1, 1, 4S]
+        b = t * S + a // R  # [1, 1, 32]
         b_ok = b * 256 < K
         ok = row_ok & b_ok
-        bb = row + b * (176 if Q5 else 144)  # [1, BN, 4S]
+        bb = row + b * (176 if Q5 else 144)  # [1, BN, 32]
         dd = words(bb, ok)  # d | dmin << 16, then the 12 scale bytes
         s0 = words(bb + 4, ok)
         s1 = words(bb + 8, ok)
         s2 = words(bb + 12, ok)
-        qs = words(bb + (48 if Q5 else 16) + c * 32 + w * 4, ok)  # [8, BN, 4S]
+        qs = words(bb + (48 if Q5 else 16) + c * 32 + word * 4, ok)  # [S, BN, 32]
         if Q5:
-            qh = words(bb + 16 + w * 4, ok)  # bit g of byte l is element 32g + l's fifth bit
-        e = b * 256 + c * 64 + w * 4  # [8, 1, 4S]
-        dot_lo = tl.zeros([8, BN, 4 * S], dtype=tl.float32)
-        dot_hi = tl.zeros([8, BN, 4 * S], dtype=tl.float32)
-        sum_lo = tl.zeros([8, 1, 4 * S], dtype=tl.float32)
-        sum_hi = tl.zeros([8, 1, 4 * S], dtype=tl.float32)
+            qh = words(bb + 16 + word * 4, ok)  # bit g of byte l is element 32g + l's fifth bit
+        e = b * 256 + c * 64 + word * 4  # [S, 1, 32]
+        dot_lo = tl.zeros([S, BN, 32], dtype=tl.float32)
+        dot_hi = tl.zeros([S, BN, 32], dtype=tl.float32)
+        sum_lo = tl.zeros([S, 1, 32], dtype=tl.float32)
+        sum_hi = tl.zeros([S, 1, 32], dtype=tl.float32)
         for j in tl.static_range(4):
             x_lo = x_at(x_row, e + j, b_ok)
             x_hi = x_at(x_row, e + 32 + j, b_ok)
@@ -124,35 +127,40 @@ def q4k_dot(row, row_ok, x_row, K, BN: tl.constexpr, S: tl.constexpr, Q5: tl.con
 
 @triton.jit
 def q6k_dot(row, row_ok, x_row, K, BN: tl.constexpr, S: tl.constexpr):
-    """Q6_K rows times x -> [BN], S super-blocks a step. Tile [BN, 4S, 8, 2] per quarter s: run a of super-block
-    a // 4 is its half h = (a % 4) // 2, lanes 16 (a % 2) + 2w + j; element 128h + 32s + lane takes the nibble
-    of ql byte 64h + 32 (s % 2) + lane (high if s >= 2) and bits 2s of qh byte 32h + lane; its scale is byte
-    8h + 2s + a % 2."""
-    row = row[:, None, None, None]
-    row_ok = row_ok[:, None, None, None]
-    a = tl.arange(0, 4 * S)[None, :, None, None]
-    w = tl.arange(0, 8)[None, None, :, None]
-    j = tl.arange(0, 2)[None, None, None, :]
-    h = (a % 4) // 2
-    lane = (a % 2) * 16 + w * 2  # [1, 4S, 8, 1], even
-    e = (a // 4) * 256 + h * 128 + lane + j  # element of quarter 0
-    acc = tl.zeros([BN, 4 * S, 8, 2], dtype=tl.float32)
+    """Q6_K rows at byte pointers row [BN] times x -> [BN], S super-blocks a step. Tile [S, BN, 32]: lane a is run
+    r = a % R of super-block a // R (R = 32 / S runs), in half h = r // (R / 2) of the block, lanes l = L0 + 2w + j
+    (L0 = 2S (r % (R / 2))); its quarters s hold elements 128h + 32s + l: the nibble of ql byte 64h + 32 (s % 2) + l
+    (high if s >= 2) and bits 2s of qh byte 32h + l, scaled by byte 8h + 2s + L0 // 16. Each thread holds whole
+    runs and scales its four sums once per run."""
+    R: tl.constexpr = 32 // S
+    a = tl.arange(0, 32)[None, None, :]
+    w = ((tl.arange(0, S) * 5) % S)[:, None, None]
+    h = (a % R) // (R // 2)
+    first = (a % (R // 2)) * 2 * S  # [1, 1, 32]: the run's first lane
+    lane = first + w * 2  # [S, 1, 32], even
+    row = row[None, :, None]
+    row_ok = row_ok[None, :, None]
+    acc = tl.zeros([1, BN, 32], dtype=tl.float32)
     for t in range(0, tl.cdiv(K, 256 * S)):
-        bb = row + (t * S + a // 4) * 210
-        ok = row_ok & ((t * S + a // 4) * 256 < K)
-        d = f16_of(halves(bb + 208, ok))  # [BN, 4S, 1, 1]
-        ql_even = halves(bb + h * 64 + lane, ok)
+        b = t * S + a // R
+        b_ok = b * 256 < K
+        ok = row_ok & b_ok
+        bb = row + b * 210  # [1, BN, 32]
+        d = f16_of(halves(bb + 208, ok))
+        ql_even = halves(bb + h * 64 + lane, ok)  # [S, BN, 32]
         ql_odd = halves(bb + h * 64 + 32 + lane, ok)
         qh = halves(bb + 128 + h * 32 + lane, ok)
-        x_ok = t * S * 256 + e < K
+        e = b * 256 + h * 128 + lane  # [S, 1, 32]: quarter 0's element, j = 0
         for s in tl.static_range(4):
             ql = ql_even if s % 2 == 0 else ql_odd
-            q = ((ql >> (j * 8 + (s // 2) * 4)) & 15) | (((qh >> (j * 8 + 2 * s)) & 3) << 4)
+            dot = tl.zeros([S, BN, 32], dtype=tl.float32)
+            for j in tl.static_range(2):
+                q = ((ql >> (j * 8 + (s // 2) * 4)) & 15) | (((qh >> (j * 8 + 2 * s)) & 3) << 4)
+                dot += small_int(q, 32.0) * x_at(x_row, e + s * 32 + j, b_ok)
             pair = halves(bb + 192 + h * 8 + 2 * s, ok)  # scales 8h + 2s and 8h + 2s + 1
-            scale = small_int(((pair >> ((a % 2) * 8)) & 255) ^ 128, 128.0)  # the int8 of byte a % 2
-            xv = x_at(x_row, t * S * 256 + s * 32 + e, x_ok)
-            acc += ((d * scale) * small_int(q, 32.0)) * xv
-    return tl.sum(tl.sum(tl.sum(acc, axis=3), axis=2), axis=1)
+            scale = small_int(((pair >> ((first // 16) * 8)) & 255) ^ 128, 128.0)  # the int8 of byte L0 // 16
+            acc += (d * scale) * run_sum(dot)
+    return tl.sum(tl.sum(acc, axis=2), axis=0)
 
 
 @triton.jit

@@ -177,13 +177,12 @@ def word_gemv_triton(x, table, rows, spec: QuantLinearSpec, x_div: int = 1, swig
 
 
 def word_split(spec: QuantLinearSpec) -> tuple[int, int, int]:
-    """(rows per program, super-blocks per step, warps) for the word GEMV, one warp a program (the H200 probe,
-    bench/results/2026-12-02-decode-2): Q4_K and Q5_K take up to 8 super-blocks of a row a step (a row's whole K
-    at the expert shapes), Q6_K and Q8_0 one."""
-    if spec.qtype.name in ("Q6_K", "Q8_0"):
-        return (4 if spec.qtype.name == "Q6_K" else 2), 1, 1
+    """(rows per program, super-blocks per step, warps) for the word GEMV: one warp a program; the k-quants take
+    up to 8 super-blocks of a row a step (a row's whole K at the expert shapes), Q8_0 one."""
+    if spec.qtype.name == "Q8_0":
+        return 2, 1, 1
     supers = 1 << min(3, (_cdiv(spec.in_features, 256) - 1).bit_length())
-    return (4 if spec.qtype.name == "Q4_K" else 2), supers, 1
+    return (2 if spec.qtype.name == "Q5_K" else 4), supers, 1
 
 
 def _cdiv(a: int, b: int) -> int:

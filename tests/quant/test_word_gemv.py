@@ -29,7 +29,8 @@ def table_of(qtype, in_features, out=OUT, num_slots=3):
 
 
 def close(got, expected, rtol=1e-5):
-    torch.testing.assert_close(got.float(), expected.float(), rtol=rtol, atol=rtol * expected.float().abs().max().item())
+    scale = expected.float().abs().max().item()
+    torch.testing.assert_close(got.float(), expected.float(), rtol=rtol, atol=rtol * scale)
 
 
 @pytest.mark.parametrize("qtype", WORD_TYPES, ids=lambda t: t.name)
@@ -39,7 +40,8 @@ def test_word_gemv_matches_reference(qtype):
     x = torch.randn(2, 768, generator=torch.Generator().manual_seed(qtype.ggml_id))
     got = word_gemv_triton(x, table, rows, spec, x_div=2)
     close(got, gathered_gemv_reference(x, table, rows, spec, x_div=2))
-    close(word_gemv_triton(x, table, rows, spec, x_div=2, split=(4, 1, 1)), got)  # a step per super-block
+    for supers in (1, 2, 4, 8):  # super-blocks a step: 768 columns leave 1 of 4 and 5 of 8 masked
+        close(word_gemv_triton(x, table, rows, spec, x_div=2, split=(4, supers, 1)), got)
     assert torch.equal(word_gemv_triton(x[1:], table, rows[3:], spec), got[3:])  # entry 3 alone: the same bits
     _, supers, _ = word_split(spec)
     assert torch.equal(word_gemv_triton(x, table, rows, spec, x_div=2, split=(8, supers, 1)), got)  # rows per program
@@ -65,3 +67,21 @@ def test_word_gemv_swiglu_and_scale_epilogues(qtype):
     w = torch.tensor([0.25, 0.5, 0.75], dtype=torch.bfloat16)
     scaled = word_gemv_triton(x, table, rows, spec, scale=w)
     assert torch.equal(scaled, (gate_up * w[:, None]).to(torch.bfloat16))
+
+
+def test_expert_format_small_step_through_the_word_kernels(monkeypatch):
+    import engine.quant.linear as linear
+    from engine.quant.expert_format import QuantExpertFormat
+    from tests.quant.blocks import random_experts
+    from tests.quant.moe_reference import routed
+
+    layout = QuantExpertFormat(256, 256, "Q4_K", "Q4_K", "Q6_K")
+    table, _ = random_experts(layout, 4, seed=2)
+    ids, weights = routed(2, 4, top_k=2, seed=3)
+    x = (torch.randn(2, 256, generator=torch.Generator().manual_seed(4)) * 0.05).to(torch.bfloat16)
+    w = weights.to(torch.bfloat16)
+    expected = layout.gathered(x, table, ids.reshape(-1), w)  # the CPU path: torch ops on the reference
+    monkeypatch.setattr(linear, "uses_triton", lambda device: True)  # the CUDA path, run by the interpreter
+    got = layout.gathered(x, table, ids.reshape(-1), w)
+    assert got.shape == expected.shape and got.dtype == torch.bfloat16
+    close(got, expected, rtol=2**-6)
