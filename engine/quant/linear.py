@@ -13,7 +13,6 @@ from engine.quant.reference import dequantize_reference
 from engine.quant.types import QuantType, quant_type
 from engine.triton_support import HAS_TRITON
 
-WORD_TYPES = ("Q8_0", "Q4_K", "Q5_K", "Q6_K")  # the types engine.quant.gemv_kernels reads in words
 
 ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
 
@@ -76,7 +75,7 @@ def gathered_gemv(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, spec
         raise ValueError(f"x has {x.shape[-1]} features, the {spec.qtype.name} matrix takes {spec.in_features}"
                          + (" (twice: gate and up)" if glu else ""))
     if uses_triton(x.device):
-        if spec.qtype.name in WORD_TYPES and not glu:
+        if runs_words(x.device, spec) and not glu:
             return word_gemv_triton(x, table, rows, spec, x_div)
         return gathered_gemv_triton(x, table, rows, spec, glu, x_div)
     return gathered_gemv_reference(x, table, rows, spec, glu, x_div)
@@ -85,8 +84,8 @@ def gathered_gemv(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, spec
 def gathered_swiglu(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, gate_up: QuantLinearSpec,
                     x_div: int = 1) -> torch.Tensor:
     """silu(gate) * up of entry i's [gate; up] matrix (gate_up: 2I rows) times x[i // x_div] -> [E, I] in x.dtype,
-    each step rounded to x.dtype as glu_input(gathered_gemv(...)) rounds: one launch on CUDA for word types."""
-    if uses_triton(x.device) and gate_up.qtype.name in WORD_TYPES:
+    each step rounded to x.dtype as glu_input(gathered_gemv(...)) rounds: one launch where runs_words."""
+    if runs_words(x.device, gate_up):
         return word_gemv_triton(x, table, rows, gate_up, x_div, swiglu=True)
     return glu_input(gathered_gemv(x, table, rows, gate_up, x_div=x_div))
 
@@ -94,8 +93,8 @@ def gathered_swiglu(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, ga
 def scaled_gemv(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, spec: QuantLinearSpec,
                 scale: torch.Tensor) -> torch.Tensor:
     """(gathered_gemv(x, table, rows, spec) * scale[:, None]).to(x.dtype): scale [E] multiplies entry i's output
-    (a routing weight), in the kernel's epilogue on CUDA for word types."""
-    if uses_triton(x.device) and spec.qtype.name in WORD_TYPES:
+    (a routing weight), in the kernel's epilogue where runs_words."""
+    if runs_words(x.device, spec):
         return word_gemv_triton(x, table, rows, spec, scale=scale.reshape(-1))
     return (gathered_gemv(x, table, rows, spec) * scale.reshape(-1, 1)).to(x.dtype)
 
@@ -168,7 +167,7 @@ def word_gemv_triton(x, table, rows, spec: QuantLinearSpec, x_div: int = 1, swig
     x = x.contiguous()
     n_out = spec.out_features // 2 if swiglu else spec.out_features
     out = torch.empty(rows.numel(), n_out, dtype=x.dtype, device=x.device)
-    block, supers, warps = split or word_split(spec)
+    block, supers, warps = split or any_word_split(spec)
     grid = (rows.numel(), _cdiv(n_out, block))
     word_gemv[grid](x, table, rows, out if scale is None else scale, out, table.shape[1], spec.byte_offset,
                     spec.row_bytes, n_out, spec.in_features, x.shape[-1], x_div, QTYPE=CODES[spec.qtype.name],
@@ -176,13 +175,26 @@ def word_gemv_triton(x, table, rows, spec: QuantLinearSpec, x_div: int = 1, swig
     return out
 
 
-def word_split(spec: QuantLinearSpec) -> tuple[int, int, int]:
-    """(rows per program, super-blocks per step, warps) for the word GEMV: one warp a program; the k-quants take
-    up to 8 super-blocks of a row a step (a row's whole K at the expert shapes), Q8_0 one."""
-    if spec.qtype.name == "Q8_0":
-        return 2, 1, 1
+def word_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
+    """(rows per program, super-blocks per step, warps) of the word GEMV for this matrix, or None where the byte
+    kernel (engine.quant.triton_kernels) serves: the word kernel runs where the H200 probe measured it at least as
+    fast (bench/results/2026-12-02-decode-2/NOTES.md): Q4_K rows of 2048 or more (8 super-blocks a step), Q6_K and
+    Q8_0 at one super-block a step. Q5_K and shorter Q4_K rows were not measured faster."""
+    name = spec.qtype.name
+    if name == "Q4_K" and spec.in_features >= 2048:
+        return 2, 8, 1
+    return {"Q6_K": (4, 1, 1), "Q8_0": (2, 1, 1)}.get(name)
+
+
+def runs_words(device: torch.device, spec: QuantLinearSpec) -> bool:
+    """Whether the GEMV of this matrix runs engine.quant.gemv_kernels on this device."""
+    return uses_triton(device) and word_split(spec) is not None
+
+
+def any_word_split(spec: QuantLinearSpec) -> tuple[int, int, int]:
+    """word_split, or for a word type it does not pick: two rows a program, up to 8 super-blocks a step."""
     supers = 1 << min(3, (_cdiv(spec.in_features, 256) - 1).bit_length())
-    return (2 if spec.qtype.name == "Q5_K" else 4), supers, 1
+    return word_split(spec) or (2, supers, 1)
 
 
 def _cdiv(a: int, b: int) -> int:

@@ -9,7 +9,8 @@ import os
 import pytest
 import torch
 
-from engine.quant.linear import QuantLinearSpec, glu_input, gathered_gemv_reference, word_gemv_triton, word_split
+from engine.quant.linear import (QuantLinearSpec, any_word_split, gathered_gemv_reference, glu_input,
+                                 word_gemv_triton)
 from engine.quant.types import Q4_K, Q5_K, Q6_K, Q8_0
 from engine.triton_support import HAS_TRITON
 from tests.quant.blocks import random_matrix
@@ -43,7 +44,7 @@ def test_word_gemv_matches_reference(qtype):
     for supers in (1, 2, 4, 8):  # super-blocks a step: 768 columns leave 1 of 4 and 5 of 8 masked
         close(word_gemv_triton(x, table, rows, spec, x_div=2, split=(4, supers, 1)), got)
     assert torch.equal(word_gemv_triton(x[1:], table, rows[3:], spec), got[3:])  # entry 3 alone: the same bits
-    _, supers, _ = word_split(spec)
+    _, supers, _ = any_word_split(spec)
     assert torch.equal(word_gemv_triton(x, table, rows, spec, x_div=2, split=(8, supers, 1)), got)  # rows per program
 
 
@@ -82,6 +83,7 @@ def test_expert_format_small_step_through_the_word_kernels(monkeypatch):
     w = weights.to(torch.bfloat16)
     expected = layout.gathered(x, table, ids.reshape(-1), w)  # the CPU path: torch ops on the reference
     monkeypatch.setattr(linear, "uses_triton", lambda device: True)  # the CUDA path, run by the interpreter
+    monkeypatch.setattr(linear, "word_split", lambda spec: (2, 1, 1))  # through the word kernels at this shape
     got = layout.gathered(x, table, ids.reshape(-1), w)
     assert got.shape == expected.shape and got.dtype == torch.bfloat16
     close(got, expected, rtol=2**-6)
