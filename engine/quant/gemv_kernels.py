@@ -1,14 +1,15 @@
 """The decode GEMV over GGUF blocks: word-wide loads of the quant blocks, the values unpacked in registers, several
-rows per program (engine.quant.linear.quant_gemv and gathered_gemv run it for Q4_K, Q5_K, Q6_K and Q8_0).
+rows per program (engine.quant.linear's gathered_gemv, gathered_swiglu, scaled_gemv and quant_gemv run it for
+Q4_K, Q5_K, Q6_K and Q8_0 where linear.word_split picks it).
 
 Shape legend:
     E   entries of a gathered GEMV: (token, k) pairs, each with its own expert slot
     N   output features of a matrix (rows), K input features (columns)
     BN  matrix rows per program
-    S   256-element super-blocks of each row per step of the K loop (one program's threads share them)
-    a tile: one 256-element super-block of each of the BN rows (eight Q8_0 blocks), as [BN, A, W, J]: J values
-        of one 16- or 32-bit word of the block, W words in a run, A runs; each type's function says which
-        element each position holds
+    S   256-element super-blocks of each row per step of the K loop
+    k-quant tiles are [S, BN, 32]: the 32 lanes are runs of S words (a run lies in one sub-block pair, so its
+        scales are read once), the S words of a run stay in one thread; Q8_0's is [BN, 8S, 16, 2] (block, 16-bit
+        word, byte). Each type's function says which element each position holds.
 
 Each (entry, BN rows) program reduces its rows over K alone in one fixed order (tile by tile into a register
 tile, then one tl.sum), so an entry's bits never depend on the other entries of the launch or on the provider

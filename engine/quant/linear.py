@@ -13,7 +13,6 @@ from engine.quant.reference import dequantize_reference
 from engine.quant.types import QuantType, quant_type
 from engine.triton_support import HAS_TRITON
 
-
 ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
 
 

@@ -87,3 +87,13 @@ def test_expert_format_small_step_through_the_word_kernels(monkeypatch):
     got = layout.gathered(x, table, ids.reshape(-1), w)
     assert got.shape == expected.shape and got.dtype == torch.bfloat16
     close(got, expected, rtol=2**-6)
+
+
+def test_quant_gemv_of_a_dense_matrix(monkeypatch):
+    import engine.quant.linear as linear
+
+    spec, table = table_of(Q6_K, 512, num_slots=1)
+    x = torch.randn(3, 512, generator=torch.Generator().manual_seed(6))
+    expected = linear.quant_gemv(x, table[0], spec)  # the CPU path: the reference
+    monkeypatch.setattr(linear, "uses_triton", lambda device: True)  # the CUDA path, run by the interpreter
+    close(linear.quant_gemv(x, table[0], spec), expected)
