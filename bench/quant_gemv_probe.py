@@ -2,7 +2,7 @@
 intermediate 768, top-8): one layer-step = gate_up GEMV + down GEMV (silu(gate) * up fused into its input) + the
 routing-weight scale, over gathered slots of a 128-expert table (larger than L2, each step routed to experts drawn
 at random). Steps are captured in a CUDA graph and replayed, as decode runs. Prints one JSON line per case: us per
-layer-step and GB/s of quantized bytes read; then the GEMV launch configurations side by side, and the bf16 path
+layer-step and GB/s of quantized bytes read; then the GEMV kernels and splits side by side, and the bf16 path
 (engine.experts.formats.kernel.gathered_experts on gathered bf16 blocks) as the baseline.
 
     python bench/quant_gemv_probe.py [--steps 64] [--tokens 1 4]"""
@@ -21,11 +21,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.experts.routing.dispatch import combine  # noqa: E402
 from engine.experts.formats.kernel import gathered_experts  # noqa: E402
 from engine.quant.expert_format import QuantExpertFormat  # noqa: E402
-from engine.quant.linear import gathered_gemv_triton  # noqa: E402
+from engine.quant.linear import gathered_gemv_triton, word_gemv_triton  # noqa: E402
 
 HIDDEN, INTERMEDIATE, EXPERTS, TOP_K = 2048, 768, 128, 8
 FORMATS = {"Q4_K_M": ("Q4_K", "Q4_K", "Q6_K"), "Q8_0": ("Q8_0",) * 3}
-CONFIGS = [(8, 4), (16, 4), (32, 4), (16, 8), (32, 8), (64, 8)]  # (rows per program, warps)
+WORD_CONFIGS = {  # word_gemv splits by type: (rows per program, super-blocks per step, warps)
+    "Q4_K": [(4, 8, 1), (2, 8, 1), (8, 8, 1), (4, 8, 2), (4, 4, 1)],
+    "Q6_K": [(4, 4, 1), (2, 4, 1), (8, 4, 1), (4, 4, 2), (4, 2, 1), (4, 1, 1)],
+    "Q8_0": [(2, 1, 1), (4, 1, 1), (2, 2, 1)]}
 
 
 def graph_time_us(step, num_steps: int, repeats: int = 5) -> float:
@@ -76,17 +79,28 @@ def quant_cases(args, device):
 
 
 def config_cases(name, layout, table, rows, x, tokens, num_steps):
+    """The old byte-wise kernel at its default split beside the word kernel's splits, per matrix."""
     gate_up = torch.randn(tokens * TOP_K, 2 * INTERMEDIATE, device=x.device, dtype=x.dtype)
     h = gate_up[:, :INTERMEDIATE].contiguous()
-    cases = [("gate_up", layout.gate_up, x, False, TOP_K, CONFIGS), ("down", layout.down, gate_up, True, 1, CONFIGS),
-             ("down, input precomputed", layout.down, h, False, 1, CONFIGS[1:2])]  # what the fused silu * up costs
-    for matrix, spec, inputs, glu, x_div, configs in cases:
-        for block, warps in configs:
-            us = graph_time_us(lambda i: gathered_gemv_triton(inputs, table, rows[i], spec, glu, x_div, block, warps),
+    weights = torch.rand(tokens * TOP_K, device=x.device, dtype=x.dtype)
+    old = [("gate_up", layout.gate_up, x, False, TOP_K),
+           ("down, silu * up on its input", layout.down, gate_up, True, 1)]
+    for matrix, spec, inputs, glu, x_div in old:
+        us = graph_time_us(lambda i: gathered_gemv_triton(inputs, table, rows[i], spec, glu, x_div), num_steps)
+        yield gemv_row("gemv", name, matrix, spec, tokens, (16, 1, 4), us)
+    word = [("gate_up, silu * up epilogue", layout.gate_up, x, True, TOP_K, None),
+            ("down, weight epilogue", layout.down, h, False, 1, weights)]
+    for matrix, spec, inputs, swiglu, x_div, scale in word:
+        for split in WORD_CONFIGS[spec.qtype.name]:
+            us = graph_time_us(lambda i: word_gemv_triton(inputs, table, rows[i], spec, x_div, swiglu, scale, split),
                                num_steps)
-            yield {"case": "gemv", "format": name, "matrix": matrix, "type": spec.qtype.name, "tokens": tokens,
-                   "rows_per_program": block, "warps": warps, "us": round(us, 2),
-                   "GB_per_s": round(tokens * TOP_K * spec.nbytes / us / 1e3, 1)}
+            yield gemv_row("word_gemv", name, matrix, spec, tokens, split, us)
+
+
+def gemv_row(case, name, matrix, spec, tokens, split, us):
+    return {"case": case, "format": name, "matrix": matrix, "type": spec.qtype.name, "tokens": tokens,
+            "rows_per_program": split[0], "supers": split[1], "warps": split[2], "us": round(us, 2),
+            "GB_per_s": round(tokens * TOP_K * spec.nbytes / us / 1e3, 1)}
 
 
 def bf16_cases(args, device):

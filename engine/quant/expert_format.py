@@ -20,7 +20,8 @@ from engine.experts.routing.dispatch import Dispatch, combine
 from engine.experts.formats.kernel import run_expert
 from engine.experts.formats.layout import ExpertLayout
 from engine.quant.grouped_gemm import GroupedExpert, run_grouped, runs_grouped
-from engine.quant.linear import QuantLinearSpec, dequantize, gathered_gemv
+from engine.quant.linear import (QuantLinearSpec, dequantize, gathered_gemv, gathered_swiglu, runs_words,
+                                 scaled_gemv)
 from engine.quant.types import SLOT_ALIGN, align, quant_type
 
 ALIGN = SLOT_ALIGN
@@ -85,9 +86,15 @@ class QuantExpertFormat(ExpertLayout):
     def gathered(self, x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, weights: torch.Tensor,
                  ids: torch.Tensor | None = None):
         """Small step: entry i = (t, k) of weights [T, K] uses slot table[rows[i]], ids [T, K] its expert (read
-        for the bias rows) -> weighted outputs [T, K, D]. Two fused dequantize + GEMV launches (gate_up, then down
-        with silu(gate) * up on its input, or the activation's output)."""
+        for the bias rows) -> weighted outputs [T, K, D]. Two fused dequantize + GEMV launches: SwiGLU without biases,
+        where gate_up runs the word GEMV (linear.runs_words), as gate_up with silu(gate) * up in its epilogue, then
+        down with the routing weight in its (or scaled after); otherwise gate_up, then down with silu(gate) * up on
+        its input, or the activation's output."""
         T, K = weights.shape
+        if (self.gate_up is not None and self.activation is SILU_GLU and self.bias is None
+                and runs_words(x.device, self.gate_up)):
+            h = gathered_swiglu(x, table, rows, self.gate_up, x_div=K)  # [T*K, I]
+            return scaled_gemv(h, table, rows, self.down, weights.reshape(-1)).view(T, K, self.hidden)
         if self.gate_up is not None:
             gate_up = gathered_gemv(x, table, rows, self.gate_up, x_div=K)  # [T*K, 2I]
         else:

@@ -74,8 +74,35 @@ def gathered_gemv(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, spec
         raise ValueError(f"x has {x.shape[-1]} features, the {spec.qtype.name} matrix takes {spec.in_features}"
                          + (" (twice: gate and up)" if glu else ""))
     if uses_triton(x.device):
+        if runs_words(x.device, spec) and not glu:
+            return word_gemv_triton(x, table, rows, spec, x_div)
         return gathered_gemv_triton(x, table, rows, spec, glu, x_div)
     return gathered_gemv_reference(x, table, rows, spec, glu, x_div)
+
+
+def gathered_swiglu(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, gate_up: QuantLinearSpec,
+                    x_div: int = 1) -> torch.Tensor:
+    """silu(gate) * up of entry i's [gate; up] matrix (gate_up: 2I rows) times x[i // x_div] -> [E, I] in x.dtype,
+    each step rounded to x.dtype as glu_input(gathered_gemv(...)) rounds: one launch where runs_words."""
+    if runs_words(x.device, gate_up):
+        return word_gemv_triton(x, table, rows, gate_up, x_div, swiglu=True)
+    return glu_input(gathered_gemv(x, table, rows, gate_up, x_div=x_div))
+
+
+def scaled_gemv(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, spec: QuantLinearSpec,
+                scale: torch.Tensor) -> torch.Tensor:
+    """(gathered_gemv(x, table, rows, spec) * scale[:, None]).to(x.dtype): scale [E] multiplies entry i's output
+    (a routing weight), in the kernel's epilogue where runs_words."""
+    if runs_words(x.device, spec):
+        return word_gemv_triton(x, table, rows, spec, scale=scale.reshape(-1))
+    return (gathered_gemv(x, table, rows, spec) * scale.reshape(-1, 1)).to(x.dtype)
+
+
+def quant_gemv(x: torch.Tensor, buffer: torch.Tensor, spec: QuantLinearSpec) -> torch.Tensor:
+    """x [T, in] times the matrix spec describes in the 1-D uint8 buffer -> [T, out] in x.dtype (a dense layer's
+    decode step; the same kernel as gathered_gemv with every entry on one slot)."""
+    rows = torch.zeros(x.shape[0], dtype=torch.int64, device=x.device)
+    return gathered_gemv(x, buffer.view(1, -1), rows, spec)
 
 
 def gathered_gemv_reference(x, table, rows, spec: QuantLinearSpec, glu: bool = False, x_div: int = 1):
@@ -126,6 +153,47 @@ def gathered_gemv_triton(x, table, rows, spec: QuantLinearSpec, glu: bool = Fals
                                GLU=glu, BN=rows_per_program, G=group, L=lanes, num_warps=num_warps,
                                enable_fp_fusion=False)
     return out
+
+
+def word_gemv_triton(x, table, rows, spec: QuantLinearSpec, x_div: int = 1, swiglu: bool = False,
+                     scale: torch.Tensor | None = None, split: tuple[int, int, int] | None = None):
+    """engine.quant.gemv_kernels.word_gemv on x's device (the CPU only under TRITON_INTERPRET=1). swiglu: spec is
+    [gate; up], the output silu(gate) * up; scale [E]: entry i's output times scale[i]. split (rows per program,
+    super-blocks per step, warps) is fixed by the matrix's type and shape (benchmarks may try others)."""
+    from engine.quant.gemv_kernels import WORD_TYPES as CODES
+    from engine.quant.gemv_kernels import word_gemv
+
+    x = x.contiguous()
+    n_out = spec.out_features // 2 if swiglu else spec.out_features
+    out = torch.empty(rows.numel(), n_out, dtype=x.dtype, device=x.device)
+    block, supers, warps = split or any_word_split(spec)
+    grid = (rows.numel(), _cdiv(n_out, block))
+    word_gemv[grid](x, table, rows, out if scale is None else scale, out, table.shape[1], spec.byte_offset,
+                    spec.row_bytes, n_out, spec.in_features, x.shape[-1], x_div, QTYPE=CODES[spec.qtype.name],
+                    BN=block, S=supers, SWIGLU=swiglu, SCALE=scale is not None, num_warps=warps)
+    return out
+
+
+def word_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
+    """(rows per program, super-blocks per step, warps) of the word GEMV for this matrix, or None where the byte
+    kernel (engine.quant.triton_kernels) serves: the word kernel runs where the H200 probe measured it at least as
+    fast (bench/results/2026-12-02-decode-2/NOTES.md): Q4_K rows of 2048 or more (8 super-blocks a step), Q6_K and
+    Q8_0 at one super-block a step. Q5_K and shorter Q4_K rows were not measured faster."""
+    name = spec.qtype.name
+    if name == "Q4_K" and spec.in_features >= 2048:
+        return 2, 8, 1
+    return {"Q6_K": (4, 1, 1), "Q8_0": (2, 1, 1)}.get(name)
+
+
+def runs_words(device: torch.device, spec: QuantLinearSpec) -> bool:
+    """Whether the GEMV of this matrix runs engine.quant.gemv_kernels on this device."""
+    return uses_triton(device) and word_split(spec) is not None
+
+
+def any_word_split(spec: QuantLinearSpec) -> tuple[int, int, int]:
+    """word_split, or for a word type it does not pick: two rows a program, up to 8 super-blocks a step."""
+    supers = 1 << min(3, (_cdiv(spec.in_features, 256) - 1).bit_length())
+    return word_split(spec) or (2, supers, 1)
 
 
 def _cdiv(a: int, b: int) -> int:

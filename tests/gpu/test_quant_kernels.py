@@ -15,7 +15,8 @@ from engine.experts.providers.paged import PagedExperts
 from engine.experts.providers.resident import ResidentExperts
 from engine.experts.providers.static import StaticOffloadExperts
 from engine.quant.expert_format import QuantExpertFormat
-from engine.quant.linear import QuantLinearSpec, dequantize, gathered_gemv, gathered_gemv_reference
+from engine.quant.linear import (QuantLinearSpec, dequantize, gathered_gemv, gathered_gemv_reference, gathered_swiglu,
+                                 glu_input, scaled_gemv)
 from engine.quant.reference import dequantize_reference
 from engine.quant.synthetic import synthetic_quant_experts
 from tests.quant import test_quant_providers as providers
@@ -67,6 +68,29 @@ def test_gathered_gemv(cuda, qtype, dtype, glu):
         assert torch.equal(gathered_gemv(x[i : i + 1], table, rows[i : i + 1], spec, glu=glu), got[i : i + 1])
     shared = gathered_gemv(x[:2], table, rows[:6], spec, glu=glu, x_div=3)  # entries 0-2 read x[0], 3-5 x[1]
     assert torch.equal(shared, gathered_gemv(x[[0, 0, 0, 1, 1, 1]], table, rows[:6], spec, glu=glu))
+
+
+@pytest.mark.parametrize("types", [("Q4_K", "Q4_K", "Q6_K"), ("Q8_0",) * 3], ids=["Q4_K_M", "Q8_0"])
+def test_word_gemv_at_the_expert_shape(cuda, types):
+    """Qwen3-30B-A3B's experts (2048 -> 768 -> 2048): the word GEMV with its SwiGLU and routing-weight epilogues
+    within bf16 rounding of the reference ops, every entry's bits its own."""
+    layout = QuantExpertFormat(2048, 768, *types)
+    table, _ = random_experts(layout, 6, seed=5)
+    table = table.to(cuda)
+    rows = torch.tensor([5, 0, 2, 2, 1, 3, 0, 4], device=cuda)
+    x = (torch.randn(1, 2048, device=cuda, generator=torch.Generator(cuda).manual_seed(2)) * 0.05).to(torch.bfloat16)
+    h = gathered_swiglu(x, table, rows, layout.gate_up, x_div=8)
+    expected_h = glu_input(gathered_gemv_reference(x.cpu(), table.cpu(), rows.cpu(), layout.gate_up, x_div=8))
+    torch.testing.assert_close(h.float().cpu(), expected_h.float(), rtol=2**-6,
+                               atol=2**-6 * expected_h.float().abs().max().item())
+    w = torch.rand(8, device=cuda).to(torch.bfloat16)
+    y = scaled_gemv(h, table, rows, layout.down, w)
+    expected_y = (gathered_gemv_reference(h.cpu(), table.cpu(), rows.cpu(), layout.down) * w.cpu()[:, None])
+    torch.testing.assert_close(y.float().cpu(), expected_y.float(), rtol=2**-6,
+                               atol=2**-6 * expected_y.float().abs().max().item())
+    for i in range(8):  # batch invariance: each entry alone gives the same bits
+        assert torch.equal(gathered_swiglu(x, table, rows[i : i + 1], layout.gate_up), h[i : i + 1])
+        assert torch.equal(scaled_gemv(h[i : i + 1], table, rows[i : i + 1], layout.down, w[i : i + 1]), y[i : i + 1])
 
 
 @pytest.mark.parametrize("name", list(FORMATS))
