@@ -4,6 +4,8 @@ the CPU the torch reference (engine.quant.reference) and the same math; the devi
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 
 import torch
@@ -178,7 +180,10 @@ def word_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
     """(rows per program, super-blocks per step, warps) of the word GEMV for this matrix, or None where the byte
     kernel (engine.quant.triton_kernels) serves: the word kernel runs where the H200 probe measured it at least as
     fast (bench/results/2026-12-02-decode-2/NOTES.md): Q4_K rows of 2048 or more (8 super-blocks a step), Q6_K and
-    Q8_0 at one super-block a step. Q5_K and shorter Q4_K rows were not measured faster."""
+    Q8_0 at one super-block a step. Q5_K and shorter Q4_K rows were not measured faster. WISP_WORD_GEMV=0 keeps
+    every matrix on the byte kernel (to compare the two in one run)."""
+    if os.environ.get("WISP_WORD_GEMV", "1") == "0":
+        return None
     name = spec.qtype.name
     if name == "Q4_K" and spec.in_features >= 2048:
         return 2, 8, 1
