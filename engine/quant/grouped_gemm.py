@@ -25,11 +25,11 @@ from engine.quant.linear import QuantLinearSpec
 from engine.quant.types import BF16, F16, F32
 from engine.triton_support import HAS_TRITON
 
-# The tile configuration, one for every step: each row tile dequantizes its expert's weights again, so tall tiles
-# pay that less often. H200, bench/results/2026-12-02-prefill-2, one Q4_K_M layer-step of 512 / 2048 / 8192 tokens:
-# 1.39 / 1.90 / 4.90 ms at these values against 1.82 / 3.90 / 12.38 ms with 64-row tiles, the same bits at every
-# configuration swept (16 to 128 rows, both tensor-core instructions).
-BM = 128  # grouped rows per tile
+# The tile configuration, one for every step. Taller row tiles dequantize each expert's weights fewer times
+# (128 rows, WISP_GROUPED_TILES=128,32,64,8,3, ran a layer-step 1.3-2.5x faster on the H200) but their launches take
+# device memory per prompt step that the plan's workspace does not count, so 64 rows stay the default until it does
+# (bench/results/2026-12-02-prefill-2/NOTES.md; bench/prefill_peak_probe.py measures it).
+BM = 64  # grouped rows per tile
 BN_GATE_UP = 32  # gate columns per program (and as many up columns): two [32, 256] weight tiles per K step
 BN_DOWN = 64
 NUM_WARPS = 8
