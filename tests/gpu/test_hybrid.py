@@ -101,7 +101,8 @@ def test_preempted_sequences_rebuild_their_state_on_cuda(model_dir):
 @pytest.mark.parametrize("name", ["qwen3-next-80b-a3b", "qwen3.5-35b-a3b"])
 def test_paged_hybrid_shape_stays_within_budget(name):
     """Four layers of the published shape (three linear, one full attention), paged at 5 GiB (their minimum budgets are
-    3.1 and 3.8 GiB): dense weights, slots, KV, workspace and the state of every sequence stay under the budget through prefill and decode."""
+    3.1 and 3.8 GiB): dense weights, slots, KV, workspace and the state of every sequence stay under the budget
+    through prefill and decode."""
     from engine.bench.suite import decode_once, plan_for
     from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
     from engine.model.shapes import shape
