@@ -10,22 +10,17 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from engine.model.families import family
 from training.moe_model import MoeLM
 from training.presets import ArchSpec
 
 END_OF_TEXT_ID, IM_END_ID = 0, 2
-MOE_PREFIX = {"qwen3_moe": "mlp", "olmoe": "mlp", "mixtral": "block_sparse_moe"}
-EXPERT_NAMES = {  # our stacked parameter -> HF per-expert projection name
-    "qwen3_moe": {"gate_proj": "gate_proj", "up_proj": "up_proj", "down_proj": "down_proj"},
-    "olmoe": {"gate_proj": "gate_proj", "up_proj": "up_proj", "down_proj": "down_proj"},
-    "mixtral": {"gate_proj": "w1", "up_proj": "w3", "down_proj": "w2"},
-}
 ARCHITECTURES = {"qwen3_moe": "Qwen3MoeForCausalLM", "olmoe": "OlmoeForCausalLM", "mixtral": "MixtralForCausalLM"}
 
 
 def hf_state_dict(model: MoeLM, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    arch = model.arch
-    moe_prefix, expert_names = MOE_PREFIX[arch.model_type], EXPERT_NAMES[arch.model_type]
+    names = family(model.arch.model_type).weight_names  # the checkpoint names the engine's loader reads
+    expert_names = {"gate_proj": names.gate, "up_proj": names.up, "down_proj": names.down}  # ours -> the family's
     tensors = {}
     for name, tensor in model.state_dict().items():
         tensor = tensor.detach().to("cpu", dtype)
@@ -33,9 +28,9 @@ def hf_state_dict(model: MoeLM, dtype: torch.dtype) -> dict[str, torch.Tensor]:
             tensors[name] = tensor
         elif ".mlp." in name:
             layer_prefix, param = name.split(".mlp.")
-            hf_prefix = f"model.{layer_prefix}.{moe_prefix}"
+            hf_prefix = f"model.{layer_prefix}.{names.block}"
             if param == "gate.weight":
-                tensors[f"{hf_prefix}.gate.weight"] = tensor
+                tensors[f"{hf_prefix}.{names.router}.weight"] = tensor
             else:
                 for expert, weight in enumerate(tensor):
                     tensors[f"{hf_prefix}.experts.{expert}.{expert_names[param]}.weight"] = weight.contiguous()
