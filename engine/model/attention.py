@@ -43,13 +43,17 @@ class AttentionMetadata:
     spans: list[SeqSpan]
 
     @cached_property
-    def state_steps(self) -> tuple[list[SeqSpan], torch.Tensor, torch.Tensor]:
+    def state_steps(self) -> tuple[list[SeqSpan], torch.Tensor, torch.Tensor, list[SeqSpan]]:
         """The spans that add one token to a sequence already begun, their rows [B] and their state slots [B]:
-        what linear-attention layers step in their recurrent form (built once per step, read by every layer)."""
-        steps = [span for span in self.spans if span.q_len == 1 and span.kv_slots.numel() > 1]
+        what linear-attention layers step in their recurrent form; then the other spans, which those layers run in
+        their chunked form (built once per step, read by every layer)."""
+        steps, prompts = [], []
+        for span in self.spans:
+            (steps if span.q_len == 1 and span.kv_slots.numel() > 1 else prompts).append(span)
         device = self.slot_mapping.device
         rows = torch.tensor([span.q_start for span in steps], dtype=torch.long, device=device)
-        return steps, rows, torch.tensor([span.state_slot for span in steps], dtype=torch.long, device=device)
+        slots = torch.tensor([span.state_slot for span in steps], dtype=torch.long, device=device)
+        return steps, rows, slots, prompts
 
 
 @dataclass

@@ -4,7 +4,6 @@ MoE block with a gated shared expert. Norms are zero-centred."""
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from engine.model.args import ModelArgs
@@ -52,11 +51,3 @@ class HybridTransformer(MoeTransformer):
         self.layers = nn.ModuleList(HybridDecoderLayer(args, i) for i in range(args.num_hidden_layers))
         self.norm = ZeroCenteredRMSNorm(args.hidden_size, args.rms_norm_eps)
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
-
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: HybridCache,
-                context: MoeContext):
-        x = self.embed_tokens(input_ids)  # [T, D]
-        rope = self.rotary(positions, x.dtype)
-        for layer in self.layers:
-            x = layer(x, rope, meta, cache, context)
-        return self.norm(x)

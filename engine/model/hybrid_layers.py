@@ -91,12 +91,11 @@ class GatedDeltaNet(nn.Module):
         beta = b.sigmoid()
         g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)  # [T, H] log decay per token
         out = torch.empty(x.shape[0], self.num_v_heads, self.head_v_dim, dtype=x.dtype, device=x.device)
-        steps, rows, slots = meta.state_steps
+        steps, rows, slots, prompts = meta.state_steps
         if steps:
             self.decode(rows, slots, mixed, g, beta, out, cache)
-        for span in meta.spans:
-            if not any(span is step for step in steps):
-                self.prefill(span, mixed, g, beta, out, cache)
+        for span in prompts:
+            self.prefill(span, mixed, g, beta, out, cache)
         out = self.norm(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
         return self.out_proj(out.view(x.shape[0], -1))
 

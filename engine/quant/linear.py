@@ -15,6 +15,8 @@ from engine.quant.reference import dequantize_reference
 from engine.quant.types import QuantType, quant_type
 from engine.triton_support import HAS_TRITON
 
+WORD_GEMV = os.environ.get("WISP_WORD_GEMV", "1") != "0"  # "0": the byte kernel everywhere (word_split)
+
 ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
 
 
@@ -180,9 +182,9 @@ def word_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
     """(rows per program, super-blocks per step, warps) of the word GEMV for this matrix, or None where the byte
     kernel (engine.quant.triton_kernels) serves: the word kernel runs where the H200 probe measured it at least as
     fast (bench/results/2026-12-02-decode-2/NOTES.md): Q4_K rows of 2048 or more (8 super-blocks a step), Q6_K and
-    Q8_0 at one super-block a step. Q5_K and shorter Q4_K rows were not measured faster. WISP_WORD_GEMV=0 keeps
-    every matrix on the byte kernel (to compare the two in one run)."""
-    if os.environ.get("WISP_WORD_GEMV", "1") == "0":
+    Q8_0 at one super-block a step. Q5_K and shorter Q4_K rows were not measured faster. WISP_WORD_GEMV=0 (read
+    when the module loads) keeps every matrix on the byte kernel, to compare the two."""
+    if not WORD_GEMV:
         return None
     name = spec.qtype.name
     if name == "Q4_K" and spec.in_features >= 2048:

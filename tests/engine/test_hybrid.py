@@ -11,6 +11,7 @@ from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.model import gated_deltanet
 from engine.model.config_file import read_args
 from engine.model.sizes import model_sizes
+from tests.engine.test_models import alone_and_together
 from tests.tiny_models import HYBRID_TYPES
 
 LONG_PROMPT = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n" * 6  # > 64 tokens: two chunks
@@ -88,12 +89,8 @@ def test_long_prompt_greedy_tokens_match_transformers(tiny_model_dir, model_type
 
 @pytest.mark.parametrize("model_type", HYBRID_TYPES)
 def test_eight_requests_of_different_lengths_each_get_their_solo_tokens(tiny_model_dir, model_type):
-    folder = tiny_model_dir(model_type)
     prompts = [LONG_PROMPT[: 7 + 23 * i] for i in range(8)]
-    with Engine(EngineOptions(model=str(folder), device="cpu")) as engine:
-        alone = [engine.generate(GenerateRequest(prompt=p, sampling=greedy(16))).token_ids for p in prompts]
-        handles = [engine.submit(GenerateRequest(prompt=p, sampling=greedy(16))) for p in prompts]
-        together = [h.result().token_ids for h in handles]
+    alone, together = alone_and_together(tiny_model_dir(model_type), prompts, greedy(16))
     assert together == alone
 
 

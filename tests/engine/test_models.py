@@ -59,12 +59,16 @@ def test_greedy_tokens_match_transformers_generate(tiny_model_dir, model_type):
     assert len(result.logprobs) == 32 and all(lp <= 0 for lp in result.logprobs)
 
 
-def test_batched_decoding_equals_each_alone(tiny_model_dir, model_type):
-    folder = tiny_model_dir(model_type)
+def alone_and_together(folder, prompts, sampling: SamplingParams) -> tuple[list, list]:
+    """Each prompt's greedy tokens run by itself, then all of them submitted at once (continuous batching)."""
     with Engine(EngineOptions(model=str(folder), device="cpu")) as engine:
-        alone = [engine.generate(GenerateRequest(prompt=p, sampling=greedy(24))).token_ids for p in PROMPTS]
-        handles = [engine.submit(GenerateRequest(prompt=p, sampling=greedy(24))) for p in PROMPTS]
-        together = [h.result().token_ids for h in handles]
+        alone = [engine.generate(GenerateRequest(prompt=p, sampling=sampling)).token_ids for p in prompts]
+        handles = [engine.submit(GenerateRequest(prompt=p, sampling=sampling)) for p in prompts]
+        return alone, [h.result().token_ids for h in handles]
+
+
+def test_batched_decoding_equals_each_alone(tiny_model_dir, model_type):
+    alone, together = alone_and_together(tiny_model_dir(model_type), PROMPTS, greedy(24))
     assert together == alone
 
 
