@@ -13,7 +13,9 @@ ROUTER = "ffn_gate_inp.weight"  # llama.cpp keeps routers f32, as it does every 
 
 def module_order_specs(args: ModelArgs, ckpt, names, arch: str) -> list[TensorSpec]:
     """Every tensor of the file: the dense ones in Wisp's parameter order, then each MoE layer's experts."""
-    specs = dense_specs(args, ckpt, names, arch)
+    from engine.model.families import family
+
+    specs = (family(args.model_type).gguf.dense_specs or dense_specs)(args, ckpt, names, arch)
     for layer, is_moe in enumerate(args.moe_layers):
         specs += layer_expert_specs(args, ckpt, names, layer) if is_moe else []
     return specs
