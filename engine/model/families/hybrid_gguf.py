@@ -16,20 +16,17 @@ qwen35moe.cpp) read them:
   holds 1 + weight (ssm_norm, a plain one, does not); qwen35moe reorders the value heads from grouped by key head
   to tiled (value head j reads key head j % Hk: llama.cpp repeats q and k by tiling), in every tensor that has
   them (v rows of attn_qkv and the conv, attn_gate, ssm_beta, ssm_alpha, ssm_a, ssm_dt, ssm_out's columns).
-Wisp's layers read these as stored (engine.model.linear_args: projections, tiled_value_heads, llama_cpp_values)."""
+Wisp's layers read these as stored (engine.model.linear_args: projections, tiled_value_heads, llama_cpp_values);
+convert-gguf writes them from a checkpoint through engine.gguf.linear_specs."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
-
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs
 from engine.model.families.gguf_keys import GgufKeys
 from engine.model.families.hybrid_config import hybrid_args
-from engine.model.linear_args import QKVZ_BA
-from engine.model.weight_names import MoeWeightNames
 
 LAYER_MODULES = {
     "post_attention_layernorm": "post_attention_norm",
@@ -134,89 +131,7 @@ def write_metadata(writer, args: ModelArgs) -> None:
 
 
 def file_args(args: ModelArgs, projections: str, tiled: bool) -> ModelArgs:
-    """A checkpoint's args in the layout of its GGUF file."""
+    """A checkpoint's args in the layout of its GGUF file (convert-gguf computes the file's tensors from the
+    checkpoint's: engine.gguf.linear_specs)."""
     linear = replace(args.linear, projections=projections, tiled_value_heads=tiled, llama_cpp_values=True)
     return replace(args, linear=linear)
-
-
-def dense_specs(args: ModelArgs, ckpt, names: MoeWeightNames, arch: str, projections: str, tiled: bool) -> list:
-    """convert-gguf's dense tensors: Wisp's parameters in the file's layout (file_args), in Wisp's order, each
-    computed from the checkpoint's tensors as llama.cpp's converter does (module docstring)."""
-    from engine.gguf.named_specs import keeps_f32
-    from engine.gguf.param_names import gguf_name
-    from engine.model.families.tensor_spec import TensorSpec
-    from engine.model.hybrid_layers import ZeroCenteredRMSNorm
-    from engine.model.model_tree import meta_model
-
-    model = meta_model(file_args(args, projections, tiled))
-    centred = {f"{prefix}.weight" for prefix, module in model.named_modules() if isinstance(module, ZeroCenteredRMSNorm)}
-    specs = []
-    for param, value in model.named_parameters():
-        if param == "lm_head.weight" and not ckpt.has(param):
-            continue
-        name = gguf_name(param, arch)
-        shape = tuple(d for d in value.shape if d != 1) if value.dim() > 1 else tuple(value.shape)
-        load = _loader(args, ckpt, names, param, param in centred, tiled)
-        specs.append(TensorSpec(name, shape, lambda load=load, shape=shape: load().reshape(shape),
-                                keeps_f32(name, shape)))
-    return specs
-
-
-def _loader(args: ModelArgs, ckpt, names: MoeWeightNames, param: str, centred: bool, tiled: bool):
-    from engine.model.families.tensor_spec import as_f32
-    from engine.model.loader import hf_name
-
-    def read(wisp_param: str) -> np.ndarray:
-        return as_f32(ckpt.get(hf_name(wisp_param, names)))
-
-    prefix, _, leaf = param.rpartition("linear_attn.")
-    linear = args.linear
-    if centred:
-        return lambda: read(param) + np.float32(1.0)
-    if leaf == "A":
-        base = lambda: _decay_rate(read(f"{prefix}linear_attn.A_log"))  # noqa: E731
-    elif leaf in ("in_proj_qkv.weight", "in_proj_z.weight") and linear.projections == QKVZ_BA:
-        z = leaf.startswith("in_proj_z")
-        base = lambda: _split_qkvz(read(f"{prefix}linear_attn.in_proj_qkvz.weight"), linear)[z]  # noqa: E731
-    else:
-        base = lambda: read(param)  # noqa: E731
-    if tiled and leaf and linear.num_value_heads != linear.num_key_heads:
-        return lambda: _tiled(base(), leaf, linear)
-    return base
-
-
-def _decay_rate(a_log: np.ndarray) -> np.ndarray:
-    """-exp(A_log) with the bits Wisp's layer computes it with (GatedDeltaNet.forward)."""
-    import torch
-
-    return (-torch.from_numpy(a_log).float().exp()).numpy()
-
-
-def _split_qkvz(qkvz: np.ndarray, linear) -> tuple[np.ndarray, np.ndarray]:
-    """qwen3_next's in_proj_qkvz [Hk x (q Dk | k Dk | v r*Dv | z r*Dv), D] -> (q | k | v of all heads, z)."""
-    ratio = linear.num_value_heads // linear.num_key_heads
-    per_head = qkvz.reshape(linear.num_key_heads, -1, qkvz.shape[-1])
-    q, k, v, z = np.split(per_head, np.cumsum([linear.key_head_dim, linear.key_head_dim,
-                                               ratio * linear.value_head_dim]), axis=1)
-    rows = lambda t: t.reshape(-1, qkvz.shape[-1])  # noqa: E731
-    return np.concatenate([rows(q), rows(k), rows(v)]), np.ascontiguousarray(rows(z))
-
-
-def _tiled(tensor: np.ndarray, leaf: str, linear) -> np.ndarray:
-    """One DeltaNet tensor with its value heads reordered from grouped by key head to tiled."""
-    hk, ratio = linear.num_key_heads, linear.num_value_heads // linear.num_key_heads
-
-    def tile(t: np.ndarray, axis: int, width: int) -> np.ndarray:  # value heads of `width` along `axis`
-        shape = t.shape[:axis] + (hk, ratio, width) + t.shape[axis + 1:]
-        return np.ascontiguousarray(np.swapaxes(t.reshape(shape), axis, axis + 1)).reshape(t.shape)
-
-    keys = 2 * linear.num_key_heads * linear.key_head_dim
-    if leaf in ("in_proj_qkv.weight", "conv1d.weight"):
-        return np.concatenate([tensor[:keys], tile(tensor[keys:], 0, linear.value_head_dim)])
-    if leaf in ("in_proj_z.weight",):
-        return tile(tensor, 0, linear.value_head_dim)
-    if leaf in ("in_proj_b.weight", "in_proj_a.weight", "A", "dt_bias"):
-        return tile(tensor, 0, 1)
-    if leaf == "out_proj.weight":
-        return tile(tensor, 1, linear.value_head_dim)
-    return tensor

@@ -63,5 +63,5 @@ FAMILY = Family(
                     layer_modules=hybrid_gguf.LAYER_MODULES, layer_params=hybrid_gguf.LAYER_PARAMS,
                     check_convertible=partial(hybrid_gguf.check_convertible, arch=ARCH),
                     write_metadata=write_gguf_metadata, module_order=True, trailing_layers=True,
-                    dense_specs=partial(hybrid_gguf.dense_specs, projections=QKV_Z_B_A, tiled=True)),
+                    file_args=partial(hybrid_gguf.file_args, projections=QKV_Z_B_A, tiled=True)),
 )

@@ -1,0 +1,99 @@
+"""GGUF files of the hybrid linear-attention models (llama.cpp's qwen3next and qwen35moe; engine.model.families.
+hybrid_gguf) written by `wisp convert-gguf`: an f32 file runs on Wisp's engine bit for bit as its checkpoint does,
+its ModelArgs are the checkpoint's in the file's layout, the planner counts its linear-attention state, and the
+converter refuses what llama.cpp's graphs would compute otherwise. (test_hybrid_llama_cpp compares with llama.cpp;
+test_wisp_engine_modes runs them in every expert mode; test_convert_gguf has llama.cpp read them back.)"""
+
+import json
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from engine.api import Engine, EngineOptions, open_source, plan_for
+from engine.errors import UnsupportedModelError
+from engine.gguf.convert import convert
+from engine.gguf.model_file import GgufModel
+from engine.model.linear_args import QKV_Z_B_A, QKV_Z_BA
+from engine.model.loader import read_args
+from tests.gguf.engine_runs import outputs
+from tests.tiny_models import HYBRID_TYPES
+
+FILE_LAYOUT = {"qwen3_next": (QKV_Z_BA, False), "qwen3_5_moe": (QKV_Z_B_A, True)}
+
+
+@pytest.fixture(scope="module")
+def converted(tiny_model_dir, tmp_path_factory):
+    """model_type -> its tiny checkpoint converted to f32 (once per module)."""
+    root, made = tmp_path_factory.mktemp("hybrid-gguf"), {}
+
+    def get(model_type: str):
+        if model_type not in made:
+            made[model_type] = convert(tiny_model_dir(model_type), root / f"{model_type}.gguf", "f32").path
+        return made[model_type]
+
+    return get
+
+
+@pytest.mark.parametrize("model_type", HYBRID_TYPES)
+def test_an_f32_file_generates_its_checkpoints_tokens(model_type, tiny_model_dir, converted):
+    """The same tokens, greedy and seeded, alone and batched; logprobs equal to float rounding only: the file's
+    layout sums in another order (qwen3next's q|k|v and z are two matmuls, qwen35moe's tiled value heads permute
+    ssm_out's columns), and llama_cpp_values gives the same bits (an f32 checkpoint's 1 + w and -exp(A_log))."""
+    reference = outputs(tiny_model_dir(model_type), max_tokens=8)
+    ours = outputs(converted(model_type), max_tokens=8)
+    assert len({ids for ids, _ in reference}) > 1
+    assert [ids for ids, _ in ours] == [ids for ids, _ in reference]
+    assert np.allclose([lp for _, lps in ours for lp in lps], [lp for _, lps in reference for lp in lps],
+                       rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("model_type", HYBRID_TYPES)
+def test_the_files_args_are_the_checkpoints_in_the_files_layout(model_type, tiny_model_dir, converted):
+    model = GgufModel(converted(model_type))
+    projections, tiled = FILE_LAYOUT[model_type]
+    args = read_args(tiny_model_dir(model_type))
+    expected = replace(args, linear=replace(args.linear, projections=projections, tiled_value_heads=tiled,
+                                            llama_cpp_values=True))
+    # feed_forward_length is written whatever the checkpoint says (0 when it has none); no layer is dense
+    assert model.args == replace(expected, intermediate_size=model.args.intermediate_size) and model.support()[0]
+    assert model.args.state_bytes_per_seq(4) == args.state_bytes_per_seq(4) > 0
+    assert model.architecture == {"qwen3_next": "qwen3next", "qwen3_5_moe": "qwen35moe"}[model_type]
+
+
+@pytest.mark.parametrize("model_type", HYBRID_TYPES)
+def test_the_plan_of_a_file_counts_the_state_the_engine_allocates(model_type, tiny_model_dir, converted):
+    options = EngineOptions(model=str(converted(model_type)), device="cpu", max_num_seqs=3)
+    plan = plan_for(open_source(options.model), options)
+    folder_plan = plan_for(open_source(str(tiny_model_dir(model_type))), replace(options, model=str(
+        tiny_model_dir(model_type))))
+    assert plan.sizes.state_bytes_per_seq == folder_plan.sizes.state_bytes_per_seq > 0
+    assert plan.sizes.kv_bytes_per_token == folder_plan.sizes.kv_bytes_per_token
+    with Engine(options) as engine:
+        assert engine.plan.state_bytes == engine._core.runner.cache.state_bytes == 3 * plan.sizes.state_bytes_per_seq
+
+
+def test_configure_plans_the_state_of_a_file(converted):
+    from argparse import Namespace
+
+    from engine.cli.configure import configure_plan
+
+    path = converted("qwen3_5_moe")
+    cli = Namespace(model=str(path), device="cpu", dtype="auto", budget=1 << 30, concurrency=4, max_context=256)
+    plan = configure_plan(cli)
+    assert plan.gguf is not None and plan.gguf.architecture == "qwen35moe"
+    assert plan.sizes.state_bytes_per_seq == GgufModel(path).args.state_bytes_per_seq(4) > 0
+
+
+@pytest.mark.parametrize("change,message", [({"norm_topk_prob": False}, "renormalises"),
+                                            ({"attention_bias": True}, "attention biases"),
+                                            ({"linear_value_head_dim": 32}, "linear_key_head_dim")])
+def test_a_checkpoint_llama_cpp_would_compute_differently_is_refused(change, message, tiny_model_dir, tmp_path):
+    folder = tmp_path / "changed"
+    shutil.copytree(tiny_model_dir("qwen3_next"), folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(UnsupportedModelError, match=message):
+        convert(folder, tmp_path / "x.gguf", "f32")
+    assert not list(tmp_path.glob("*.gguf*"))
