@@ -11,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.api import Engine, EngineOptions, open_source, plan_for
+from engine.api import Engine, EngineOptions, budget_marks, engine_plan, open_source, plan_for
 from engine.errors import UnsupportedModelError
 from engine.gguf.convert import convert
 from engine.gguf.model_file import GgufModel
@@ -41,8 +41,8 @@ def test_an_f32_file_generates_its_checkpoints_tokens(model_type, tiny_model_dir
     """The same tokens, greedy and seeded, alone and batched; logprobs equal to float rounding only: the file's
     layout sums in another order (qwen3next's q|k|v and z are two matmuls, qwen35moe's tiled value heads permute
     ssm_out's columns), and llama_cpp_values gives the same bits (an f32 checkpoint's 1 + w and -exp(A_log))."""
-    reference = outputs(tiny_model_dir(model_type), max_tokens=8)
-    ours = outputs(converted(model_type), max_tokens=8)
+    reference = outputs(tiny_model_dir(model_type), max_tokens=4)
+    ours = outputs(converted(model_type), max_tokens=4)
     assert len({ids for ids, _ in reference}) > 1
     assert [ids for ids, _ in ours] == [ids for ids, _ in reference]
     assert np.allclose([lp for _, lps in ours for lp in lps], [lp for _, lps in reference for lp in lps],
@@ -72,6 +72,21 @@ def test_the_plan_of_a_file_counts_the_state_the_engine_allocates(model_type, ti
     assert plan.sizes.kv_bytes_per_token == folder_plan.sizes.kv_bytes_per_token
     with Engine(options) as engine:
         assert engine.plan.state_bytes == engine._core.runner.cache.state_bytes == 3 * plan.sizes.state_bytes_per_seq
+
+
+@pytest.mark.parametrize("model_type", HYBRID_TYPES)
+def test_the_picker_marks_a_file_as_its_checkpoint(model_type, tiny_model_dir, converted):
+    """An f32 file and its f32 checkpoint: the same dense, expert, KV and state bytes, so the same budget marks."""
+    from engine.catalog import describe
+
+    paged = dict(device="cpu", experts="paged", max_num_seqs=2)
+    file_options = EngineOptions(model=str(converted(model_type)), **paged)
+    folder_options = EngineOptions(model=str(tiny_model_dir(model_type)), **paged)
+    assert budget_marks(file_options) == budget_marks(folder_options)
+    assert engine_plan(file_options).state_bytes == engine_plan(folder_options).state_bytes == 2 * GgufModel(
+        converted(model_type)).args.state_bytes_per_seq(4)
+    entry = describe(converted(model_type))
+    assert (entry.num_layers, entry.num_experts, entry.num_shared_experts, entry.error) == (4, 8, 1, None)
 
 
 def test_configure_plans_the_state_of_a_file(converted):
