@@ -1,8 +1,9 @@
 """GGUF files of the hybrid linear-attention models (llama.cpp's qwen3next and qwen35moe; engine.model.families.
-hybrid_gguf) written by `wisp convert-gguf`: an f32 file runs on Wisp's engine bit for bit as its checkpoint does,
-its ModelArgs are the checkpoint's in the file's layout, the planner counts its linear-attention state, and the
-converter refuses what llama.cpp's graphs would compute otherwise. (test_hybrid_llama_cpp compares with llama.cpp;
-test_wisp_engine_modes runs them in every expert mode; test_convert_gguf has llama.cpp read them back.)"""
+hybrid_gguf) written by `wisp convert-gguf`: an f32 file generates its checkpoint's tokens, its ModelArgs are the
+checkpoint's in the file's layout, the planner and the picker count its linear-attention state, older qwen3next
+files (the fused ssm_in) run too, and the converter refuses what llama.cpp's graphs would compute otherwise.
+(test_hybrid_llama_cpp compares with llama.cpp; test_wisp_engine_modes runs them in every expert mode;
+test_convert_gguf has llama.cpp read them back.)"""
 
 import json
 import shutil
@@ -11,11 +12,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from engine.api import Engine, EngineOptions, budget_marks, engine_plan, open_source, plan_for
+from engine.api import (Engine, EngineOptions, GenerateRequest, SamplingParams, budget_marks, engine_plan,
+                        open_source, plan_for)
 from engine.errors import UnsupportedModelError
 from engine.gguf.convert import convert
 from engine.gguf.model_file import GgufModel
-from engine.model.linear_args import QKV_Z_B_A, QKV_Z_BA
+from engine.model.linear_args import QKV_Z_B_A, QKV_Z_BA, QKVZ_BA
 from engine.model.loader import read_args
 from tests.gguf.engine_runs import outputs
 from tests.tiny_models import HYBRID_TYPES
@@ -38,9 +40,9 @@ def converted(tiny_model_dir, tmp_path_factory):
 
 @pytest.mark.parametrize("model_type", HYBRID_TYPES)
 def test_an_f32_file_generates_its_checkpoints_tokens(model_type, tiny_model_dir, converted):
-    """The same tokens, greedy and seeded, alone and batched; logprobs equal to float rounding only: the file's
-    layout sums in another order (qwen3next's q|k|v and z are two matmuls, qwen35moe's tiled value heads permute
-    ssm_out's columns), and llama_cpp_values gives the same bits (an f32 checkpoint's 1 + w and -exp(A_log))."""
+    """The same tokens, greedy and seeded, alone and batched; logprobs equal to float rounding only, as for every
+    architecture: a GGUF file's experts run the block-format expert kernel (F32 blocks here), a folder's the dense
+    one. The file's own layout changes no bit (test_an_older_qwen3next_file_...)."""
     reference = outputs(tiny_model_dir(model_type), max_tokens=4)
     ours = outputs(converted(model_type), max_tokens=4)
     assert len({ids for ids, _ in reference}) > 1
@@ -112,3 +114,44 @@ def test_a_checkpoint_llama_cpp_would_compute_differently_is_refused(change, mes
     with pytest.raises(UnsupportedModelError, match=message):
         convert(folder, tmp_path / "x.gguf", "f32")
     assert not list(tmp_path.glob("*.gguf*"))
+
+
+def fused_qkvz(reader, linear):
+    """The tensors of a qwen3next file as llama.cpp's converter wrote them before it split q|k|v from z: each
+    linear layer's attn_qkv and attn_gate merged back into the checkpoint's in_proj_qkvz (per key head: q, k, v, z),
+    named ssm_in."""
+    import numpy as np
+
+    tensors = {t.name: t for t in reader.tensors}
+    hk, dk = linear.num_key_heads, linear.key_head_dim
+    value_rows = linear.num_value_heads // hk * linear.value_head_dim
+    for tensor in reader.tensors:
+        if tensor.name.endswith(".attn_gate.weight"):
+            continue
+        if not tensor.name.endswith(".attn_qkv.weight"):
+            yield tensor.name, tensor.data, tensor.tensor_type
+            continue
+        qkv, z = np.asarray(tensor.data), np.asarray(tensors[tensor.name.replace("attn_qkv", "attn_gate")].data)
+        q, k, v = np.split(qkv, [hk * dk, 2 * hk * dk])
+        heads = [part.reshape(hk, -1, qkv.shape[-1]) for part in (q, k, v, z)]
+        assert heads[2].shape[1] == value_rows
+        yield tensor.name.replace("attn_qkv", "ssm_in"), np.concatenate(heads, axis=1).reshape(-1, qkv.shape[-1]), 0
+
+
+def test_an_older_qwen3next_file_with_the_fused_ssm_in_runs_as_its_checkpoint(tiny_model_dir, converted, tmp_path):
+    from tests.gguf.vocabs import rewrite_gguf
+
+    path = converted("qwen3_next")
+    linear = read_args(tiny_model_dir("qwen3_next")).linear
+    older = GgufModel(rewrite_gguf(path, tmp_path / "ssm_in.gguf", tensors=lambda reader: fused_qkvz(reader, linear)))
+    assert "blk.0.ssm_in.weight" in older.file.tensors and "blk.0.attn_qkv.weight" not in older.file.tensors
+    assert older.support()[0] and older.args.linear.projections == QKVZ_BA
+    # the checkpoint's layout computes the bits of llama.cpp's current one, and llama.cpp reads it as well
+    assert outputs(older.path, max_tokens=4) == outputs(path, max_tokens=4)
+    request = GenerateRequest(prompt_token_ids=(5, 17, 99, 230, 41), sampling=SamplingParams(max_tokens=8,
+                                                                                              ignore_eos=True))
+    tokens = []
+    for backend in ("wisp", "llama.cpp"):
+        with Engine(EngineOptions(model=str(older.path), device="cpu", backend=backend, max_model_len=64)) as engine:
+            tokens.append(engine.generate(request).token_ids)
+    assert tokens[0] == tokens[1]

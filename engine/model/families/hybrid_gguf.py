@@ -9,7 +9,8 @@ qwen35moe.cpp) read them:
   ones Wisp runs).
 - Tensors: the norm before the MLP is post_attention_norm; q_proj (q and the output gate of each head) is attn_q;
   the DeltaNet's q|k|v projection attn_qkv and its z projection attn_gate (qwen3next fuses them per key head in its
-  checkpoints; older qwen3next files keep that as ssm_in, which Wisp does not read), b|a per key head ssm_ba
+  checkpoints; files of llama.cpp's converter before that split keep the checkpoint's fused tensor as ssm_in),
+  b|a per key head ssm_ba
   (qwen3next) or ssm_beta and ssm_alpha (qwen35moe), the conv ssm_conv1d [C, K], dt_bias ssm_dt.bias, the gated
   norm ssm_norm, out_proj ssm_out.
 - Values: ssm_a holds A = -exp(A_log); every zero-centred norm weight (the layers', the final one, q and k's)
@@ -30,6 +31,7 @@ from engine.model.families.hybrid_config import hybrid_args
 
 LAYER_MODULES = {
     "post_attention_layernorm": "post_attention_norm",
+    "linear_attn.in_proj_qkvz": "ssm_in",
     "linear_attn.in_proj_qkv": "attn_qkv",
     "linear_attn.in_proj_z": "attn_gate",
     "linear_attn.in_proj_ba": "ssm_ba",
