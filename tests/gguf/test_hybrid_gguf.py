@@ -155,3 +155,41 @@ def test_an_older_qwen3next_file_with_the_fused_ssm_in_runs_as_its_checkpoint(ti
         with Engine(EngineOptions(model=str(older.path), device="cpu", backend=backend, max_model_len=64)) as engine:
             tokens.append(engine.generate(request).token_ids)
     assert tokens[0] == tokens[1]
+
+
+def with_an_mtp_block(source, out):
+    """The file as Qwen3.5's GGUFs with multi-token prediction are: one more block past the last (a copy of it, plus
+    the nextn tensors) counted in block_count and named by nextn_predict_layers."""
+    import gguf
+    import numpy as np
+
+    from tests.gguf.vocabs import rewrite_gguf
+
+    def tensors(reader):
+        listed = [(t.name, t.data, t.tensor_type) for t in reader.tensors]
+        extra = [(name.replace("blk.3.", "blk.4."), data, kind) for name, data, kind in listed
+                 if name.startswith("blk.3.")]
+        hidden = int(reader.fields["qwen35moe.embedding_length"].contents())
+        f32 = gguf.GGMLQuantizationType.F32
+        extra += [("blk.4.nextn.eh_proj.weight", np.zeros((hidden, 2 * hidden), np.float32), f32)]
+        extra += [(f"blk.4.nextn.{norm}.weight", np.ones(hidden, np.float32), f32) for norm in ("enorm", "hnorm")]
+        return listed + extra
+
+    def add(writer, fields):
+        writer.add_block_count(5)
+        writer.add_nextn_predict_layers(1)
+
+    return rewrite_gguf(source, out, keep=lambda key: key != "qwen35moe.block_count", add=add, tensors=tensors)
+
+
+def test_the_multi_token_prediction_block_of_a_qwen35moe_file_is_skipped(converted, tmp_path):
+    path = converted("qwen3_5_moe")
+    mtp = GgufModel(with_an_mtp_block(path, tmp_path / "mtp.gguf"))
+    assert mtp.file.get("qwen35moe.block_count") == 5 and "blk.4.nextn.eh_proj.weight" in mtp.file.tensors
+    assert mtp.support()[0] and mtp.args == GgufModel(path).args and mtp.args.num_hidden_layers == 4
+    import torch
+
+    from engine.gguf.weights import load_gguf_weights
+
+    ours, theirs = (load_gguf_weights(p, torch.float32).state_dict for p in (mtp.path, path))
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[name], theirs[name]) for name in ours)
