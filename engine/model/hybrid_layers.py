@@ -72,6 +72,7 @@ class GatedDeltaNet(nn.Module):
                   "in_proj_a": self.num_v_heads}
         for name in self.projections:
             setattr(self, name, nn.Linear(hidden, widths[name], bias=False))
+        self.fused_qkvz, self.fused_ba = "in_proj_qkvz" in self.projections, "in_proj_ba" in self.projections
         self.conv1d = nn.Conv1d(conv_dim, conv_dim, linear.conv_kernel_dim, groups=conv_dim, bias=False)
         self.dt_bias = nn.Parameter(torch.ones(self.num_v_heads))
         self.stores_decay = linear.llama_cpp_values
@@ -86,14 +87,14 @@ class GatedDeltaNet(nn.Module):
         """x [T, D] -> (mixed q|k|v [T, C], z [T, H, Dv], b [T, H], a [T, H])."""
         T, ratio = x.shape[0], self.num_v_heads // self.num_k_heads
         heads = (T, self.num_v_heads)
-        if hasattr(self, "in_proj_qkvz"):
+        if self.fused_qkvz:
             qkvz = self.in_proj_qkvz(x).view(T, self.num_k_heads, -1)  # [T, Hk, 2Dk + 2*ratio*Dv]
             value_width = ratio * self.head_v_dim
             q, k, v, z = qkvz.split([self.head_k_dim, self.head_k_dim, value_width, value_width], -1)
             mixed = torch.cat((q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)), dim=-1)
         else:
             mixed, z = self.in_proj_qkv(x), self.in_proj_z(x)
-        if hasattr(self, "in_proj_ba"):
+        if self.fused_ba:
             b, a = self.in_proj_ba(x).view(T, self.num_k_heads, 2 * ratio).split([ratio, ratio], -1)
         else:
             b, a = self.in_proj_b(x), self.in_proj_a(x)
