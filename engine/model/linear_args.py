@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 RECURRENT_STATE_BYTES = 4  # the recurrent state stays fp32 whatever the weights' dtype, as transformers keeps it
-# The input projections' layouts (GatedDeltaNet's modules): qwen3_next checkpoints fuse q|k|v|z and b|a per key head;
-# qwen3_5 checkpoints and llama.cpp's qwen35moe files keep four; llama.cpp's qwen3next files keep q|k|v (all q heads,
-# then k, then v), z, and b|a per key head.
-QKVZ_BA, QKV_Z_B_A, QKV_Z_BA = "in_proj_qkvz+in_proj_ba", "in_proj_qkv+in_proj_z+in_proj_b+in_proj_a", \
-    "in_proj_qkv+in_proj_z+in_proj_ba"
+# The input projections' layouts (GatedDeltaNet's modules, joined by "+"):
+QKVZ_BA = "in_proj_qkvz+in_proj_ba"  # qwen3_next checkpoints (and older qwen3next files): both fused per key head
+QKV_Z_B_A = "in_proj_qkv+in_proj_z+in_proj_b+in_proj_a"  # qwen3_5 checkpoints, qwen35moe files
+QKV_Z_BA = "in_proj_qkv+in_proj_z+in_proj_ba"  # qwen3next files: q|k|v of all heads, z, and b|a per key head
 
 
 @dataclass(frozen=True)
