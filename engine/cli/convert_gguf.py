@@ -13,7 +13,7 @@ from engine.units import format_bytes
 def register(commands) -> None:
     parser = commands.add_parser("convert-gguf", help="write a GGUF file (llama.cpp) of a safetensors MoE model")
     parser.add_argument("model_dir", help="Hugging Face model folder (qwen3_moe, qwen2_moe, olmoe, mixtral, gpt_oss, "
-                        "glm4_moe)")
+                        "glm4_moe, qwen3_next, qwen3_5_moe)")
     parser.add_argument("out", help="the .gguf file to write")
     parser.add_argument("--type", default="auto", choices=(*OUT_TYPES, "auto"),
                         help="weight type; routers, norms and biases stay f32 (default auto: bf16 for a bf16 "

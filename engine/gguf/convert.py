@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError, WispError
+from engine.gguf.linear_specs import transformed_specs
 from engine.gguf.named_specs import module_order_specs
 from engine.gguf.tensor_map import TensorSpec, gguf_architecture, tensor_specs
 from engine.gguf.vocab import Vocab, read_vocab
@@ -71,7 +72,10 @@ def gguf_specs(args: ModelArgs, ckpt: Checkpoint, arch: str) -> list[TensorSpec]
     """Every tensor of the file, in the order its family's files list them."""
     known = family(args.model_type)
     if known.gguf.module_order:
-        return module_order_specs(args, ckpt, known.weight_names, arch)
+        dense = None
+        if known.gguf.file_args is not None:  # the file's layout differs from the checkpoint's
+            dense = transformed_specs(args, known.gguf.file_args(args), ckpt, known.weight_names, arch)
+        return module_order_specs(args, ckpt, known.weight_names, arch, dense)
     return tensor_specs(args, ckpt, known.weight_names)
 
 

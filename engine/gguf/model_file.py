@@ -126,8 +126,8 @@ class GgufModel:
 
     def _dense(self, param: str, name: str, shape: tuple[int, ...]) -> DenseTensor:
         info = self._info(name)
-        # llama.cpp stores the [1, D] shared-expert gate of qwen2moe as [D]
-        if info.shape != shape and not (info.shape == shape[1:] and shape[0] == 1):
+        # llama.cpp drops size-1 dimensions: the [1, D] shared-expert gate is [D], a depthwise conv [C, 1, K] is [C, K]
+        if info.shape != shape and _squeezed(info.shape) != _squeezed(shape):
             raise ModelFormatError(f"{self.path}: tensor '{name}' has shape {list(info.shape)}, the metadata "
                                    f"implies {list(shape)} for {param}")
         self._check_rows(info)
@@ -158,6 +158,10 @@ class GgufModel:
         if row_bytes(info.qtype, info.shape[-1]) * int(np.prod(info.shape[:-1], dtype=np.int64)) != info.num_bytes:
             raise ModelFormatError(f"{self.path}: tensor '{info.name}' rows of {info.shape[-1]} are not whole "
                                    f"{qtype_name(info.qtype)} blocks")
+
+
+def _squeezed(shape) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
 
 
 def _layer_of(name: str) -> int:

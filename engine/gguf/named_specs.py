@@ -11,9 +11,11 @@ from engine.model.args import ModelArgs
 ROUTER = "ffn_gate_inp.weight"  # llama.cpp keeps routers f32, as it does every 1-D tensor and every bias
 
 
-def module_order_specs(args: ModelArgs, ckpt, names, arch: str) -> list[TensorSpec]:
-    """Every tensor of the file: the dense ones in Wisp's parameter order, then each MoE layer's experts."""
-    specs = dense_specs(args, ckpt, names, arch)
+def module_order_specs(args: ModelArgs, ckpt, names, arch: str,
+                       dense: list[TensorSpec] | None = None) -> list[TensorSpec]:
+    """Every tensor of the file: the dense ones in Wisp's parameter order (`dense` where the family's file layout
+    differs from its checkpoints', engine.gguf.linear_specs), then each MoE layer's experts."""
+    specs = dense_specs(args, ckpt, names, arch) if dense is None else list(dense)
     for layer, is_moe in enumerate(args.moe_layers):
         specs += layer_expert_specs(args, ckpt, names, layer) if is_moe else []
     return specs

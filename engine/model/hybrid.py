@@ -8,7 +8,7 @@ from torch import nn
 
 from engine.model.args import ModelArgs
 from engine.model.attention import AttentionMetadata
-from engine.model.hybrid_layers import GatedAttention, GatedDeltaNet, ZeroCenteredRMSNorm
+from engine.model.hybrid_layers import GatedAttention, GatedDeltaNet, centred_norm
 from engine.model.layers import DenseMLP
 from engine.model.state_cache import HybridCache
 from engine.model.transformer import MoeBlock, MoeContext, MoeTransformer
@@ -28,8 +28,8 @@ class HybridDecoderLayer(nn.Module):
             self.linear_attn = GatedDeltaNet(args, cache_index(args, layer))
         else:
             self.self_attn = GatedAttention(args, cache_index(args, layer))
-        self.input_layernorm = ZeroCenteredRMSNorm(args.hidden_size, args.rms_norm_eps)
-        self.post_attention_layernorm = ZeroCenteredRMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.input_layernorm = centred_norm(args, args.hidden_size)
+        self.post_attention_layernorm = centred_norm(args, args.hidden_size)
         self.is_moe = args.moe_layers[layer]
         self.mlp = MoeBlock(args, layer) if self.is_moe else DenseMLP(args.hidden_size, args.intermediate_size)
 
@@ -49,5 +49,5 @@ class HybridTransformer(MoeTransformer):
         self.args = args
         self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
         self.layers = nn.ModuleList(HybridDecoderLayer(args, i) for i in range(args.num_hidden_layers))
-        self.norm = ZeroCenteredRMSNorm(args.hidden_size, args.rms_norm_eps)
+        self.norm = centred_norm(args, args.hidden_size)
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)

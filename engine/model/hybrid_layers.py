@@ -15,17 +15,25 @@ from engine.model.state_cache import HybridCache
 
 
 class ZeroCenteredRMSNorm(nn.Module):
-    """x * rsqrt(mean(x^2) + eps) * (1 + weight), in fp32 and cast once (the weight is stored centred on zero)."""
+    """x * rsqrt(mean(x^2) + eps) * (1 + weight), in fp32 and cast once (the weight is stored centred on zero).
+    `one_added`: the weight is stored as 1 + weight already (llama.cpp's files), kept fp32 as stored, so the scale
+    has the bits 1 + weight has in fp32."""
 
-    def __init__(self, size: int, eps: float):
+    def __init__(self, size: int, eps: float, one_added: bool = False):
         super().__init__()
         self.weight = nn.Parameter(torch.zeros(size))
         self.eps = eps
+        self.offset = 0.0 if one_added else 1.0
+        self.keeps_fp32 = one_added  # engine.model.deepseek_moe.fp32_parameter_names
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return (h * (1.0 + self.weight.float())).type_as(x)
+        return (h * (self.offset + self.weight.float())).type_as(x)
+
+
+def centred_norm(args: ModelArgs, size: int) -> ZeroCenteredRMSNorm:
+    return ZeroCenteredRMSNorm(size, args.rms_norm_eps, args.linear.llama_cpp_values)
 
 
 class GatedRMSNorm(nn.Module):
@@ -45,8 +53,9 @@ class GatedRMSNorm(nn.Module):
 
 
 class GatedDeltaNet(nn.Module):
-    """Linear attention with a fixed-size state per sequence. Parameter names as the checkpoints' linear_attn.*;
-    `fused_projections`: qwen3_next's in_proj_qkvz / in_proj_ba (grouped per key head), else qwen3_5's four."""
+    """Linear attention with a fixed-size state per sequence. Parameter names as the checkpoints' linear_attn.*, the
+    input projections as LinearAttentionArgs.projections names them; with llama_cpp_values the decay rate A itself
+    (-exp(A_log)) instead of A_log."""
 
     def __init__(self, args: ModelArgs, state_layer: int):
         super().__init__()
@@ -57,39 +66,45 @@ class GatedDeltaNet(nn.Module):
         key_dim, value_dim = self.num_k_heads * self.head_k_dim, self.num_v_heads * self.head_v_dim
         self.split = (key_dim, key_dim, value_dim)
         conv_dim, hidden = linear.conv_dim, args.hidden_size
-        self.fused_projections = linear.fused_projections
-        if self.fused_projections:
-            self.in_proj_qkvz = nn.Linear(hidden, 2 * key_dim + 2 * value_dim, bias=False)
-            self.in_proj_ba = nn.Linear(hidden, 2 * self.num_v_heads, bias=False)
-        else:
-            self.in_proj_qkv = nn.Linear(hidden, conv_dim, bias=False)
-            self.in_proj_z = nn.Linear(hidden, value_dim, bias=False)
-            self.in_proj_b = nn.Linear(hidden, self.num_v_heads, bias=False)
-            self.in_proj_a = nn.Linear(hidden, self.num_v_heads, bias=False)
+        self.projections, self.tiled = linear.projections.split("+"), linear.tiled_value_heads
+        widths = {"in_proj_qkvz": 2 * key_dim + 2 * value_dim, "in_proj_ba": 2 * self.num_v_heads,
+                  "in_proj_qkv": conv_dim, "in_proj_z": value_dim, "in_proj_b": self.num_v_heads,
+                  "in_proj_a": self.num_v_heads}
+        for name in self.projections:
+            setattr(self, name, nn.Linear(hidden, widths[name], bias=False))
+        self.fused_qkvz, self.fused_ba = "in_proj_qkvz" in self.projections, "in_proj_ba" in self.projections
         self.conv1d = nn.Conv1d(conv_dim, conv_dim, linear.conv_kernel_dim, groups=conv_dim, bias=False)
         self.dt_bias = nn.Parameter(torch.ones(self.num_v_heads))
-        self.A_log = nn.Parameter(torch.zeros(self.num_v_heads))
+        self.stores_decay = linear.llama_cpp_values
+        if self.stores_decay:
+            self.A = nn.Parameter(torch.full((self.num_v_heads,), -1.0))
+        else:
+            self.A_log = nn.Parameter(torch.zeros(self.num_v_heads))
         self.norm = GatedRMSNorm(self.head_v_dim, args.rms_norm_eps)
         self.out_proj = nn.Linear(value_dim, hidden, bias=False)
 
     def project(self, x: torch.Tensor):
         """x [T, D] -> (mixed q|k|v [T, C], z [T, H, Dv], b [T, H], a [T, H])."""
         T, ratio = x.shape[0], self.num_v_heads // self.num_k_heads
-        if not self.fused_projections:
-            z = self.in_proj_z(x).view(T, self.num_v_heads, self.head_v_dim)
-            return self.in_proj_qkv(x), z, self.in_proj_b(x), self.in_proj_a(x)
-        qkvz = self.in_proj_qkvz(x).view(T, self.num_k_heads, -1)  # [T, Hk, 2Dk + 2*ratio*Dv]
-        value_width = ratio * self.head_v_dim
-        q, k, v, z = qkvz.split([self.head_k_dim, self.head_k_dim, value_width, value_width], -1)
-        b, a = self.in_proj_ba(x).view(T, self.num_k_heads, 2 * ratio).split([ratio, ratio], -1)
-        mixed = torch.cat((q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)), dim=-1)
         heads = (T, self.num_v_heads)
+        if self.fused_qkvz:
+            qkvz = self.in_proj_qkvz(x).view(T, self.num_k_heads, -1)  # [T, Hk, 2Dk + 2*ratio*Dv]
+            value_width = ratio * self.head_v_dim
+            q, k, v, z = qkvz.split([self.head_k_dim, self.head_k_dim, value_width, value_width], -1)
+            mixed = torch.cat((q.reshape(T, -1), k.reshape(T, -1), v.reshape(T, -1)), dim=-1)
+        else:
+            mixed, z = self.in_proj_qkv(x), self.in_proj_z(x)
+        if self.fused_ba:
+            b, a = self.in_proj_ba(x).view(T, self.num_k_heads, 2 * ratio).split([ratio, ratio], -1)
+        else:
+            b, a = self.in_proj_b(x), self.in_proj_a(x)
         return mixed, z.reshape(*heads, self.head_v_dim), b.reshape(heads), a.reshape(heads)
 
     def forward(self, x: torch.Tensor, meta: AttentionMetadata, cache: HybridCache) -> torch.Tensor:
         mixed, z, b, a = self.project(x)
         beta = b.sigmoid()
-        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)  # [T, H] log decay per token
+        decay_rate = self.A.float() if self.stores_decay else -self.A_log.float().exp()
+        g = decay_rate * F.softplus(a.float() + self.dt_bias)  # [T, H] log decay per token
         out = torch.empty(x.shape[0], self.num_v_heads, self.head_v_dim, dtype=x.dtype, device=x.device)
         steps, rows, slots, prompts = meta.state_steps
         if steps:
@@ -103,7 +118,11 @@ class GatedDeltaNet(nn.Module):
         q, k, v = mixed.split(self.split, dim=-1)
         lead = mixed.shape[:-1]
         key_heads = (*lead, self.num_k_heads, self.head_k_dim)
-        return q.reshape(key_heads), k.reshape(key_heads), v.reshape(*lead, self.num_v_heads, self.head_v_dim)
+        q, k = q.reshape(key_heads), k.reshape(key_heads)
+        if self.tiled and self.num_v_heads != self.num_k_heads:  # value head j reads key head j % Hk
+            tiles = (1,) * len(lead) + (self.num_v_heads // self.num_k_heads, 1)
+            q, k = q.repeat(tiles), k.repeat(tiles)
+        return q, k, v.reshape(*lead, self.num_v_heads, self.head_v_dim)
 
     def prefill(self, span: SeqSpan, mixed, g, beta, out, cache: HybridCache) -> None:
         """A sequence's new tokens from its stored state (zeros when they start the sequence): the chunked form."""
@@ -132,8 +151,8 @@ class GatedAttention(Attention):
     def __init__(self, args: ModelArgs, kv_layer: int):
         super().__init__(args, kv_layer)
         self.q_proj = nn.Linear(args.hidden_size, 2 * self.num_heads * self.head_dim, bias=args.attention_bias)
-        self.q_norm = ZeroCenteredRMSNorm(self.head_dim, args.rms_norm_eps)
-        self.k_norm = ZeroCenteredRMSNorm(self.head_dim, args.rms_norm_eps)
+        self.q_norm = centred_norm(args, self.head_dim)
+        self.k_norm = centred_norm(args, self.head_dim)
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata, cache: HybridCache):
         T = x.shape[0]

@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 RECURRENT_STATE_BYTES = 4  # the recurrent state stays fp32 whatever the weights' dtype, as transformers keeps it
+# The input projections' layouts (GatedDeltaNet's modules, joined by "+"):
+QKVZ_BA = "in_proj_qkvz+in_proj_ba"  # qwen3_next checkpoints (and older qwen3next files): both fused per key head
+QKV_Z_B_A = "in_proj_qkv+in_proj_z+in_proj_b+in_proj_a"  # qwen3_5 checkpoints, qwen35moe files
+QKV_Z_BA = "in_proj_qkv+in_proj_z+in_proj_ba"  # qwen3next files: q|k|v of all heads, z, and b|a per key head
 
 
 @dataclass(frozen=True)
@@ -14,7 +18,12 @@ class LinearAttentionArgs:
     key_head_dim: int
     value_head_dim: int
     conv_kernel_dim: int
-    fused_projections: bool  # qwen3_next's in_proj_qkvz / in_proj_ba; qwen3_5's separate in_proj_qkv, _z, _b, _a
+    projections: str  # QKVZ_BA | QKV_Z_B_A | QKV_Z_BA
+    # value head j reads key head j % num_key_heads (llama.cpp's qwen35moe files); else key head j // (H / Hk)
+    tiled_value_heads: bool = False
+    # llama.cpp's stored values: the decay rate A = -exp(A_log) (ssm_a), and zero-centred norm weights with their 1
+    # added (engine.model.hybrid_layers.ZeroCenteredRMSNorm's offset)
+    llama_cpp_values: bool = False
 
     @property
     def conv_dim(self) -> int:

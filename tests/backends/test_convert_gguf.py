@@ -12,7 +12,7 @@ from engine.errors import UnsupportedModelError
 from engine.gguf.convert import convert
 from engine.model_path import DEMO_MODEL
 from tests.tiny_glm4_moe import randomize_correction_bias
-from tests.tiny_models import GGUF_MODEL_TYPES, hf_model, save_tokenizer
+from tests.tiny_models import GGUF_MODEL_TYPES, HYBRID_TYPES, hf_model, save_tokenizer
 
 DEMO_BYTES = {"f32": 65_293_792, "f16": 32_787_936, "bf16": 32_787_936, "q8_0": 17_550_816}
 
@@ -46,7 +46,7 @@ def greedy_tokens(model: str, max_tokens: int = 16) -> tuple[int, ...]:
         return engine.generate(request).token_ids
 
 
-@pytest.mark.parametrize("model_type", [*GGUF_MODEL_TYPES, "gpt_oss"])
+@pytest.mark.parametrize("model_type", [*GGUF_MODEL_TYPES, "gpt_oss", *HYBRID_TYPES])
 def test_every_model_type_converts_and_generates_the_same_tokens(model_type, tmp_path):
     folder = write_tiny(tmp_path / model_type, model_type)
     gguf_path = convert(folder, tmp_path / f"{model_type}.gguf", "f32").path

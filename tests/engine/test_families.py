@@ -14,7 +14,7 @@ from engine.errors import UnsupportedModelError
 from engine.model.checkpoint import Checkpoint
 from engine.model.config_file import read_args
 from engine.model.families import FAMILIES, GGUF_ARCHITECTURES, family, gguf_family
-from tests.tiny_models import GGUF_MODEL_TYPES, MODEL_TYPES
+from tests.tiny_models import GGUF_MODEL_TYPES, HYBRID_TYPES, MODEL_TYPES
 
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
 FAMILY_DIR = ENGINE / "model" / "families"
@@ -49,8 +49,9 @@ def test_no_family_imports_another():
 
 def test_tiny_models_cover_every_family():
     assert sorted(MODEL_TYPES) == sorted(FAMILIES)
-    # gpt_oss's GGUF files have their own tests (tests/gguf/test_gpt_oss_gguf.py)
-    assert sorted([*GGUF_MODEL_TYPES, "gpt_oss"]) == sorted(f.model_type for f in GGUF_ARCHITECTURES.values())
+    # gpt_oss's and the hybrids' GGUF files have their own tests (tests/gguf/test_gpt_oss_gguf.py, test_hybrid_*.py)
+    assert sorted([*GGUF_MODEL_TYPES, "gpt_oss", *HYBRID_TYPES]) == sorted(f.model_type
+                                                                         for f in GGUF_ARCHITECTURES.values())
 
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)

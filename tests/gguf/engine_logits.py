@@ -7,6 +7,7 @@ import numpy as np
 import torch
 
 from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
+from engine.model.state_cache import HybridCache
 from engine.model.transformer import MoeContext
 
 
@@ -16,9 +17,12 @@ def prefill_logits(engine, token_ids: list[int]) -> np.ndarray:
     runner = engine._core.runner
     args, n = runner.model.args, len(token_ids)
     dtype = runner.model.embed_tokens.weight.dtype
-    cache = KVCache(args.num_hidden_layers, n, args.num_key_value_heads, args.head_dim, dtype, runner.device)
+    if args.is_hybrid:  # KV for the full-attention layers, one sequence's state for the linear ones
+        cache = HybridCache(args, n, 1, dtype, runner.device)
+    else:
+        cache = KVCache(args.num_hidden_layers, n, args.num_key_value_heads, args.head_dim, dtype, runner.device)
     rows = torch.arange(n, device=runner.device)
-    meta = AttentionMetadata(slot_mapping=rows, spans=[SeqSpan(0, n, rows)])
+    meta = AttentionMetadata(slot_mapping=rows, spans=[SeqSpan(0, n, rows, state_slot=0)])
     with torch.inference_mode():
         runner.experts.begin_step(True)
         hidden = runner.model(torch.tensor(token_ids, device=runner.device), rows, meta, cache,

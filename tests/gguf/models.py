@@ -45,17 +45,33 @@ def hf_config(model_type: str):
                              intermediate_size=512, head_dim=64, partial_rotary_factor=0.5, first_k_dense_replace=1,
                              n_shared_experts=1, n_group=1, topk_group=1, routed_scaling_factor=2.5,
                              norm_topk_prob=True, attention_bias=True)
+    if model_type in ("qwen3_next", "qwen3_5_moe"):
+        return hybrid_config(model_type, common)
     raise ValueError(model_type)
 
 
-def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0, peak: float = 0.0,
+def hybrid_config(model_type: str, common: dict):
+    """Three Gated DeltaNet layers and one gated full attention, twice as many value heads as key heads (so the
+    grouped-to-tiled reordering of qwen35moe files counts); qwen3_5_moe with a vision tower, as published."""
+    from transformers import Qwen3_5MoeConfig, Qwen3NextConfig
+
+    hybrid = dict(common, num_hidden_layers=4, num_experts=4, moe_intermediate_size=K_ROW,
+                  shared_expert_intermediate_size=K_ROW, head_dim=64, linear_num_key_heads=2,
+                  linear_num_value_heads=4, linear_key_head_dim=64, linear_value_head_dim=64, linear_conv_kernel_dim=4)
+    if model_type == "qwen3_next":
+        return Qwen3NextConfig(**hybrid, intermediate_size=512, norm_topk_prob=True)
+    vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=K_ROW)
+    return Qwen3_5MoeConfig(text_config=hybrid, vision_config=vision, tie_word_embeddings=False)
+
+
+def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0, peak: float = 0.0, std: float = 0.15,
                 **config_changes) -> Path:
     """A random checkpoint (f32) with tests/tiny_models' byte-level BPE tokenizer and ChatML template.
     peak > 0 (untied only): the token embeddings are scaled by `peak`, so the current token dominates the residual
     stream, and lm_head's row of a successor of every token v (one cycle through the vocabulary) also points along
     v's embedding: each position's logits get a favourite whose margin grows with peak while attention and the
     experts still shift every logit. Greedy decoding is then well defined under rounding that flips the argmax
-    of a flat random model (llama.cpp's activation quantization, bf16)."""
+    of a flat random model (llama.cpp's activation quantization, bf16). `std`: the other weights' spread."""
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
@@ -63,12 +79,17 @@ def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0,
     config.tie_word_embeddings = tie
     for key, value in config_changes.items():
         setattr(config, key, value)
-    model = AutoModelForCausalLM.from_config(config)
+    if model_type == "qwen3_5_moe":  # the vision-language model the hub publishes, not its text-only class
+        from transformers import Qwen3_5MoeForConditionalGeneration
+
+        model = Qwen3_5MoeForConditionalGeneration(config)
+    else:
+        model = AutoModelForCausalLM.from_config(config)
     randomize_correction_bias(model)  # glm4_moe's router bias (a buffer, zero at init)
     with torch.no_grad():
         for name, param in model.named_parameters():
             if "norm" not in name:
-                param.normal_(0.0, 0.15)
+                param.normal_(0.0, std)
             else:
                 param.uniform_(0.5, 1.5)  # norms too, so a wrongly mapped norm cannot go unnoticed
         if peak:

@@ -8,6 +8,7 @@ from tests.gguf.engine_runs import mode_options, outputs
 
 CASES = [(model_type, ftype) for model_type in ("qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "glm4_moe")
          for ftype in ("Q4_K_M", "Q8_0")] + [("qwen3_moe", "Q5_K_M"), ("mixtral", "Q6_K")]
+CASES += [("qwen3_next", "Q4_K_M"), ("qwen3_5_moe", "Q8_0")]  # the hybrids: their DeltaNet states in every mode
 
 
 @pytest.mark.parametrize("model_type,ftype", CASES)

@@ -23,11 +23,13 @@ What a Family provides (engine.model.families.family):
   - rotary_permuted: q/k rows in llama.cpp's adjacent-pair RoPE order (Mixtral, as llama.cpp's "llama");
   - check_convertible(args): raise UnsupportedModelError where llama.cpp's graph fixes what the checkpoint sets
     otherwise (gguf_checks has the usual ones); write_metadata(writer, args): `{arch}.*` keys beyond the shared
-    ones; module_order, expert_specs: how `wisp convert-gguf` writes the family's tensors (defaults: the shared
-    table's order and stacked experts); trailing_layers: tensors past num_hidden_layers (multi-token prediction).
+    ones; module_order, expert_specs, file_args: how `wisp convert-gguf` writes the family's tensors (defaults:
+    the shared table's order, stacked experts, the checkpoint's layout); trailing_layers: tensors past
+    num_hidden_layers (multi-token prediction).
 
 Helpers several families share, beside the family files: deepseek_config (DeepSeek-style routing keys), mla_config
-(multi-head latent attention keys), gguf_keys, gguf_checks and tensor_spec (convert-gguf's tensors).
+(multi-head latent attention keys), hybrid_config and hybrid_gguf (the linear-attention hybrids' config.json and GGUF
+files), gguf_keys, gguf_checks and tensor_spec (convert-gguf's tensors).
 
 The layers themselves are shared blocks that ModelArgs fields select (engine.model.transformer: attention variants
 in attention.py, mla_attention.py and sink_attention.py; routers in engine.experts.routing.dispatch, gpt_oss_router.py and
@@ -38,7 +40,8 @@ To add an architecture:
 1. engine/model/families/<model_type>.py: read_config (and read_metadata for GGUF), its weight names, FAMILY.
 2. One line in registry.py's FAMILIES.
 3. Its tiny model in tests/tiny_models.py (written with transformers' own class), which puts it in the token-exact
-   tests against transformers (tests/engine/test_models.py); add it to GGUF_MODEL_TYPES when it has a GGUF format.
+   tests against transformers (tests/engine/test_models.py); add it to GGUF_MODEL_TYPES when it has a GGUF format
+   whose tensors are the checkpoint's (a family that transforms them, as gpt_oss and the hybrids, has its own tests).
 """
 
 from engine.model.families.family import Family, GgufFormat

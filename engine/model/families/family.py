@@ -45,6 +45,9 @@ class GgufFormat:
     # (args, checkpoint, weight names, layer) -> one MoE layer's expert tensors, where the family stores them its
     # own way; None: the stacked gate/up/down of the shared table (engine.gguf.tensor_map.stacked_expert_specs)
     expert_specs: Callable[[ModelArgs, object, MoeWeightNames, int], list[TensorSpec]] | None = None
+    # a checkpoint's args -> the same model in the layout of its GGUF file, where that differs (module_order only):
+    # convert-gguf computes the file's dense tensors from the checkpoint's (engine.gguf.linear_specs)
+    file_args: Callable[[ModelArgs], ModelArgs] | None = None
 
 
 @dataclass(frozen=True)

@@ -21,18 +21,19 @@ def layer_types(config: dict, num_layers: int) -> tuple[str, ...]:
     return tuple(types)
 
 
-def linear_args(config: dict, fused_projections: bool) -> LinearAttentionArgs:
+def linear_args(config: dict, projections: str) -> LinearAttentionArgs:
     linear = LinearAttentionArgs(
         num_key_heads=require(config, "linear_num_key_heads"),
         num_value_heads=require(config, "linear_num_value_heads"),
         key_head_dim=require(config, "linear_key_head_dim"), value_head_dim=require(config, "linear_value_head_dim"),
-        conv_kernel_dim=require(config, "linear_conv_kernel_dim"), fused_projections=fused_projections)
+        conv_kernel_dim=require(config, "linear_conv_kernel_dim"), projections=projections)
     if linear.num_value_heads % linear.num_key_heads:
         raise ModelFormatError("config.json: linear_num_value_heads must be a multiple of linear_num_key_heads")
     return linear
 
 
-def hybrid_args(config: dict, model_type: str, fused_projections: bool, norm_topk_prob: bool) -> ModelArgs:
+def hybrid_args(config: dict, model_type: str, projections: str, norm_topk_prob: bool) -> ModelArgs:
+    """ModelArgs of a config.json; `projections`: the DeltaNet's input projections (engine.model.linear_args)."""
     num_layers = require(config, "num_hidden_layers")
     factor = first_present(rope_params(config), "partial_rotary_factor",
                            default=config.get("partial_rotary_factor", 1.0))
@@ -48,6 +49,6 @@ def hybrid_args(config: dict, model_type: str, fused_projections: bool, norm_top
         shared_expert_intermediate_size=config.get("shared_expert_intermediate_size") or 0,
         partial_rotary_factor=float(factor),
         layer_types=layer_types(config, num_layers),
-        linear=linear_args(config, fused_projections),
+        linear=linear_args(config, projections),
         attention_output_gate=True,
     )

@@ -1,16 +1,22 @@
-"""Qwen3.5 / 3.6 MoE (model_type "qwen3_5_moe"): Qwen3-Next's hybrid stack (engine.model.hybrid) with separate
-DeltaNet projections (in_proj_qkv, _z, _b, _a) and always-renormalised top-k weights. The published checkpoints
-are vision-language models: Wisp runs their language model (config's text_config; tensors under
-model.language_model.*, engine.model.checkpoint) and says that images are not supported."""
+"""Qwen3.5 / 3.6 MoE (model_type "qwen3_5_moe"; llama.cpp "qwen35moe"): Qwen3-Next's hybrid stack
+(engine.model.hybrid) with separate DeltaNet projections (in_proj_qkv, _z, _b, _a) and always-renormalised top-k
+weights. The published checkpoints are vision-language models: Wisp runs their language model (config's
+text_config; tensors under model.language_model.*, engine.model.checkpoint) and says that images are not supported.
+In GGUF files (engine.model.families.hybrid_gguf) the value heads are tiled, the RoPE is llama.cpp's multimodal one
+(rope.dimension_sections; on text it turns every rotary pair by the token's position, as the plain one does), and
+multi-token-prediction blocks may follow the layers Wisp runs (nextn_predict_layers; left unread)."""
 
 from dataclasses import replace
+from functools import partial
 
 from engine.model.args import ModelArgs
-from engine.model.families.family import Family
+from engine.model.families import hybrid_gguf
+from engine.model.families.family import Family, GgufFormat
 from engine.model.families.hybrid_config import hybrid_args
+from engine.model.linear_args import QKV_Z_B_A
 from engine.model.weight_names import QWEN_STYLE
 
-MODEL_TYPE = "qwen3_5_moe"
+MODEL_TYPE, ARCH = "qwen3_5_moe", "qwen35moe"
 IMAGES_UNSUPPORTED = "this model also reads images; Wisp runs its language model only, images are not supported yet"
 
 
@@ -23,14 +29,39 @@ def text_config(config: dict) -> dict:
 
 
 def read_config(config: dict) -> ModelArgs:
-    args = hybrid_args(text_config(config), MODEL_TYPE, fused_projections=False, norm_topk_prob=True)
+    text = text_config(config)
+    args = hybrid_args(text, MODEL_TYPE, QKV_Z_B_A, norm_topk_prob=True)
+    extra = {"mrope_section": list((text.get("rope_parameters") or text.get("rope_scaling") or {}).get(
+        "mrope_section") or [])}
     if config.get("vision_config"):
-        return replace(args, extra={"warning": IMAGES_UNSUPPORTED})
-    return args
+        extra["warning"] = IMAGES_UNSUPPORTED
+    return replace(args, extra=extra)
+
+
+def rope_sections(args: ModelArgs) -> list[int]:
+    """llama.cpp's rope.dimension_sections: the checkpoint's mrope_section (rotary pairs turned by time, height and
+    width positions, interleaved), padded to four; split evenly over the rotary pairs when the config has none that
+    covers them (Qwen3.5's published [11, 11, 10] is that split of its 32 pairs)."""
+    pairs = args.rotary_dim // 2
+    sections = args.extra.get("mrope_section") or []
+    if len(sections) != 3 or sum(sections) != pairs:
+        sections = [(pairs + 2) // 3, (pairs + 1) // 3, pairs // 3]
+    return [*sections, 0]
+
+
+def write_gguf_metadata(writer, args: ModelArgs) -> None:
+    hybrid_gguf.write_metadata(writer, args)
+    writer.add_rope_dimension_sections(rope_sections(args))
 
 
 FAMILY = Family(
     model_type=MODEL_TYPE,
     read_config=read_config,
     weight_names=QWEN_STYLE,
+    gguf=GgufFormat(arch=ARCH, read_metadata=partial(hybrid_gguf.read_gguf, model_type=MODEL_TYPE,
+                                                     projections=QKV_Z_B_A, tiled=True),
+                    layer_modules=hybrid_gguf.LAYER_MODULES, layer_params=hybrid_gguf.LAYER_PARAMS,
+                    check_convertible=partial(hybrid_gguf.check_convertible, arch=ARCH),
+                    write_metadata=write_gguf_metadata, module_order=True, trailing_layers=True,
+                    file_args=partial(hybrid_gguf.file_args, projections=QKV_Z_B_A, tiled=True)),
 )
