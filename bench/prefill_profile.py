@@ -7,12 +7,13 @@ routing, as `wisp bench`):
    wall time over --steps steps, the host syncs it makes (CUDA's sync debug mode, by source line), the host's top
    functions (cProfile), then one step under the torch profiler: top kernels by GPU time, the kernel count, the
    GPU's busy time (union of kernels, copies and memsets) against the step's wall time, its longest idle gaps;
-3. with --tiles (another grouped-tile configuration, e.g. 128,32,64,8,3): the prompt step's device memory above what
-   the engine holds, torch's allocator against the driver's free memory (cudaMemGetInfo), whether it is freed by
+3. at each --tiles configuration of the grouped kernels ('default', or e.g. 64,32,64,8,3): the prompt step's device
+   memory above what the engine holds, torch's allocator against the driver's free memory (cudaMemGetInfo), whether it is freed by
    a garbage collection (cyclic garbage) or stays, the grouped kernels' metadata (shared memory, stages, global
-   scratch), the OutOfResources errors their launches caught, and the largest blocks still alive after the step.
+   scratch), the OutOfResources errors their launches caught, and the largest blocks still alive after the step;
+4. at each --time-tiles configuration: the prompt step's wall time (median of --steps).
 
-    python -m bench.prefill_profile --out DIR --prompts 512,2048 --tiles 128,32,64,8,3
+    python -m bench.prefill_profile --out DIR --prompts 512,2048 --tiles default --time-tiles "64,32,64,8,3"
     python -m bench.prefill_profile --out DIR --device cpu --layers 2 --prompts 64 --no-suite   # the CPU check
 
 Writes DIR/profile.json (every row) and DIR/tables.txt (the profiler's and cProfile's tables)."""
@@ -192,7 +193,8 @@ def trace_summary(prof, path: Path) -> dict:
     return {"wall_us": wall, "gpu_busy_us": union_us([(e["ts"], e["ts"] + e["dur"]) for e in gpu]),
             "gpu_span_us": span, "kernels": len(kernels), "kernel_us": sum(e["dur"] for e in kernels),
             "copies": sum(1 for e in gpu if e.get("cat") != "kernel"),
-            "gaps_over_20us": sum(1 for g in gaps if g[0] > 20), "idle_in_gaps_over_20us": sum(g[0] for g in gaps if g[0] > 20),
+            "gaps_over_20us": sum(1 for g in gaps if g[0] > 20),
+            "idle_in_gaps_over_20us": sum(g[0] for g in gaps if g[0] > 20),
             "top_gaps": [[round(g, 1), a, b] for g, a, b in gaps[:12]], "sync_calls": syncs,
             "runtime_calls": {name: [v[0], round(v[1], 1)] for name, v in
                               sorted(runtime.items(), key=lambda kv: -kv[1][1])[:15]}}
@@ -223,7 +225,8 @@ def profile_prompt(report: Report, steps: PromptSteps, device, prompt: int, repe
     steps.once(prompt, 22, torch_profile(device, holder))
     prof = holder["prof"]
     sort = "device_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    report.table(f"one {prompt}-token prompt step (torch profiler)", prof.key_averages().table(sort_by=sort, row_limit=45))
+    report.table(f"one {prompt}-token prompt step (torch profiler)",
+                 prof.key_averages().table(sort_by=sort, row_limit=45))
     report.table(f"one {prompt}-token prompt step, host ops by own time",
                  prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
     trace = out / f"trace-{prompt}.json"
@@ -271,7 +274,7 @@ def tile_memory(report: Report, steps: PromptSteps, device, prompt: int, tiles: 
         caught.append(str(args)[:80])
         original_init(self, *args, **kwargs)
 
-    with environment(WISP_GROUPED_TILES=tiles):
+    with environment(**({} if tiles == "default" else {"WISP_GROUPED_TILES": tiles})):
         grouped_gemm.launch_both, OutOfResources.__init__ = recorded, counted
         try:
             steps.once(prompt, 30, None)  # compiles this configuration
@@ -378,7 +381,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--suite-deadline", type=float, default=150.0,
                         help="seconds after the start past which no further suite session begins")
-    parser.add_argument("--tiles", default="", help="a tile configuration to measure the prompt step's memory at")
+    parser.add_argument("--tiles", default="",
+                        help="tile configurations (;-separated, 'default': the engine's) to measure the prompt "
+                             "step's memory at")
+    parser.add_argument("--time-tiles", default="",
+                        help="tile configurations (;-separated) to time the prompt step at, after everything else")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -399,9 +406,18 @@ def main(argv: list[str] | None = None) -> None:
         steps.once(prompt, 0, None)  # compiled and warm
     for prompt in prompts:
         profile_prompt(report, steps, device, prompt, args.steps, args.out)
-    if args.tiles and device.type == "cuda":
+    for tiles in filter(None, args.tiles.split(";")) if device.type == "cuda" else ():
         for prompt in prompts:
-            tile_memory(report, steps, device, prompt, args.tiles)
+            tile_memory(report, steps, device, prompt, tiles)
+    for tiles in filter(None, args.time_tiles.split(";")):
+        with environment(**({} if tiles == "default" else {"WISP_GROUPED_TILES": tiles})):
+            for prompt in prompts:
+                steps.once(prompt, 40, None)  # compiled
+                times = []
+                for seed in range(args.steps):
+                    steps.once(prompt, 41 + seed, timed(device, times))
+                report.row({"what": "prompt step at tiles", "tiles": tiles, "prompt": prompt,
+                            "step_s": sorted(times)[len(times) // 2], "step_s_runs": times})
     report.row({"what": "done", "s": time.perf_counter() - started})
 
 
