@@ -3,15 +3,16 @@ routing, as `wisp bench`):
 
 1. `wisp bench` rows (engine.bench.suite on the weights built here): --arms and --budgets at each --prompts length,
    run first: once the torch profiler has run in a process, later launches are slower (bench/profile_decode.py);
-2. the resident prompt step alone (the model runner's forward, synchronised before and after) at each length: its
-   wall time over --steps steps, the host syncs it makes (CUDA's sync debug mode, by source line), the host's top
-   functions (cProfile), then one step under the torch profiler: top kernels by GPU time, the kernel count, the
-   GPU's busy time (union of kernels, copies and memsets) against the step's wall time, its longest idle gaps;
-3. at each --tiles configuration of the grouped kernels ('default', or e.g. 64,32,64,8,3): the prompt step's device
-   memory above what the engine holds, torch's allocator against the driver's free memory (cudaMemGetInfo), whether it is freed by
-   a garbage collection (cyclic garbage) or stays, the grouped kernels' metadata (shared memory, stages, global
-   scratch), the OutOfResources errors their launches caught, and the largest blocks still alive after the step;
-4. at each --time-tiles configuration: the prompt step's wall time (median of --steps).
+2. the resident prompt step alone (the model runner's forward, synchronised before and after): its wall time at each
+   length (median of --steps), at the engine's grouped tiles and at each --time-tiles configuration;
+3. at each --tiles configuration ('default': the engine's, or e.g. 64,32,64,8,3): the prompt step's device memory
+   above what the engine holds, torch's allocator against the driver's free memory (cudaMemGetInfo), whether a
+   garbage collection frees it (cyclic garbage) or it stays, the grouped kernels' metadata (shared memory, stages,
+   global scratch), the launch errors caught, and the largest blocks still alive after the step;
+4. at each length: the host syncs of the step (CUDA's sync debug mode, by source line), the host's top functions
+   (cProfile), then one step under the torch profiler: top kernels by GPU time, the kernel count, the GPU's busy
+   time (union of kernels, copies and memsets) against the step's wall time, its longest idle gaps;
+5. with --paged-budget: 2 and 4 for the WiSP arm at that budget, at the first length.
 
     python -m bench.prefill_profile --out DIR --prompts 512,2048 --tiles default --time-tiles "64,32,64,8,3"
     python -m bench.prefill_profile --out DIR --device cpu --layers 2 --prompts 64 --no-suite   # the CPU check
@@ -206,33 +207,41 @@ def top_kernels(prof, limit: int = 25) -> list[dict]:
     return sorted(rows, key=lambda r: -r["device_us"])[:limit]
 
 
-def profile_prompt(report: Report, steps: PromptSteps, device, prompt: int, repeats: int, out: Path) -> None:
-    times = []
-    for seed in range(repeats):
-        steps.once(prompt, 10 + seed, timed(device, times))
-    report.row({"what": "prompt step", "prompt": prompt, "step_s": sorted(times)[len(times) // 2],
+def time_prompt(report: Report, steps: PromptSteps, device, prompt: int, repeats: int, tiles: str = "default") -> None:
+    """The prompt step's wall time, synchronised before and after, median of `repeats` (after a compiling step)."""
+    with environment(**({} if tiles == "default" else {"WISP_GROUPED_TILES": tiles})):
+        steps.once(prompt, 9, None)
+        times = []
+        for seed in range(repeats):
+            steps.once(prompt, 10 + seed, timed(device, times))
+    report.row({"what": "prompt step", "tiles": tiles, "prompt": prompt, "step_s": sorted(times)[len(times) // 2],
                 "step_s_runs": times})
+
+
+def profile_prompt(report: Report, steps: PromptSteps, device, prompt: int, out: Path, label: str = "resident") -> None:
+    """The step's host syncs by source line, the host's top functions, then one step under the torch profiler."""
     counts: dict = {}
     steps.once(prompt, 20, sync_sources(device, counts))
-    report.row({"what": "host syncs", "prompt": prompt, "total": sum(counts.values()), "by_line": counts})
+    report.row({"what": "host syncs", "arm": label, "prompt": prompt, "total": sum(counts.values()),
+                "by_line": counts})
     holder: dict = {}
     steps.once(prompt, 21, host_profile(device, holder))
     text = io.StringIO()
     stats = pstats.Stats(holder["profile"], stream=text)
     stats.sort_stats("tottime").print_stats(30)
     stats.sort_stats("cumulative").print_stats(40)
-    report.table(f"host functions of one {prompt}-token prompt step (cProfile)", text.getvalue())
+    report.table(f"{label}: host functions of one {prompt}-token prompt step (cProfile)", text.getvalue())
     steps.once(prompt, 22, torch_profile(device, holder))
     prof = holder["prof"]
     sort = "device_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    report.table(f"one {prompt}-token prompt step (torch profiler)",
+    report.table(f"{label}: one {prompt}-token prompt step (torch profiler)",
                  prof.key_averages().table(sort_by=sort, row_limit=45))
-    report.table(f"one {prompt}-token prompt step, host ops by own time",
+    report.table(f"{label}: one {prompt}-token prompt step, host ops by own time",
                  prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
-    trace = out / f"trace-{prompt}.json"
+    trace = out / f"trace-{label}-{prompt}.json"
     summary = trace_summary(prof, trace)
     trace.unlink()
-    report.row({"what": "profiled step", "prompt": prompt, **summary, "top_kernels": top_kernels(prof)})
+    report.row({"what": "profiled step", "arm": label, "prompt": prompt, **summary, "top_kernels": top_kernels(prof)})
 
 
 @contextmanager
@@ -346,6 +355,30 @@ def largest_blocks(report: Report, steps: PromptSteps, device, prompt: int) -> N
         gc.collect()
 
 
+def paged_profile(args, host, device, report: Report, prompt: int) -> None:
+    """The WiSP arm's prompt step at --paged-budget GiB (the suite's configured split): its wall time, then its
+    syncs, host functions and one profiled step, as the resident step's."""
+    from engine.alloc.cost_model import LinkCost
+    from engine.alloc.memory_plan import GiB
+    from engine.bench.copy_rates import copy_loop_rate
+
+    trace = load_trace(args.trace)
+    link = LinkCost(copy_loop_rate(host.store, device) * 1e9, 20e-6, 0.012, 0.0004)
+    plan = suite.mvwsa_plan(host, int(args.paged_budget * GiB), trace, link, 1, args.max_len)
+    engine = assemble_engine(host, IdOnlyTokenizer(), EngineOptions(device=device.type, experts=plan.mode), plan,
+                             device, args.max_len)
+    TraceRouter(trace, device).drive(engine)
+    steps = PromptSteps(engine)
+    steps.once(prompt, 0, None)
+    times = []
+    for seed in range(args.steps):
+        steps.once(prompt, 10 + seed, timed(device, times))
+    report.row({"what": "prompt step", "arm": f"wisp {args.paged_budget:g} GiB", "prompt": prompt,
+                "step_s": sorted(times)[len(times) // 2], "step_s_runs": times})
+    profile_prompt(report, steps, device, prompt, args.out, label="wisp")
+    engine.close()
+
+
 def suite_rows(args, host, device, out: Path, report: Report, started: float) -> None:
     """`wisp bench` at each prompt length on the weights built here, as engine.bench.suite.main runs its sessions."""
     argv = ["--shape", args.shape, "--trace", str(args.trace), "--budgets", args.budgets, "--arms", args.arms,
@@ -385,7 +418,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="tile configurations (;-separated, 'default': the engine's) to measure the prompt "
                              "step's memory at")
     parser.add_argument("--time-tiles", default="",
-                        help="tile configurations (;-separated) to time the prompt step at, after everything else")
+                        help="other tile configurations (;-separated) to time the prompt step at")
+    parser.add_argument("--paged-budget", type=float, default=0.0,
+                        help="GiB: last, profile the WiSP arm's prompt step at the first --prompts length")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     started = time.perf_counter()
@@ -402,22 +437,21 @@ def main(argv: list[str] | None = None) -> None:
     TraceRouter(load_trace(args.trace), device).drive(engine)
     steps = PromptSteps(engine)
     prompts = [int(p) for p in args.prompts.split(",")]
-    for prompt in prompts:
-        steps.once(prompt, 0, None)  # compiled and warm
-    for prompt in prompts:
-        profile_prompt(report, steps, device, prompt, args.steps, args.out)
+    for tiles in ["default"] + list(filter(None, args.time_tiles.split(";"))):  # timings before any profiler
+        for prompt in prompts:
+            time_prompt(report, steps, device, prompt, args.steps, tiles)
     for tiles in filter(None, args.tiles.split(";")) if device.type == "cuda" else ():
         for prompt in prompts:
             tile_memory(report, steps, device, prompt, tiles)
-    for tiles in filter(None, args.time_tiles.split(";")):
-        with environment(**({} if tiles == "default" else {"WISP_GROUPED_TILES": tiles})):
-            for prompt in prompts:
-                steps.once(prompt, 40, None)  # compiled
-                times = []
-                for seed in range(args.steps):
-                    steps.once(prompt, 41 + seed, timed(device, times))
-                report.row({"what": "prompt step at tiles", "tiles": tiles, "prompt": prompt,
-                            "step_s": sorted(times)[len(times) // 2], "step_s_runs": times})
+    for prompt in prompts:
+        profile_prompt(report, steps, device, prompt, args.out)
+    engine.close()
+    del engine, steps, resident
+    gc.collect()
+    if args.paged_budget:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        paged_profile(args, host, device, report, prompts[0])
     report.row({"what": "done", "s": time.perf_counter() - started})
 
 

@@ -26,20 +26,24 @@ from engine.quant.types import BF16, F16, F32
 from engine.triton_support import HAS_TRITON
 
 # The tile configuration, one for every step. Taller row tiles dequantize each expert's weights fewer times: 128
-# rows ran a Q4_K_M layer-step 1.3-2.5x faster than 64 on the H200 (bench/results/2026-12-02-prefill-2/NOTES.md). The
-# down kernel's three stages of 128-row tiles outgrow the H200's shared memory and run with fewer (launch): what fits
-# is remembered, so the launch error, whose traceback held every launch's tensors until a garbage collection (0.3-0.7
-# GiB per prompt step, bench/results/2026-12-02-prefill-3/NOTES.md), happens once per process.
+# rows ran a Q4_K_M layer-step 1.3-2.5x faster than 64 on the H200 (bench/results/2026-12-02-prefill-2/NOTES.md). They
+# had taken 0.3-0.7 GiB of device memory per prompt step: the down kernel's three stages did not fit, every launch
+# failed first, and each caught error's traceback held that launch's tensors until a garbage collection
+# (bench/results/2026-12-02-prefill-3/NOTES.md). Its stages are now its own (DOWN_STAGES), and launch() remembers
+# what fits wherever a configuration still outgrows a GPU.
 BM = 128  # grouped rows per tile
 BN_GATE_UP = 32  # gate columns per program (and as many up columns): two [32, 256] weight tiles per K step
 BN_DOWN = 64
 NUM_WARPS = 8
 NUM_STAGES = 3  # Triton's default: the x (or h) tiles of the next K steps load while this one multiplies
+# The down kernel's: three stages of 128-row tiles would take 295,424 B of the H200's 232,448; one stage is what its
+# 128-row rows were measured with (two fit too, untimed until bench/results/2026-12-02-prefill-3).
+DOWN_STAGES = 1
 SMALL_TILES = (64, 32, 64, 8, 3)  # (BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES) where the default does not fit
 FP32_STAGES = 1  # fp32 operands: one buffer of each tile (Triton's default three outgrow shared memory)
 DENSE_TYPES = {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32}
 WORD_TILES = True  # Q4_K and Q6_K tiles from 32-bit loads where the table is word-aligned (grouped_tiles)
-TILES = "WISP_GROUPED_TILES"  # "BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES": another configuration (the probe's sweep)
+TILES = "WISP_GROUPED_TILES"  # "BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES[,DOWN_STAGES]": another configuration
 SWITCH = "WISP_GROUPED_EXPERTS"  # "0": large steps run expert by expert (the bench's before/after switch)
 # Mean grouped rows per expert above which each expert's own GEMM (dequantized once) is faster: every row tile
 # dequantizes its expert's weights again. H200 (bench/results/2026-12-02-prefill and -prefill-2): gpt-oss-20b's 1024
@@ -114,16 +118,17 @@ def triton_power_of_2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def configuration() -> tuple[int, int, int, int, int]:
-    """(BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES): the module's, or those of $WISP_GROUPED_TILES (the probe's
-    sweep, tests). None of them changes a row's K order; BM also picks the tensor-core instruction (Hopper's wgmma
-    from 64 rows, mma below)."""
+def configuration() -> tuple[int, ...]:
+    """(BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES[, DOWN_STAGES]): the module's, or those of $WISP_GROUPED_TILES
+    (the probe's sweep, tests); without DOWN_STAGES both kernels take NUM_STAGES. None of them changes a row's K
+    order; BM also picks the tensor-core instruction (Hopper's wgmma from 64 rows, mma below)."""
     given = os.environ.get(TILES)
     if not given:
-        return BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES
+        return BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES, DOWN_STAGES
     values = tuple(int(v) for v in given.split(","))
-    if len(values) != 5:
-        raise ValueError(f"{TILES}={given!r}: give BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES, e.g. 64,32,64,8,3")
+    if len(values) not in (5, 6):
+        raise ValueError(f"{TILES}={given!r}: give BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES[,DOWN_STAGES], "
+                         "e.g. 64,32,64,8,3")
     return values
 
 
@@ -208,18 +213,19 @@ def launch_configured(expert: GroupedExpert, table: torch.Tensor, dispatch: Disp
 
 
 def launch_both(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, out: torch.Tensor,
-                tiles: torch.Tensor, config: tuple[int, int, int, int, int]) -> tuple:
+                tiles: torch.Tensor, config: tuple[int, ...]) -> tuple:
     """The two launches over the row tiles `tiles` [n, 4] at one tile configuration; table [R, slot bytes] uint8."""
     from engine.quant.grouped_kernels import grouped_down, grouped_gate_up
     from engine.quant.triton_kernels import TYPE_CODE, tile_shape
 
-    bm, bn_gate_up, bn_down, warps, stages = config
+    bm, bn_gate_up, bn_down, warps, stages, *down_stages = config
     gate, up, down = expert.gate, expert.up, expert.down
     hidden, intermediate = down.out_features, down.in_features
     h = torch.empty(out.shape[0], intermediate, dtype=out.dtype, device=out.device)  # [M, I]
     clamped = isinstance(expert.activation, ClampedSwiGlu)
     ieee = out.dtype == torch.float32 or out.device.type != "cuda"  # the interpreter's 16-bit dot is wrong
-    stages = {"num_stages": FP32_STAGES if out.dtype == torch.float32 else stages}
+    fp32 = out.dtype == torch.float32
+    stages, down_stages = ({"num_stages": FP32_STAGES if fp32 else n} for n in (stages, (down_stages or [stages])[0]))
     words = WORD_TILES and word_aligned(table, gate, up, down)
     bias = expert.bias
     (gate_g, gate_l), (up_g, up_l), (down_g, down_l) = (tile_shape(s.qtype) for s in (gate, up, down))
@@ -234,5 +240,5 @@ def launch_both(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, 
         h, table, tiles, out, dispatch.weights, out if bias is None else bias.down, table.shape[1],
         down.byte_offset, down.row_bytes, hidden, intermediate, DOWN_TYPE=TYPE_CODE[down.qtype], G=down_g, L=down_l,
         HAS_BIAS=bias is not None, IEEE=ieee, WORDS=words, EVEN_K=intermediate % 256 == 0, BM=bm, BN=bn_down,
-        num_warps=warps, enable_fp_fusion=False, **stages)
+        num_warps=warps, enable_fp_fusion=False, **down_stages)
     return first, second
