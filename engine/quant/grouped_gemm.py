@@ -159,16 +159,16 @@ def launch(kernel, grid, *args, **options):
         try:
             launched = kernel[grid](*args, **options)
         except OutOfResources as err:
-            err.__traceback__ = None  # its frames hold this launch's tensors
             if options.get("num_stages", 1) <= 1:
                 FITTED[key] = None
                 raise
+            err.__traceback__ = None  # retried: its frames (this launch's tensors) need not outlive it
             options = {**options, "num_stages": options["num_stages"] - 1}
             continue
         except (CompilationError, RuntimeError) as err:  # RuntimeError: a pass that failed inside the compiler
-            err.__traceback__ = None
             if not options.get("WORDS"):
                 raise
+            err.__traceback__ = None
             warnings.warn(f"grouped MoE GEMM: word-wide tiles did not compile here, reading bytes ({err})",
                           stacklevel=2)
             options = {**options, "WORDS": False}
@@ -206,9 +206,10 @@ def launch_configured(expert: GroupedExpert, table: torch.Tensor, dispatch: Disp
     config = configuration()
     try:
         return launch_both(expert, table.view(torch.uint8), dispatch, out, tiles_for(config[0]), config)
-    except OutOfResources:
+    except OutOfResources as err:
         if config[0] <= SMALL_TILES[0]:
             raise
+        err.__traceback__ = None  # see launch
         return launch_both(expert, table.view(torch.uint8), dispatch, out, tiles_for(SMALL_TILES[0]), SMALL_TILES)
 
 

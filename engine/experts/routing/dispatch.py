@@ -3,9 +3,12 @@
 Small steps (decode): every (token, k) entry's expert block is gathered into one [T*K, numel] buffer and the
 layout runs them all at once: a handful of kernels per layer and no host sync when everything is resident.
 Large steps (prefill): the step's token rows are gathered once, grouped by expert, and each expert computes in
-place over its own span of them (layout.run_expert): no gather and no scatter per expert, because the host
-launches this loop once per (layer, expert) and prefill is bound by those launches (under deterministic
-algorithms a scatter is CUDA's sort-based index_put_, several launches).
+place over its own span of them: on CUDA the grouped GEMM runs every expert of the group in two launches
+(engine.quant.grouped_gemm), elsewhere layout.run_expert one expert at a time (no gather and no scatter per expert;
+under deterministic algorithms a scatter is CUDA's sort-based index_put_, several launches). The grouping is
+planned on the host from the ids read back (plan_dispatch: the pager must know which experts to fetch) or, where
+every expert of the layer is in one table on the device and the grouped GEMM runs, on the device
+(plan_on_device): the same order, no host sync.
 
 Which path runs depends only on the step's shape (tokens, top_k, expert size), never on where experts live, and
 either way the (token, k) results are summed per token in ascending expert-id order (transformers' order). So
