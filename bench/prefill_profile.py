@@ -12,7 +12,7 @@ routing, as `wisp bench`):
 4. at each length: the host syncs of the step (CUDA's sync debug mode, by source line), the host's top functions
    (cProfile), then one step under the torch profiler: top kernels by GPU time, the kernel count, the GPU's busy
    time (union of kernels, copies and memsets) against the step's wall time, its longest idle gaps;
-5. with --paged-budget: 2 and 4 for the WiSP arm at that budget, at the first length.
+5. with --paged-budget: 2 (at each tile configuration) and 4 for the WiSP arm at that budget, at the first length.
 
     python -m bench.prefill_profile --out DIR --prompts 512,2048 --tiles default --time-tiles "64,32,64,8,3"
     python -m bench.prefill_profile --out DIR --device cpu --layers 2 --prompts 64 --no-suite   # the CPU check
@@ -356,8 +356,9 @@ def largest_blocks(report: Report, steps: PromptSteps, device, prompt: int) -> N
 
 
 def paged_profile(args, host, device, report: Report, prompt: int) -> None:
-    """The WiSP arm's prompt step at --paged-budget GiB (the suite's configured split): its wall time, then its
-    syncs, host functions and one profiled step, as the resident step's."""
+    """The WiSP arm's prompt step at --paged-budget GiB (the suite's configured split): its wall time at the
+    engine's tiles and at each --time-tiles configuration, then its syncs, host functions and one profiled step, as
+    the resident step's."""
     from engine.alloc.cost_model import LinkCost
     from engine.alloc.memory_plan import GiB
     from engine.bench.copy_rates import copy_loop_rate
@@ -369,12 +370,14 @@ def paged_profile(args, host, device, report: Report, prompt: int) -> None:
                              device, args.max_len)
     TraceRouter(trace, device).drive(engine)
     steps = PromptSteps(engine)
-    steps.once(prompt, 0, None)
-    times = []
-    for seed in range(args.steps):
-        steps.once(prompt, 10 + seed, timed(device, times))
-    report.row({"what": "prompt step", "arm": f"wisp {args.paged_budget:g} GiB", "prompt": prompt,
-                "step_s": sorted(times)[len(times) // 2], "step_s_runs": times})
+    for tiles in ["default"] + list(filter(None, args.time_tiles.split(";"))):  # a same-machine A/B of the tiles
+        with environment(**({} if tiles == "default" else {"WISP_GROUPED_TILES": tiles})):
+            steps.once(prompt, 0, None)
+            times = []
+            for seed in range(args.steps):
+                steps.once(prompt, 10 + seed, timed(device, times))
+        report.row({"what": "prompt step", "arm": f"wisp {args.paged_budget:g} GiB", "tiles": tiles,
+                    "prompt": prompt, "step_s": sorted(times)[len(times) // 2], "step_s_runs": times})
     profile_prompt(report, steps, device, prompt, args.out, label="wisp")
     engine.close()
 
