@@ -62,9 +62,16 @@ class DenseLayout(ExpertLayout):
         """On CUDA the grouped GEMM (engine.quant.grouped_gemm, which reads dense blocks as BF16/F16/F32
         matrices): two launches for the whole group; elsewhere one expert at a time."""
         self._check_bound()
-        from engine.quant.grouped_gemm import GroupedExpert, run_grouped, runs_grouped
+        from engine.quant.grouped_gemm import run_grouped, runs_grouped
 
         if not runs_grouped(out.device, self.activation, dispatch):
             return super().run_group(table, dispatch, units, slots, out)
-        expert = GroupedExpert.dense(self.hidden, self.intermediate, self.dtype, self.activation, self.bias)
-        run_grouped(expert, table, dispatch, units, slots, out)
+        run_grouped(self.grouped_expert(out.device), table, dispatch, units, slots, out)
+
+    def grouped_expert(self, device: torch.device):
+        from engine.quant.grouped_gemm import GroupedExpert, runs_grouped
+
+        self._check_bound()
+        if not runs_grouped(device, self.activation):
+            return None
+        return GroupedExpert.dense(self.hidden, self.intermediate, self.dtype, self.activation, self.bias)

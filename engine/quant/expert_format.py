@@ -146,6 +146,9 @@ class QuantExpertFormat(ExpertLayout):
             return super().run_group(table, dispatch, units, slots, out)
         run_grouped(self.grouped, table, dispatch, units, slots, out)
 
+    def grouped_expert(self, device: torch.device) -> GroupedExpert | None:
+        return self.grouped if runs_grouped(device, self.activation) else None
+
     @property
     def grouped(self) -> GroupedExpert:
         """This format's matrices as the grouped kernels read them."""

@@ -20,25 +20,30 @@ import numpy as np
 import torch
 
 from engine.experts.formats.activation import SILU_GLU, ClampedSwiGlu, ExpertBias
-from engine.experts.routing.dispatch import Dispatch
+from engine.experts.routing.dispatch import Dispatch, to_device
 from engine.quant.linear import QuantLinearSpec
 from engine.quant.types import BF16, F16, F32
 from engine.triton_support import HAS_TRITON
 
-# The tile configuration, one for every step. Taller row tiles dequantize each expert's weights fewer times
-# (128 rows, WISP_GROUPED_TILES=128,32,64,8,3, ran a layer-step 1.3-2.5x faster on the H200) but their launches take
-# device memory per prompt step that the plan's workspace does not count, so 64 rows stay the default until it does
-# (bench/results/2026-12-02-prefill-2/NOTES.md; bench/prefill_peak_probe.py measures it).
-BM = 64  # grouped rows per tile
+# The tile configuration, one for every step. Taller row tiles dequantize each expert's weights fewer times: 128
+# rows ran a Q4_K_M layer-step 1.3-2.5x faster than 64 on the H200 (bench/results/2026-12-02-prefill-2/NOTES.md). They
+# had taken 0.3-0.7 GiB of device memory per prompt step: the down kernel's three stages did not fit, every launch
+# failed first, and each caught error's traceback held that launch's tensors until a garbage collection
+# (bench/results/2026-12-02-prefill-3/NOTES.md). Its stages are now its own (DOWN_STAGES), and launch() remembers
+# what fits wherever a configuration still outgrows a GPU.
+BM = 128  # grouped rows per tile
 BN_GATE_UP = 32  # gate columns per program (and as many up columns): two [32, 256] weight tiles per K step
 BN_DOWN = 64
 NUM_WARPS = 8
 NUM_STAGES = 3  # Triton's default: the x (or h) tiles of the next K steps load while this one multiplies
+# The down kernel's: three stages of 128-row tiles would take 295,424 B of the H200's 232,448; one stage is what its
+# 128-row rows were measured with (two fit too, untimed until bench/results/2026-12-02-prefill-3).
+DOWN_STAGES = 1
 SMALL_TILES = (64, 32, 64, 8, 3)  # (BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES) where the default does not fit
 FP32_STAGES = 1  # fp32 operands: one buffer of each tile (Triton's default three outgrow shared memory)
 DENSE_TYPES = {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32}
 WORD_TILES = True  # Q4_K and Q6_K tiles from 32-bit loads where the table is word-aligned (grouped_tiles)
-TILES = "WISP_GROUPED_TILES"  # "BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES": another configuration (the probe's sweep)
+TILES = "WISP_GROUPED_TILES"  # "BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES[,DOWN_STAGES]": another configuration
 SWITCH = "WISP_GROUPED_EXPERTS"  # "0": large steps run expert by expert (the bench's before/after switch)
 # Mean grouped rows per expert above which each expert's own GEMM (dequantized once) is faster: every row tile
 # dequantizes its expert's weights again. H200 (bench/results/2026-12-02-prefill and -prefill-2): gpt-oss-20b's 1024
@@ -50,11 +55,17 @@ MAX_ROWS_PER_EXPERT = 768
 
 def runs_grouped(device: torch.device, activation, dispatch: Dispatch | None = None) -> bool:
     """Large steps on this device run the grouped kernels: CUDA with Triton, an activation they fuse, and (given
-    the step's dispatch) at most MAX_ROWS_PER_EXPERT rows per expert on average. The choice depends on the step's
-    routing alone, never on where the experts live, so every provider makes the same one."""
+    the step's dispatch) at most MAX_ROWS_PER_EXPERT rows per expert on average (fits). The choice depends on the
+    step's routing and the layer's shape alone, never on where the experts live, so every provider makes the same
+    one."""
     return (HAS_TRITON and device.type == "cuda" and os.environ.get(SWITCH, "1") != "0"
             and (activation is SILU_GLU or isinstance(activation, ClampedSwiGlu))
-            and (dispatch is None or dispatch.tokens.numel() <= MAX_ROWS_PER_EXPERT * dispatch.experts.size))
+            and (dispatch is None or fits(dispatch.tokens.numel(), dispatch.num_experts or dispatch.experts.size)))
+
+
+def fits(entries: int, num_experts: int) -> bool:
+    """A step of `entries` (token, k) rows over a layer of num_experts experts runs grouped (MAX_ROWS_PER_EXPERT)."""
+    return entries <= MAX_ROWS_PER_EXPERT * num_experts
 
 
 @dataclass(frozen=True)
@@ -85,19 +96,39 @@ def row_tiles(dispatch: Dispatch, units: np.ndarray, slots: np.ndarray, device, 
     unit = np.repeat(np.arange(units.size), counts)  # [tiles]
     within = np.arange(unit.size) - np.repeat(np.cumsum(counts) - counts, counts)
     tiles = np.stack([slots[unit], dispatch.experts[units][unit], starts[unit] + within * bm, ends[unit]], axis=1)
-    return torch.from_numpy(tiles.astype(np.int32)).to(device)
+    return to_device(tiles.astype(np.int32), torch.device(device))
 
 
-def configuration() -> tuple[int, int, int, int, int]:
-    """(BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES): the module's, or those of $WISP_GROUPED_TILES (the probe's
-    sweep, tests). None of them changes a row's K order; BM also picks the tensor-core instruction (Hopper's wgmma
-    from 64 rows, mma below)."""
+def device_row_tiles(dispatch: Dispatch, bm: int = BM) -> torch.Tensor:
+    """The BM-row tiles of every expert of a device-planned dispatch whose blocks are the table's rows by expert
+    id -> int32 [most tiles, 4], the same tiles row_tiles lists for them, then empty ones. The table has room for
+    the most tiles M rows can take (ceil(M / bm) + one partial tile per expert), so its size, and the launches'
+    grid, need nothing from the host; the kernels' programs of empty tiles return at once."""
+    from engine.quant.grouped_kernels import tile_table
+
+    rows, experts = dispatch.tokens.numel(), dispatch.num_experts
+    most = -(-rows // bm) + min(experts, rows)
+    tiles = torch.empty(most, 4, dtype=torch.int32, device=dispatch.tokens.device)
+    tile_table[(1,)](dispatch.expert_bounds, tiles, experts, most, BM=bm, BE=max(16, triton_power_of_2(experts)),
+                     BT=64)
+    return tiles
+
+
+def triton_power_of_2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def configuration() -> tuple[int, ...]:
+    """(BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES[, DOWN_STAGES]): the module's, or those of $WISP_GROUPED_TILES
+    (the probe's sweep, tests); without DOWN_STAGES both kernels take NUM_STAGES. None of them changes a row's K
+    order; BM also picks the tensor-core instruction (Hopper's wgmma from 64 rows, mma below)."""
     given = os.environ.get(TILES)
     if not given:
-        return BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES
+        return BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES, DOWN_STAGES
     values = tuple(int(v) for v in given.split(","))
-    if len(values) != 5:
-        raise ValueError(f"{TILES}={given!r}: give BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES, e.g. 64,32,64,8,3")
+    if len(values) not in (5, 6):
+        raise ValueError(f"{TILES}={given!r}: give BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES[,DOWN_STAGES], "
+                         "e.g. 64,32,64,8,3")
     return values
 
 
@@ -107,62 +138,95 @@ def word_aligned(table: torch.Tensor, *matrices: QuantLinearSpec) -> bool:
     return all(start % 4 == 0 for start in starts)
 
 
+FITTED: dict[tuple, dict | None] = {}  # (kernel, options asked) -> the options it launched with; None: none fit
+
+
 def launch(kernel, grid, *args, **options):
     """kernel[grid](*args); where its pipeline stages outgrow the GPU's shared memory (consumer cards have ~99 KB a
-    block, the H200 227 KB) it runs with one stage instead, and where a Triton build cannot compile the word-wide
-    tiles, with byte tiles: the same arithmetic in the same order either way, so the same bits."""
+    block, the H200 227 KB) it runs with one stage fewer until they fit, and where a Triton build cannot compile the
+    word-wide tiles, with byte tiles: the same arithmetic in the same order either way, so the same bits. What fits
+    (or that nothing does) is remembered per kernel and options, so a launch fails at most once per process: a
+    caught launch error keeps the launch's arguments alive through its traceback until a garbage collection
+    (Triton keeps the error of a kernel that does not fit), and a prompt step launches these kernels every layer."""
     from triton.compiler.errors import CompilationError
     from triton.runtime.errors import OutOfResources
 
-    try:
-        return kernel[grid](*args, **options)
-    except OutOfResources:
-        if options.get("num_stages") == 1:
-            raise
-        return launch(kernel, grid, *args, **{**options, "num_stages": 1})
-    except (CompilationError, RuntimeError) as err:  # RuntimeError: a pass that failed inside the compiler
-        if not options.get("WORDS"):
-            raise
-        warnings.warn(f"grouped MoE GEMM: word-wide tiles did not compile here, reading bytes ({err})", stacklevel=2)
-        return launch(kernel, grid, *args, **{**options, "WORDS": False})
+    key = (kernel, tuple(sorted(options.items())))
+    if key in FITTED and FITTED[key] is None:
+        raise OutOfResources(0, 0, "shared memory (remembered)")
+    options = FITTED.get(key, options)
+    while True:
+        try:
+            launched = kernel[grid](*args, **options)
+        except OutOfResources as err:
+            if options.get("num_stages", 1) <= 1:
+                FITTED[key] = None
+                raise
+            err.__traceback__ = None  # retried: its frames (this launch's tensors) need not outlive it
+            options = {**options, "num_stages": options["num_stages"] - 1}
+            continue
+        except (CompilationError, RuntimeError) as err:  # RuntimeError: a pass that failed inside the compiler
+            if not options.get("WORDS"):
+                raise
+            err.__traceback__ = None
+            warnings.warn(f"grouped MoE GEMM: word-wide tiles did not compile here, reading bytes ({err})",
+                          stacklevel=2)
+            options = {**options, "WORDS": False}
+            continue
+        FITTED[key] = options
+        return launched
 
 
 def run_grouped(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, units, slots,
                 out: torch.Tensor) -> tuple:
-    """Experts `units` of the dispatch, whose blocks are rows `slots` of table [R, numel] (any dtype), computed in
-    place in their spans of out [M, D] (their token rows on entry, their weighted outputs on return).
-    -> the two launched kernels (their metadata holds shared memory and registers), () for no experts.
-    Where the configured tiles outgrow the GPU's shared memory even in one stage (consumer cards have ~99 KB a
-    block, about what one stage of 128-row bf16 tiles takes) the step runs SMALL_TILES instead: the same K order
-    for every row."""
-    from triton.runtime.errors import OutOfResources
-
+    """Experts `units` of a host-planned dispatch, whose blocks are rows `slots` of table [R, numel] (any dtype),
+    computed in place in their spans of out [M, D] (their token rows on entry, their weighted outputs on return).
+    -> the two launched kernels (their metadata holds shared memory and registers), () for no experts."""
     units = np.asarray(units, dtype=np.int64)
     if units.size == 0:
         return ()
+    slots = np.asarray(slots, dtype=np.int64)
+    return launch_configured(expert, table, dispatch, out, lambda bm: row_tiles(dispatch, units, slots, out.device, bm))
+
+
+def run_grouped_table(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, out: torch.Tensor) -> tuple:
+    """Every expert of a device-planned dispatch (engine.experts.routing.dispatch.plan_on_device), its block row
+    `expert id` of table [E, numel], computed in place in its span of out [M, D]: no host sync. The same tiles, so
+    the same bits, as run_grouped over the same experts."""
+    return launch_configured(expert, table, dispatch, out, lambda bm: device_row_tiles(dispatch, bm))
+
+
+def launch_configured(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, out: torch.Tensor,
+                      tiles_for) -> tuple:
+    """The two launches at the configured tiles (tiles_for(BM) -> the tile table). Where they outgrow the GPU's
+    shared memory even in one stage (consumer cards have ~99 KB a block, about what one stage of 128-row bf16 tiles
+    takes) the step runs SMALL_TILES instead: the same K order for every row."""
+    from triton.runtime.errors import OutOfResources
+
     config = configuration()
     try:
-        return launch_both(expert, table.view(torch.uint8), dispatch, units, slots, out, config)
-    except OutOfResources:
+        return launch_both(expert, table.view(torch.uint8), dispatch, out, tiles_for(config[0]), config)
+    except OutOfResources as err:
         if config[0] <= SMALL_TILES[0]:
             raise
-        return launch_both(expert, table.view(torch.uint8), dispatch, units, slots, out, SMALL_TILES)
+        err.__traceback__ = None  # see launch
+        return launch_both(expert, table.view(torch.uint8), dispatch, out, tiles_for(SMALL_TILES[0]), SMALL_TILES)
 
 
-def launch_both(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, units: np.ndarray, slots,
-                out: torch.Tensor, config: tuple[int, int, int, int, int]) -> tuple:
-    """run_grouped's two launches at one tile configuration; table [R, slot bytes] uint8."""
+def launch_both(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, out: torch.Tensor,
+                tiles: torch.Tensor, config: tuple[int, ...]) -> tuple:
+    """The two launches over the row tiles `tiles` [n, 4] at one tile configuration; table [R, slot bytes] uint8."""
     from engine.quant.grouped_kernels import grouped_down, grouped_gate_up
     from engine.quant.triton_kernels import TYPE_CODE, tile_shape
 
-    bm, bn_gate_up, bn_down, warps, stages = config
-    tiles = row_tiles(dispatch, units, np.asarray(slots, dtype=np.int64), out.device, bm)
+    bm, bn_gate_up, bn_down, warps, stages, *down_stages = config
     gate, up, down = expert.gate, expert.up, expert.down
     hidden, intermediate = down.out_features, down.in_features
     h = torch.empty(out.shape[0], intermediate, dtype=out.dtype, device=out.device)  # [M, I]
     clamped = isinstance(expert.activation, ClampedSwiGlu)
     ieee = out.dtype == torch.float32 or out.device.type != "cuda"  # the interpreter's 16-bit dot is wrong
-    stages = {"num_stages": FP32_STAGES if out.dtype == torch.float32 else stages}
+    fp32 = out.dtype == torch.float32
+    stages, down_stages = ({"num_stages": FP32_STAGES if fp32 else n} for n in (stages, (down_stages or [stages])[0]))
     words = WORD_TILES and word_aligned(table, gate, up, down)
     bias = expert.bias
     (gate_g, gate_l), (up_g, up_l), (down_g, down_l) = (tile_shape(s.qtype) for s in (gate, up, down))
@@ -177,5 +241,5 @@ def launch_both(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, 
         h, table, tiles, out, dispatch.weights, out if bias is None else bias.down, table.shape[1],
         down.byte_offset, down.row_bytes, hidden, intermediate, DOWN_TYPE=TYPE_CODE[down.qtype], G=down_g, L=down_l,
         HAS_BIAS=bias is not None, IEEE=ieee, WORDS=words, EVEN_K=intermediate % 256 == 0, BM=bm, BN=bn_down,
-        num_warps=warps, enable_fp_fusion=False, **stages)
+        num_warps=warps, enable_fp_fusion=False, **down_stages)
     return first, second

@@ -66,13 +66,42 @@ def dot(a, b, acc, IEEE: tl.constexpr):
 
 @triton.jit
 def row_tile(tiles_ptr, BM: tl.constexpr):
-    """This program's row tile: (slot row, expert id, rows [BM], row mask). Programs run column block fastest:
-    the programs of one row tile are neighbours, and so are an expert's tiles (its weights stay in L2)."""
+    """This program's row tile: (slot row, expert id, first row, end of the expert's span). Programs run column
+    block fastest: the programs of one row tile are neighbours, and so are an expert's tiles (its weights stay in
+    L2). A tile whose first row is not below the end is empty: a table planned on the device has room for the
+    most tiles a step can have, and its unused entries are empty."""
     entry = tiles_ptr + tl.program_id(1) * 4
     slot = tl.load(entry).to(tl.int64)
     expert = tl.load(entry + 1).to(tl.int64)
-    m = tl.load(entry + 2) + tl.arange(0, BM)
-    return slot, expert, m, m < tl.load(entry + 3)
+    return slot, expert, tl.load(entry + 2), tl.load(entry + 3)
+
+
+@triton.jit
+def tile_table(bounds_ptr, tiles_ptr, E, max_tiles, BM: tl.constexpr, BE: tl.constexpr, BT: tl.constexpr):
+    """The BM-row tiles of every expert id of a layer whose experts are rows of one table (row = expert id), from
+    bounds [E + 1] (expert e owns grouped rows bounds[e]:bounds[e+1]) -> tiles [max_tiles, 4] int32, as
+    engine.quant.grouped_gemm.row_tiles lists them on the host: (slot row, expert id, first row, end of the span)
+    for each expert in ascending id, then empty entries (0, 0, 0, 0). One program."""
+    e = tl.arange(0, BE)
+    e_ok = e < E
+    lo = tl.load(bounds_ptr + e, mask=e_ok, other=0)
+    hi = tl.load(bounds_ptr + e + 1, mask=e_ok, other=0)
+    count = tl.where(e_ok, (hi - lo + BM - 1) // BM, 0)  # [BE] tiles of each expert
+    last = tl.cumsum(count, 0)  # [BE] one past each expert's last tile
+    for start in range(0, max_tiles, BT):
+        j = start + tl.arange(0, BT)  # [BT] tile numbers
+        owner = tl.sum((last[None, :] <= j[:, None]).to(tl.int32), axis=1)  # [BT] experts whose tiles end by j
+        mine = (e[None, :] == owner[:, None]) & e_ok[None, :]  # [BT, BE]
+        first_tile = tl.sum(tl.where(mine, (last - count)[None, :], 0), axis=1)
+        first_row = tl.sum(tl.where(mine, lo[None, :], 0), axis=1) + (j - first_tile) * BM
+        end = tl.sum(tl.where(mine, hi[None, :], 0), axis=1)
+        live = owner < E
+        row = tiles_ptr + j.to(tl.int64) * 4
+        ok = j < max_tiles
+        tl.store(row, tl.where(live, owner, 0).to(tl.int32), mask=ok)
+        tl.store(row + 1, tl.where(live, owner, 0).to(tl.int32), mask=ok)
+        tl.store(row + 2, tl.where(live, first_row, 0).to(tl.int32), mask=ok)
+        tl.store(row + 3, tl.where(live, end, 0).to(tl.int32), mask=ok)
 
 
 @triton.jit
@@ -87,7 +116,11 @@ def grouped_gate_up(x_ptr, table_ptr, tiles_ptr, h_ptr, bias_ptr, slot_bytes, ga
     act: silu(gate) * up, or (CLAMPED) gpt-oss's clamped SwiGLU, op by op in x's dtype as
     engine.experts.formats.activation computes it."""
     DT: tl.constexpr = x_ptr.dtype.element_ty
-    slot, expert, m, m_ok = row_tile(tiles_ptr, BM)
+    slot, expert, first, end = row_tile(tiles_ptr, BM)
+    if first >= end:
+        return
+    m = first + tl.arange(0, BM)
+    m_ok = m < end
     n = tl.program_id(0) * BN + tl.arange(0, BN)
     n_ok = n < N
     block = slot * slot_bytes
@@ -126,7 +159,11 @@ def grouped_down(h_ptr, table_ptr, tiles_ptr, out_ptr, weights_ptr, bias_ptr, sl
     """out[m, n] = (h @ Wd.T)[m, n] (+ the expert's bias [N]) times the routing weight of row m, each step rounded
     to h's dtype but the last product, computed in float32 and rounded once (as rows.mul_(weights) does)."""
     DT: tl.constexpr = h_ptr.dtype.element_ty
-    slot, expert, m, m_ok = row_tile(tiles_ptr, BM)
+    slot, expert, first, end = row_tile(tiles_ptr, BM)
+    if first >= end:
+        return
+    m = first + tl.arange(0, BM)
+    m_ok = m < end
     n = tl.program_id(0) * BN + tl.arange(0, BN)
     n_ok = n < N
     matrix = slot * slot_bytes + down_offset

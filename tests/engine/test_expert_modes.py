@@ -80,3 +80,21 @@ def test_cli_json_reports_expert_counters(tiny_model_dir, capsys):
     stats = result["stats"]
     assert 1 <= len(result["token_ids"]) == len(result["logprobs"]) <= 8
     assert stats["expert_hits"] + stats["expert_misses"] > 0 and stats["h2d_bytes"] > 0
+
+
+def test_grouped_prefill_is_bitwise_across_modes(tiny_model_dir, monkeypatch):
+    """Where the grouped kernels run (forced here: Triton's interpreter on the CPU), resident and static layers plan
+    their large steps on the device (engine.experts.routing.dispatch.plan_on_device) and the pager on the host from
+    the ids it reads back: the same tiles, so the same bits."""
+    from engine.experts.routing import dispatch
+    from engine.quant import expert_format, grouped_gemm
+
+    folder = tiny_model_dir("qwen3_moe")
+    args = read_args(folder)
+    monkeypatch.setattr(dispatch, "GATHER_LIMIT_BYTES", 3 * read_args(tiny_model_dir("olmoe")).expert_numel * 4)
+    monkeypatch.setattr(grouped_gemm, "runs_grouped", lambda *_: True)
+    monkeypatch.setattr(expert_format, "runs_grouped", lambda *_: True)
+    reference = outputs(folder, experts="resident")
+    modes = mode_options(args.num_experts_per_tok, args.num_experts)
+    for name in ("static", "paged-top_k", "paged-all"):
+        assert outputs(folder, **modes[name]) == reference, name

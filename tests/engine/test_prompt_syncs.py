@@ -103,3 +103,14 @@ def test_the_counter_sees_a_sync(tiny_model_dir, large_steps, monkeypatch):
     folder = tiny_model_dir("qwen3_moe")
     calls = prompt_step_syncs(folder, experts="resident")
     assert calls["item"] == sum(read_args(folder).moe_layers)
+
+
+def test_a_grouped_resident_prompt_step_reads_nothing_back(tiny_model_dir, large_steps, monkeypatch):
+    """Where the grouped kernels run (forced here: Triton's interpreter on the CPU), a resident prompt step plans
+    every layer-step on the device (dispatch.plan_on_device): no host sync in the whole forward."""
+    from engine.quant import expert_format, grouped_gemm
+
+    monkeypatch.setattr(grouped_gemm, "runs_grouped", lambda *args: True)
+    monkeypatch.setattr(expert_format, "runs_grouped", lambda *args: True)
+    calls = prompt_step_syncs(tiny_model_dir("qwen3_moe"), experts="resident")
+    assert sum(calls.values()) == 0, calls

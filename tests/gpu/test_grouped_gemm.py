@@ -79,3 +79,36 @@ def test_word_tiles_give_the_byte_tiles_bits(cuda, case, monkeypatch):
     words = cases.grouped(layout, table, x, ids, weights)
     monkeypatch.setattr(grouped_gemm, "WORD_TILES", False)
     assert torch.equal(cases.grouped(layout, table, x, ids, weights), words)
+
+
+@pytest.mark.parametrize("case", ["Q4_K_M", "Q6_K", "BF16"])
+def test_a_device_planned_step_gives_the_host_planned_bits(cuda, case):
+    """Resident layers plan their large steps on the device (no host sync): the bits of the pager's host plan."""
+    layout, table = on(cuda, *cases.CASES[case]())
+    x, ids, weights = (t.to(cuda) for t in cases.inputs(layout.hidden, torch.bfloat16, seed=6))
+    assert torch.equal(layout.run_blocks(x, ids, weights, table), cases.grouped(layout, table, x, ids, weights))
+
+
+def test_launches_that_outgrow_shared_memory_leave_no_garbage(cuda, monkeypatch):
+    """The down kernel's three stages of 128-row tiles do not fit the H200's shared memory and run with fewer: after
+    the first step no launch fails again, so nothing stays alive waiting for a garbage collection."""
+    import gc
+
+    from engine.quant import grouped_gemm
+
+    monkeypatch.setenv(grouped_gemm.TILES, "128,32,64,8,3")  # no DOWN_STAGES: the down kernel asks for three
+    layout, table = on(cuda, *cases.CASES["Q4_K_M"]())
+    x, ids, weights = (t.to(cuda) for t in cases.inputs(layout.hidden, torch.bfloat16, seed=7))
+    layout.run_blocks(x, ids, weights, table)  # the first launch finds the stages that fit
+    gc.collect()
+    gc.disable()
+    try:
+        torch.cuda.synchronize()
+        held = torch.cuda.memory_allocated(cuda)
+        for _ in range(3):
+            layout.run_blocks(x, ids, weights, table)
+            cases.grouped(layout, table, x, ids, weights)
+        torch.cuda.synchronize()
+        assert torch.cuda.memory_allocated(cuda) == held
+    finally:
+        gc.enable()

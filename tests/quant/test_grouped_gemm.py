@@ -12,7 +12,8 @@ import torch
 
 from engine.experts.formats.activation import SILU_GLU, ClampedSwiGlu, ExpertBias
 from engine.quant.dense_layout import DenseLayout
-from engine.experts.routing.dispatch import combine_grouped, plan_dispatch, start_layer
+from engine.experts.routing.dispatch import (combine_grouped, plan_dispatch, plan_on_device, start_layer,
+                                             start_layer_on_device)
 from engine.quant import expert_format, grouped_gemm
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.grouped_gemm import MAX_ROWS_PER_EXPERT, row_tiles, runs_grouped
@@ -217,3 +218,56 @@ def test_tiles_too_large_for_the_gpu_fall_back_to_small_ones(monkeypatch):
     monkeypatch.setattr(grouped_gemm, "launch", small_gpu)
     assert torch.equal(grouped(layout, table, x, ids, weights), small)
     assert sizes == [128, 64, 64]
+
+
+def test_device_row_tiles_list_the_host_tiles_then_empty_ones():
+    """The tile table planned on the device (one Triton program) lists every expert's tiles as row_tiles does for
+    the experts at their own rows, then empty entries up to the most tiles the step's rows can take."""
+    ids = torch.tensor([[0, 2]] * 70 + [[2, 1]] * 5 + [[4, 0]] * 3)  # expert 3 unused
+    weights = torch.ones(78, 2)
+    host = plan_dispatch(ids.numpy(), weights)
+    device = plan_on_device(ids, weights, num_experts=5)
+    for bm in (16, 64):
+        expected = row_tiles(host, np.arange(host.experts.size), host.experts, "cpu", bm).tolist()
+        tiles = grouped_gemm.device_row_tiles(device, bm).tolist()
+        assert len(tiles) == -(-156 // bm) + 5
+        assert tiles[: len(expected)] == expected
+        assert all(entry == [0, 0, 0, 0] for entry in tiles[len(expected) :])
+
+
+@pytest.mark.parametrize("case", ["Q4_K_M", "BF16"])
+def test_a_device_planned_step_gives_the_host_planned_bits(case):
+    """Every expert from its row of the table, planned on the device (no host sync), as the pager's host plan."""
+    layout, table = CASES[case]()
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=6)
+    dispatch, out = start_layer_on_device(x, ids, weights, E)
+    grouped_gemm.run_grouped_table(grouped_spec(layout), table, dispatch, out)
+    assert torch.equal(combine_grouped(out, dispatch, ids), grouped(layout, table, x, ids, weights))
+
+
+def test_a_launch_that_does_not_fit_takes_fewer_stages_once(monkeypatch):
+    """Stages that outgrow shared memory come off one at a time, and what fits is remembered: a caught launch error
+    keeps the launch's tensors alive through its traceback, so it must not happen on every launch."""
+    from triton.runtime.errors import OutOfResources
+
+    asked = []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            def run(*args, **options):
+                asked.append(options["num_stages"])
+                if options["num_stages"] > 2 or options["BM"] > 128:
+                    raise OutOfResources(262144, 232448, "shared memory")
+                return "launched"
+            return run
+
+    monkeypatch.setattr(grouped_gemm, "FITTED", {})
+    kernel = Kernel()
+    assert grouped_gemm.launch(kernel, (1,), BM=128, num_stages=3) == "launched"
+    assert grouped_gemm.launch(kernel, (1,), BM=128, num_stages=3) == "launched"
+    assert asked == [3, 2, 2]
+    asked.clear()
+    for _ in range(2):  # nothing fits (a consumer card): tried once, then refused without launching
+        with pytest.raises(OutOfResources):
+            grouped_gemm.launch(kernel, (1,), BM=256, num_stages=3)
+    assert asked == [3, 2, 1]

@@ -17,7 +17,9 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from engine.experts.routing.dispatch import Dispatch, combine, combine_grouped, is_small_step, start_layer
+from engine.experts.routing.dispatch import (Dispatch, combine, combine_grouped, is_small_step, start_layer,
+                                             start_layer_on_device)
+from engine.quant.grouped_gemm import fits, run_grouped_table
 
 
 class ExpertLayout(Protocol):
@@ -52,6 +54,11 @@ class ExpertLayout(Protocol):
         for u, slot in zip(units, slots):
             self.run_expert(table[int(slot)], dispatch, int(u), out)
 
+    def grouped_expert(self, device: torch.device):
+        """This format as the grouped MoE GEMM reads it (engine.quant.grouped_gemm.GroupedExpert) where its kernels
+        run on device, else None. Layouts with a grouped kernel override this."""
+        return None
+
     def run_rows(self, x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor,
                  weights: torch.Tensor) -> torch.Tensor:
         """Small step where entry i of ids [T, K] uses table[rows[i]] ([R, numel] table). -> [T, D] combined."""
@@ -60,9 +67,16 @@ class ExpertLayout(Protocol):
     def run_blocks(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor,
                    blocks: torch.Tensor) -> torch.Tensor:
         """Every routed expert's block is row `expert id` of blocks [E, numel] (resident and whole-layer copies).
-        -> [T, D]"""
+        -> [T, D]. A large step on the grouped kernels is planned on the device (no host sync); otherwise the host
+        plans it from the ids read back, and each expert runs from Python."""
         if is_small_step(ids.shape[0], ids.shape[1], self.expert_bytes):
             return self.run_rows(x, blocks, ids.reshape(-1), ids, weights)
-        dispatch, out = start_layer(x, ids.cpu().numpy(), weights)
+        num_experts = blocks.shape[0]
+        grouped = self.grouped_expert(x.device)
+        if grouped is not None and fits(ids.numel(), num_experts):
+            dispatch, out = start_layer_on_device(x, ids, weights, num_experts)
+            run_grouped_table(grouped, blocks, dispatch, out)
+            return combine_grouped(out, dispatch, ids)
+        dispatch, out = start_layer(x, ids.cpu().numpy(), weights, num_experts)
         self.run_group(blocks, dispatch, np.arange(dispatch.experts.size), dispatch.experts, out)
         return combine_grouped(out, dispatch, ids)

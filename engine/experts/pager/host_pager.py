@@ -119,7 +119,7 @@ class HostPager:
         working set in two alternating halves, so one half copies while the other computes. The hits in those
         slots compute first, freeing them for the first copies, which then overlap the working set's hits.
         -> ([T, D], the experts brought in, in order)"""
-        dispatch, out = start_layer(x, ids_host, weights)
+        dispatch, out = start_layer(x, ids_host, weights, self.host.num_experts)
         index = {int(e): u for u, e in enumerate(dispatch.experts)}
         lru = self.lru[layer]
         protected, streamed = lru.working_set(self.protected_share), []

@@ -3,9 +3,12 @@
 Small steps (decode): every (token, k) entry's expert block is gathered into one [T*K, numel] buffer and the
 layout runs them all at once: a handful of kernels per layer and no host sync when everything is resident.
 Large steps (prefill): the step's token rows are gathered once, grouped by expert, and each expert computes in
-place over its own span of them (layout.run_expert): no gather and no scatter per expert, because the host
-launches this loop once per (layer, expert) and prefill is bound by those launches (under deterministic
-algorithms a scatter is CUDA's sort-based index_put_, several launches).
+place over its own span of them: on CUDA the grouped GEMM runs every expert of the group in two launches
+(engine.quant.grouped_gemm), elsewhere layout.run_expert one expert at a time (no gather and no scatter per expert;
+under deterministic algorithms a scatter is CUDA's sort-based index_put_, several launches). The grouping is
+planned on the host from the ids read back (plan_dispatch: the pager must know which experts to fetch) or, where
+every expert of the layer is in one table on the device and the grouped GEMM runs, on the device
+(plan_on_device): the same order, no host sync.
 
 Which path runs depends only on the step's shape (tokens, top_k, expert size), never on where experts live, and
 either way the (token, k) results are summed per token in ascending expert-id order (transformers' order). So
@@ -45,19 +48,24 @@ def is_small_step(num_tokens: int, top_k: int, expert_bytes: int) -> bool:
 
 @dataclass
 class Dispatch:
-    """Host-side plan of one large layer-step: its (token, k) entries grouped by expert, ascending."""
+    """Plan of one large layer-step: its (token, k) entries grouped by expert, ascending. Planned on the host
+    (plan_dispatch: `experts` and `bounds`, what a pager needs to fetch the step's experts; one host sync per
+    layer-step) or on the device (plan_on_device: `expert_bounds`, nothing read back, for providers whose layer's
+    experts are all rows of one table). Both give the same entries in the same order."""
 
-    experts: np.ndarray  # [U] unique expert ids, ascending
-    bounds: np.ndarray  # [U + 1] expert u owns grouped entries bounds[u]:bounds[u+1]
     tokens: torch.Tensor  # [T*K] token row of each grouped entry
     weights: torch.Tensor  # [T*K] routing weight of each grouped entry
     position: torch.Tensor  # [T, K] where entry (t, k) sits among the grouped entries
+    num_experts: int | None = None  # E of the layer, where the planner knows it (what the grouped GEMM's rule reads)
+    experts: np.ndarray | None = None  # [U] unique expert ids, ascending (host plans)
+    bounds: np.ndarray | None = None  # [U + 1] expert u owns grouped entries bounds[u]:bounds[u+1] (host plans)
+    expert_bounds: torch.Tensor | None = None  # [E + 1] on the device: expert e owns entries [e]:[e+1] (device plans)
 
     def span(self, u: int) -> slice:
         return slice(int(self.bounds[u]), int(self.bounds[u + 1]))
 
 
-def plan_dispatch(ids_host: np.ndarray, weights: torch.Tensor) -> Dispatch:
+def plan_dispatch(ids_host: np.ndarray, weights: torch.Tensor, num_experts: int | None = None) -> Dispatch:
     """ids_host [T, K] (already on the host: one sync per layer-step), weights [T, K] on the device."""
     top_k = ids_host.shape[1]
     flat = ids_host.reshape(-1)
@@ -66,8 +74,19 @@ def plan_dispatch(ids_host: np.ndarray, weights: torch.Tensor) -> Dispatch:
     position = np.empty_like(order)
     position[order] = np.arange(order.size)
     index = to_device(np.stack([order // top_k, position, order]), weights.device)  # [3, T*K]: one copy
-    return Dispatch(experts=experts, bounds=np.append(starts, flat.size), tokens=index[0],
-                    weights=weights.reshape(-1)[index[2]], position=index[1].view(ids_host.shape))
+    return Dispatch(tokens=index[0], weights=weights.reshape(-1)[index[2]], position=index[1].view(ids_host.shape),
+                    num_experts=num_experts, experts=experts, bounds=np.append(starts, flat.size))
+
+
+def plan_on_device(ids: torch.Tensor, weights: torch.Tensor, num_experts: int) -> Dispatch:
+    """plan_dispatch's entries computed where ids [T, K] are (a stable sort, so the same order), with each expert
+    id's span bounds instead of the host's list of experts: no host sync."""
+    top_k = ids.shape[1]
+    ranked, order = torch.sort(ids.reshape(-1), stable=True)
+    bounds = torch.searchsorted(ranked, torch.arange(num_experts + 1, device=ids.device, dtype=ranked.dtype))
+    position = torch.argsort(order)  # the inverse permutation
+    return Dispatch(tokens=order // top_k, weights=weights.reshape(-1)[order], position=position.view(ids.shape),
+                    num_experts=num_experts, expert_bounds=bounds)
 
 
 def to_device(host: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -80,16 +99,28 @@ def to_device(host: np.ndarray, device: torch.device) -> torch.Tensor:
     return tensor.pin_memory().to(device, non_blocking=True)
 
 
-def start_layer(x: torch.Tensor, ids_host, weights: torch.Tensor) -> tuple[Dispatch, torch.Tensor]:
+def start_layer(x: torch.Tensor, ids_host, weights: torch.Tensor,
+                num_experts: int | None = None) -> tuple[Dispatch, torch.Tensor]:
     """Plan a large layer-step from the routed ids already on the host, and gather its [T*K, D] buffer: the token
     row of every (token, k) entry, grouped by expert as the plan lists them. Each expert then overwrites its own
     span with its outputs (ExpertLayout.run_expert): one gather per layer-step, not one per expert."""
-    dispatch = plan_dispatch(ids_host, weights)
+    dispatch = plan_dispatch(ids_host, weights, num_experts)
+    return dispatch, x[dispatch.tokens]
+
+
+def start_layer_on_device(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor,
+                          num_experts: int) -> tuple[Dispatch, torch.Tensor]:
+    """start_layer planned on the device (plan_on_device): the same gathered buffer, no host sync."""
+    dispatch = plan_on_device(ids, weights, num_experts)
     return dispatch, x[dispatch.tokens]
 
 
 def combine_grouped(out: torch.Tensor, dispatch: Dispatch, ids: torch.Tensor) -> torch.Tensor:
     """out [T*K, D] with entries grouped by expert -> [T, D], summed exactly as combine() sums."""
+    if out.is_cuda and HAS_TRITON:  # the same adds, read in place, in one kernel
+        from engine.experts.routing.ranked_sum import ranked_sum
+
+        return ranked_sum(out, ids, dispatch.position)
     order = torch.argsort(ids, dim=-1)  # [T, K]
     return sum_ranked(out[dispatch.position.gather(1, order)])
 

@@ -14,8 +14,10 @@ from engine.triton_rounding import rounded
 
 
 @triton.jit
-def ranked_sum_kernel(out_ptr, ids_ptr, total_ptr, D, K: tl.constexpr, BK: tl.constexpr, BD: tl.constexpr):
-    """total[t, d] = out[t, k_0, d] + out[t, k_1, d] + ... with ids[t, k_0] < ids[t, k_1] < ..."""
+def ranked_sum_kernel(out_ptr, rows_ptr, ids_ptr, total_ptr, D, K: tl.constexpr, BK: tl.constexpr, BD: tl.constexpr,
+                      ROWS: tl.constexpr):
+    """total[t, d] = out[r(t, k_0), d] + out[r(t, k_1), d] + ... with ids[t, k_0] < ids[t, k_1] < ..., where the
+    row r(t, k) of entry (t, k) is rows[t, k] (ROWS: out [M, D] grouped by expert), else t * K + k (out [T, K, D])."""
     t = tl.program_id(0).to(tl.int64)
     d = tl.program_id(1) * BD + tl.arange(0, BD)
     d_ok = d < D
@@ -25,18 +27,25 @@ def ranked_sum_kernel(out_ptr, ids_ptr, total_ptr, D, K: tl.constexpr, BK: tl.co
     total = tl.zeros([BD], tl.float32)  # always a value of out's dtype
     for r in tl.static_range(K):
         entry = tl.sum(tl.where(rank == r, k, 0), axis=0)
-        row = tl.load(out_ptr + (t * K + entry) * D + d, mask=d_ok, other=0.0)
-        total = rounded(total + row.to(tl.float32), total_ptr.dtype.element_ty)
+        if ROWS:
+            row = tl.load(rows_ptr + t * K + entry).to(tl.int64)
+        else:
+            row = t * K + entry
+        value = tl.load(out_ptr + row * D + d, mask=d_ok, other=0.0)
+        total = rounded(total + value.to(tl.float32), total_ptr.dtype.element_ty)
     tl.store(total_ptr + t * D + d, total.to(total_ptr.dtype.element_ty), mask=d_ok)
 
 
-def ranked_sum(out: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+def ranked_sum(out: torch.Tensor, ids: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
     """out [T, K, D], ids [T, K] (distinct per token) -> [T, D]: the K rows of each token summed in ascending
-    expert-id order in out's dtype."""
-    T, K, D = out.shape
+    expert-id order in out's dtype. With rows [T, K]: out is [M, D] and entry (t, k) is its row rows[t, k] (a
+    large step's outputs grouped by expert, engine.experts.routing.dispatch.combine_grouped)."""
+    T, K = ids.shape
+    D = out.shape[-1]
     total = out.new_empty(T, D)
     block = min(1024, triton.next_power_of_2(D))
-    ranked_sum_kernel[(T, triton.cdiv(D, block))](out.contiguous(), ids.contiguous(), total, D, K=K,
-                                                  BK=max(16, triton.next_power_of_2(K)), BD=block, num_warps=4,
-                                                  enable_fp_fusion=False)
+    index = rows.contiguous() if rows is not None else ids
+    ranked_sum_kernel[(T, triton.cdiv(D, block))](out.contiguous(), index, ids.contiguous(), total, D, K=K,
+                                                  BK=max(16, triton.next_power_of_2(K)), BD=block,
+                                                  ROWS=rows is not None, num_warps=4, enable_fp_fusion=False)
     return total
