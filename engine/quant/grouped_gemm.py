@@ -87,6 +87,16 @@ class GroupedExpert:
         return cls(QuantLinearSpec(qtype, intermediate, hidden, 0), QuantLinearSpec(qtype, intermediate, hidden, size),
                    QuantLinearSpec(qtype, hidden, intermediate, 2 * size), 3 * size, activation, bias)
 
+    @staticmethod
+    def fits(entries: int, num_experts: int) -> bool:
+        """fits(): the step runs grouped. A method, so that engine.experts reaches the kernels only through the
+        GroupedExpert a layout gives it."""
+        return fits(entries, num_experts)
+
+    def run_table(self, table: torch.Tensor, dispatch: Dispatch, out: torch.Tensor) -> tuple:
+        """run_grouped_table() of this expert format."""
+        return run_grouped_table(self, table, dispatch, out)
+
 
 def row_tiles(dispatch: Dispatch, units: np.ndarray, slots: np.ndarray, device, bm: int = BM) -> torch.Tensor:
     """The BM-row tiles of experts `units` (indices into dispatch.experts) whose blocks are rows `slots` of the

@@ -19,7 +19,6 @@ import torch
 
 from engine.experts.routing.dispatch import (Dispatch, combine, combine_grouped, is_small_step, start_layer,
                                              start_layer_on_device)
-from engine.quant.grouped_gemm import fits, run_grouped_table
 
 
 class ExpertLayout(Protocol):
@@ -73,9 +72,9 @@ class ExpertLayout(Protocol):
             return self.run_rows(x, blocks, ids.reshape(-1), ids, weights)
         num_experts = blocks.shape[0]
         grouped = self.grouped_expert(x.device)
-        if grouped is not None and fits(ids.numel(), num_experts):
+        if grouped is not None and grouped.fits(ids.numel(), num_experts):
             dispatch, out = start_layer_on_device(x, ids, weights, num_experts)
-            run_grouped_table(grouped, blocks, dispatch, out)
+            grouped.run_table(blocks, dispatch, out)
             return combine_grouped(out, dispatch, ids)
         dispatch, out = start_layer(x, ids.cpu().numpy(), weights, num_experts)
         self.run_group(blocks, dispatch, np.arange(dispatch.experts.size), dispatch.experts, out)
