@@ -8,6 +8,7 @@ import torch
 
 from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
 from engine.model.transformer import MoeContext
+from engine.quant.quant_modules import embedding_place
 
 
 def prefill_logits(engine, token_ids: list[int]) -> np.ndarray:
@@ -15,7 +16,7 @@ def prefill_logits(engine, token_ids: list[int]) -> np.ndarray:
     of its own, so the engine's pool is untouched)."""
     runner = engine._core.runner
     args, n = runner.model.args, len(token_ids)
-    dtype = runner.model.embed_tokens.weight.dtype
+    _, dtype = embedding_place(runner.model.embed_tokens)
     cache = KVCache(args.num_hidden_layers, n, args.num_key_value_heads, args.head_dim, dtype, runner.device)
     rows = torch.arange(n, device=runner.device)
     meta = AttentionMetadata(slot_mapping=rows, spans=[SeqSpan(0, n, rows)])
