@@ -113,3 +113,10 @@ def weight_bytes(model: nn.Module) -> int:
             seen.add(key)
             total += tensor.numel() * tensor.element_size()
     return total
+
+
+def dense_bytes(model: nn.Module, dtype_bytes: int) -> int:
+    """What a model's dense weights take on the device: weight_bytes, plus the scratch of the largest tile a long
+    step dequantizes (the memory plan's dense_bytes)."""
+    scratch = [scratch_bytes(m.spec, dtype_bytes) for m in model.modules() if isinstance(m, QuantLinear)]
+    return weight_bytes(model) + max(scratch, default=0)
