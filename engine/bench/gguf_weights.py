@@ -23,12 +23,16 @@ def gguf_bench_weights(path: Path, device: torch.device, dense_weights: str = "f
     from engine.gguf.model_file import GgufModel
 
     dtype = resolve_dtype("auto", GgufModel(path).args, device)  # bf16 on a GPU, fp32 on the CPU
-    keep = dense_weights == "file"
-    weights = load_gguf_weights(path, dtype, device, dequantize=dequantize_dense, keep_types=keep)
-    model = dense_model(weights, dtype, device)
+    weights, model, held = gguf_dense_weights(path, dtype, device, dense_weights)
     store = quant_store_from_gguf(weights.experts, torch.device("cpu"), pin=device.type == "cuda")
-    return LoadedWeights(args=weights.args, model=model, store=store, dtype=dtype,
-                         dense_bytes=dense_bytes(model, dtype.itemsize) if weights.quantized else None)
+    return LoadedWeights(args=weights.args, model=model, store=store, dtype=dtype, dense_bytes=held)
+
+
+def gguf_dense_weights(path: Path, dtype: torch.dtype, device: torch.device, dense_weights: str = "file"):
+    """(GgufWeights, the dense model, its device bytes where quantized else None); the experts are not read."""
+    weights = load_gguf_weights(path, dtype, device, dequantize=dequantize_dense, keep_types=dense_weights == "file")
+    model = dense_model(weights, dtype, device)
+    return weights, model, dense_bytes(model, dtype.itemsize) if weights.quantized else None
 
 
 def gguf_file_type(path: Path) -> str:

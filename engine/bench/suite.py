@@ -346,8 +346,7 @@ def run_facts(args, model_args: ModelArgs, host: LoadedWeights, device, build_s:
     return {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
             "gpu": device_name(device), "torch": torch.__version__,
             "git_commit": git_commit(), "label": args.label, "build_s": build_s, "quant": args.quant,
-            "dense_weights": "file" if host.dense_bytes is not None else "dtype",  # what the built weights hold
-            "dense_gib": (host.dense_bytes or model_sizes(model_args, 2).dense_bytes) / GiB,
+            **dense_facts(host),
             "gguf": args.gguf.name if args.gguf else None,
             "num_moe_layers": model_args.num_moe_layers, "num_experts": model_args.num_experts,
             "expert_bytes": host.store.expert_bytes, "pinned": host.store.is_pinned,
@@ -461,8 +460,35 @@ def main(argv: list[str] | None = None) -> None:
     for extra in [""] + args.also:  # each --also session reuses the built weights with its flags on top
         session = parse_args(argv + shlex.split(extra)) if extra else args
         session.shape, session.quant = args.shape, args.quant  # the built weights' (a --gguf file's)
+        if session.dense_weights != args.dense_weights:  # the same experts, the dense weights rebuilt
+            host = with_dense_weights(host, session, device)
+            facts = {**facts, **dense_facts(host)}
         run_session(session, host, device, {**facts, **link_facts(session, facts["copy_loop_gb_s_measured"]),
                                             "trace": session.trace.name})
+
+
+def with_dense_weights(host: LoadedWeights, args, device: torch.device) -> LoadedWeights:
+    """host's experts with the dense weights args.dense_weights asks for; host's own dense model is freed first,
+    so the device holds one of the two."""
+    host.model = None
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    if args.gguf is None:
+        from engine.bench.synthetic import synthetic_dense_weights
+
+        model, held = synthetic_dense_weights(host.args, host.dtype, device, args.quant, args.dense_weights)
+    else:
+        from engine.bench.gguf_weights import gguf_dense_weights
+
+        _, model, held = gguf_dense_weights(args.gguf, host.dtype, device, args.dense_weights)
+    return LoadedWeights(host.args, model, host.store, host.dtype, held)
+
+
+def dense_facts(host: LoadedWeights) -> dict:
+    """What dense weights the rows ran on: the file's quant types or the compute dtype, and their device bytes."""
+    planned = host.dense_bytes or model_sizes(host.args, 2).dense_bytes
+    return {"dense_weights": "file" if host.dense_bytes is not None else "dtype", "dense_gib": planned / GiB}
 
 
 def bench_weights(args, device: torch.device) -> LoadedWeights:

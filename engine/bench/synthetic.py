@@ -81,12 +81,8 @@ def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
     types the experts get (random valid blocks, engine.quant.synthetic), and (dense_weights "file") whose dense
     types llama.cpp's quantizer gives the dense tensors (engine.quant.dense_file_types); dense_weights "dtype", or
     no quant, keeps the dense weights in dtype."""
-    from engine.quant.dense_file_types import dense_types
-    from engine.quant.quant_modules import dense_bytes
-
     dtype = dtype or DTYPES[args.torch_dtype or "bfloat16"]
-    quant_types = dense_types(quant, meta_model(args), args) if quant and dense_weights == "file" else None
-    model = synthetic_dense(args, dtype, gpu, quant_types=quant_types)
+    model, held = synthetic_dense_weights(args, dtype, gpu, quant, dense_weights)
     host = experts_on_host and gpu.type == "cuda"
     if quant is None:
         store = synthetic_experts(args, dtype, gpu, host=host)
@@ -98,8 +94,18 @@ def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
         biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.expert_bias else None
         store = synthetic_quant_experts(args, expert_types(quant, moe_layers, args.num_hidden_layers), gpu, host,
                                         activation=expert_activation(args), biases=biases)
-    return LoadedWeights(args=args, model=model, store=store, dtype=dtype,
-                         dense_bytes=dense_bytes(model, dtype.itemsize) if quant_types else None)
+    return LoadedWeights(args=args, model=model, store=store, dtype=dtype, dense_bytes=held)
+
+
+def synthetic_dense_weights(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, quant: str | None,
+                            dense_weights: str = "file") -> tuple[MoeTransformer, int | None]:
+    """(the dense model synthetic_weights builds, its device bytes where quantized, else None)."""
+    from engine.quant.dense_file_types import dense_types
+    from engine.quant.quant_modules import dense_bytes
+
+    quant_types = dense_types(quant, meta_model(args), args) if quant and dense_weights == "file" else None
+    model = synthetic_dense(args, dtype, gpu, quant_types=quant_types)
+    return model, dense_bytes(model, dtype.itemsize) if quant_types else None
 
 
 class IdOnlyTokenizer:
