@@ -41,7 +41,7 @@ class EngineOptions:
     attention: str = "auto"  # decode attention: "triton" (engine.model.decode_attention), "sdpa"; auto = triton on CUDA
     backend: str = "auto"  # .gguf files: "wisp" (Wisp's engine), "llama.cpp", or auto (Wisp's when it runs the file)
     # .gguf files on Wisp's engine: "file" keeps quantized dense tensors in their blocks, "dtype" dequantizes them to
-    # the compute dtype at load; auto = file on CUDA, dtype on the CPU (engine.quant.dense.keeps_file_types)
+    # the compute dtype at load; auto = file on CUDA, dtype on the CPU (keeps_file_types)
     dense_weights: str = "auto"
     n_gpu_layers: int | None = None  # GGUF (llama.cpp) only: layers offloaded to the GPU, None = all
     n_cpu_moe: int = 0  # GGUF (llama.cpp) only: the first N layers keep their experts on the CPU (--n-cpu-moe)
@@ -81,6 +81,13 @@ class EngineOptions:
     def experts_on_host(self, device_type: str) -> bool:
         """Whether expert rows live in host memory: every mode but resident, and resident on the CPU."""
         return self.experts.keeps_experts_on_host or device_type == "cpu"
+
+    def keeps_file_types(self, device_type: str) -> bool:
+        """Whether a GGUF file's quantized dense tensors stay in their blocks (engine.quant.dense): 'file' yes,
+        'dtype' no (dequantized to the compute dtype at load, as bf16 checkpoints are held); 'auto' keeps them on
+        CUDA, where the quantized GEMV reads the blocks, and dequantizes on the CPU, where the torch reference would
+        dequantize every matrix every step (~40x the time of reading it dequantized)."""
+        return self.dense_weights == "file" or (self.dense_weights == "auto" and device_type == "cuda")
 
     def plan_request(self, max_position_embeddings: int) -> PlanRequest:
         """What the memory planner is asked for a model of this context limit (the loader and the picker's

@@ -72,10 +72,8 @@ def plan_for(source: ModelSource, options: EngineOptions) -> LoadPlan:
     device = pick_device(options.device)
     model_file = wisp_gguf(source, options.backend) if source.kind is SourceKind.GGUF else None
     args = model_file.args if model_file is not None else source.args
-    from engine.quant.dense import keeps_file_types
-
     dtype = resolve_dtype(options.dtype, args, device)
-    keep = model_file is not None and keeps_file_types(options.dense_weights, device.type)
+    keep = model_file is not None and options.keeps_file_types(device.type)
     sizes = planned_sizes(args, model_file, dtype.itemsize, keep)
     return LoadPlan(source, args, device, dtype, sizes, options.plan_request(args.max_position_embeddings),
                     model_file, keep)

@@ -11,24 +11,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from engine.config import DENSE_WEIGHTS
-from engine.errors import ModelFormatError, RequestError
+from engine.errors import ModelFormatError
 from engine.quant.linear import QuantLinearSpec, dequantize
 from engine.quant.quant_modules import QuantEmbedding, QuantLinear, scratch_bytes
 from engine.quant.types import quant_type
 
 KEPT_TYPES = ("Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4")  # dense tensors of these types stay in their blocks
 FLOAT_MODULES = ("kv_b_proj",)  # MLA folds this weight into the query and the output (it reads .weight)
-
-
-def keeps_file_types(choice: str, device_type: str) -> bool:
-    """Whether a GGUF file's quantized dense tensors stay in their blocks: 'file' yes, 'dtype' no (dequantized to
-    the compute dtype at load, as bf16 checkpoints are held); 'auto' keeps them on CUDA, where the GEMV reads the
-    blocks, and dequantizes on the CPU, where the torch reference would dequantize every matrix every step (~40x
-    the time of reading it dequantized)."""
-    if choice not in DENSE_WEIGHTS:
-        raise RequestError(f"dense weights must be one of {', '.join(DENSE_WEIGHTS)}, got '{choice}'")
-    return choice == "file" or (choice == "auto" and device_type == "cuda")
 
 
 def quantizable_params(model: nn.Module) -> dict[str, nn.Module]:

@@ -15,7 +15,7 @@ from engine.gguf.model_file import GgufModel
 from engine.gguf.weights import param_types
 from engine.launch import build_engine
 from engine.model.model_tree import meta_model
-from engine.quant.dense import KEPT_TYPES, keeps_file_types, kept_bytes
+from engine.quant.dense import KEPT_TYPES, kept_bytes
 from engine.quant.quant_modules import QuantEmbedding, QuantLinear, weight_bytes
 from tests.gguf.engine_runs import mode_options, outputs
 
@@ -88,8 +88,11 @@ def test_quantized_dense_weights_generate_what_dequantized_ones_do(gguf_files):
 
 
 def test_auto_keeps_file_types_on_cuda_only():
-    assert keeps_file_types("auto", "cuda") and not keeps_file_types("auto", "cpu")
-    assert keeps_file_types("file", "cpu") and not keeps_file_types("dtype", "cuda")
+    def keeps(choice, device_type):
+        return EngineOptions(dense_weights=choice).keeps_file_types(device_type)
+
+    assert keeps("auto", "cuda") and not keeps("auto", "cpu")
+    assert keeps("file", "cpu") and not keeps("dtype", "cuda")
     with pytest.raises(Exception, match="dense weights"):
         EngineOptions(dense_weights="int4")
 
