@@ -89,7 +89,7 @@ def test_a_model_with_quantized_dense_weights_gives_the_same_tokens_resident_and
     bf16 = synthetic_weights(shape("qwen3-30b-a3b", num_layers=2), cuda, experts_on_host=True, quant="Q4_K_M",
                              dense_weights="dtype")
     resident = resident_weights(weights, cuda)
-    assert weights.dense_bytes < 0.4 * plan_for(bf16, "resident", None, None, 1, 1024).dense_bytes
+    assert weights.dense_bytes < 0.45 * plan_for(bf16, "resident", None, None, 1, 1024).dense_bytes
     runs = {}
     for name, host, mode, slots in (("resident", resident, "resident", None), ("paged", weights, "paged", 16)):
         plan = plan_for(host, mode, None, slots, batch=1, max_len=1024)
