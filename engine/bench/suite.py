@@ -464,7 +464,7 @@ def main(argv: list[str] | None = None) -> None:
             host = with_dense_weights(host, session, device)
             facts = {**facts, **dense_facts(host)}
         run_session(session, host, device, {**facts, **link_facts(session, facts["copy_loop_gb_s_measured"]),
-                                            "trace": session.trace.name})
+                                            "trace": session.trace.name, "label": session.label})
 
 
 def with_dense_weights(host: LoadedWeights, args, device: torch.device) -> LoadedWeights:
