@@ -76,7 +76,7 @@ def test_every_expert_mode_is_bitwise_resident_with_quantized_dense_weights(mode
     path = gguf_files.quantized(model_type, ftype)
     reference = outputs(path, experts="resident", dense_weights="file")
     assert len({ids for ids, _ in reference}) > 1
-    for name, options in mode_options(path, dtype_bytes=4).items():
+    for name, options in mode_options(path, dtype_bytes=4, dense_in_blocks=True).items():
         assert outputs(path, dense_weights="file", **options) == reference, name
 
 
