@@ -12,7 +12,7 @@ from engine.gguf.facts import gguf_facts
 from engine.gguf.weights import dense_model, load_gguf_weights
 from engine.model.loader import LoadedWeights, resolve_dtype
 from engine.quant.dense import dequantize_dense
-from engine.quant.quant_modules import dense_bytes
+from engine.quant.quant_modules import planned_dense_bytes
 from engine.quant.gguf_store import quant_store_from_gguf
 
 
@@ -32,7 +32,7 @@ def gguf_dense_weights(path: Path, dtype: torch.dtype, device: torch.device, den
     """(GgufWeights, the dense model, its device bytes where quantized else None); the experts are not read."""
     weights = load_gguf_weights(path, dtype, device, dequantize=dequantize_dense, keep_types=dense_weights == "file")
     model = dense_model(weights, dtype, device)
-    return weights, model, dense_bytes(model, dtype.itemsize) if weights.quantized else None
+    return weights, model, planned_dense_bytes(model, dtype.itemsize) if weights.quantized else None
 
 
 def gguf_file_type(path: Path) -> str:

@@ -101,11 +101,11 @@ def synthetic_dense_weights(args: ModelArgs, dtype: torch.dtype, gpu: torch.devi
                             dense_weights: str = "file") -> tuple[MoeTransformer, int | None]:
     """(the dense model synthetic_weights builds, its device bytes where quantized, else None)."""
     from engine.quant.dense_file_types import dense_types
-    from engine.quant.quant_modules import dense_bytes
+    from engine.quant.quant_modules import planned_dense_bytes
 
     quant_types = dense_types(quant, meta_model(args), args) if quant and dense_weights == "file" else None
     model = synthetic_dense(args, dtype, gpu, quant_types=quant_types)
-    return model, dense_bytes(model, dtype.itemsize) if quant_types else None
+    return model, planned_dense_bytes(model, dtype.itemsize) if quant_types else None
 
 
 class IdOnlyTokenizer:

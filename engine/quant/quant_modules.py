@@ -115,7 +115,7 @@ def weight_bytes(model: nn.Module) -> int:
     return total
 
 
-def dense_bytes(model: nn.Module, dtype_bytes: int) -> int:
+def planned_dense_bytes(model: nn.Module, dtype_bytes: int) -> int:
     """What a model's dense weights take on the device: weight_bytes, plus the scratch of the largest tile a long
     step dequantizes (the memory plan's dense_bytes)."""
     scratch = [scratch_bytes(m.spec, dtype_bytes) for m in model.modules() if isinstance(m, QuantLinear)]

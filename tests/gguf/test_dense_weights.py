@@ -16,7 +16,7 @@ from engine.gguf.weights import param_types
 from engine.launch import build_engine
 from engine.model.model_tree import meta_model
 from engine.quant.dense import KEPT_TYPES, kept_bytes
-from engine.quant.quant_modules import QuantEmbedding, QuantLinear, weight_bytes
+from engine.quant.quant_modules import QuantEmbedding, QuantLinear, planned_dense_bytes, weight_bytes
 from tests.gguf.engine_runs import mode_options, outputs
 
 CASES = [("qwen3_moe", "Q4_K_M"), ("qwen2_moe", "Q4_K_M"), ("glm4_moe", "Q8_0"), ("mixtral", "Q6_K")]
@@ -63,10 +63,10 @@ def test_the_plan_counts_the_bytes_the_model_holds(model_type, ftype, gguf_files
     dequantized = plan_for(open_source(options.model), replace(options, dense_weights="dtype"))
     _, _, scratch = kept_bytes(meta_model(plan.args), param_types(GgufModel(path)), 4)
     core, info = build_engine(options)
-    held = weight_bytes(core.runner.model)
+    held, planned = weight_bytes(core.runner.model), planned_dense_bytes(core.runner.model, 4)
     core.close()
     assert plan.keeps_file_types and not dequantized.keeps_file_types
-    assert plan.sizes.dense_bytes == held + scratch
+    assert plan.sizes.dense_bytes == held + scratch == planned
     assert plan.sizes.dense_bytes < dequantized.sizes.dense_bytes
     assert engine_plan(options) == info.plan == plan.memory
 
