@@ -48,7 +48,8 @@ class Replay:
                                                           self.model.num_hidden_layers, torch.device("cuda"))
         link = LinkCost(H2D_BYTES_PER_S, 20e-6, self.dense_s, prefill_token_s)
         count, prompt, tokens = args.burst
-        weights = argparse.Namespace(args=self.model, store=argparse.Namespace(expert_bytes=self.sizes.expert_bytes))
+        weights = argparse.Namespace(args=self.model, store=argparse.Namespace(expert_bytes=self.sizes.expert_bytes),
+                                     dense_bytes=None)
         self.plan = mvwsa_plan(weights, int(args.budget * GiB), trace, link, count, prompt + tokens)
         self.controller = OnlineController(self.sizes.num_experts, self.sizes.top_k,
                                            kv_floor_bytes(self.sizes, 1, args.max_len), link)

@@ -14,6 +14,7 @@ DEVICES = ("auto", "cpu", "cuda")
 DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
 DEFAULT_MAX_MODEL_LEN = 4096  # context when neither the options nor a smaller model limit it
 BACKENDS = ("auto", "wisp", "llama.cpp")  # which engine runs a .gguf file (engine.gguf.backend_choice)
+DENSE_WEIGHTS = ("auto", "file", "dtype")  # a .gguf file's dense weights on Wisp's engine (engine.quant.dense)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class EngineOptions:
     deterministic: bool = True  # CUDA: bitwise-repeatable kernels (engine.runtime.determinism); False for speed tests
     attention: str = "auto"  # decode attention: "triton" (engine.model.decode_attention), "sdpa"; auto = triton on CUDA
     backend: str = "auto"  # .gguf files: "wisp" (Wisp's engine), "llama.cpp", or auto (Wisp's when it runs the file)
+    # .gguf files on Wisp's engine: "file" keeps quantized dense tensors in their blocks, "dtype" dequantizes them to
+    # the compute dtype at load; auto = file on CUDA, dtype on the CPU (keeps_file_types)
+    dense_weights: str = "auto"
     n_gpu_layers: int | None = None  # GGUF (llama.cpp) only: layers offloaded to the GPU, None = all
     n_cpu_moe: int = 0  # GGUF (llama.cpp) only: the first N layers keep their experts on the CPU (--n-cpu-moe)
     api_key: str | None = field(default=None, repr=False)  # remote servers only (model = http(s)://host:port/v1)
@@ -52,6 +56,8 @@ class EngineOptions:
             raise RequestError(f"decode must be auto, graphs, static or dynamic, got '{self.decode}'")
         if self.attention not in ("auto", "sdpa", "triton"):
             raise RequestError(f"attention must be auto, sdpa or triton, got '{self.attention}'")
+        if self.dense_weights not in DENSE_WEIGHTS:
+            raise RequestError(f"dense weights must be one of {', '.join(DENSE_WEIGHTS)}, got '{self.dense_weights}'")
         if self.backend not in BACKENDS:
             raise RequestError(f"backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
         object.__setattr__(self, "experts", ExpertMode.parse(self.experts))
@@ -75,6 +81,13 @@ class EngineOptions:
     def experts_on_host(self, device_type: str) -> bool:
         """Whether expert rows live in host memory: every mode but resident, and resident on the CPU."""
         return self.experts.keeps_experts_on_host or device_type == "cpu"
+
+    def keeps_file_types(self, device_type: str) -> bool:
+        """Whether a GGUF file's quantized dense tensors stay in their blocks (engine.quant.dense): 'file' yes,
+        'dtype' no (dequantized to the compute dtype at load, as bf16 checkpoints are held); 'auto' keeps them on
+        CUDA, where the quantized GEMV reads the blocks, and dequantizes on the CPU, where the torch reference would
+        dequantize every matrix every step (~40x the time of reading it dequantized)."""
+        return self.dense_weights == "file" or (self.dense_weights == "auto" and device_type == "cuda")
 
     def plan_request(self, max_position_embeddings: int) -> PlanRequest:
         """What the memory planner is asked for a model of this context limit (the loader and the picker's

@@ -68,22 +68,26 @@ SWEEP_SHARES = (0.3, 0.5, 0.7, 0.85, 1.0)  # of the pool to expert slots; 1.0 = 
 
 
 def plan_for(weights: LoadedWeights, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int):
-    return shape_plan(weights.args, mode, budget, slots, batch, max_len, weights.store.expert_bytes)
+    return shape_plan(weights.args, mode, budget, slots, batch, max_len, weights.store.expert_bytes,
+                      weights.dense_bytes)
 
 
-def bench_sizes(model_args: ModelArgs, expert_bytes: int | None = None) -> ModelSizes:
-    """The shape's sizes with bf16 dense weights and KV; experts at expert_bytes (a quantized store's slot row)."""
+def bench_sizes(model_args: ModelArgs, expert_bytes: int | None = None, dense_bytes: int | None = None) -> ModelSizes:
+    """The shape's sizes with bf16 dense weights and KV; experts at expert_bytes (a quantized store's slot row), the
+    dense weights at dense_bytes where given (quantized ones: LoadedWeights.dense_bytes)."""
     sizes = model_sizes(model_args, 2)
-    return sizes if expert_bytes is None else replace(sizes, expert_bytes=expert_bytes)
+    if expert_bytes is not None:
+        sizes = replace(sizes, expert_bytes=expert_bytes)
+    return sizes if dense_bytes is None else replace(sizes, dense_bytes=dense_bytes)
 
 
 def shape_plan(model_args: ModelArgs, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int,
-               expert_bytes: int | None = None):
+               expert_bytes: int | None = None, dense_bytes: int | None = None):
     """The workspace is planned for max_len tokens per step, the scheduler's limit (engine.runtime.builder), as the
     engine's own builder plans it; max_len x batch reserved a workspace no step used (~7 GiB of 24 for 8 x 8192)."""
     request = PlanRequest(mode=mode, budget_bytes=budget, block_size=16, max_model_len=max_len, max_num_seqs=batch,
                           max_batched_tokens=max_len, expert_slots=slots)
-    return plan_memory(bench_sizes(model_args, expert_bytes), request)
+    return plan_memory(bench_sizes(model_args, expert_bytes, dense_bytes), request)
 
 
 def pool_bytes(plan: MemoryPlan) -> int:
@@ -102,7 +106,7 @@ def expert_share(plan: MemoryPlan) -> float | None:
 def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len) -> MemoryPlan:
     """The offline configurator's split for this budget and trace (per-layer slots, KV at its floor)."""
     base = plan_for(weights, "paged", budget, None, batch, max_len)
-    sizes = bench_sizes(weights.args, weights.store.expert_bytes)
+    sizes = bench_sizes(weights.args, weights.store.expert_bytes, weights.dense_bytes)
     pool = pool_bytes(base)
     spec = PoolSpec(pool, sizes.expert_bytes, kv_floor_bytes(sizes, batch, max_len))
     profile = routing_profile(trace).first_layers(weights.args.num_moe_layers)  # --layers cuts the model
@@ -112,10 +116,10 @@ def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len) -> Memory
 
 
 def share_plan(model_args: ModelArgs, budget: int, share: float, batch: int, max_len: int,
-               expert_bytes: int | None = None) -> MemoryPlan:
+               expert_bytes: int | None = None, dense_bytes: int | None = None) -> MemoryPlan:
     """About `share` of the pool to expert slots with one cap per layer, the rest to KV. The cap is at least
     top_k and at most what leaves the KV floor (the default paged plan's cap), so share=1.0 gives that most."""
-    base = shape_plan(model_args, "paged", budget, None, batch, max_len, expert_bytes)
+    base = shape_plan(model_args, "paged", budget, None, batch, max_len, expert_bytes, dense_bytes)
     row_bytes = base.num_moe_layers * base.expert_bytes  # one slot in every MoE layer
     wanted = int(share * pool_bytes(base)) // row_bytes
     slots = min(base.min_layer_slots, max(model_args.num_experts_per_tok, wanted))
@@ -125,15 +129,15 @@ def share_plan(model_args: ModelArgs, budget: int, share: float, batch: int, max
 
 def fifty_fifty_plan(weights, budget, batch, max_len) -> MemoryPlan:
     """Half of the expert+KV pool to expert slots (one cap per layer), half to KV: the paper's fixed split."""
-    return share_plan(weights.args, budget, 0.5, batch, max_len, weights.store.expert_bytes)
+    return share_plan(weights.args, budget, 0.5, batch, max_len, weights.store.expert_bytes, weights.dense_bytes)
 
 
 def sweep_plans(model_args: ModelArgs, budget: int, batch: int, max_len: int,
-                expert_bytes: int | None = None) -> list[MemoryPlan]:
+                expert_bytes: int | None = None, dense_bytes: int | None = None) -> list[MemoryPlan]:
     """Uniform-cap plans at each of SWEEP_SHARES, fewest slots first; shares that give the same cap run once."""
     by_slots: dict[int, MemoryPlan] = {}
     for share in SWEEP_SHARES:
-        plan = share_plan(model_args, budget, share, batch, max_len, expert_bytes)
+        plan = share_plan(model_args, budget, share, batch, max_len, expert_bytes, dense_bytes)
         by_slots.setdefault(plan.min_layer_slots, plan)
     return [by_slots[slots] for slots in sorted(by_slots)]
 
@@ -255,7 +259,7 @@ def attach_online(engine, weights, args, device) -> None:
 
     request = PlanRequest(mode="paged", budget_bytes=engine.plan.budget_bytes, block_size=16, max_model_len=args.max_len,
                           max_num_seqs=args.batch, max_batched_tokens=args.max_len)
-    attach_controller(engine, bench_sizes(weights.args, weights.store.expert_bytes), request, device,
+    attach_controller(engine, bench_sizes(weights.args, weights.store.expert_bytes, weights.dense_bytes), request, device,
                       weights.args.num_hidden_layers)
     engine.controller.min_steps = 8
     engine.plan_changes, engine.plan_stall_s, engine.barrier_s, engine.plan_reasons = 0, 0.0, 0.0, []
@@ -283,7 +287,7 @@ def resident_weights(host: LoadedWeights, device) -> LoadedWeights:
     store = ExpertStore(host.store.layout, list(host.store.blocks), host.args.num_experts, device)
     for layer, block in host.store.blocks.items():
         store.blocks[layer].copy_(block)
-    return LoadedWeights(host.args, host.model, store, host.dtype)
+    return LoadedWeights(host.args, host.model, store, host.dtype, host.dense_bytes)
 
 
 def git_commit() -> str | None:
@@ -320,7 +324,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="another session on the same built weights, e.g. --also '--batch 4 --budgets 24' "
                              "(its flags override the others; repeatable)")
     parser.add_argument("--quant", default=None, choices=["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "MXFP4_MOE"],
-                        help="experts as a GGUF file of this type holds them (random valid blocks; dense stays bf16)")
+                        help="weights as a GGUF file of this type holds them (random valid blocks): the experts, and the "
+                             "dense tensors in the types llama.cpp's quantizer gives them (--dense-weights)")
+    parser.add_argument("--dense-weights", default="file", choices=["file", "dtype"],
+                        help="--quant or --gguf: dense tensors in the file's quant types (file) or bf16 (dtype)")
     parser.add_argument("--gguf", type=Path, default=None,
                         help="run on this GGUF file's weights (its shape and expert types; --shape, --layers and "
                              "--quant are not used), e.g. the file llama.cpp is measured on")
@@ -339,6 +346,7 @@ def run_facts(args, model_args: ModelArgs, host: LoadedWeights, device, build_s:
     return {"shape": args.shape, "layers": model_args.num_hidden_layers, "trace": args.trace.name,
             "gpu": device_name(device), "torch": torch.__version__,
             "git_commit": git_commit(), "label": args.label, "build_s": build_s, "quant": args.quant,
+            **dense_facts(host),
             "gguf": args.gguf.name if args.gguf else None,
             "num_moe_layers": model_args.num_moe_layers, "num_experts": model_args.num_experts,
             "expert_bytes": host.store.expert_bytes, "pinned": host.store.is_pinned,
@@ -418,7 +426,8 @@ def budget_rows(host, budget: int, arms, args, device, router, trace, link) -> l
         plan = plan_for(host, "paged", budget, None, args.batch, args.max_len)
         rows.append(run_arm(host, "wisp-uniform", plan, args, device, router, tokens))
     if "wisp-sweep" in arms:
-        for plan in sweep_plans(host.args, budget, args.batch, args.max_len, host.store.expert_bytes):
+        for plan in sweep_plans(host.args, budget, args.batch, args.max_len, host.store.expert_bytes,
+                                host.dense_bytes):
             rows.append(run_arm(host, "wisp-sweep", plan, args, device, router, tokens, runs=args.sweep_runs))
     return rows + static_rows(host, budget, arms, args, device, router)
 
@@ -451,21 +460,49 @@ def main(argv: list[str] | None = None) -> None:
     for extra in [""] + args.also:  # each --also session reuses the built weights with its flags on top
         session = parse_args(argv + shlex.split(extra)) if extra else args
         session.shape, session.quant = args.shape, args.quant  # the built weights' (a --gguf file's)
+        if session.dense_weights != args.dense_weights:  # the same experts, the dense weights rebuilt
+            host = with_dense_weights(host, session, device)
+            facts = {**facts, **dense_facts(host)}
         run_session(session, host, device, {**facts, **link_facts(session, facts["copy_loop_gb_s_measured"]),
-                                            "trace": session.trace.name})
+                                            "trace": session.trace.name, "label": session.label})
+
+
+def with_dense_weights(host: LoadedWeights, args, device: torch.device) -> LoadedWeights:
+    """host's experts with the dense weights args.dense_weights asks for; host's own dense model is freed first,
+    so the device holds one of the two."""
+    host.model = None
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    if args.gguf is None:
+        from engine.bench.synthetic import synthetic_dense_weights
+
+        model, held = synthetic_dense_weights(host.args, host.dtype, device, args.quant, args.dense_weights)
+    else:
+        from engine.bench.gguf_weights import gguf_dense_weights
+
+        _, model, held = gguf_dense_weights(args.gguf, host.dtype, device, args.dense_weights)
+    return LoadedWeights(host.args, model, host.store, host.dtype, held)
+
+
+def dense_facts(host: LoadedWeights) -> dict:
+    """What dense weights the rows ran on: the file's quant types or the compute dtype, and their device bytes."""
+    planned = host.dense_bytes or model_sizes(host.args, 2).dense_bytes
+    return {"dense_weights": "file" if host.dense_bytes is not None else "dtype", "dense_gib": planned / GiB}
 
 
 def bench_weights(args, device: torch.device) -> LoadedWeights:
     """The weights every arm runs on: a GGUF file's (--gguf) or synthetic ones of --shape (--quant)."""
     if args.gguf is None:
-        return synthetic_weights(shape_of(args), device, experts_on_host=True, quant=args.quant)
+        return synthetic_weights(shape_of(args), device, experts_on_host=True, quant=args.quant,
+                                 dense_weights=args.dense_weights)
     from engine.bench.gguf_weights import gguf_bench_weights, gguf_file_type
 
     from engine.errors import WispError
 
     try:
         args.shape, args.quant = args.gguf.stem, gguf_file_type(args.gguf)  # what the facts and file names say
-        return gguf_bench_weights(args.gguf, device)
+        return gguf_bench_weights(args.gguf, device, args.dense_weights)
     except WispError as error:  # a file Wisp cannot read or run: one line, as the other commands say it
         print(f"wisp bench: {error}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -479,7 +516,8 @@ def run_session(args, host, device, facts: dict) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     quant = f"-{args.quant}" if args.quant else ""
     paced = f"-link{args.link_gbps:g}" if args.link_gbps else ""
-    path = args.out / f"{args.shape}{quant}-b{args.batch}-p{args.prompt}{paced}-{args.trace.stem}.json"
+    dense = "-dense-dtype" if args.quant and args.dense_weights == "dtype" else ""
+    path = args.out / f"{args.shape}{quant}{dense}-b{args.batch}-p{args.prompt}{paced}-{args.trace.stem}.json"
     rows = unbudgeted_rows(host, arms, args, device, router)
     for budget in [int(float(b) * GiB) for b in args.budgets.split(",")]:
         path.write_text(json.dumps({"facts": facts, "rows": rows}))  # what is done survives a timeout

@@ -17,9 +17,24 @@ from engine.model.transformer import MoeTransformer
 WEIGHT_STD = 0.02
 
 
-def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, seed: int = 0) -> MoeTransformer:
+def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, seed: int = 0,
+                    quant_types: dict[str, str] | None = None) -> MoeTransformer:
+    """Random dense weights in dtype; the parameters quant_types names ({Wisp name: type}, e.g.
+    engine.quant.dense_file_types.dense_types) are random valid blocks of that type in quantized layers."""
+    from engine.quant.dense import dense_spec, install_quantized
+    from engine.quant.synthetic import random_blocks
+
     generator = torch.Generator(device=device).manual_seed(seed)
     model = meta_model(args)
+    quant_types = quant_types or {}
+    shapes = {name: tuple(param.shape) for name, param in model.named_parameters()}
+    blocks = {}
+    for name, kind in quant_types.items():
+        spec = dense_spec(kind, shapes[name])
+        blocks[name] = (random_blocks(spec, 1, generator, device).reshape(-1), spec)
+    if "embed_tokens.weight" in blocks and args.tie_word_embeddings:
+        blocks["lm_head.weight"] = blocks["embed_tokens.weight"]
+    install_quantized(model, blocks, dtype)
     state, fp32 = {}, fp32_parameter_names(model)
     for name, param in model.named_parameters():
         param_dtype = torch.float32 if name in fp32 else dtype  # as the loader keeps them (DeepSeek-style routers)
@@ -60,11 +75,14 @@ def synthetic_biases(args: ModelArgs, moe_layers: list[int], dtype, gpu: torch.d
 
 
 def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
-                      dtype: torch.dtype | None = None, quant: str | None = None) -> LoadedWeights:
+                      dtype: torch.dtype | None = None, quant: str | None = None,
+                      dense_weights: str = "file") -> LoadedWeights:
     """dtype: the shape's own (torch_dtype) unless given. quant: a GGUF file type (Q4_K_M, Q8_0, ...) whose expert
-    types the experts get (random valid blocks, engine.quant.synthetic); None keeps them in dtype."""
+    types the experts get (random valid blocks, engine.quant.synthetic), and (dense_weights "file") whose dense
+    types llama.cpp's quantizer gives the dense tensors (engine.quant.dense_file_types); dense_weights "dtype", or
+    no quant, keeps the dense weights in dtype."""
     dtype = dtype or DTYPES[args.torch_dtype or "bfloat16"]
-    model = synthetic_dense(args, dtype, gpu)
+    model, held = synthetic_dense_weights(args, dtype, gpu, quant, dense_weights)
     host = experts_on_host and gpu.type == "cuda"
     if quant is None:
         store = synthetic_experts(args, dtype, gpu, host=host)
@@ -76,7 +94,18 @@ def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
         biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.expert_bias else None
         store = synthetic_quant_experts(args, expert_types(quant, moe_layers, args.num_hidden_layers), gpu, host,
                                         activation=expert_activation(args), biases=biases)
-    return LoadedWeights(args=args, model=model, store=store, dtype=dtype)
+    return LoadedWeights(args=args, model=model, store=store, dtype=dtype, dense_bytes=held)
+
+
+def synthetic_dense_weights(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, quant: str | None,
+                            dense_weights: str = "file") -> tuple[MoeTransformer, int | None]:
+    """(the dense model synthetic_weights builds, its device bytes where quantized, else None)."""
+    from engine.quant.dense_file_types import dense_types
+    from engine.quant.quant_modules import planned_dense_bytes
+
+    quant_types = dense_types(quant, meta_model(args), args) if quant and dense_weights == "file" else None
+    model = synthetic_dense(args, dtype, gpu, quant_types=quant_types)
+    return model, planned_dense_bytes(model, dtype.itemsize) if quant_types else None
 
 
 class IdOnlyTokenizer:

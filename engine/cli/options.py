@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from engine.config import BACKENDS, EngineOptions
+from engine.config import BACKENDS, DENSE_WEIGHTS, EngineOptions
 from engine.errors import RequestError, WispError
 from engine.request_checks import INT32_MAX, REASONING_EFFORTS, SEED_MAX, SEED_MIN, check_int, check_text
 from engine.sampling import SamplingParams
@@ -108,6 +108,10 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="auto", choices=list(BACKENDS),
                         help="engine for a .gguf file: wisp (Wisp's engine: paged experts in their quant blocks), "
                              "llama.cpp, or auto (Wisp's engine when it supports the file's architecture and types)")
+    parser.add_argument("--dense-weights", default="auto", choices=list(DENSE_WEIGHTS),
+                        help=".gguf on Wisp's engine: file (attention, shared experts, lm_head and the embedding stay in "
+                             "the file's quant blocks), dtype (dequantized to the compute dtype at load), or auto "
+                             "(file on CUDA, dtype on the CPU)")
     parser.add_argument("--n-gpu-layers", type=whole(0, INT32_MAX), default=None,
                         help=".gguf on llama.cpp: layers offloaded to the GPU (default: all)")
     parser.add_argument("--n-cpu-moe", type=whole(0, INT32_MAX), default=0,
@@ -200,6 +204,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         deterministic=not getattr(args, "nondeterministic", False), attention=getattr(args, "attention", "auto"),
         n_gpu_layers=getattr(args, "n_gpu_layers", None),
         n_cpu_moe=getattr(args, "n_cpu_moe", 0), backend=getattr(args, "backend", "auto"),
+        dense_weights=getattr(args, "dense_weights", "auto"),
     )
 
 

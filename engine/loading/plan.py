@@ -33,7 +33,8 @@ class BudgetMarks:
 @dataclass(frozen=True)
 class LoadPlan:
     """A source planned under options: the device and compute dtype a load would pick, the model's sizes at that
-    dtype (a GGUF file's experts at their stored bytes) and the planner's request. `gguf` is the opened file."""
+    dtype (a GGUF file's experts at their stored bytes, and its dense tensors too where keeps_file_types) and the
+    planner's request. `gguf` is the opened file."""
 
     source: ModelSource
     args: ModelArgs
@@ -42,6 +43,7 @@ class LoadPlan:
     sizes: ModelSizes
     request: PlanRequest
     gguf: GgufModel | None = field(default=None, compare=False, repr=False)
+    keeps_file_types: bool = False  # a GGUF file's quantized dense tensors stay in their blocks (engine.quant.dense)
 
     @property
     def memory(self) -> MemoryPlan:
@@ -71,9 +73,10 @@ def plan_for(source: ModelSource, options: EngineOptions) -> LoadPlan:
     model_file = wisp_gguf(source, options.backend) if source.kind is SourceKind.GGUF else None
     args = model_file.args if model_file is not None else source.args
     dtype = resolve_dtype(options.dtype, args, device)
-    sizes = planned_sizes(args, model_file, dtype.itemsize)
+    keep = model_file is not None and options.keeps_file_types(device.type)
+    sizes = planned_sizes(args, model_file, dtype.itemsize, keep)
     return LoadPlan(source, args, device, dtype, sizes, options.plan_request(args.max_position_embeddings),
-                    model_file)
+                    model_file, keep)
 
 
 def wisp_gguf(source: ModelSource, backend: str) -> GgufModel:
@@ -87,10 +90,12 @@ def wisp_gguf(source: ModelSource, backend: str) -> GgufModel:
     return GgufModel(source.path)
 
 
-def planned_sizes(args: ModelArgs, model_file: GgufModel | None, dtype_bytes: int) -> ModelSizes:
-    """A config's sizes at the compute dtype; a GGUF file's experts at their slot bytes (engine.gguf.sizes)."""
+def planned_sizes(args: ModelArgs, model_file: GgufModel | None, dtype_bytes: int,
+                  keep_types: bool = False) -> ModelSizes:
+    """A config's sizes at the compute dtype; a GGUF file's experts at their slot bytes and, keep_types, its
+    quantized dense tensors at their stored bytes (engine.gguf.sizes)."""
     if model_file is None:
         return model_sizes(args, dtype_bytes)
     from engine.gguf.sizes import gguf_model_sizes
 
-    return gguf_model_sizes(model_file, dtype_bytes)
+    return gguf_model_sizes(model_file, dtype_bytes, keep_types)

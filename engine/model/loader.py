@@ -97,6 +97,7 @@ class LoadedWeights:
     model: MoeTransformer
     store: ExpertStore
     dtype: torch.dtype
+    dense_bytes: int | None = None  # device bytes of the dense weights where not the config's at dtype (quantized)
 
 
 def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: torch.device | None = None,

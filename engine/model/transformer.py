@@ -140,5 +140,6 @@ class MoeTransformer(nn.Module):
         return self.norm(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        """hidden [B, D] -> fp32 logits [B, V] (computed in the weights' dtype, as transformers does)."""
-        return F.linear(hidden, self.lm_head.weight).float()
+        """hidden [B, D] -> fp32 logits [B, V] (computed in the weights' dtype, as transformers does; lm_head may be
+        an engine.quant.quant_modules.QuantLinear)."""
+        return self.lm_head(hidden).float()

@@ -20,6 +20,7 @@ import torch
 from engine.experts.provider import GraphedExperts
 from engine.model.attention import KVCache, PaddedDecodeMetadata
 from engine.model.transformer import MoeContext, MoeTransformer
+from engine.quant.quant_modules import embedding_place
 
 
 
@@ -37,8 +38,7 @@ class PaddedDecode:
 
     def __init__(self, model: MoeTransformer, cache: KVCache, batch: int, max_len: int, use_graphs: bool,
                  whole_options: WholeStepOptions = WholeStepOptions()):
-        args, device = model.args, model.embed_tokens.weight.device
-        dtype = model.embed_tokens.weight.dtype
+        args, (device, dtype) = model.args, embedding_place(model.embed_tokens)
         self.model, self.cache, self.batch, self.use_graphs = model, cache, batch, use_graphs
         self.whole_options = whole_options
         self.host = torch.zeros(batch * (4 + max_len), dtype=torch.long, pin_memory=device.type == "cuda")

@@ -1,5 +1,6 @@
-"""Load a planned GGUF MoE file for Wisp's own engine: the tokenizer from its metadata, dense weights expanded to
-the compute dtype, and the routed experts kept in their block formats in (pinned) host memory or on the device,
+"""Load a planned GGUF MoE file for Wisp's own engine: the tokenizer from its metadata, dense weights in the file's
+quantized blocks or expanded to the compute dtype (as the plan counted them: LoadPlan.keeps_file_types), and the
+routed experts kept in their block formats in (pinned) host memory or on the device,
 planned at their stored bytes (engine.loading.plan); past the host budget, the rest stay memory-mapped in the file."""
 
 from __future__ import annotations
@@ -8,10 +9,9 @@ import torch
 
 from engine.config import EngineOptions, Progress
 from engine.gguf.expert_biases import expert_biases
-from engine.gguf.weights import load_gguf_weights
+from engine.gguf.weights import dense_model, load_gguf_weights
 from engine.loading.plan import LoadPlan
 from engine.model.loader import LoadedWeights, expert_activation
-from engine.model.model_tree import meta_model
 from engine.quant.dense import dequantize_dense
 from engine.quant.gguf_store import num_experts_of, quant_layout_of, quant_store_from_gguf
 from engine.runtime.host_tier_rule import host_tier_planner
@@ -22,11 +22,9 @@ def load_gguf(plan: LoadPlan, options: EngineOptions, progress: Progress | None)
     """-> (LoadedWeights, Tokenizer) of the planned GGUF file (plan.gguf: engine.launch chose Wisp's engine for it)."""
     model_file, args, dtype, device = plan.gguf, plan.args, plan.dtype, plan.device
     tokenizer: Tokenizer = model_file.tokenizer()
-    weights = load_gguf_weights(model_file.path, dtype, device, dequantize=dequantize_dense)
-    model = meta_model(args)
-    model.load_state_dict(weights.state_dict, strict=True, assign=True)
-    model.attach_rotary(device)
-    model.eval()
+    weights = load_gguf_weights(model_file.path, dtype, device, dequantize=dequantize_dense,
+                                keep_types=plan.keeps_file_types)
+    model = dense_model(weights, dtype, device)
     on_host = options.experts.keeps_experts_on_host
     biases = expert_biases(model_file, dtype, device) if args.expert_bias else None
     plan_tier = host_tier_planner(options, device.type)

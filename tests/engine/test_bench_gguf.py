@@ -100,3 +100,15 @@ def test_a_gguf_file_it_cannot_open_is_one_line_and_status_2(tmp_path, capsys):
     assert exit_info.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"wisp bench: {tmp_path / 'missing.gguf'}: cannot open it")
+
+
+def test_an_also_session_reruns_the_arms_on_dequantized_dense_weights(files, tmp_path):
+    assert main(["bench", "--gguf", str(files[1]), "--trace", "resources/traces/qwen3-published_chat-carry44.npz",
+                 "--budgets", "0.6", "--prompt", "8", "--tokens", "2", "--runs", "1", "--max-len", "128",
+                 "--device", "cpu", "--arms", "resident", "--out", str(tmp_path),
+                 "--also", "--dense-weights dtype"]) == 0
+    quantized = json.loads((tmp_path / "Q4_K_M-Q4_K_M-b1-p8-qwen3-published_chat-carry44.json").read_text())
+    dequantized = json.loads((tmp_path / "Q4_K_M-Q4_K_M-dense-dtype-b1-p8-qwen3-published_chat-carry44.json").read_text())
+    assert quantized["facts"]["dense_weights"] == "file" and dequantized["facts"]["dense_weights"] == "dtype"
+    assert quantized["facts"]["dense_gib"] < dequantized["facts"]["dense_gib"]
+    assert not [row for result in (quantized, dequantized) for row in result["rows"] if "error" in row]

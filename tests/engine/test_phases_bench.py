@@ -63,7 +63,8 @@ def test_arms_run_in_the_order_asked():
     args = argparse.Namespace(budget=0.75, burst=(2, 40, 4), max_len=128, static_kv=[0.65, 0.5],
                               arms=["static", "online", "configured"])
     model_args = phases.shape_of(argparse.Namespace(shape="qwen3-topology-tiny", layers=None))
-    weights = argparse.Namespace(args=model_args, store=argparse.Namespace(expert_bytes=bench_sizes(model_args).expert_bytes))
+    weights = argparse.Namespace(args=model_args, store=argparse.Namespace(expert_bytes=bench_sizes(model_args).expert_bytes),
+                                 dense_bytes=None)
     trace = phases.load_trace("resources/traces/qwen3-twin_multi_turn.npz")
     link = phases.LinkCost(50e9, 20e-6, 0.012, 0.0004)
     names = [name for name, _, _ in phases.arms(weights, args, trace, link)]

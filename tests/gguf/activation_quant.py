@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from engine.gguf.param_names import gguf_name
 from engine.quant.expert_format import QuantExpertFormat
+from engine.quant.quant_modules import QuantLinear
 
 VEC_DOT_TYPE = {"Q8_0": "Q8_0", "Q4_0": "Q8_0", "Q4_K": "Q8_K", "Q5_K": "Q8_K", "Q6_K": "Q8_K", "F16": "F16"}
 
@@ -61,7 +62,7 @@ def llama_cpp_activations(model, gguf_types: dict[str, str]):
     (QuantExpertFormat.run_expert). Yields a counter of expert calls, so a test can check the path was taken."""
     hooks, arch = [], model.args.extra.get("gguf_architecture", "")
     for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and name != "lm_head":
+        if isinstance(module, (torch.nn.Linear, QuantLinear)) and name != "lm_head":
             weight_type = gguf_types[gguf_name(f"{name}.weight", arch)]
             hooks.append(module.register_forward_pre_hook(
                 lambda _m, args, t=weight_type: (quantize_activations(args[0], t),)))

@@ -9,6 +9,7 @@ import torch
 from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
 from engine.model.state_cache import HybridCache
 from engine.model.transformer import MoeContext
+from engine.quant.quant_modules import embedding_place
 
 
 def prefill_logits(engine, token_ids: list[int]) -> np.ndarray:
@@ -16,7 +17,7 @@ def prefill_logits(engine, token_ids: list[int]) -> np.ndarray:
     of its own, so the engine's pool is untouched)."""
     runner = engine._core.runner
     args, n = runner.model.args, len(token_ids)
-    dtype = runner.model.embed_tokens.weight.dtype
+    _, dtype = embedding_place(runner.model.embed_tokens)
     if args.is_hybrid:  # KV for the full-attention layers, one sequence's state for the linear ones
         cache = HybridCache(args, n, 1, dtype, runner.device)
     else:

@@ -45,21 +45,22 @@ def outputs(path: Path, max_tokens: int = 6, device: str = "cpu", peak: list | N
     return [(tuple(r.token_ids), tuple(r.logprobs)) for r in results]
 
 
-def small_budget(path: Path, dtype_bytes: int) -> int:
-    """A budget one expert slot per MoE layer above the file's minimum (top_k slots), at MAX_MODEL_LEN."""
+def small_budget(path: Path, dtype_bytes: int, dense_in_blocks: bool = False) -> int:
+    """A budget one expert slot per MoE layer above the file's minimum (top_k slots), at MAX_MODEL_LEN; dense_in_blocks:
+    the dense tensors held in their quant blocks (--dense-weights file, the default on CUDA)."""
     model = GgufModel(path)
-    sizes = gguf_model_sizes(model, dtype_bytes)
+    sizes = gguf_model_sizes(model, dtype_bytes, dense_in_blocks)
     request = EngineOptions(experts="paged", budget_bytes=1, max_model_len=MAX_MODEL_LEN).plan_request(
         model.args.max_position_embeddings)
     return minimum_budget(sizes, request) + sizes.num_moe_layers * sizes.expert_bytes
 
 
-def mode_options(path: Path, dtype_bytes: int) -> dict[str, dict]:
-    """Every expert mode but resident, with slots top_k, top_k + 1 and all experts, and a budget."""
+def mode_options(path: Path, dtype_bytes: int, dense_in_blocks: bool = False) -> dict[str, dict]:
+    """Every expert mode but resident, with slots top_k, top_k + 1 and all experts, and a budget (small_budget)."""
     args = GgufModel(path).args
     top_k, experts = args.num_experts_per_tok, args.num_experts
     return {"static": dict(experts="static"),
             "paged-top_k": dict(experts="paged", expert_slots=top_k),
             "paged-top_k+1": dict(experts="paged", expert_slots=top_k + 1),
             "paged-all": dict(experts="paged", expert_slots=experts),
-            "paged-budget": dict(experts="paged", budget_bytes=small_budget(path, dtype_bytes))}
+            "paged-budget": dict(experts="paged", budget_bytes=small_budget(path, dtype_bytes, dense_in_blocks))}

@@ -32,27 +32,32 @@ CASES = [(m, f) for m in ("qwen3_moe", "qwen2_moe", "olmoe", "mixtral") for f in
 WISP_MEETS_TARGETS = {(m, f) for m in ("qwen3_moe", "olmoe", "mixtral") for f in ("Q8_0", "Q4_K_M")}
 
 
-def greedy_tokens(path, backend: str) -> list[int]:
-    options = EngineOptions(model=str(path), device="cpu", backend=backend, max_model_len=64)
+def greedy_tokens(path, backend: str, dense_weights: str = "auto") -> list[int]:
+    options = EngineOptions(model=str(path), device="cpu", backend=backend, max_model_len=64,
+                            dense_weights=dense_weights)
     with Engine(options) as engine:
         result = engine.generate(GenerateRequest(prompt_token_ids=tuple(TOKENS[:8]),
                                                  sampling=SamplingParams(max_tokens=32, ignore_eos=True)))
     return list(result.token_ids)
 
 
+@pytest.mark.parametrize("dense_weights", ["dtype", "file"])  # dequantized at load, or kept in blocks
 @pytest.mark.parametrize("model_type,ftype", CASES)
-def test_greedy_tokens_equal_llama_cpps(model_type, ftype, greedy_files):
+def test_greedy_tokens_equal_llama_cpps(model_type, ftype, dense_weights, greedy_files):
     path = greedy_files.quantized(model_type, ftype)
-    ours = greedy_tokens(path, "wisp")
+    ours = greedy_tokens(path, "wisp", dense_weights)
     assert len(set(ours)) > 4  # not stuck on one token
     assert ours == greedy_tokens(path, "llama.cpp")
 
 
+@pytest.mark.parametrize("dense_weights", ["dtype", "file"])
 @pytest.mark.parametrize("model_type,ftype", CASES)
-def test_teacher_forced_logits_agree_with_llama_cpps(model_type, ftype, peaked_files):
+def test_teacher_forced_logits_agree_with_llama_cpps(model_type, ftype, dense_weights, peaked_files):
     path = peaked_files.quantized(model_type, ftype)
     theirs = llama_cpp_logits(path, TOKENS)
-    with Engine(EngineOptions(model=str(path), device="cpu", backend="wisp", max_model_len=64)) as engine:
+    options = EngineOptions(model=str(path), device="cpu", backend="wisp", max_model_len=64,
+                            dense_weights=dense_weights)
+    with Engine(options) as engine:
         ours = prefill_logits(engine, TOKENS)
         with llama_cpp_activations(engine._core.runner.model, GgufModel(path).tensor_types()) as expert_calls:
             rounded = prefill_logits(engine, TOKENS)

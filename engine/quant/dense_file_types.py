@@ -1,0 +1,64 @@
+"""The types llama.cpp's quantizer gives a MoE file's dense tensors, per file type (llama_tensor_get_type in
+src/llama-quant.cpp, for the file types engine.quant.file_types names): what a synthetic benchmark model holds so
+that its rows compare with llama.cpp's file of the same shape.
+
+- token_embd: the file's base type; output (lm_head, or token_embd when tied): Q6_K, Q8_0 in a Q8_0 file.
+- attn_v: Q6_K in the layers use_more_bits picks for Q4_K_M and Q5_K_M; Q8_0 in 8-expert models (attn_k too).
+- attn_output: Q5_K in 8-expert Q4_K_M models; attn_q and the rest: the base type.
+- ffn_down of dense layers and shared experts: as the routed experts' (engine.quant.file_types).
+- Not quantized: routers (ffn_gate_inp), one-row tensors (the shared-expert gate, stored 1-D), norms and biases.
+- A k-quant row that is not whole super-blocks llama.cpp moves to other types (Q5_0, Q8_0); such a tensor stays in
+  the compute dtype here, as do the dense tensors of MXFP4_MOE files."""
+
+from __future__ import annotations
+
+from engine.errors import UnsupportedModelError
+from engine.quant.file_types import FILE_TYPES, use_more_bits
+
+NOT_QUANTIZED = ("mlp.gate.weight", "shared_expert_gate.weight")
+
+
+def _layer(param: str) -> int:
+    return int(param.split(".")[1])
+
+
+def tensor_type(file_type: str, param: str, num_layers: int, num_experts: int, tied: bool) -> str | None:
+    """The type of Wisp parameter `param` (a linear layer's or the embedding's weight) in a llama.cpp `file_type`
+    file, or None where it stays unquantized."""
+    if file_type not in FILE_TYPES:
+        raise UnsupportedModelError(f"file type {file_type!r} is not one of {', '.join(FILE_TYPES)}")
+    if file_type == "MXFP4_MOE" or param.endswith(NOT_QUANTIZED):
+        return None
+    base, down, more = FILE_TYPES[file_type]
+    output = "Q8_0" if base == "Q8_0" else "Q6_K"
+    if param == "lm_head.weight" or (tied and param == "embed_tokens.weight"):
+        return output
+    if param == "embed_tokens.weight":
+        return base
+    if param.endswith(("self_attn.v_proj.weight", "self_attn.k_proj.weight")) and num_experts == 8:
+        return "Q8_0"
+    if param.endswith("self_attn.v_proj.weight"):
+        picked = file_type in ("Q4_K_M", "Q5_K_M") and use_more_bits(_layer(param), num_layers)
+        return "Q6_K" if picked else base
+    if param.endswith("self_attn.o_proj.weight") and num_experts == 8 and file_type == "Q4_K_M":
+        return "Q5_K"
+    if param.endswith("down_proj.weight"):
+        return more if use_more_bits(_layer(param), num_layers) else down
+    return base
+
+
+def dense_types(file_type: str, model, args) -> dict[str, str]:
+    """{Wisp parameter: type} of every quantizable weight (engine.quant.dense.quantizable_params) of `model` (a
+    meta tree of `args`) that a llama.cpp `file_type` file stores quantized and whose rows are whole blocks."""
+    from engine.quant.dense import quantizable_params
+    from engine.quant.types import quant_type
+
+    types = {}
+    for param, module in quantizable_params(model).items():
+        if param == "lm_head.weight" and args.tie_word_embeddings:
+            continue
+        kind = tensor_type(file_type, param, args.num_hidden_layers, args.num_experts, args.tie_word_embeddings)
+        columns = module.weight.shape[-1]
+        if kind is not None and columns % quant_type(kind).block_size == 0:
+            types[param] = kind
+    return types

@@ -1,0 +1,46 @@
+"""The dense tensor types a synthetic benchmark model gets (engine.quant.dense_file_types) are the ones llama.cpp's
+own quantizer gives the same model: checked on tiny files it quantized, every architecture and file type, and on a
+two-layer template of the Qwen3-30B-A3B topology (128 experts) at narrow width."""
+
+from dataclasses import replace
+
+import pytest
+
+from engine.gguf.model_file import GgufModel
+from engine.gguf.weights import param_types
+from engine.model.model_tree import meta_model
+from engine.model.shapes import shape
+from engine.quant.dense import KEPT_TYPES
+from engine.quant.dense_file_types import dense_types
+from tests.gguf.models import quantize
+
+CASES = [(m, f) for m in ("qwen3_moe", "qwen2_moe", "mixtral", "glm4_moe") for f in ("Q4_K_M", "Q8_0")] + [
+    ("qwen3_moe", "Q5_K_M"), ("mixtral", "Q6_K")]
+
+
+def quantized_types(path) -> dict[str, str]:
+    """{Wisp parameter: type} of the file's tensors that a quantized layer would hold."""
+    model = GgufModel(path)
+    return {param: kind for param, kind in param_types(model).items() if kind in KEPT_TYPES}
+
+
+def check(path, ftype: str) -> None:
+    args = GgufModel(path).args
+    assert dense_types(ftype, meta_model(args), args) == quantized_types(path)
+
+
+@pytest.mark.parametrize("model_type,ftype", CASES)
+def test_dense_types_are_llama_cpps(model_type, ftype, gguf_files):
+    check(gguf_files.quantized(model_type, ftype), ftype)
+
+
+def test_dense_types_at_the_qwen3_30b_topology_are_llama_cpps(tmp_path):
+    pytest.importorskip("llama_cpp", reason="llama.cpp's quantizer makes the template's types")
+    from bench.synthetic_gguf import write_template
+
+    args = replace(shape("qwen3-30b-a3b", 2), hidden_size=256, moe_intermediate_size=256, vocab_size=512,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=64, torch_dtype="float16")
+    path = quantize(write_template(tmp_path / "t-f16.gguf", args), tmp_path / "t-Q4_K_M.gguf", "Q4_K_M")
+    types = quantized_types(path)
+    assert types["layers.1.self_attn.v_proj.weight"] == "Q6_K" and types["lm_head.weight"] == "Q6_K"
+    check(path, "Q4_K_M")
