@@ -1,0 +1,158 @@
+"""The decode GEMV over GGUF k-quant blocks with 16-byte loads: a thread reads whole 16-byte pieces of a block
+(4 consecutive 32-bit words), the lanes of a warp consecutive pieces, and every load of a program is issued before
+any is used (engine.quant.linear's gathered_gemv, gathered_swiglu, scaled_gemv and quant_gemv run it for Q4_K and
+Q5_K where linear.gemv_kernel picks it).
+
+Shape legend:
+    E   entries of a gathered GEMV: (token, k) pairs, each with its own expert slot
+    N   output features of a matrix (rows), K input features (columns)
+    BN  matrix rows per program (with the SwiGLU epilogue: BN / 2 gate rows, then the same BN / 2 up rows)
+    SB  256-element super-blocks of each row per step of the K loop
+    tiles are [BN, SB, 8, 4]: row, super-block, piece c of the block's 128 nibble bytes (16 bytes each), word w of
+        the piece; the word axis lies inside one thread, so each piece is one 128-bit load
+
+Piece c of a Q4_K/Q5_K super-block holds bytes 16c .. 16c + 15 of its nibbles: the low nibbles are elements
+64 (c // 2) + 16 (c % 2) + i of sub-block 2 (c // 2), the high nibbles the same plus 32 of sub-block 2 (c // 2) + 1
+(i = 4w + j for byte j of word w). A thread scales its two sums of q * x once per piece; x is read as 64-bit words
+of four bf16 or f16 values (elements 4w .. 4w + 3 of a piece: 4 words, contiguous like the nibble words).
+
+Each (entry, BN rows) program reduces its rows over K alone in one fixed order (piece sums, then one tl.sum over
+the tile), so an entry's bits never depend on the other entries of the launch or on the provider that placed its
+slot. Rows must start on 16-byte boundaries (linear.gemv_kernel checks the matrix's offset and the table)."""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from engine.quant.gemv_kernels import MAGIC, f16_of, k4_scale_words, small_int
+from engine.quant.triton_kernels import rounded, store_as
+
+WIDE_TYPES = {"Q4_K": 4, "Q5_K": 5}  # engine.quant.triton_kernels.TYPE_CODE's codes
+
+
+@triton.jit
+def x_quads(x_row, quad, ok, ELEMENTS_16: tl.constexpr):
+    """Elements 4 quad .. 4 quad + 3 of x as float32 a, b, c, d. ELEMENTS_16: x holds bf16 or f16 values, read
+    as one 64-bit word; otherwise x is float32, read one value at a time."""
+    if ELEMENTS_16:
+        word = tl.load(x_row.to(tl.pointer_type(tl.int64)) + quad, mask=ok, other=0)
+        lo = (word & 0xFFFFFFFF).to(tl.int32)
+        hi = (word >> 32).to(tl.int32)
+        if x_row.dtype.element_ty == tl.bfloat16:
+            return ((lo << 16).to(tl.float32, bitcast=True), (lo & -65536).to(tl.float32, bitcast=True),
+                    (hi << 16).to(tl.float32, bitcast=True), (hi & -65536).to(tl.float32, bitcast=True))
+        else:
+            return f16_of(lo), f16_of(lo >> 16), f16_of(hi), f16_of(hi >> 16)
+    else:
+        e = quad * 4
+        return (tl.load(x_row + e, mask=ok, other=0.0).to(tl.float32),
+                tl.load(x_row + e + 1, mask=ok, other=0.0).to(tl.float32),
+                tl.load(x_row + e + 2, mask=ok, other=0.0).to(tl.float32),
+                tl.load(x_row + e + 3, mask=ok, other=0.0).to(tl.float32))
+
+
+@triton.jit
+def piece_dot(q, x0, x1_8, x2_16, x3, MASK: tl.constexpr):
+    """sum_j q_j * x_j over the 4 values of each word, q_j = (q >> 8j) & MASK (MASK < 32, the values of bytes 1 and 2
+    taken in place as q_j * 2^(8j), against x1_8 = x_1 / 2^8 and x2_16 = x_2 / 2^16). A value becomes a float as in
+    small_int, with MAGIC or'ed into the word once: then one and a value for bytes 0-2 (q_j * 2^(8j) < 2^23)."""
+    qm = q | MAGIC
+    dot = ((qm & (MAGIC | MASK)).to(tl.float32, bitcast=True) - 8388608.0) * x0
+    dot += ((qm & (MAGIC | (MASK << 8))).to(tl.float32, bitcast=True) - 8388608.0) * x1_8
+    dot += ((qm & (MAGIC | (MASK << 16))).to(tl.float32, bitcast=True) - 8388608.0) * x2_16
+    dot += small_int((q >> 24) & MASK, 0.0) * x3
+    return dot
+
+
+@triton.jit
+def fifth_bits(qs, qh, bit):
+    """Q5_K: or the fifth bit of each nibble byte into it: bit `bit` of qh byte j lands at bit 4 of byte j."""
+    return qs | (((qh >> bit) & 0x01010101) << 4)
+
+
+@triton.jit
+def word_of(pair, w, k: tl.constexpr):
+    """Word k of each pair of words [.., 2] (the axis inside one thread) -> [.., 1]."""
+    return tl.sum(tl.where(w == k, pair, 0), axis=3, keep_dims=True)
+
+
+@triton.jit
+def k4_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, Q5: tl.constexpr,
+                ELEMENTS_16: tl.constexpr):
+    """Q4_K (Q5: Q5_K) rows at 16-byte-aligned byte pointers row [BN] times x -> [BN] float32."""
+    BLOCK: tl.constexpr = 176 if Q5 else 144
+    QS: tl.constexpr = 48 if Q5 else 16  # the nibble bytes' offset in the block
+    sb = tl.arange(0, SB)[None, :, None, None]
+    c = tl.arange(0, 16)[None, None, :, None]
+    w = tl.arange(0, 2)[None, None, None, :]
+    g = c // 4  # the piece's sub-block pair
+    row = tl.multiple_of(row, 16)[:, None, None, None]
+    row_ok = row_ok[:, None, None, None]
+    acc = tl.sum(tl.zeros([BN, SB, 16, 2], dtype=tl.float32), axis=3, keep_dims=True)
+    for t in range(0, tl.cdiv(K, 256 * SB)):
+        b = t * SB + sb  # [1, SB, 1, 1]
+        b_ok = b * 256 < K
+        ok = row_ok & b_ok
+        bb = (row + b * BLOCK).to(tl.pointer_type(tl.int32))  # [BN, SB, 1, 1]: word pointers (word offsets below
+        # keep the 2 words of a piece contiguous to the compiler, which then loads them as one 64-bit word)
+        qs = tl.load(bb + (QS // 4 + c * 2 + w), mask=ok, other=0)  # [BN, SB, 16, 2]
+        head01 = tl.load(tl.broadcast_to(bb + w, [BN, SB, 16, 2]), mask=ok, other=0)  # d | dmin << 16, scales 0-3
+        head23 = tl.load(tl.broadcast_to(bb + 2 + w, [BN, SB, 16, 2]), mask=ok, other=0)  # scale bytes 4-11
+        if Q5:
+            qh = tl.load(bb + (4 + (c % 4) * 2 + w), mask=ok, other=0)
+        quad = b * 64 + g * 16 + (c % 4) * 2 + w  # [1, SB, 16, 2]: the 64-bit x word of the word's low nibbles
+        x_ok = b_ok & (c >= 0) & (w >= 0)
+        lo0, lo1, lo2, lo3 = x_quads(x_row, quad, x_ok, ELEMENTS_16)
+        hi0, hi1, hi2, hi3 = x_quads(x_row, quad + 8, x_ok, ELEMENTS_16)
+        sum_lo = (lo0 + lo1) + (lo2 + lo3)
+        sum_hi = (hi0 + hi1) + (hi2 + hi3)
+        lo1, lo2, hi1, hi2 = lo1 * 0.00390625, lo2 * 0.0000152587890625, hi1 * 0.00390625, hi2 * 0.0000152587890625
+        if Q5:  # 5-bit values: the nibbles with qh's bits 2g (low) and 2g + 1 (high) as their fifth bits
+            dot_lo = piece_dot(fifth_bits(qs & 0x0F0F0F0F, qh, 2 * g), lo0, lo1, lo2, lo3, 31)
+            dot_hi = piece_dot(fifth_bits((qs >> 4) & 0x0F0F0F0F, qh, 2 * g + 1), hi0, hi1, hi2, hi3, 31)
+        else:
+            dot_lo = piece_dot(qs, lo0, lo1, lo2, lo3, 15)
+            dot_hi = piece_dot((qs >> 4) & 0x0FFFFFFF, hi0, hi1, hi2, hi3, 15)
+        dd = word_of(head01, w, 0)
+        d = f16_of(dd)
+        dmin = f16_of(dd >> 16)
+        s0 = word_of(head01, w, 1)
+        s1 = word_of(head23, w, 0)
+        s2 = word_of(head23, w, 1)
+        sc_lo, mn_lo = k4_scale_words(s0, s1, s2, 2 * g)
+        sc_hi, mn_hi = k4_scale_words(s0, s1, s2, 2 * g + 1)
+        acc += ((d * sc_lo) * tl.sum(dot_lo, axis=3, keep_dims=True)
+                - (dmin * mn_lo) * tl.sum(sum_lo, axis=3, keep_dims=True)
+                + (d * sc_hi) * tl.sum(dot_hi, axis=3, keep_dims=True)
+                - (dmin * mn_hi) * tl.sum(sum_hi, axis=3, keep_dims=True))
+    return tl.sum(tl.sum(tl.sum(acc, axis=3), axis=2), axis=1)
+
+
+@triton.jit
+def wide_gemv(x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_bytes, offset, row_bytes, N, K, x_stride, x_div,
+              QTYPE: tl.constexpr, BN: tl.constexpr, SB: tl.constexpr, SWIGLU: tl.constexpr,
+              SCALE: tl.constexpr):
+    """out[i, n] = sum_k W_i[n, k] * x[i // x_div, k] rounded to out's dtype, W_i the matrix at byte `offset` of
+    slot rows[i]. SWIGLU: W_i is [gate; up] (2N rows) and out[i, n] = silu(gate_n) * up_n, each step rounded to
+    out's dtype as torch's ops would. SCALE: out[i] is then multiplied by scale[i] and rounded again."""
+    i = tl.program_id(0)
+    r = tl.arange(0, BN)
+    ROWS: tl.constexpr = BN // 2 if SWIGLU else BN  # output rows per program
+    n = tl.program_id(1) * ROWS + r % ROWS
+    m = n + (r // ROWS) * N  # the matrix row: with SWIGLU the second half of the tile reads the up rows
+    slot = tl.load(rows_ptr + i).to(tl.int64)
+    row = table_ptr + slot * slot_bytes + offset + m.to(tl.int64) * row_bytes
+    x_row = x_ptr + (i // x_div).to(tl.int64) * x_stride
+    dtype = out_ptr.dtype.element_ty
+    y = k4_wide_dot(row, n < N, x_row, K, BN, SB, QTYPE == 5, x_ptr.dtype.element_ty != tl.float32)
+    n_out = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
+    if SWIGLU:
+        gate, up = tl.split(tl.permute(tl.reshape(y, [2, ROWS]), [1, 0]))
+        gate = rounded(gate, dtype)
+        y = rounded(rounded(gate / (1.0 + tl.exp(-gate)), dtype) * rounded(up, dtype), dtype)
+    else:
+        y = rounded(y, dtype)
+    if SCALE:
+        y = y * tl.load(scale_ptr + i).to(tl.float32)
+    store_as(out_ptr + i.to(tl.int64) * N + n_out, y, n_out < N)
