@@ -18,8 +18,9 @@ cut -c1-230 "$OUT/probe.jsonl"; tail -3 "$OUT/probe.err" | cut -c1-300
 SPLITS=$(grep -o '"wide_splits": "[^"]*"' "$OUT/probe.jsonl" | sed 's/.*: "//; s/"$//')
 if [ -n "$SPLITS" ]; then export WISP_WIDE_SPLITS="$SPLITS"; fi
 echo "WISP_WIDE_SPLITS=${WISP_WIDE_SPLITS:-} ($SECONDS s)"
-timeout 55 python -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_quant_kernels.py > "$OUT/gpu-tests.txt" 2>&1
-tail -4 "$OUT/gpu-tests.txt" | cut -c1-300
+timeout 55 python -m pytest -v -p no:cacheprovider -m gpu tests/gpu/test_quant_kernels.py > "$OUT/gpu-tests.txt" 2>&1
+echo "passed $(grep -c PASSED "$OUT/gpu-tests.txt") failed $(grep -c FAILED "$OUT/gpu-tests.txt")"
+grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/gpu-tests.txt" | tail -8 | cut -c1-300
 echo "== profile ($SECONDS s)"
 timeout $(( $(left) < 80 ? $(left) : 80 )) python -m bench.profile_decode --quant Q4_K_M --trace $TRACE \
     --arms resident --tokens 32 --prompt 512 --gemv wide,word --out "$OUT/profile.json" > "$OUT/profile.txt" 2>&1

@@ -6,6 +6,8 @@ model of a real shape, as `wisp bench`.
     python -m bench.profile_decode --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz \\
         --arms resident,paged-all --tokens 64
 
+--gemv wide,word times every arm once with each quantized decode GEMV (engine.quant.linear.GEMV) on the same weights.
+
 resident: every expert on the device; paged-all: the pager with a slot for every expert, all warm (the pager's
 own cost, no misses); wisp: the pager at --budget GiB with the configured split. --chunk-layers 48,8 runs every
 arm with a whole decode step as one graph (the engine's default), then split into graphs of 8 layers: on the H200

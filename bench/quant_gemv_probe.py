@@ -30,8 +30,8 @@ WORD_CONFIGS = {  # word_gemv splits by type: (rows per program, super-blocks pe
     "Q6_K": [(4, 1, 1), (4, 4, 1)],
     "Q8_0": [(2, 1, 1)]}
 WIDE_CONFIGS = {  # wide_gemv splits by in_features: (rows per program, super-blocks per step, warps)
-    2048: [(4, 8, 1), (8, 4, 1), (8, 4, 2), (2, 8, 1), (8, 8, 2)],
-    768: [(4, 4, 1), (8, 4, 1), (8, 4, 2), (16, 4, 2), (2, 4, 1)]}
+    2048: [(4, 8, 1), (2, 8, 1), (8, 8, 1), (4, 4, 1), (8, 4, 1)],
+    768: [(4, 4, 1), (2, 4, 1), (8, 4, 1), (16, 4, 1), (8, 2, 1)]}
 
 
 def graph_time_us(step, num_steps: int, repeats: int = 5) -> float:

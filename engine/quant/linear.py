@@ -202,7 +202,7 @@ def wide_gemv_triton(x, table, rows, spec: QuantLinearSpec, x_div: int = 1, swig
         x = x.clone()
     n_out = spec.out_features // 2 if swiglu else spec.out_features
     out = torch.empty(rows.numel(), n_out, dtype=x.dtype, device=x.device)
-    block, supers, warps = split or wide_split(spec) or (4, 1, 1)
+    block, supers, warps = split or wide_split(spec) or (4, 2, 1)
     grid = (rows.numel(), _cdiv(n_out, block // 2 if swiglu else block))
     wide_gemv[grid](x, table, rows, out if scale is None else scale, out, table.shape[1], spec.byte_offset,
                     spec.row_bytes, n_out, spec.in_features, x.shape[-1], x_div, QTYPE=WIDE_TYPES[spec.qtype.name],
@@ -237,7 +237,7 @@ def wide_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
     if GEMV != "wide" or spec.qtype.name not in ("Q4_K", "Q5_K") or spec.byte_offset % 16:
         return None
     supers = _cdiv(spec.in_features, 256)
-    return WIDE_SPLITS.get(f"{spec.qtype.name}:{spec.in_features}") or (4, min(8, 1 << (supers - 1).bit_length()), 1)
+    return WIDE_SPLITS.get(f"{spec.qtype.name}:{spec.in_features}") or (4, min(8, max(2, 1 << (supers - 1).bit_length())), 1)
 
 
 def runs_wide(device: torch.device, spec: QuantLinearSpec, table: torch.Tensor) -> bool:

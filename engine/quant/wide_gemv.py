@@ -73,40 +73,48 @@ def fifth_bits(qs, qh, bit):
 
 @triton.jit
 def word_of(pair, w, k: tl.constexpr):
-    """Word k of each pair of words [.., 2] (the axis inside one thread) -> [.., 1]."""
-    return tl.sum(tl.where(w == k, pair, 0), axis=3, keep_dims=True)
+    """Word k of each pair of words [.., 2] (the last axis, inside one thread) -> [.., 1]."""
+    return tl.sum(tl.where(w == k, pair, 0), axis=4, keep_dims=True)
 
 
 @triton.jit
 def k4_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, Q5: tl.constexpr,
                 ELEMENTS_16: tl.constexpr):
-    """Q4_K (Q5: Q5_K) rows at 16-byte-aligned byte pointers row [BN] times x -> [BN] float32."""
+    """Q4_K (Q5: Q5_K) rows at 16-byte-aligned byte pointers row [BN] times x -> [BN] float32. Tile
+    [BN, P, SB, 4L, 2]: lane c = L g + l of super-block s holds, in words p L + l of each 8-word group g of the nibble
+    bytes (sub-blocks 2g and 2g + 1), P 64-bit pieces (L = 8 / (SB) lanes a group, P = 4 / L pieces a lane), so one
+    thread's scales serve 16 P values a row."""
     BLOCK: tl.constexpr = 176 if Q5 else 144
     QS: tl.constexpr = 48 if Q5 else 16  # the nibble bytes' offset in the block
-    sb = tl.arange(0, SB)[None, :, None, None]
-    c = tl.arange(0, 16)[None, None, :, None]
-    w = tl.arange(0, 2)[None, None, None, :]
-    g = c // 4  # the piece's sub-block pair
-    row = tl.multiple_of(row, 16)[:, None, None, None]
-    row_ok = row_ok[:, None, None, None]
-    acc = tl.sum(tl.zeros([BN, SB, 16, 2], dtype=tl.float32), axis=3, keep_dims=True)
+    tl.static_assert(SB == 2 or SB == 4 or SB == 8, "2, 4 or 8 super-blocks a step")
+    L: tl.constexpr = 8 // SB
+    P: tl.constexpr = 4 // L
+    p = tl.arange(0, P)[None, :, None, None, None]
+    sb = tl.arange(0, SB)[None, None, :, None, None]
+    c = tl.arange(0, 4 * L)[None, None, None, :, None]
+    w = tl.arange(0, 2)[None, None, None, None, :]
+    g = c // L  # the lane's 8-word group
+    word = g * 8 + (p * L + c % L) * 2 + w  # [1, P, 1, 4L, 2]: the word of the block's nibble bytes
+    row = tl.multiple_of(row, 16)[:, None, None, None, None]
+    row_ok = row_ok[:, None, None, None, None]
+    acc = tl.sum(tl.zeros([BN, 1, SB, 4 * L, 2], dtype=tl.float32), axis=4, keep_dims=True)
     for t in range(0, tl.cdiv(K, 256 * SB)):
-        b = t * SB + sb  # [1, SB, 1, 1]
+        b = t * SB + sb  # [1, 1, SB, 1, 1]
         b_ok = b * 256 < K
         ok = row_ok & b_ok
-        bb = (row + b * BLOCK).to(tl.pointer_type(tl.int32))  # [BN, SB, 1, 1]: word pointers (word offsets below
-        # keep the 2 words of a piece contiguous to the compiler, which then loads them as one 64-bit word)
-        qs = tl.load(bb + (QS // 4 + c * 2 + w), mask=ok, other=0)  # [BN, SB, 16, 2]
-        head01 = tl.load(tl.broadcast_to(bb + w, [BN, SB, 16, 2]), mask=ok, other=0)  # d | dmin << 16, scales 0-3
-        head23 = tl.load(tl.broadcast_to(bb + 2 + w, [BN, SB, 16, 2]), mask=ok, other=0)  # scale bytes 4-11
+        bb = (row + b * BLOCK).to(tl.pointer_type(tl.int32))  # [BN, 1, SB, 1, 1]: word pointers (word offsets
+        # below keep a piece's 2 words contiguous to the compiler, which then loads them as one 64-bit word)
+        qs = tl.load(bb + (QS // 4 + word), mask=ok, other=0)  # [BN, P, SB, 4L, 2]
+        head01 = tl.load(tl.broadcast_to(bb + w, [BN, 1, SB, 4 * L, 2]), mask=ok, other=0)  # d | dmin << 16, scales 0-3
+        head23 = tl.load(tl.broadcast_to(bb + 2 + w, [BN, 1, SB, 4 * L, 2]), mask=ok, other=0)  # scale bytes 4-11
         if Q5:
-            qh = tl.load(bb + (4 + (c % 4) * 2 + w), mask=ok, other=0)
-        quad = b * 64 + g * 16 + (c % 4) * 2 + w  # [1, SB, 16, 2]: the 64-bit x word of the word's low nibbles
-        x_ok = b_ok & (c >= 0) & (w >= 0)
+            qh = tl.load(bb + (4 + word % 8), mask=ok, other=0)
+        quad = b * 64 + g * 16 + word % 8  # [1, P, SB, 4L, 2]: the 64-bit x word of the word's low nibbles
+        x_ok = b_ok & (word >= 0)
         lo0, lo1, lo2, lo3 = x_quads(x_row, quad, x_ok, ELEMENTS_16)
         hi0, hi1, hi2, hi3 = x_quads(x_row, quad + 8, x_ok, ELEMENTS_16)
-        sum_lo = (lo0 + lo1) + (lo2 + lo3)
-        sum_hi = (hi0 + hi1) + (hi2 + hi3)
+        sum_lo = tl.sum(tl.sum((lo0 + lo1) + (lo2 + lo3), axis=4, keep_dims=True), axis=1, keep_dims=True)
+        sum_hi = tl.sum(tl.sum((hi0 + hi1) + (hi2 + hi3), axis=4, keep_dims=True), axis=1, keep_dims=True)
         lo1, lo2, hi1, hi2 = lo1 * 0.00390625, lo2 * 0.0000152587890625, hi1 * 0.00390625, hi2 * 0.0000152587890625
         if Q5:  # 5-bit values: the nibbles with qh's bits 2g (low) and 2g + 1 (high) as their fifth bits
             dot_lo = piece_dot(fifth_bits(qs & 0x0F0F0F0F, qh, 2 * g), lo0, lo1, lo2, lo3, 31)
@@ -114,6 +122,8 @@ def k4_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, Q5: t
         else:
             dot_lo = piece_dot(qs, lo0, lo1, lo2, lo3, 15)
             dot_hi = piece_dot((qs >> 4) & 0x0FFFFFFF, hi0, hi1, hi2, hi3, 15)
+        dot_lo = tl.sum(tl.sum(dot_lo, axis=4, keep_dims=True), axis=1, keep_dims=True)  # [BN, 1, SB, 4L, 1]
+        dot_hi = tl.sum(tl.sum(dot_hi, axis=4, keep_dims=True), axis=1, keep_dims=True)
         dd = word_of(head01, w, 0)
         d = f16_of(dd)
         dmin = f16_of(dd >> 16)
@@ -122,11 +132,8 @@ def k4_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, Q5: t
         s2 = word_of(head23, w, 1)
         sc_lo, mn_lo = k4_scale_words(s0, s1, s2, 2 * g)
         sc_hi, mn_hi = k4_scale_words(s0, s1, s2, 2 * g + 1)
-        acc += ((d * sc_lo) * tl.sum(dot_lo, axis=3, keep_dims=True)
-                - (dmin * mn_lo) * tl.sum(sum_lo, axis=3, keep_dims=True)
-                + (d * sc_hi) * tl.sum(dot_hi, axis=3, keep_dims=True)
-                - (dmin * mn_hi) * tl.sum(sum_hi, axis=3, keep_dims=True))
-    return tl.sum(tl.sum(tl.sum(acc, axis=3), axis=2), axis=1)
+        acc += ((d * sc_lo) * dot_lo - (dmin * mn_lo) * sum_lo + (d * sc_hi) * dot_hi - (dmin * mn_hi) * sum_hi)
+    return tl.sum(tl.sum(tl.sum(tl.sum(acc, axis=4), axis=3), axis=2), axis=1)
 
 
 @triton.jit
