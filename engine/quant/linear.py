@@ -15,8 +15,8 @@ from engine.quant.reference import dequantize_reference
 from engine.quant.types import QuantType, quant_type
 from engine.triton_support import HAS_TRITON
 
-# Which decode GEMV runs where it can (read when the module loads): "wide" (engine.quant.wide_gemv for Q4_K and
-# Q5_K, the word kernel for Q6_K and Q8_0), "word" (engine.quant.gemv_kernels where word_split picks it) or "byte"
+# Which decode GEMV runs where it can (read when the module loads): "wide" (engine.quant.wide_gemv for Q4_K, Q5_K
+# and Q6_K, the word kernel for Q8_0), "word" (engine.quant.gemv_kernels where word_split picks it) or "byte"
 # (engine.quant.triton_kernels everywhere). WISP_WORD_GEMV=0 is "byte".
 GEMV = "byte" if os.environ.get("WISP_WORD_GEMV") == "0" else os.environ.get("WISP_GEMV", "wide")
 # A bench's override of wide_split's choice: "Q4_K:2048=4,8,1;Q4_K:768=8,4,1" (type:in_features=BN,SB,warps)
@@ -232,12 +232,14 @@ def runs_words(device: torch.device, spec: QuantLinearSpec) -> bool:
 
 def wide_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
     """(rows per program, super-blocks per step, warps) of engine.quant.wide_gemv for this matrix, or None where it
-    does not serve: Q4_K and Q5_K matrices at 16-byte-aligned offsets, when GEMV is "wide". The split depends on the
-    matrix alone, so every entry, batch and provider reduces the same way."""
-    if GEMV != "wide" or spec.qtype.name not in ("Q4_K", "Q5_K") or spec.byte_offset % 16:
+    does not serve: Q4_K, Q5_K and Q6_K matrices at 16-byte-aligned offsets, when GEMV is "wide". The split depends
+    on the matrix alone, so every entry, batch and provider reduces the same way."""
+    name = spec.qtype.name
+    if GEMV != "wide" or name not in ("Q4_K", "Q5_K", "Q6_K") or spec.byte_offset % 16:
         return None
-    supers = _cdiv(spec.in_features, 256)
-    return WIDE_SPLITS.get(f"{spec.qtype.name}:{spec.in_features}") or (4, min(8, max(2, 1 << (supers - 1).bit_length())), 1)
+    supers = 1 << (_cdiv(spec.in_features, 256) - 1).bit_length()  # super-blocks a row, to a power of two
+    default = (4, min(4, supers), 1) if name == "Q6_K" else (4, min(8, max(2, supers)), 1)
+    return WIDE_SPLITS.get(f"{name}:{spec.in_features}") or default
 
 
 def runs_wide(device: torch.device, spec: QuantLinearSpec, table: torch.Tensor) -> bool:

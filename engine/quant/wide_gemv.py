@@ -1,24 +1,26 @@
-"""The decode GEMV over GGUF k-quant blocks with 16-byte loads: a thread reads whole 16-byte pieces of a block
-(4 consecutive 32-bit words), the lanes of a warp consecutive pieces, and every load of a program is issued before
-any is used (engine.quant.linear's gathered_gemv, gathered_swiglu, scaled_gemv and quant_gemv run it for Q4_K and
-Q5_K where linear.gemv_kernel picks it).
+"""The decode GEMV over GGUF k-quant blocks with wide loads and every load of a step issued before any is used
+(engine.quant.linear's gathered_gemv, gathered_swiglu, scaled_gemv and quant_gemv run it for Q4_K, Q5_K and Q6_K
+where linear.wide_split picks it).
 
 Shape legend:
     E   entries of a gathered GEMV: (token, k) pairs, each with its own expert slot
     N   output features of a matrix (rows), K input features (columns)
     BN  matrix rows per program (with the SwiGLU epilogue: BN / 2 gate rows, then the same BN / 2 up rows)
-    SB  256-element super-blocks of each row per step of the K loop
-    tiles are [BN, SB, 8, 4]: row, super-block, piece c of the block's 128 nibble bytes (16 bytes each), word w of
-        the piece; the word axis lies inside one thread, so each piece is one 128-bit load
+    SB  256-element super-blocks of each row per step of the K loop (a warp's 32 lanes split SB blocks)
+    k4_wide_dot's tile is [BN, P, SB, 4L, 2], q6k_wide_dot's [BN, SB, 32 / SB]; each says which bytes a lane holds
 
-Piece c of a Q4_K/Q5_K super-block holds bytes 16c .. 16c + 15 of its nibbles: the low nibbles are elements
-64 (c // 2) + 16 (c % 2) + i of sub-block 2 (c // 2), the high nibbles the same plus 32 of sub-block 2 (c // 2) + 1
-(i = 4w + j for byte j of word w). A thread scales its two sums of q * x once per piece; x is read as 64-bit words
-of four bf16 or f16 values (elements 4w .. 4w + 3 of a piece: 4 words, contiguous like the nibble words).
+Q4_K and Q5_K (144- and 176-byte blocks, rows 16-byte aligned) are read in 64-bit pieces of nibble bytes, lanes
+on consecutive pieces, each lane holding 2-4 pieces of one sub-block pair so its scales serve 32-64 values a row;
+x is read as 64-bit words of four bf16 or f16 values. Q6_K (210-byte blocks, rows 2-byte aligned) is read in
+16-bit pieces, each lane holding SB pieces of 16 elements under one scale per quarter; x as 32-bit pairs. A quant
+value becomes a float without a conversion instruction (engine.quant.gemv_kernels.small_int), several values of
+a word with one or of MAGIC.
 
-Each (entry, BN rows) program reduces its rows over K alone in one fixed order (piece sums, then one tl.sum over
-the tile), so an entry's bits never depend on the other entries of the launch or on the provider that placed its
-slot. Rows must start on 16-byte boundaries (linear.gemv_kernel checks the matrix's offset and the table)."""
+Every layout the compiler picks for these loads is the same blocked one (the vector axis, or none, last; rows and
+pieces in registers), so no value crosses threads before the final sums. Each (entry, BN rows) program reduces its
+rows over K alone in one fixed order, so an entry's bits never depend on the other entries of the launch or on
+the provider that placed its slot. Rows must start on 16-byte boundaries (linear.runs_wide checks the matrix's
+offset and the table)."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ import triton.language as tl
 from engine.quant.gemv_kernels import MAGIC, f16_of, k4_scale_words, small_int
 from engine.quant.triton_kernels import rounded, store_as
 
-WIDE_TYPES = {"Q4_K": 4, "Q5_K": 5}  # engine.quant.triton_kernels.TYPE_CODE's codes
+WIDE_TYPES = {"Q4_K": 4, "Q5_K": 5, "Q6_K": 6}  # engine.quant.triton_kernels.TYPE_CODE's codes
 
 
 @triton.jit
@@ -137,6 +139,88 @@ def k4_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, Q5: t
 
 
 @triton.jit
+def x_pair(x_row, pair, ok, ELEMENTS_16: tl.constexpr):
+    """Elements 2 pair and 2 pair + 1 of x as float32 a, b (one 32-bit load of bf16 or f16 values)."""
+    if ELEMENTS_16:
+        two = tl.load(x_row.to(tl.pointer_type(tl.int32)) + pair, mask=ok, other=0)
+        if x_row.dtype.element_ty == tl.bfloat16:
+            return (two << 16).to(tl.float32, bitcast=True), (two & -65536).to(tl.float32, bitcast=True)
+        else:
+            return f16_of(two), f16_of(two >> 16)
+    else:
+        return (tl.load(x_row + pair * 2, mask=ok, other=0.0).to(tl.float32),
+                tl.load(x_row + pair * 2 + 1, mask=ok, other=0.0).to(tl.float32))
+
+
+@triton.jit
+def q6_pair_dot(ql, qh, nibble: tl.constexpr, high: tl.constexpr, x0, x1_8):
+    """The two 6-bit values of a 16-bit piece (low bits: the nibble at bit `nibble` of each ql byte, high bits: bits
+    `high` and `high` + 1 of each qh byte), minus 32, times x0 and x1 (x1_8 = x1 / 2^8), summed. Both values are
+    assembled at once in their bytes, MAGIC or'ed in once, and the second taken in place as q * 2^8."""
+    if high <= 4:
+        top = (qh << (4 - high)) & 0x3030
+    else:
+        top = (qh >> (high - 4)) & 0x3030
+    qm = ((ql >> nibble) & 0x0F0F) | top | MAGIC
+    v0 = (qm & (MAGIC | 0x3F)).to(tl.float32, bitcast=True) - (8388608.0 + 32.0)
+    v1 = (qm & (MAGIC | 0x3F00)).to(tl.float32, bitcast=True) - (8388608.0 + 8192.0)
+    return v0 * x0 + v1 * x1_8
+
+
+@triton.jit
+def q6k_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, ELEMENTS_16: tl.constexpr):
+    """Q6_K rows at 2-byte-aligned byte pointers row [BN] times x -> [BN] float32 (its 210-byte blocks allow
+    nothing wider than 16-bit loads). Tile [BN, SB, 32 / SB]: lane c = 4 u + v of super-block s reads, for half
+    h = v // 2 of the block and its 16 elements l0 = 16 (v % 2) .. l0 + 15 of each quarter (one scale each), the
+    16-bit pieces i = SB u .. SB u + SB - 1 of ql bytes 64h + l0 (quarters 0 and 2), 64h + 32 + l0 (1 and 3) and
+    qh bytes 32h + l0: 8 SB values a row under one d and four scales. Lanes of consecutive v read 16-byte runs 16
+    and 64 bytes apart, consecutive u the next 2 bytes of each run."""
+    U: tl.constexpr = 8 // SB  # lanes a run
+    sb = tl.arange(0, SB)[None, :, None]
+    c = tl.arange(0, 32 // SB)[None, None, :]
+    h = (c % 4) // 2
+    l0 = (c % 2) * 16
+    u = c // 4
+    row = row[:, None, None]
+    row_ok = row_ok[:, None, None]
+    acc = tl.zeros([BN, SB, 32 // SB], dtype=tl.float32)
+    for t in range(0, tl.cdiv(K, 256 * SB)):
+        b = t * SB + sb
+        b_ok = b * 256 < K
+        ok = row_ok & b_ok
+        bb = row + b * 210  # [BN, SB, 1]
+        piece = (bb + h * 64 + l0).to(tl.pointer_type(tl.uint16)) + u * SB  # [BN, SB, 32 / SB]: ql, quarters 0, 2
+        high = (bb + 128 + h * 32 + l0).to(tl.pointer_type(tl.uint16)) + u * SB
+        sc = (bb + 192 + h * 8 + l0 // 16).to(tl.pointer_type(tl.int8))  # scales of quarter s at sc + 2s
+        d = f16_of(tl.load(tl.broadcast_to((bb + 208).to(tl.pointer_type(tl.uint16)), [BN, SB, 32 // SB]),
+                           mask=ok, other=0).to(tl.int32))
+        x_ok = b_ok & (c >= 0)
+        pair = b * 128 + h * 64 + l0 // 2 + u * SB  # [1, SB, 32 / SB]: x's 32-bit pair of the first piece, quarter 0
+        dot0 = tl.zeros([BN, SB, 32 // SB], dtype=tl.float32)
+        dot1 = tl.zeros([BN, SB, 32 // SB], dtype=tl.float32)
+        dot2 = tl.zeros([BN, SB, 32 // SB], dtype=tl.float32)
+        dot3 = tl.zeros([BN, SB, 32 // SB], dtype=tl.float32)
+        for i in tl.static_range(SB):
+            ql_a = tl.load(piece + i, mask=ok, other=0).to(tl.int32)
+            ql_b = tl.load(piece + 16 + i, mask=ok, other=0).to(tl.int32)
+            qh = tl.load(high + i, mask=ok, other=0).to(tl.int32)
+            a0, a1 = x_pair(x_row, pair + i, x_ok, ELEMENTS_16)
+            dot0 += q6_pair_dot(ql_a, qh, 0, 0, a0, a1 * 0.00390625)
+            a0, a1 = x_pair(x_row, pair + 16 + i, x_ok, ELEMENTS_16)
+            dot1 += q6_pair_dot(ql_b, qh, 0, 2, a0, a1 * 0.00390625)
+            a0, a1 = x_pair(x_row, pair + 32 + i, x_ok, ELEMENTS_16)
+            dot2 += q6_pair_dot(ql_a, qh, 4, 4, a0, a1 * 0.00390625)
+            a0, a1 = x_pair(x_row, pair + 48 + i, x_ok, ELEMENTS_16)
+            dot3 += q6_pair_dot(ql_b, qh, 4, 6, a0, a1 * 0.00390625)
+        s0 = tl.load(sc, mask=ok, other=0).to(tl.float32)
+        s1 = tl.load(sc + 2, mask=ok, other=0).to(tl.float32)
+        s2 = tl.load(sc + 4, mask=ok, other=0).to(tl.float32)
+        s3 = tl.load(sc + 6, mask=ok, other=0).to(tl.float32)
+        acc += d * ((s0 * dot0 + s1 * dot1) + (s2 * dot2 + s3 * dot3))
+    return tl.sum(tl.sum(acc, axis=2), axis=1)
+
+
+@triton.jit
 def wide_gemv(x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_bytes, offset, row_bytes, N, K, x_stride, x_div,
               QTYPE: tl.constexpr, BN: tl.constexpr, SB: tl.constexpr, SWIGLU: tl.constexpr,
               SCALE: tl.constexpr):
@@ -152,7 +236,10 @@ def wide_gemv(x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_bytes, offset
     row = table_ptr + slot * slot_bytes + offset + m.to(tl.int64) * row_bytes
     x_row = x_ptr + (i // x_div).to(tl.int64) * x_stride
     dtype = out_ptr.dtype.element_ty
-    y = k4_wide_dot(row, n < N, x_row, K, BN, SB, QTYPE == 5, x_ptr.dtype.element_ty != tl.float32)
+    if QTYPE == 6:
+        y = q6k_wide_dot(row, n < N, x_row, K, BN, SB, x_ptr.dtype.element_ty != tl.float32)
+    else:
+        y = k4_wide_dot(row, n < N, x_row, K, BN, SB, QTYPE == 5, x_ptr.dtype.element_ty != tl.float32)
     n_out = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
     if SWIGLU:
         gate, up = tl.split(tl.permute(tl.reshape(y, [2, ROWS]), [1, 0]))

@@ -1,6 +1,6 @@
-"""engine.quant.wide_gemv's 16-byte-load GEMV on tiny shapes in Triton's interpreter (CPU): within fp32 rounding of
+"""engine.quant.wide_gemv's wide-load GEMV on tiny shapes in Triton's interpreter (CPU): within fp32 rounding of
 the reference GEMV, exactly batch invariant, its SwiGLU and routing-weight epilogues as the torch ops round them,
-and the linear functions routing Q4_K and Q5_K matrices to it."""
+and the linear functions routing Q4_K, Q5_K and Q6_K matrices to it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 
 from engine.quant.linear import (QuantLinearSpec, gathered_gemv_reference, glu_input, wide_gemv_triton,
                                  wide_split)
-from engine.quant.types import Q4_K, Q5_K, Q6_K
+from engine.quant.types import Q4_K, Q5_K, Q6_K, Q8_0
 from engine.triton_support import HAS_TRITON
 from tests.quant.blocks import random_matrix
 
@@ -33,7 +33,7 @@ def close(got, expected, rtol=1e-5):
     torch.testing.assert_close(got.float(), expected.float(), rtol=rtol, atol=rtol * scale)
 
 
-@pytest.mark.parametrize("qtype", [Q4_K, Q5_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [Q4_K, Q5_K, Q6_K], ids=lambda t: t.name)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 def test_wide_gemv_matches_reference(qtype, dtype):
     spec, table = table_of(qtype, 768)  # three super-blocks: a step of two or four masks one
@@ -48,7 +48,7 @@ def test_wide_gemv_matches_reference(qtype, dtype):
     assert torch.equal(one, got[3:])  # entry 3 alone: the same bits
 
 
-@pytest.mark.parametrize("qtype", [Q4_K, Q5_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [Q4_K, Q6_K], ids=lambda t: t.name)
 def test_wide_gemv_swiglu_and_scale_epilogues(qtype):
     spec, table = table_of(qtype, 256)
     rows = torch.tensor([1, 2, 0])
@@ -64,11 +64,19 @@ def test_wide_gemv_swiglu_and_scale_epilogues(qtype):
     assert torch.equal(scaled, (gate_up * w[:, None]).to(torch.bfloat16))
 
 
-def test_wide_split_serves_q4_k_and_q5_k_at_aligned_offsets():
-    assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) is not None
-    assert wide_split(QuantLinearSpec(Q5_K, 2048, 768, 64)) is not None
+def test_wide_split_serves_k_quants_at_aligned_offsets(monkeypatch):
+    import engine.quant.linear as linear
+
+    monkeypatch.setattr(linear, "GEMV", "wide")
+    assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) == (4, 8, 1)
+    assert wide_split(QuantLinearSpec(Q5_K, 2048, 768, 64)) == (4, 4, 1)
+    assert wide_split(QuantLinearSpec(Q6_K, 2048, 768, 0)) == (4, 4, 1)
     assert wide_split(QuantLinearSpec(Q4_K, 16, 256, 8)) is None  # rows off 16-byte boundaries
-    assert wide_split(QuantLinearSpec(Q6_K, 16, 256, 0)) is None
+    assert wide_split(QuantLinearSpec(Q8_0, 16, 256, 0)) is None
+    monkeypatch.setattr(linear, "WIDE_SPLITS", {"Q4_K:2048": (2, 8, 1)})  # a bench's override
+    assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) == (2, 8, 1)
+    monkeypatch.setattr(linear, "GEMV", "word")
+    assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) is None
 
 
 def test_expert_format_small_step_through_the_wide_kernel(monkeypatch):
