@@ -139,16 +139,21 @@ def main() -> None:
     args = parser.parse_args()
     device = torch.device("cuda")
     print(json.dumps({"device": torch.cuda.get_device_name(device), "torch": torch.__version__}))
-    best = {}  # (type, in_features) -> (us, split) of the fastest wide_gemv split
+    best, other = {}, {}  # "type:in_features" -> (us, split) of the fastest wide split, us of the fastest other kernel
     cases = itertools.chain(quant_cases(args, device), bf16_cases(args, device) if args.bf16 else [])
     for row in cases:
         print(json.dumps(row), flush=True)
-        if row["case"] == "wide_gemv" and "us" in row and row["tokens"] == 1:
+        if row["case"] in ("gemv", "word_gemv", "wide_gemv") and "us" in row and row["tokens"] == 1:
             key = f"{row['type']}:{2048 if row['matrix'].startswith('gate_up') else 768}"
-            split = (row["rows_per_program"], row["supers"], row["warps"])
-            best[key] = min(best.get(key, (row["us"], split)), (row["us"], split))
-    # the fastest splits as WISP_WIDE_SPLITS takes them (engine.quant.linear), for an end-to-end run to use
-    print(json.dumps({"wide_splits": ";".join(f"{k}={','.join(map(str, s))}" for k, (_, s) in sorted(best.items()))}))
+            if row["case"] == "wide_gemv":
+                split = (row["rows_per_program"], row["supers"], row["warps"])
+                best[key] = min(best.get(key, (row["us"], split)), (row["us"], split))
+            else:
+                other[key] = min(other.get(key, row["us"]), row["us"])
+    # the fastest splits as WISP_WIDE_SPLITS takes them (engine.quant.linear), for an end-to-end run to use; "none"
+    # where another kernel was faster
+    splits = {key: ",".join(map(str, split)) if us <= other.get(key, us) else "none" for key, (us, split) in best.items()}
+    print(json.dumps({"wide_splits": ";".join(f"{key}={split}" for key, split in sorted(splits.items()))}))
 
 
 if __name__ == "__main__":

@@ -19,8 +19,9 @@ from engine.triton_support import HAS_TRITON
 # and Q6_K, the word kernel for Q8_0), "word" (engine.quant.gemv_kernels where word_split picks it) or "byte"
 # (engine.quant.triton_kernels everywhere). WISP_WORD_GEMV=0 is "byte".
 GEMV = "byte" if os.environ.get("WISP_WORD_GEMV") == "0" else os.environ.get("WISP_GEMV", "wide")
-# A bench's override of wide_split's choice: "Q4_K:2048=4,8,1;Q4_K:768=8,4,1" (type:in_features=BN,SB,warps)
-WIDE_SPLITS = {key: tuple(int(v) for v in split.split(","))
+# A bench's override of wide_split's choice: "Q4_K:2048=4,8,1;Q6_K:768=none" (type:in_features=BN,SB,warps, or
+# none: not the wide kernel)
+WIDE_SPLITS = {key: None if split == "none" else tuple(int(v) for v in split.split(","))
                for key, split in (item.split("=") for item in os.environ.get("WISP_WIDE_SPLITS", "").split(";") if item)}
 
 ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
@@ -239,7 +240,7 @@ def wide_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
         return None
     supers = 1 << (_cdiv(spec.in_features, 256) - 1).bit_length()  # super-blocks a row, to a power of two
     default = (4, min(4, supers), 1) if name == "Q6_K" else (4, min(8, max(2, supers)), 1)
-    return WIDE_SPLITS.get(f"{name}:{spec.in_features}") or default
+    return WIDE_SPLITS.get(f"{name}:{spec.in_features}", default)
 
 
 def runs_wide(device: torch.device, spec: QuantLinearSpec, table: torch.Tensor) -> bool:

@@ -73,8 +73,9 @@ def test_wide_split_serves_k_quants_at_aligned_offsets(monkeypatch):
     assert wide_split(QuantLinearSpec(Q6_K, 2048, 768, 0)) == (4, 4, 1)
     assert wide_split(QuantLinearSpec(Q4_K, 16, 256, 8)) is None  # rows off 16-byte boundaries
     assert wide_split(QuantLinearSpec(Q8_0, 16, 256, 0)) is None
-    monkeypatch.setattr(linear, "WIDE_SPLITS", {"Q4_K:2048": (2, 8, 1)})  # a bench's override
+    monkeypatch.setattr(linear, "WIDE_SPLITS", {"Q4_K:2048": (2, 8, 1), "Q6_K:768": None})  # a bench's override
     assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) == (2, 8, 1)
+    assert wide_split(QuantLinearSpec(Q6_K, 2048, 768, 0)) is None
     monkeypatch.setattr(linear, "GEMV", "word")
     assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) is None
 
