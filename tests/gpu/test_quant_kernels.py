@@ -73,7 +73,7 @@ def test_gathered_gemv(cuda, qtype, dtype, glu):
 @pytest.mark.parametrize("types", [("Q4_K", "Q4_K", "Q6_K"), ("Q4_K",) * 3, ("Q8_0",) * 3],
                          ids=["Q4_K_M", "Q4_K", "Q8_0"])
 def test_word_gemv_at_the_expert_shape(cuda, types):
-    """Qwen3-30B-A3B's experts (2048 -> 768 -> 2048): the decode GEMVs (wide for Q4_K, word for Q6_K and Q8_0) with
+    """Qwen3-30B-A3B's experts (2048 -> 768 -> 2048): the decode GEMVs (wide for Q4_K and Q6_K, word for Q8_0) with
     their SwiGLU and routing-weight epilogues within bf16 rounding of the reference ops, every entry's bits its own."""
     layout = QuantExpertFormat(2048, 768, *types)
     table, _ = random_experts(layout, 6, seed=5)

@@ -64,18 +64,21 @@ def test_wide_gemv_swiglu_and_scale_epilogues(qtype):
     assert torch.equal(scaled, (gate_up * w[:, None]).to(torch.bfloat16))
 
 
-def test_wide_split_serves_k_quants_at_aligned_offsets(monkeypatch):
+def test_wide_split_serves_q4_k_and_q6_k_at_aligned_offsets(monkeypatch):
     import engine.quant.linear as linear
 
     monkeypatch.setattr(linear, "GEMV", "wide")
-    assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) == (4, 8, 1)
-    assert wide_split(QuantLinearSpec(Q5_K, 2048, 768, 64)) == (4, 4, 1)
-    assert wide_split(QuantLinearSpec(Q6_K, 2048, 768, 0)) == (4, 4, 1)
+    monkeypatch.setattr(linear, "WIDE_SPLITS", {})
+    assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) == (2, 8, 1)
+    assert wide_split(QuantLinearSpec(Q4_K, 2048, 768, 64)) == (2, 4, 1)
+    assert wide_split(QuantLinearSpec(Q6_K, 2048, 768, 0)) == (2, 4, 1)
     assert wide_split(QuantLinearSpec(Q4_K, 16, 256, 8)) is None  # rows off 16-byte boundaries
     assert wide_split(QuantLinearSpec(Q8_0, 16, 256, 0)) is None
-    monkeypatch.setattr(linear, "WIDE_SPLITS", {"Q4_K:2048": (2, 8, 1), "Q6_K:768": None})  # a bench's override
-    assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) == (2, 8, 1)
+    assert wide_split(QuantLinearSpec(Q5_K, 2048, 768, 0)) is None  # not measured: only through the override
+    monkeypatch.setattr(linear, "WIDE_SPLITS", {"Q4_K:2048": (4, 8, 1), "Q6_K:768": None, "Q5_K:768": (2, 4, 1)})
+    assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) == (4, 8, 1)
     assert wide_split(QuantLinearSpec(Q6_K, 2048, 768, 0)) is None
+    assert wide_split(QuantLinearSpec(Q5_K, 2048, 768, 0)) == (2, 4, 1)
     monkeypatch.setattr(linear, "GEMV", "word")
     assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) is None
 
