@@ -6,7 +6,7 @@
 # 4. `wisp bench` rows (resident, WiSP at 12 GiB) with the wide GEMV, in what is left of LIMIT_S seconds.
 set -u
 OUT=${1:?usage: bench/h200_decode_wide.sh OUT_DIR}
-LIMIT_S=${LIMIT_S:-228}  # the 2026-12-02 call gave the tests 55 s, which ran out at 64%
+LIMIT_S=${LIMIT_S:-228}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 TRACE=resources/traces/qwen3-published_chat-carry44.npz
