@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The 16-byte-load decode GEMV (engine/quant/wide_gemv.py) on the H200 in one call (bench/results/2026-12-02-decode-3):
+# The wide-load decode GEMV (engine/quant/wide_gemv.py) on the H200 in one call (bench/results/2026-12-02-decode-3):
 #   bash bench/h200_decode_wide.sh OUT_DIR
 # 1. the GEMV probe at the expert shape (byte, word and wide kernels; its last line: the fastest wide splits),
 # 2. the quant GPU tests, 3. profile_decode's resident step with the wide and the word GEMV (the probe's splits),

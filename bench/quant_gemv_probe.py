@@ -105,7 +105,8 @@ def config_cases(name, layout, table, rows, x, tokens, num_steps):
                 us = graph_time_us(lambda i: wide_gemv_triton(inputs, table, rows[i], spec, x_div, swiglu, scale,
                                                               split), num_steps)
             except Exception as error:  # a split this Triton cannot compile: say so, measure the others
-                yield {"case": "wide_gemv", "format": name, "matrix": matrix, "split": split, "error": repr(error)[:300]}
+                yield {"case": "wide_gemv", "format": name, "matrix": matrix, "split": split,
+                       "error": repr(error)[:300]}
                 continue
             yield gemv_row("wide_gemv", name, matrix, spec, tokens, split, us)
 
@@ -152,7 +153,8 @@ def main() -> None:
                 other[key] = min(other.get(key, row["us"]), row["us"])
     # the fastest splits as WISP_WIDE_SPLITS takes them (engine.quant.linear), for an end-to-end run to use; "none"
     # where another kernel was faster
-    splits = {key: ",".join(map(str, split)) if us <= other.get(key, us) else "none" for key, (us, split) in best.items()}
+    splits = {key: ",".join(map(str, split)) if us <= other.get(key, us) else "none"
+              for key, (us, split) in best.items()}
     print(json.dumps({"wide_splits": ";".join(f"{key}={split}" for key, split in sorted(splits.items()))}))
 
 

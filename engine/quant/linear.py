@@ -21,8 +21,8 @@ from engine.triton_support import HAS_TRITON
 GEMV = "byte" if os.environ.get("WISP_WORD_GEMV") == "0" else os.environ.get("WISP_GEMV", "wide")
 # A bench's override of wide_split's choice: "Q4_K:2048=4,8,1;Q6_K:768=none" (type:in_features=BN,SB,warps, or
 # none: not the wide kernel)
-WIDE_SPLITS = {key: None if split == "none" else tuple(int(v) for v in split.split(","))
-               for key, split in (item.split("=") for item in os.environ.get("WISP_WIDE_SPLITS", "").split(";") if item)}
+_SPLIT_ITEMS = (item.split("=") for item in os.environ.get("WISP_WIDE_SPLITS", "").split(";") if item)
+WIDE_SPLITS = {key: None if split == "none" else tuple(int(v) for v in split.split(",")) for key, split in _SPLIT_ITEMS}
 
 ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
 

@@ -84,7 +84,7 @@ def k4_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, Q5: t
                 ELEMENTS_16: tl.constexpr):
     """Q4_K (Q5: Q5_K) rows at 16-byte-aligned byte pointers row [BN] times x -> [BN] float32. Tile
     [BN, P, SB, 4L, 2]: lane c = L g + l of super-block s holds, in words p L + l of each 8-word group g of the nibble
-    bytes (sub-blocks 2g and 2g + 1), P 64-bit pieces (L = 8 / (SB) lanes a group, P = 4 / L pieces a lane), so one
+    bytes (sub-blocks 2g and 2g + 1), P 64-bit pieces (L = 8 / SB lanes a group, P = 4 / L pieces a lane), so one
     thread's scales serve 16 P values a row."""
     BLOCK: tl.constexpr = 176 if Q5 else 144
     QS: tl.constexpr = 48 if Q5 else 16  # the nibble bytes' offset in the block
