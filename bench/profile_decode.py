@@ -6,6 +6,8 @@ model of a real shape, as `wisp bench`.
     python -m bench.profile_decode --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz \\
         --arms resident,paged-all --tokens 64
 
+--gemv wide,word times every arm once with each quantized decode GEMV (engine.quant.linear.GEMV) on the same weights.
+
 resident: every expert on the device; paged-all: the pager with a slot for every expert, all warm (the pager's
 own cost, no misses); wisp: the pager at --budget GiB with the configured split. --chunk-layers 48,8 runs every
 arm with a whole decode step as one graph (the engine's default), then split into graphs of 8 layers: on the H200
@@ -42,6 +44,7 @@ from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
 from engine.runtime.builder import assemble_engine
 from engine.runtime.decode_graphs import WholeStepOptions
+from engine.quant import linear
 from engine.traces.format import load as load_trace
 
 def engine_for(weights, plan, args, router, warm_all: bool, chunk_layers: int | None = None):
@@ -148,6 +151,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chunk-layers", type=parse_list(int), default=None,
                         help="layers per graph of a whole decode step (default: the engine's, one graph per step); "
                              "several (e.g. 8,48) run each arm at each")
+    parser.add_argument("--gemv", type=parse_list(str), default=None,
+                        help="time every arm with each of these quantized decode GEMVs (engine.quant.linear.GEMV: "
+                             "wide, word, byte); the tables run the first")
     parser.add_argument("--tables", action=argparse.BooleanOptionalAction, default=True,
                         help="after all the timings, print each arm's cProfile and torch profiler tables")
     parser.add_argument("--out", type=Path, default=None,
@@ -171,11 +177,16 @@ def main(argv: list[str] | None = None) -> None:
     arms_of = Arms(host, args, trace, device)
     rows = []
     # every timing before the first profiler table (see the module's docstring)
-    for chunk in args.chunk_layers or [None]:
-        for arm in arms:
-            rows.append(arms_of.run(arm, partial(time_arm, args=args, router=router, chunk_layers=chunk)))
-    if args.out is not None:  # before the tables: a run cut short keeps its timings
-        args.out.write_text(json.dumps(rows))
+    for gemv in args.gemv or [linear.GEMV]:
+        linear.GEMV = gemv  # read at each GEMV call: the graphs captured from here on run this kernel
+        for chunk in args.chunk_layers or [None]:
+            for arm in arms:
+                rows.append(dict(arms_of.run(arm, partial(time_arm, args=args, router=router, chunk_layers=chunk)),
+                                 gemv=gemv))
+                print(json.dumps({"gemv": gemv}), flush=True)
+            if args.out is not None:  # before the tables: a run cut short keeps its timings
+                args.out.write_text(json.dumps(rows))
+    linear.GEMV = (args.gemv or [linear.GEMV])[0]
     if args.tables:
         for arm in dict.fromkeys(arms):
             arms_of.run(arm, partial(print_tables, args=args, router=router))

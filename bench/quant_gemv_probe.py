@@ -21,14 +21,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.experts.routing.dispatch import combine  # noqa: E402
 from engine.experts.formats.kernel import gathered_experts  # noqa: E402
 from engine.quant.expert_format import QuantExpertFormat  # noqa: E402
-from engine.quant.linear import gathered_gemv_triton, word_gemv_triton  # noqa: E402
+from engine.quant.linear import gathered_gemv_triton, wide_gemv_triton, word_gemv_triton  # noqa: E402
 
 HIDDEN, INTERMEDIATE, EXPERTS, TOP_K = 2048, 768, 128, 8
-FORMATS = {"Q4_K_M": ("Q4_K", "Q4_K", "Q6_K"), "Q8_0": ("Q8_0",) * 3}
+FORMATS = {"Q4_K_M": ("Q4_K", "Q4_K", "Q6_K"), "Q4_K": ("Q4_K",) * 3, "Q8_0": ("Q8_0",) * 3}
 WORD_CONFIGS = {  # word_gemv splits by type: (rows per program, super-blocks per step, warps)
-    "Q4_K": [(4, 8, 1), (2, 8, 1), (8, 8, 1), (4, 8, 2), (4, 4, 1)],
-    "Q6_K": [(4, 4, 1), (2, 4, 1), (8, 4, 1), (4, 4, 2), (4, 2, 1), (4, 1, 1)],
-    "Q8_0": [(2, 1, 1), (4, 1, 1), (2, 2, 1)]}
+    "Q4_K": [(2, 8, 1)],
+    "Q6_K": [(4, 1, 1)],
+    "Q8_0": [(2, 1, 1)]}
+WIDE_CONFIGS = {  # wide_gemv splits by type and in_features: (rows per program, super-blocks per step, warps)
+    ("Q4_K", 2048): [(4, 8, 1), (2, 8, 1), (8, 8, 1), (4, 4, 1), (8, 4, 1)],
+    ("Q4_K", 768): [(4, 4, 1), (2, 4, 1), (8, 4, 1), (16, 4, 1), (8, 2, 1)],
+    ("Q6_K", 768): [(4, 4, 1), (4, 2, 1), (8, 2, 1), (2, 4, 1), (4, 1, 1)]}
 
 
 def graph_time_us(step, num_steps: int, repeats: int = 5) -> float:
@@ -61,7 +65,8 @@ def routed_rows(tokens: int, num_steps: int, device) -> torch.Tensor:
 
 
 def quant_cases(args, device):
-    for name, types in FORMATS.items():
+    for name in args.formats:
+        types = FORMATS[name]
         layout = QuantExpertFormat(HIDDEN, INTERMEDIATE, *types)
         table = torch.randint(0, 256, (EXPERTS, layout.slot_bytes), dtype=torch.uint8, device=device)
         # finite scales everywhere is not needed for timing; NaNs cost the same
@@ -79,7 +84,7 @@ def quant_cases(args, device):
 
 
 def config_cases(name, layout, table, rows, x, tokens, num_steps):
-    """The old byte-wise kernel at its default split beside the word kernel's splits, per matrix."""
+    """The byte kernel at its default split beside the word and wide kernels' splits, per matrix."""
     gate_up = torch.randn(tokens * TOP_K, 2 * INTERMEDIATE, device=x.device, dtype=x.dtype)
     h = gate_up[:, :INTERMEDIATE].contiguous()
     weights = torch.rand(tokens * TOP_K, device=x.device, dtype=x.dtype)
@@ -95,6 +100,15 @@ def config_cases(name, layout, table, rows, x, tokens, num_steps):
             us = graph_time_us(lambda i: word_gemv_triton(inputs, table, rows[i], spec, x_div, swiglu, scale, split),
                                num_steps)
             yield gemv_row("word_gemv", name, matrix, spec, tokens, split, us)
+        for split in WIDE_CONFIGS.get((spec.qtype.name, spec.in_features), []):
+            try:
+                us = graph_time_us(lambda i: wide_gemv_triton(inputs, table, rows[i], spec, x_div, swiglu, scale,
+                                                              split), num_steps)
+            except Exception as error:  # a split this Triton cannot compile: say so, measure the others
+                yield {"case": "wide_gemv", "format": name, "matrix": matrix, "split": split,
+                       "error": repr(error)[:300]}
+                continue
+            yield gemv_row("wide_gemv", name, matrix, spec, tokens, split, us)
 
 
 def gemv_row(case, name, matrix, spec, tokens, split, us):
@@ -121,11 +135,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--tokens", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--formats", nargs="+", default=list(FORMATS), choices=list(FORMATS))
+    parser.add_argument("--no-bf16", dest="bf16", action="store_false", help="skip the bf16 baseline")
     args = parser.parse_args()
     device = torch.device("cuda")
     print(json.dumps({"device": torch.cuda.get_device_name(device), "torch": torch.__version__}))
-    for row in itertools.chain(quant_cases(args, device), bf16_cases(args, device)):
+    best, other = {}, {}  # "type:in_features" -> (us, split) of the fastest wide split, us of the fastest other kernel
+    cases = itertools.chain(quant_cases(args, device), bf16_cases(args, device) if args.bf16 else [])
+    for row in cases:
         print(json.dumps(row), flush=True)
+        if row["case"] in ("gemv", "word_gemv", "wide_gemv") and "us" in row and row["tokens"] == 1:
+            key = f"{row['type']}:{2048 if row['matrix'].startswith('gate_up') else 768}"
+            if row["case"] == "wide_gemv":
+                split = (row["rows_per_program"], row["supers"], row["warps"])
+                best[key] = min(best.get(key, (row["us"], split)), (row["us"], split))
+            else:
+                other[key] = min(other.get(key, row["us"]), row["us"])
+    # the fastest splits as WISP_WIDE_SPLITS takes them (engine.quant.linear), for an end-to-end run to use; "none"
+    # where another kernel was faster
+    splits = {key: ",".join(map(str, split)) if us <= other.get(key, us) else "none"
+              for key, (us, split) in best.items()}
+    print(json.dumps({"wide_splits": ";".join(f"{key}={split}" for key, split in sorted(splits.items()))}))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,14 @@ from engine.quant.reference import dequantize_reference
 from engine.quant.types import QuantType, quant_type
 from engine.triton_support import HAS_TRITON
 
-WORD_GEMV = os.environ.get("WISP_WORD_GEMV", "1") != "0"  # "0": the byte kernel everywhere (word_split)
+# Which decode GEMV runs where it can (read when the module loads): "wide" (engine.quant.wide_gemv for Q4_K and
+# Q6_K, the word kernel for Q8_0), "word" (engine.quant.gemv_kernels where word_split picks it) or "byte"
+# (engine.quant.triton_kernels everywhere). WISP_WORD_GEMV=0 is "byte".
+GEMV = "byte" if os.environ.get("WISP_WORD_GEMV") == "0" else os.environ.get("WISP_GEMV", "wide")
+# A bench's override of wide_split's choice: "Q4_K:2048=4,8,1;Q6_K:768=none" (type:in_features=BN,SB,warps, or
+# none: not the wide kernel)
+_SPLIT_ITEMS = (item.split("=") for item in os.environ.get("WISP_WIDE_SPLITS", "").split(";") if item)
+WIDE_SPLITS = {key: None if split == "none" else tuple(int(v) for v in split.split(",")) for key, split in _SPLIT_ITEMS}
 
 ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
 
@@ -78,6 +85,8 @@ def gathered_gemv(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, spec
         raise ValueError(f"x has {x.shape[-1]} features, the {spec.qtype.name} matrix takes {spec.in_features}"
                          + (" (twice: gate and up)" if glu else ""))
     if uses_triton(x.device):
+        if runs_wide(x.device, spec, table) and not glu:
+            return wide_gemv_triton(x, table, rows, spec, x_div)
         if runs_words(x.device, spec) and not glu:
             return word_gemv_triton(x, table, rows, spec, x_div)
         return gathered_gemv_triton(x, table, rows, spec, glu, x_div)
@@ -88,6 +97,8 @@ def gathered_swiglu(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, ga
                     x_div: int = 1) -> torch.Tensor:
     """silu(gate) * up of entry i's [gate; up] matrix (gate_up: 2I rows) times x[i // x_div] -> [E, I] in x.dtype,
     each step rounded to x.dtype as glu_input(gathered_gemv(...)) rounds: one launch where runs_words."""
+    if runs_wide(x.device, gate_up, table):
+        return wide_gemv_triton(x, table, rows, gate_up, x_div, swiglu=True)
     if runs_words(x.device, gate_up):
         return word_gemv_triton(x, table, rows, gate_up, x_div, swiglu=True)
     return glu_input(gathered_gemv(x, table, rows, gate_up, x_div=x_div))
@@ -97,6 +108,8 @@ def scaled_gemv(x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, spec: 
                 scale: torch.Tensor) -> torch.Tensor:
     """(gathered_gemv(x, table, rows, spec) * scale[:, None]).to(x.dtype): scale [E] multiplies entry i's output
     (a routing weight), in the kernel's epilogue where runs_words."""
+    if runs_wide(x.device, spec, table):
+        return wide_gemv_triton(x, table, rows, spec, scale=scale.reshape(-1))
     if runs_words(x.device, spec):
         return word_gemv_triton(x, table, rows, spec, scale=scale.reshape(-1))
     return (gathered_gemv(x, table, rows, spec) * scale.reshape(-1, 1)).to(x.dtype)
@@ -178,13 +191,33 @@ def word_gemv_triton(x, table, rows, spec: QuantLinearSpec, x_div: int = 1, swig
     return out
 
 
+def wide_gemv_triton(x, table, rows, spec: QuantLinearSpec, x_div: int = 1, swiglu: bool = False,
+                     scale: torch.Tensor | None = None, split: tuple[int, int, int] | None = None):
+    """engine.quant.wide_gemv.wide_gemv on x's device (the CPU only under TRITON_INTERPRET=1), as word_gemv_triton;
+    the table's rows must start on 16-byte boundaries (runs_wide). x rows of 16-bit values are read 8 bytes at a
+    time: a row that does not start on 8 bytes is copied first (the same values, so the same bits)."""
+    from engine.quant.wide_gemv import WIDE_TYPES, wide_gemv
+
+    x = x.contiguous()
+    if x.element_size() == 2 and (x.data_ptr() % 8 or x.stride(0) % 4):
+        x = x.clone()
+    n_out = spec.out_features // 2 if swiglu else spec.out_features
+    out = torch.empty(rows.numel(), n_out, dtype=x.dtype, device=x.device)
+    block, supers, warps = split or wide_split(spec) or (4, 2, 1)
+    grid = (rows.numel(), _cdiv(n_out, block // 2 if swiglu else block))
+    wide_gemv[grid](x, table, rows, out if scale is None else scale, out, table.shape[1], spec.byte_offset,
+                    spec.row_bytes, n_out, spec.in_features, x.shape[-1], x_div, QTYPE=WIDE_TYPES[spec.qtype.name],
+                    BN=block, SB=supers, SWIGLU=swiglu, SCALE=scale is not None, num_warps=warps)
+    return out
+
+
 def word_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
     """(rows per program, super-blocks per step, warps) of the word GEMV for this matrix, or None where the byte
     kernel (engine.quant.triton_kernels) serves: the word kernel runs where the H200 probe measured it at least as
     fast (bench/results/2026-12-02-decode-2/NOTES.md): Q4_K rows of 2048 or more (8 super-blocks a step), Q6_K and
-    Q8_0 at one super-block a step. Q5_K and shorter Q4_K rows were not measured faster. WISP_WORD_GEMV=0 (read
-    when the module loads) keeps every matrix on the byte kernel, to compare the two."""
-    if not WORD_GEMV:
+    Q8_0 at one super-block a step. Q5_K and shorter Q4_K rows were not measured faster. GEMV "byte" keeps every
+    matrix on the byte kernel, to compare."""
+    if GEMV == "byte":
         return None
     name = spec.qtype.name
     if name == "Q4_K" and spec.in_features >= 2048:
@@ -193,8 +226,30 @@ def word_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
 
 
 def runs_words(device: torch.device, spec: QuantLinearSpec) -> bool:
-    """Whether the GEMV of this matrix runs engine.quant.gemv_kernels on this device."""
-    return uses_triton(device) and word_split(spec) is not None
+    """Whether the GEMV of this matrix runs a kernel with the SwiGLU and scale epilogues on this device
+    (engine.quant.gemv_kernels or engine.quant.wide_gemv)."""
+    return uses_triton(device) and (word_split(spec) is not None or wide_split(spec) is not None)
+
+
+def wide_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
+    """(rows per program, super-blocks per step, warps) of engine.quant.wide_gemv for this matrix, or None where it
+    does not serve. It serves Q4_K and Q6_K matrices at 16-byte-aligned offsets when GEMV is "wide": on the H200 it
+    beat the word and byte kernels at Qwen3-30B-A3B's expert shapes, at two rows a program
+    (bench/results/2026-12-02-decode-3/NOTES.md). Q5_K runs it only through WISP_WIDE_SPLITS (not measured). The
+    split depends on the matrix alone, so every entry, batch and provider reduces the same way."""
+    name = spec.qtype.name
+    if GEMV != "wide" or name not in ("Q4_K", "Q5_K", "Q6_K") or spec.byte_offset % 16:
+        return None
+    supers = 1 << (_cdiv(spec.in_features, 256) - 1).bit_length()  # super-blocks a row, to a power of two
+    default = {"Q4_K": (2, min(8, max(2, supers)), 1), "Q6_K": (2, min(4, supers), 1)}.get(name)
+    return WIDE_SPLITS.get(f"{name}:{spec.in_features}", default)
+
+
+def runs_wide(device: torch.device, spec: QuantLinearSpec, table: torch.Tensor) -> bool:
+    """Whether the GEMV of this matrix in this table runs engine.quant.wide_gemv: wide_split serves it and the
+    table's rows start on 16-byte boundaries (a property of the table, not of the call)."""
+    return (uses_triton(device) and wide_split(spec) is not None and table.data_ptr() % 16 == 0
+            and (table.shape[0] == 1 or table.stride(0) * table.element_size() % 16 == 0))
 
 
 def any_word_split(spec: QuantLinearSpec) -> tuple[int, int, int]:

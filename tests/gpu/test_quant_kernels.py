@@ -70,10 +70,11 @@ def test_gathered_gemv(cuda, qtype, dtype, glu):
     assert torch.equal(shared, gathered_gemv(x[[0, 0, 0, 1, 1, 1]], table, rows[:6], spec, glu=glu))
 
 
-@pytest.mark.parametrize("types", [("Q4_K", "Q4_K", "Q6_K"), ("Q8_0",) * 3], ids=["Q4_K_M", "Q8_0"])
+@pytest.mark.parametrize("types", [("Q4_K", "Q4_K", "Q6_K"), ("Q4_K",) * 3, ("Q8_0",) * 3],
+                         ids=["Q4_K_M", "Q4_K", "Q8_0"])
 def test_word_gemv_at_the_expert_shape(cuda, types):
-    """Qwen3-30B-A3B's experts (2048 -> 768 -> 2048): the word GEMV with its SwiGLU and routing-weight epilogues
-    within bf16 rounding of the reference ops, every entry's bits its own."""
+    """Qwen3-30B-A3B's experts (2048 -> 768 -> 2048): the decode GEMVs (wide for Q4_K and Q6_K, word for Q8_0) with
+    their SwiGLU and routing-weight epilogues within bf16 rounding of the reference ops, every entry's bits its own."""
     layout = QuantExpertFormat(2048, 768, *types)
     table, _ = random_experts(layout, 6, seed=5)
     table = table.to(cuda)

@@ -83,6 +83,7 @@ def test_expert_format_small_step_through_the_word_kernels(monkeypatch):
     w = weights.to(torch.bfloat16)
     expected = layout.gathered(x, table, ids.reshape(-1), w)  # the CPU path: torch ops on the reference
     monkeypatch.setattr(linear, "uses_triton", lambda device: True)  # the CUDA path, run by the interpreter
+    monkeypatch.setattr(linear, "GEMV", "word")  # the word kernels, not the wide ones
     monkeypatch.setattr(linear, "word_split", lambda spec: (2, 1, 1))  # through the word kernels at this shape
     got = layout.gathered(x, table, ids.reshape(-1), w)
     assert got.shape == expected.shape and got.dtype == torch.bfloat16
