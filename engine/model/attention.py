@@ -63,6 +63,7 @@ class PaddedDecodeMetadata:
     slot_mapping: torch.Tensor  # [B]
     kv_index: torch.Tensor  # [B, L] flat cache slots of each sequence's context, padded (masked) to L
     lengths: torch.Tensor  # [B] context length including the new token
+    state_slots: torch.Tensor | None = None  # [B] each sequence's linear-attention state row (hybrid models)
 
 
 class KVCache:
@@ -166,20 +167,22 @@ class Attention(nn.Module):
         q, k, v = self.project(x)  # [B, H, hd], [B, KVH, hd] x2
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
         cache.store(self.layer, meta.slot_mapping, k, v)
+        return self.o_proj(self.attend_padded(q, meta, cache).reshape(x.shape[0], -1))
+
+    def attend_padded(self, q: torch.Tensor, meta: PaddedDecodeMetadata, cache: KVCache) -> torch.Tensor:
+        """q [B, H, hd], one new token per sequence, over its cached context (padded) -> [B, H, hd]."""
         if self.decode_kernel == "triton":  # the cache read in place (engine.model.decode_attention)
-            o = decode_attention(q, cache.k[self.layer], cache.v[self.layer], meta.kv_index, meta.lengths,
-                                 self.head_dim**-0.5, self.window, self.sinks)
-            return self.o_proj(o.reshape(x.shape[0], -1))
+            return decode_attention(q, cache.k[self.layer], cache.v[self.layer], meta.kv_index, meta.lengths,
+                                    self.head_dim**-0.5, self.window, self.sinks)
         keys = cache.k[self.layer][meta.kv_index].transpose(1, 2)  # [B, KVH, L, hd]
         values = cache.v[self.layer][meta.kv_index].transpose(1, 2)
         if self.is_eager:
-            o = padded_eager_attention(q, keys, values, meta.lengths, self.head_dim**-0.5, self.sinks, self.window)
-            return self.o_proj(o.reshape(x.shape[0], -1))
-        positions = torch.arange(meta.kv_index.shape[1], device=x.device)
+            return padded_eager_attention(q, keys, values, meta.lengths, self.head_dim**-0.5, self.sinks, self.window)
+        positions = torch.arange(meta.kv_index.shape[1], device=q.device)
         mask = (positions[None, :] < meta.lengths[:, None])[:, None, None, :]  # [B, 1, 1, L]
         o = F.scaled_dot_product_attention(q[:, :, None, :], keys, values, attn_mask=mask,
                                            scale=self.head_dim**-0.5, enable_gqa=True)  # [B, H, 1, hd]
-        return self.o_proj(o.reshape(x.shape[0], -1))
+        return o[:, :, 0]
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [q, H, hd] are the last q positions of a context whose keys/values are k, v [L, KVH, hd]."""

@@ -32,8 +32,12 @@ def causal_conv(x: torch.Tensor, history: torch.Tensor, weight: torch.Tensor) ->
 
 
 def expand_heads(x: torch.Tensor, num_value_heads: int) -> torch.Tensor:
-    """[..., Hk, D] -> [..., H, D]: each key head serves H / Hk consecutive value heads."""
-    return x.repeat_interleave(num_value_heads // x.shape[-2], dim=-2) if x.shape[-2] != num_value_heads else x
+    """[..., Hk, D] -> [..., H, D]: each key head serves H / Hk consecutive value heads. An expand and one copy (what
+    repeat_interleave computes), with no host sync, so a CUDA graph may hold it."""
+    *lead, key_heads, dim = x.shape
+    if key_heads == num_value_heads:
+        return x
+    return x[..., None, :].expand(*lead, key_heads, num_value_heads // key_heads, dim).reshape(*lead, -1, dim)
 
 
 def recurrent_step(q, k, v, g, beta, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

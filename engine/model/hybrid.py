@@ -7,7 +7,7 @@ from __future__ import annotations
 from torch import nn
 
 from engine.model.args import ModelArgs
-from engine.model.attention import AttentionMetadata
+from engine.model.attention import AttentionMetadata, PaddedDecodeMetadata
 from engine.model.hybrid_layers import GatedAttention, GatedDeltaNet, centred_norm
 from engine.model.layers import DenseMLP
 from engine.model.state_cache import HybridCache
@@ -39,10 +39,24 @@ class HybridDecoderLayer(nn.Module):
         h = self.post_attention_layernorm(x)
         return x + (self.mlp(h, context) if self.is_moe else self.mlp(h))
 
+    def dense_part(self, x, rope, meta: PaddedDecodeMetadata, cache: HybridCache, context: MoeContext):
+        """A padded decode step's layer up to its routed experts (engine.model.transformer.DecoderLayer.dense_part):
+        -> (x after the token mixer, normed h, ids, weights, shared) or the layer's output."""
+        h = self.input_layernorm(x)
+        if self.is_linear:
+            x = x + self.linear_attn.forward_padded(h, meta, cache)
+        else:
+            x = x + self.self_attn.forward_padded(h, rope, meta, cache)
+        h = self.post_attention_layernorm(x)
+        if not self.is_moe:
+            return x + self.mlp(h)
+        return (x, h, *self.mlp.route(h, context))
+
 
 class HybridTransformer(MoeTransformer):
-    """input ids of all scheduled tokens, flattened [T] -> final hidden states [T, D]. Decode runs the dynamic
-    per-step path (no padded CUDA-graph step): the linear layers read each sequence's state by its slot."""
+    """input ids of all scheduled tokens, flattened [T] -> final hidden states [T, D]. In a padded decode step
+    (engine.runtime.decode_graphs) the linear layers read and write each sequence's state at the slot the step's
+    metadata holds on the device."""
 
     def __init__(self, args: ModelArgs):
         nn.Module.__init__(self)

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.model.args import ModelArgs
-from engine.model.attention import Attention, AttentionMetadata, SeqSpan
+from engine.model.attention import Attention, AttentionMetadata, PaddedDecodeMetadata, SeqSpan
 from engine.model.gated_deltanet import causal_conv, chunked, recurrent_step
 from engine.model.layers import apply_rope
 from engine.model.state_cache import HybridCache
@@ -100,19 +100,34 @@ class GatedDeltaNet(nn.Module):
             b, a = self.in_proj_b(x), self.in_proj_a(x)
         return mixed, z.reshape(*heads, self.head_v_dim), b.reshape(heads), a.reshape(heads)
 
-    def forward(self, x: torch.Tensor, meta: AttentionMetadata, cache: HybridCache) -> torch.Tensor:
+    def inputs(self, x: torch.Tensor):
+        """x [T, D] -> (mixed q|k|v [T, C], z [T, H, Dv], g [T, H] log decay per token, beta [T, H])."""
         mixed, z, b, a = self.project(x)
-        beta = b.sigmoid()
         decay_rate = self.A.float() if self.stores_decay else -self.A_log.float().exp()
-        g = decay_rate * F.softplus(a.float() + self.dt_bias)  # [T, H] log decay per token
-        out = torch.empty(x.shape[0], self.num_v_heads, self.head_v_dim, dtype=x.dtype, device=x.device)
+        return mixed, z, decay_rate * F.softplus(a.float() + self.dt_bias), b.sigmoid()
+
+    def output(self, out: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """out [T, H, Dv] of the delta rule -> the layer's output [T, D]."""
+        out = self.norm(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
+        return self.out_proj(out.view(z.shape[0], -1))
+
+    def forward(self, x: torch.Tensor, meta: AttentionMetadata, cache: HybridCache) -> torch.Tensor:
+        mixed, z, g, beta = self.inputs(x)
         steps, rows, slots, prompts = meta.state_steps
+        if len(steps) == x.shape[0]:  # a decode step: every row steps its sequence, in order
+            return self.output(self.decode(slots, mixed, g, beta, cache), z)
+        out = torch.empty(x.shape[0], self.num_v_heads, self.head_v_dim, dtype=x.dtype, device=x.device)
         if steps:
-            self.decode(rows, slots, mixed, g, beta, out, cache)
+            out[rows] = self.decode(slots, mixed[rows], g[rows], beta[rows], cache)
         for span in prompts:
             self.prefill(span, mixed, g, beta, out, cache)
-        out = self.norm(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
-        return self.out_proj(out.view(x.shape[0], -1))
+        return self.output(out, z)
+
+    def forward_padded(self, x: torch.Tensor, meta: PaddedDecodeMetadata, cache: HybridCache) -> torch.Tensor:
+        """One new token of each of B sequences, their state rows in meta.state_slots: no shape depends on data and
+        no host sync, so a CUDA graph may hold it."""
+        mixed, z, g, beta = self.inputs(x)
+        return self.output(self.decode(meta.state_slots, mixed, g, beta, cache), z)
 
     def split_heads(self, mixed: torch.Tensor):
         q, k, v = mixed.split(self.split, dim=-1)
@@ -134,14 +149,16 @@ class GatedDeltaNet(nn.Module):
         q, k, v = self.split_heads(conv_out)
         out[rows], cache.recurrent[layer][slot] = chunked(q, k, v, g[rows], beta[rows], state)
 
-    def decode(self, rows: torch.Tensor, slots: torch.Tensor, mixed, g, beta, out, cache: HybridCache) -> None:
-        """One new token of each of B sequences at once (their rows [B] and state slots [B]): the recurrent form."""
+    def decode(self, slots: torch.Tensor, mixed, g, beta, cache: HybridCache) -> torch.Tensor:
+        """One new token of each of B sequences at once (their inputs [B, ...] and state slots [B]): the recurrent
+        form. -> out [B, H, Dv]."""
         layer = self.state_layer
-        conv_out, history = causal_conv(mixed[rows][:, None], cache.conv[layer][slots], self.conv1d.weight[:, 0])
+        history, state = cache.read_states(layer, slots)
+        conv_out, history = causal_conv(mixed[:, None], history, self.conv1d.weight[:, 0])
         q, k, v = self.split_heads(conv_out[:, 0])
-        out[rows], state = recurrent_step(q, k, v, g[rows], beta[rows], cache.recurrent[layer][slots])
-        cache.conv[layer][slots] = history
-        cache.recurrent[layer][slots] = state
+        out, state = recurrent_step(q, k, v, g, beta, state)
+        cache.write_states(layer, slots, history, state)
+        return out
 
 
 class GatedAttention(Attention):
@@ -154,12 +171,24 @@ class GatedAttention(Attention):
         self.q_norm = centred_norm(args, self.head_dim)
         self.k_norm = centred_norm(args, self.head_dim)
 
-    def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata, cache: HybridCache):
+    def gated_project(self, x, rope: tuple[torch.Tensor, torch.Tensor]):
+        """x [T, D] -> q [T, H, hd], gate [T, H, hd], k, v [T, KVH, hd] (q, k normed and turned)."""
         T = x.shape[0]
         q, gate = self.q_proj(x).view(T, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
         k = self.k_proj(x).view(T, self.num_kv_heads, self.head_dim)
         v = self.v_proj(x).view(T, self.num_kv_heads, self.head_dim)
-        q, k = apply_rope(self.q_norm(q), *rope), apply_rope(self.k_norm(k), *rope)
-        cache.store(self.layer, meta.slot_mapping, k, v)
-        out = self.attend_spans(q, meta, cache)  # [T, H, hd]
+        return apply_rope(self.q_norm(q), *rope), gate, apply_rope(self.k_norm(k), *rope), v
+
+    def gated_output(self, out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        T = out.shape[0]
         return self.o_proj(out.reshape(T, -1) * torch.sigmoid(gate.reshape(T, -1)))
+
+    def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata, cache: HybridCache):
+        q, gate, k, v = self.gated_project(x, rope)
+        cache.store(self.layer, meta.slot_mapping, k, v)
+        return self.gated_output(self.attend_spans(q, meta, cache), gate)  # attention [T, H, hd]
+
+    def forward_padded(self, x, rope, meta: PaddedDecodeMetadata, cache: HybridCache) -> torch.Tensor:
+        q, gate, k, v = self.gated_project(x, rope)
+        cache.store(self.layer, meta.slot_mapping, k, v)
+        return self.gated_output(self.attend_padded(q, meta, cache), gate)

@@ -8,6 +8,7 @@ import torch
 from engine.model.args import ModelArgs
 from engine.model.attention import KVCache
 from engine.model.linear_args import LinearAttentionArgs
+from engine.model.state_store import store_rows
 
 
 class HybridCache(KVCache):
@@ -28,3 +29,16 @@ class HybridCache(KVCache):
     @property
     def state_bytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self.conv, *self.recurrent))
+
+    def read_states(self, layer: int, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The conv and recurrent states of the sequences in slots [B] (copies): [B, K-1, C], [B, H, Dk, Dv]."""
+        return self.conv[layer][slots], self.recurrent[layer][slots]
+
+    def write_states(self, layer: int, slots: torch.Tensor, conv: torch.Tensor, recurrent: torch.Tensor) -> None:
+        """New states of the sequences in slots [B] (distinct). No host sync: a CUDA graph may hold it."""
+        if self.row_kernel:  # index_copy_ sorts its indices under deterministic kernels (engine.model.state_store)
+            store_rows(self.conv[layer], slots, conv)
+            store_rows(self.recurrent[layer], slots, recurrent)
+        else:
+            self.conv[layer].index_copy_(0, slots, conv.to(self.conv[layer].dtype))
+            self.recurrent[layer].index_copy_(0, slots, recurrent)

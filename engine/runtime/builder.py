@@ -143,14 +143,7 @@ def decode_attention_kernel(options: EngineOptions, device: torch.device) -> str
 
 
 def decode_path(options: EngineOptions, model, cache: KVCache, device: torch.device, max_model_len: int):
-    """Static-shape decode (CUDA graphs) on CUDA; the dynamic per-sequence path on the CPU and for hybrid models
-    (their linear layers' decode reads states by slot, which the padded step does not carry)."""
-    if model.args.is_hybrid:
-        if options.decode in ("graphs", "static"):
-            raise UnsupportedModelError(
-                f"--decode {options.decode}: {model.args.model_type} decodes on the dynamic path only (its linear-"
-                "attention layers read each sequence's state by slot); use --decode auto or dynamic")
-        return None
+    """Static-shape decode (CUDA graphs) on CUDA; the dynamic per-sequence path on the CPU."""
     mode = options.decode if options.decode != "auto" else ("graphs" if device.type == "cuda" else "dynamic")
     if mode == "dynamic":
         return None

@@ -41,12 +41,13 @@ class PaddedDecode:
         args, (device, dtype) = model.args, embedding_place(model.embed_tokens)
         self.model, self.cache, self.batch, self.use_graphs = model, cache, batch, use_graphs
         self.whole_options = whole_options
-        self.host = torch.zeros(batch * (4 + max_len), dtype=torch.long, pin_memory=device.type == "cuda")
+        self.host = torch.zeros(batch * (5 + max_len), dtype=torch.long, pin_memory=device.type == "cuda")
         self.packed = torch.zeros_like(self.host, device=device)
         self.input_ids, self.positions = self.packed[:batch], self.packed[batch : 2 * batch]
         self.meta = PaddedDecodeMetadata(slot_mapping=self.packed[2 * batch : 3 * batch],
-                                         kv_index=self.packed[4 * batch :].view(batch, max_len),
-                                         lengths=self.packed[3 * batch : 4 * batch])
+                                         kv_index=self.packed[5 * batch :].view(batch, max_len),
+                                         lengths=self.packed[3 * batch : 4 * batch],
+                                         state_slots=self.packed[4 * batch : 5 * batch])
         self.x = [torch.zeros(batch, args.hidden_size, dtype=dtype, device=device)
                   for _ in range(args.num_hidden_layers + 1)]  # x[l]: input of layer l; x[L]: final
         rope_dtype = model.rotary.output_dtype(dtype)
@@ -61,13 +62,14 @@ class PaddedDecode:
         self.context: MoeContext | None = None  # this step's experts and routing hooks (the runner's)
         self.graphed_context: MoeContext | None = None  # the same with the provider's graphed path
 
-    def load(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray) -> None:
-        """This step's inputs, in one host->device copy. kv_index [B, max_len], padded with slot 0."""
+    def load(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, state_slots: list[int]) -> None:
+        """This step's inputs, in one host->device copy. kv_index [B, max_len], padded with slot 0; state_slots [B]
+        the sequences' linear-attention state rows (-1 where the model has none)."""
         B = self.batch
         host = self.host.numpy()
         host[:B], host[B : 2 * B] = input_ids, np.asarray(lengths) - 1
         host[2 * B : 3 * B] = kv_index[np.arange(B), np.asarray(lengths) - 1]
-        host[3 * B : 4 * B], host[4 * B :] = lengths, kv_index.reshape(-1)
+        host[3 * B : 4 * B], host[4 * B : 5 * B], host[5 * B :] = lengths, state_slots, kv_index.reshape(-1)
         self.packed.copy_(self.host, non_blocking=True)
 
     def dense_part(self, layer: int):
@@ -211,11 +213,12 @@ class DecodeGraphs:
         live = self.by_batch.values()
         return (self._dropped[0] + sum(s.captures for s in live), self._dropped[1] + sum(s.capture_s for s in live))
 
-    def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, context: MoeContext) -> torch.Tensor:
+    def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, state_slots: list[int],
+             context: MoeContext) -> torch.Tensor:
         batch = len(input_ids)
         if batch not in self.by_batch:
             self.by_batch[batch] = PaddedDecode(self.model, self.cache, batch, self.max_len, self.use_graphs,
                                                 self.whole_options)
         static = self.by_batch[batch]
-        static.load(input_ids, lengths, kv_index)
+        static.load(input_ids, lengths, kv_index, state_slots)
         return static.run(context)

@@ -77,4 +77,5 @@ class ModelRunner:
         for row, seq in enumerate(seqs):
             kv_index[row, : len(seq.token_ids)] = kv_slots(seq.block_table, len(seq.token_ids), block_size)
         lengths = [len(seq.token_ids) for seq in seqs]
-        return self.padded_decode.step([seq.token_ids[-1] for seq in seqs], lengths, kv_index, context)
+        return self.padded_decode.step([seq.token_ids[-1] for seq in seqs], lengths, kv_index,
+                                       [seq.state_slot for seq in seqs], context)

@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from engine.errors import RequestError
 from engine.model.decode_attention import decode_attention
 from engine.model.kv_store import store_kv
-from engine.model.loader import read_args
 from tests.engine.test_static_decode import SAMPLING, run_all
 
 H, KVH, D, SLOTS = 8, 2, 16, 700
@@ -71,12 +70,11 @@ def test_kv_store_kernel_writes_rows_at_their_slots():
 @pytest.mark.slow  # the Triton interpreter, every architecture: about 4 minutes on 2 cores
 def test_engine_with_triton_attention_keeps_expert_modes_bitwise_equal(tiny_model_dir, model_type):
     folder = tiny_model_dir(model_type)
-    static = "dynamic" if read_args(folder).is_hybrid else "static"  # hybrids decode on the dynamic path only
-    reference = run_all(folder, decode=static, attention="triton")
-    paged = run_all(folder, decode=static, attention="triton", experts="paged", expert_slots=3)
+    reference = run_all(folder, decode="static", attention="triton")
+    paged = run_all(folder, decode="static", attention="triton", experts="paged", expert_slots=3)
     assert paged == reference
     assert run_all(folder, decode="dynamic", attention="triton") == reference  # eager decode: the same kernel
-    sdpa_tokens = [tokens for tokens, _ in run_all(folder, decode=static, attention="sdpa")]
+    sdpa_tokens = [tokens for tokens, _ in run_all(folder, decode="static", attention="sdpa")]
     assert [tokens for tokens, _ in reference] == sdpa_tokens and len(sdpa_tokens[0]) == SAMPLING.max_tokens
 
 

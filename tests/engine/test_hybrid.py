@@ -94,13 +94,15 @@ def test_eight_requests_of_different_lengths_each_get_their_solo_tokens(tiny_mod
     assert together == alone
 
 
-def test_preempted_sequences_rebuild_their_state(tiny_model_dir):
-    """A KV pool too small for four sequences at once: some are preempted (state slot freed) and recomputed."""
+@pytest.mark.parametrize("decode", ["dynamic", "static"])
+def test_preempted_sequences_rebuild_their_state(tiny_model_dir, decode):
+    """A KV pool too small for four sequences at once: some are preempted (state slot freed) and recomputed. The
+    static decode step (what CUDA graphs hold) reads each state at its slot from the step's buffers."""
     folder = tiny_model_dir("qwen3_next")
     prompts = [LONG_PROMPT[: 40 + 10 * i] for i in range(4)]
     with Engine(EngineOptions(model=str(folder), device="cpu")) as engine:
         alone = [engine.generate(GenerateRequest(prompt=p, sampling=greedy(24))).token_ids for p in prompts]
-    with Engine(EngineOptions(model=str(folder), device="cpu", kv_blocks=30, block_size=4)) as engine:
+    with Engine(EngineOptions(model=str(folder), device="cpu", kv_blocks=30, block_size=4, decode=decode)) as engine:
         handles = [engine.submit(GenerateRequest(prompt=p, sampling=greedy(24))) for p in prompts]
         results = [h.result() for h in handles]
     assert [r.token_ids for r in results] == alone

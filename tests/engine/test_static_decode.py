@@ -1,10 +1,9 @@
 """Static-shape decode (the path CUDA graphs capture), run eagerly on the CPU: same tokens as the dynamic path,
-and bitwise identical across expert modes."""
+and bitwise identical across expert modes (the hybrid models' linear layers included)."""
 
 import pytest
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.errors import UnsupportedModelError
 from engine.model.loader import read_args
 from tests.engine.test_expert_modes import PROMPTS, mode_options
 
@@ -20,32 +19,30 @@ def run_all(folder, **options):
 
 def test_static_decode_matches_dynamic_tokens(tiny_model_dir, model_type):
     folder = tiny_model_dir(model_type)
-    if read_args(folder).is_hybrid:  # linear-attention layers decode on the dynamic path only, and say so
-        with pytest.raises(UnsupportedModelError, match="--decode static: .* dynamic path only"):
-            run_all(folder, decode="static")
-        return
     static, dynamic = run_all(folder, decode="static"), run_all(folder, decode="dynamic")
     assert [tokens for tokens, _ in static] == [tokens for tokens, _ in dynamic]
     for (_, a), (_, b) in zip(static, dynamic):
         assert max(abs(x - y) for x, y in zip(a, b)) < 1e-4
 
 
-def test_static_decode_is_bitwise_equal_across_expert_modes(tiny_model_dir):
-    folder = tiny_model_dir("qwen2_moe")
+@pytest.mark.parametrize("name", ["qwen2_moe", "qwen3_5_moe"])
+def test_static_decode_is_bitwise_equal_across_expert_modes(tiny_model_dir, name):
+    folder = tiny_model_dir(name)
     args = read_args(folder)
     reference = run_all(folder, decode="static")
     for name, options in mode_options(args.num_experts_per_tok, args.num_experts).items():
         assert run_all(folder, decode="static", **options) == reference, name
 
 
-def test_whole_step_path_is_bitwise_equal_and_counts_like_the_host_pager(tiny_model_dir):
+@pytest.mark.parametrize("name", ["qwen3_moe", "qwen3_next"])
+def test_whole_step_path_is_bitwise_equal_and_counts_like_the_host_pager(tiny_model_dir, name):
     """The path a whole-step CUDA graph captures (device LRU, miss copies by kernel, routing ring), run eagerly
     through Triton's interpreter: same outputs as the host pager, same hit/miss/eviction counts. One layer per
     chunk, so every chunk boundary (hidden states handed over in x[layer]) is on the path."""
     pytest.importorskip("triton", reason="the device pager's kernels need Triton")  # installed by the test extra
     from engine.runtime.decode_graphs import WholeStepOptions
 
-    folder = tiny_model_dir("qwen3_moe")
+    folder = tiny_model_dir(name)
     top_k = read_args(folder).num_experts_per_tok
 
     def run(whole: bool, **options):
