@@ -64,6 +64,28 @@ def quant_matmul(x: torch.Tensor, blocks: torch.Tensor, spec: QuantLinearSpec) -
         return launch_dense(x, blocks, spec, (bm, bn, warps, stages))
 
 
+STEP: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # the last step's row tiles (every layer shares them)
+
+
+def row_tiles(rows: int, bm: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The BM-row tiles of `rows` rows of the one matrix -> (int32 [ceil(rows / BM), 4]: slot row 0, expert 0,
+    first row, rows; fp32 [rows] routing weights of 1.0), made on the device (no host copy) once per step shape: a
+    prompt step's projections all take the same ones. While a CUDA graph is captured they are made afresh, in the
+    graph's pool, so that a replay never reads tensors the cache has let go."""
+    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    key = (rows, bm, device)
+    if not capturing and key in STEP:
+        return STEP[key]
+    starts = torch.arange(0, rows, bm, dtype=torch.int32, device=device)
+    tiles = torch.stack([torch.zeros_like(starts), torch.zeros_like(starts), starts, torch.full_like(starts, rows)],
+                        dim=1)
+    made = tiles, torch.ones(rows, dtype=torch.float32, device=device)
+    if not capturing:
+        STEP.clear()
+        STEP[key] = made
+    return made
+
+
 def launch_dense(x: torch.Tensor, blocks: torch.Tensor, spec: QuantLinearSpec,
                  config: tuple[int, int, int, int]) -> torch.Tensor:
     from engine.quant.grouped_kernels import grouped_down
@@ -72,10 +94,7 @@ def launch_dense(x: torch.Tensor, blocks: torch.Tensor, spec: QuantLinearSpec,
     bm, bn, warps, stages = config
     rows, device = x.shape[0], x.device
     table = blocks.reshape(1, -1).view(torch.uint8)
-    starts = torch.arange(0, rows, bm, dtype=torch.int32, device=device)
-    tiles = torch.stack([torch.zeros_like(starts), torch.zeros_like(starts), starts, torch.full_like(starts, rows)],
-                        dim=1)  # [ceil(M / BM), 4]: slot row, expert, first row, end
-    weights = torch.ones(rows, dtype=torch.float32, device=device)
+    tiles, weights = row_tiles(rows, bm, device)
     out = torch.empty(rows, spec.out_features, dtype=x.dtype, device=device)
     fp32 = x.dtype == torch.float32
     ieee = fp32 or device.type != "cuda"  # the interpreter's 16-bit dot is wrong
