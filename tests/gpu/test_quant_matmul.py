@@ -1,7 +1,8 @@
 """The long-step GEMM through a quantized dense matrix (engine.quant.quant_matmul) on the H200: `pytest -m gpu
 tests/gpu/test_quant_matmul.py`. Fails (not skips) without a GPU. At Qwen3-30B-A3B's attention shapes and a prompt's
 rows: the CPU's fp64 product within bf16 rounding, dequantize-then-matmul (WISP_DENSE_GEMM=0) within rounding,
-the same bits run after run and whatever rows share the step, and QuantLinear's long step is this GEMM."""
+the same bits run after run, whatever rows share the step and in a replayed CUDA graph, and QuantLinear's long
+step is this GEMM."""
 
 from __future__ import annotations
 
@@ -74,3 +75,19 @@ def test_quant_linear_long_steps_run_it_behind_the_switch(cuda, monkeypatch):
         assert torch.equal(dequantized.view(64, 512), dequantized_linear(x.view(64, 2048), blocks, spec, module.bias))
     scale = dequantized.abs().max().item()
     torch.testing.assert_close(fused.double(), dequantized.double(), rtol=2**-6, atol=2**-6 * scale)
+
+
+def test_a_captured_step_replays_its_bits_after_other_step_shapes(cuda):
+    blocks, spec = matrix(Q4_K, 512, 2048, cuda, seed=3)
+    module = QuantLinear(blocks, spec)
+    x = inputs(16, 2048, cuda, seed=3)
+    with torch.inference_mode():
+        expected = module(x).clone()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = module(x)
+        module(inputs(48, 2048, cuda, seed=4))  # another step shape: the cached row tiles change
+        module(x)
+        graph.replay()
+        torch.cuda.synchronize()
+    assert torch.equal(out, expected)
