@@ -5,7 +5,8 @@
 # 1. its GPU tests; 2. QuantLinear's long step at Qwen3-30B-A3B's attention shapes, 512 and 2048 rows, both ways
 # (CUDA events, median of 5 after 2 warm-ups; lm_head is left out: the engine computes logits for each sequence's
 # last row only, a decode-sized step); 3. `wisp bench` resident and WiSP 16 GiB rows with the switch on, then off.
-# Everything stops by END_S seconds after the start.
+# Everything stops by END_S seconds after the start. TILE_SWEEP="BM,BN,WARPS,STAGES ..." times other tile
+# configurations too; SKIP_SUITE=1 stops after the timing.
 set -u
 OUT=${1:?usage: bench/dense_gemm_h200.sh OUT_DIR}
 mkdir -p "$OUT"
@@ -19,7 +20,8 @@ timeout $(left ${TESTS_S:-20}) python3 -m pytest -q -p no:cacheprovider -m gpu t
     > "$OUT/gpu-tests.txt" 2>&1
 echo "tests rc $? at ${SECONDS}s"; tail -3 "$OUT/gpu-tests.txt" | cut -c1-300
 
-timeout $(left ${TIMING_S:-20}) python3 - > "$OUT/timing.txt" 2>&1 <<'EOF'
+timing() {  # a name for its output file; the tiles are $WISP_DENSE_TILES (or the default)
+timeout $(left ${TIMING_S:-20}) python3 - > "$OUT/$1.txt" 2>&1 <<'EOF'
 import json, os, statistics, sys
 import torch
 from engine.quant import grouped_gemm, quant_matmul as qm
@@ -73,7 +75,13 @@ for m in (512, 2048):
 print("launched with (type, BM, BN, warps) -> stages:", {(o["DOWN_TYPE"], o["BM"], o["BN"], o["num_warps"]):
       o["num_stages"] for o in grouped_gemm.FITTED.values() if o})
 EOF
-echo "timing rc $? at ${SECONDS}s"; cat "$OUT/timing.txt" | cut -c1-300
+echo "$1 rc $? at ${SECONDS}s"; cut -c1-300 "$OUT/$1.txt"
+}
+timing timing
+for tiles in ${TILE_SWEEP:-}; do  # e.g. TILE_SWEEP="128,128,8,1 64,64,4,3": other BM,BN,NUM_WARPS,NUM_STAGES
+    WISP_DENSE_TILES=$tiles timing "timing-${tiles//,/-}"
+done
+[ -n "${SKIP_SUITE:-}" ] && { echo "done at ${SECONDS}s"; exit 0; }
 
 for switch in 1 0; do
     WISP_DENSE_GEMM=$switch timeout $(left ${SUITE_S:-45}) python3 -m engine.bench.suite --shape qwen3-30b-a3b \
