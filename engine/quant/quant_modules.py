@@ -1,9 +1,11 @@
 """Dense layers that keep a GGUF tensor's blocks on the device instead of a float copy: QuantLinear (attention
 projections, shared experts, dense MLPs, lm_head) and QuantEmbedding (the token embedding). A step of at most
 GEMV_ROWS rows (decode) runs the quantized GEMV of engine.quant.linear, each row alone and in a fixed order; a
-longer step (a prompt) dequantizes the weight to the activations' dtype, at most DEQUANT_TILE_BYTES of it at a
-time, and multiplies. Which of the two runs depends on the step's row count alone. On the CPU both are the torch
-reference with the same math (fp32 weights, so the dequantized weight is exact)."""
+longer step (a prompt) runs, on CUDA, the GEMM of engine.quant.quant_matmul, which dequantizes weight tiles inside
+its K loop; elsewhere (the CPU, or with WISP_DENSE_GEMM=0) it dequantizes the weight to the activations' dtype, at
+most DEQUANT_TILE_BYTES of it at a time, and multiplies. Which runs depends on the step's row count and the device
+alone. On the CPU both are the torch reference with the same math (fp32 weights, so the dequantized weight is
+exact)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.quant.linear import QuantLinearSpec, dequantize, dequantize_rows, gathered_gemv
+from engine.quant.quant_matmul import quant_matmul, runs_fused
 
 GEMV_ROWS = 8  # steps of at most this many rows multiply the blocks in place (the decode GEMV)
 DEQUANT_TILE_BYTES = 64 * 2**20  # the most of a weight a longer step dequantizes at once (its scratch)
@@ -49,6 +52,10 @@ class QuantLinear(nn.Module):
             out = rows.new_empty(0, self.out_features)
         elif rows.shape[0] <= GEMV_ROWS:
             out = gathered_gemv(rows, self.blocks.view(1, -1), self.gemv_rows[: rows.shape[0]], self.spec)
+            if self.bias is not None:
+                out = out + self.bias
+        elif runs_fused(rows, self.spec):
+            out = quant_matmul(rows, self.blocks, self.spec)
             if self.bias is not None:
                 out = out + self.bias
         else:
