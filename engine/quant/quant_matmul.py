@@ -18,7 +18,7 @@ from engine.quant.linear import QuantLinearSpec
 from engine.quant.types import MXFP4, Q4_K, Q5_K, Q6_K, Q8_0
 from engine.triton_support import HAS_TRITON
 
-SWITCH = "WISP_DENSE_GEMM"  # "0": long steps dequantize the weight, then matmul (the bench's before/after switch)
+SWITCH = "WISP_DENSE_GEMM"  # "1": long steps run quant_matmul; otherwise they dequantize the weight, then matmul
 TILES = "WISP_DENSE_TILES"  # "BM,BN,NUM_WARPS,NUM_STAGES": another tile configuration (sweeps)
 TYPES = (Q4_K, Q5_K, Q6_K, Q8_0, MXFP4)
 # Two stages of 128-row bf16 tiles take ~192 KiB (the H200 has 227 KiB a block); launch() drops to one where they
@@ -29,7 +29,7 @@ STAGES = 2
 def runs_fused(x: torch.Tensor, spec: QuantLinearSpec) -> bool:
     """A long step of x through this matrix runs quant_matmul: CUDA with Triton, a block type the kernel reads, a
     float activation dtype, and the switch on."""
-    return (HAS_TRITON and x.device.type == "cuda" and spec.qtype in TYPES and os.environ.get(SWITCH, "1") != "0"
+    return (HAS_TRITON and x.device.type == "cuda" and spec.qtype in TYPES and os.environ.get(SWITCH, "0") == "1"
             and x.dtype in (torch.bfloat16, torch.float16, torch.float32))
 
 

@@ -1,10 +1,10 @@
 """Dense layers that keep a GGUF tensor's blocks on the device instead of a float copy: QuantLinear (attention
 projections, shared experts, dense MLPs, lm_head) and QuantEmbedding (the token embedding). A step of at most
 GEMV_ROWS rows (decode) runs the quantized GEMV of engine.quant.linear, each row alone and in a fixed order; a
-longer step (a prompt) runs, on CUDA, the GEMM of engine.quant.quant_matmul, which dequantizes weight tiles inside
-its K loop; elsewhere (the CPU, or with WISP_DENSE_GEMM=0) it dequantizes the weight to the activations' dtype, at
-most DEQUANT_TILE_BYTES of it at a time, and multiplies. Which runs depends on the step's row count and the device
-alone. On the CPU both are the torch reference with the same math (fp32 weights, so the dequantized weight is
+longer step (a prompt) dequantizes the weight to the activations' dtype, at most DEQUANT_TILE_BYTES of it at a time,
+and multiplies; with WISP_DENSE_GEMM=1 on CUDA it runs the GEMM of engine.quant.quant_matmul instead, which
+dequantizes weight tiles inside its K loop (opt-in until it is timed on a GPU). Which runs depends on the step's row
+count, the device and the switch alone. On the CPU both are the torch reference with the same math (fp32 weights, so the dequantized weight is
 exact)."""
 
 from __future__ import annotations

@@ -126,3 +126,16 @@ def test_paged_hybrid_shape_stays_within_budget(name):
           f"{plan.state_bytes / 1e6:.0f}, kv {plan.kv_bytes / 1e6:.0f}, {plan.min_layer_slots} slots); peak "
           f"{peak / 1e6:.0f} MB")
     assert peak <= budget
+
+
+@pytest.mark.parametrize("model_type", HYBRID_TYPES)
+def test_graph_decode_gives_the_dynamic_paths_tokens_in_every_expert_mode(model_dir, model_type):
+    """`--decode graphs` (opt-in for hybrids): the whole-step CUDA graph path gives the dynamic path's tokens, and its
+    bits are the same in every expert mode."""
+    folder = model_dir(model_type, torch.bfloat16)
+    args = read_args(folder)
+    dynamic = outputs(folder, experts="resident", decode="dynamic")
+    graphed = outputs(folder, experts="resident", decode="graphs")
+    assert [ids for ids, _ in graphed] == [ids for ids, _ in dynamic]
+    for name, options in mode_options(args.num_experts_per_tok, args.num_experts).items():
+        assert outputs(folder, decode="graphs", **options) == graphed, name

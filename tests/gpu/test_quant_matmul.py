@@ -68,6 +68,7 @@ def test_quant_linear_long_steps_run_it_behind_the_switch(cuda, monkeypatch):
     module.bias = torch.nn.Parameter(torch.randn(512, device=cuda).bfloat16(), requires_grad=False)
     x = inputs(64, 2048, cuda, seed=2).view(2, 32, 2048)
     with torch.inference_mode():
+        monkeypatch.setenv(qm.SWITCH, "1")
         fused = module(x)
         assert torch.equal(fused.view(64, 512), qm.quant_matmul(x.view(64, 2048), blocks, spec) + module.bias)
         monkeypatch.setenv(qm.SWITCH, "0")
@@ -77,7 +78,8 @@ def test_quant_linear_long_steps_run_it_behind_the_switch(cuda, monkeypatch):
     torch.testing.assert_close(fused.double(), dequantized.double(), rtol=2**-6, atol=2**-6 * scale)
 
 
-def test_a_captured_step_replays_its_bits_after_other_step_shapes(cuda):
+def test_a_captured_step_replays_its_bits_after_other_step_shapes(cuda, monkeypatch):
+    monkeypatch.setenv(qm.SWITCH, "1")
     blocks, spec = matrix(Q4_K, 512, 2048, cuda, seed=3)
     module = QuantLinear(blocks, spec)
     x = inputs(16, 2048, cuda, seed=3)
