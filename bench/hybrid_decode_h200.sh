@@ -15,7 +15,7 @@ timeout $((12 * SCALE)) python3 -m engine.cli trace synth --shape qwen3.5-35b-a3
     --top-share 0.0215 --requests 4 --prompt 512 --tokens 96 --seed 1 --out "$TRACE" > "$OUT/trace.txt" 2>&1
 tail -1 "$OUT/trace.txt" | cut -c1-300
 timeout $((50 * SCALE)) python3 -m engine.bench.suite --shape qwen3.5-35b-a3b --quant Q4_K_M --trace "$TRACE" \
-    --budgets 12 --prompt 512 --tokens 32 --runs 1 --arms resident,wisp --label "hybrid decode on the padded path" \
+    --budgets 12 --prompt 512 --tokens 32 --runs 1 --arms resident,wisp --decode graphs --label "hybrid decode on the padded path" \
     --out "$OUT/suite" ${SUITE_ARGS:-} > "$OUT/suite.txt" 2>&1
 echo "suite rc $?"
 grep '"arm"' "$OUT/suite.txt" | python3 -c '

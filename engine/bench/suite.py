@@ -223,6 +223,7 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
                 whole, options: dict):
     reset_peak(device)
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
+    options = {"decode": getattr(args, "decode", "auto"), **options}  # an arm's own decode path (resident-dynamic) wins
     engine_options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, **options)
     engine = assemble_engine(weights, IdOnlyTokenizer(), engine_options, plan, device, args.max_len, provider=provider)
     provider = engine.runner.experts
@@ -331,6 +332,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--gguf", type=Path, default=None,
                         help="run on this GGUF file's weights (its shape and expert types; --shape, --layers and "
                              "--quant are not used), e.g. the file llama.cpp is measured on")
+    parser.add_argument("--decode", default="auto", choices=("auto", "graphs", "static", "dynamic"),
+                        help="every arm's decode path, as `wisp run --decode` (the resident-dynamic arm keeps its own)")
     parser.add_argument("--link-gbps", type=float, default=None,
                         help="pace host->device expert copies to this many GB/s (25: PCIe4 x16, 12: PCIe3 x16); the "
                              "floors and the planner use it. It cannot show a desktop GPU's memory bandwidth or the "
