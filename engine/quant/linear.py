@@ -24,6 +24,7 @@ GEMV = "byte" if os.environ.get("WISP_WORD_GEMV") == "0" else os.environ.get("WI
 _SPLIT_ITEMS = (item.split("=") for item in os.environ.get("WISP_WIDE_SPLITS", "").split(";") if item)
 WIDE_SPLITS = {key: None if split == "none" else tuple(int(v) for v in split.split(",")) for key, split in _SPLIT_ITEMS}
 
+MAX_GRID_ROWS = 65535  # CUDA's limit on a grid's second axis, where the GEMVs put the matrix's row blocks
 ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
 
 
@@ -220,9 +221,14 @@ def word_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
     if GEMV == "byte":
         return None
     name = spec.qtype.name
-    if name == "Q4_K" and spec.in_features >= 2048:
-        return 2, 8, 1
-    return {"Q6_K": (4, 1, 1), "Q8_0": (2, 1, 1)}.get(name)
+    split = (2, 8, 1) if name == "Q4_K" and spec.in_features >= 2048 else {"Q6_K": (4, 1, 1), "Q8_0": (2, 1, 1)}.get(name)
+    return split if split is not None and fits_grid(spec, split[0]) else None
+
+
+def fits_grid(spec: QuantLinearSpec, rows_per_program: int) -> bool:
+    """A GEMV of this matrix at rows_per_program launches at most MAX_GRID_ROWS programs along its rows (an lm_head
+    of 151,936 rows at two a program would not; it runs a kernel with more rows a program)."""
+    return _cdiv(spec.out_features, rows_per_program) <= MAX_GRID_ROWS
 
 
 def runs_words(device: torch.device, spec: QuantLinearSpec) -> bool:
@@ -242,7 +248,8 @@ def wide_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
         return None
     supers = 1 << (_cdiv(spec.in_features, 256) - 1).bit_length()  # super-blocks a row, to a power of two
     default = {"Q4_K": (2, min(8, max(2, supers)), 1), "Q6_K": (2, min(4, supers), 1)}.get(name)
-    return WIDE_SPLITS.get(f"{name}:{spec.in_features}", default)
+    split = WIDE_SPLITS.get(f"{name}:{spec.in_features}", default)
+    return split if split is not None and fits_grid(spec, split[0]) else None
 
 
 def runs_wide(device: torch.device, spec: QuantLinearSpec, table: torch.Tensor) -> bool:
