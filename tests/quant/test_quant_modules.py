@@ -59,12 +59,14 @@ def test_a_decode_row_does_not_depend_on_the_rows_beside_it():
 
 
 def test_a_long_step_dequantizes_in_tiles_with_the_same_result(monkeypatch):
+    """Within fp32 rounding: the CPU's GEMM blocks a 7-row weight otherwise than the whole one (seen with MKL held to
+    AVX2: up to 3e-5 apart on outputs up to ~126), while a tile that read the wrong rows would be off by the outputs' size."""
     module, _ = layer(Q8_0, bias=True)
     x = torch.randn(GEMV_ROWS * 3, IN, generator=torch.Generator().manual_seed(4))
     whole = module(x)
     monkeypatch.setattr(quant_modules, "DEQUANT_TILE_BYTES", 7 * IN * 4)  # 7-row tiles: 6 tiles, the last short
     assert quant_modules.tile_rows(module.spec, 4) == 7
-    torch.testing.assert_close(module(x), whole, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(module(x), whole, rtol=1e-4, atol=1e-4 * whole.abs().max().item())
 
 
 def test_quant_embedding_rows_are_the_dequantized_table_rows():
