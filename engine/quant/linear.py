@@ -221,7 +221,10 @@ def word_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
     if GEMV == "byte":
         return None
     name = spec.qtype.name
-    split = (2, 8, 1) if name == "Q4_K" and spec.in_features >= 2048 else {"Q6_K": (4, 1, 1), "Q8_0": (2, 1, 1)}.get(name)
+    if name == "Q4_K" and spec.in_features >= 2048:
+        split = (2, 8, 1)
+    else:
+        split = {"Q6_K": (4, 1, 1), "Q8_0": (2, 1, 1)}.get(name)
     return split if split is not None and fits_grid(spec, split[0]) else None
 
 

@@ -60,7 +60,8 @@ def test_a_decode_row_does_not_depend_on_the_rows_beside_it():
 
 def test_a_long_step_dequantizes_in_tiles_with_the_same_result(monkeypatch):
     """Within fp32 rounding: the CPU's GEMM blocks a 7-row weight otherwise than the whole one (seen with MKL held to
-    AVX2: up to 3e-5 apart on outputs up to ~126), while a tile that read the wrong rows would be off by the outputs' size."""
+    AVX2: up to 3e-5 apart on outputs up to ~126), while a tile that read the wrong rows would be off by the
+    outputs' size."""
     module, _ = layer(Q8_0, bias=True)
     x = torch.randn(GEMV_ROWS * 3, IN, generator=torch.Generator().manual_seed(4))
     whole = module(x)
