@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.quant.linear import QuantLinearSpec, dequantize
+from engine.quant.linear import dequantize
 from engine.quant.quant_modules import GEMV_ROWS, QuantEmbedding, QuantLinear
-from engine.quant.synthetic import random_blocks
 from engine.quant.types import Q4_K, Q5_K, Q6_K, Q8_0
+from tests.gpu.test_quant_matmul import matrix
 
 pytestmark = pytest.mark.gpu
 
@@ -25,9 +25,7 @@ def cuda():
 
 
 def layer(qtype, out_features, in_features, cuda, seed=0):
-    spec = QuantLinearSpec(qtype, out_features, in_features)
-    generator = torch.Generator(device=cuda).manual_seed(seed)
-    blocks = random_blocks(spec, 1, generator, cuda).reshape(-1)
+    blocks, spec = matrix(qtype, out_features, in_features, cuda, seed)
     return QuantLinear(blocks, spec), dequantize(blocks.cpu(), spec, torch.float32).double()
 
 
@@ -65,8 +63,7 @@ def test_decode_rows_are_batch_invariant_and_graph_invariant(cuda):
 
 
 def test_quant_embedding_rows_are_the_dequantized_table_rows(cuda):
-    spec = QuantLinearSpec(Q4_K, 4096, 2048)
-    blocks = random_blocks(spec, 1, torch.Generator(device=cuda).manual_seed(2), cuda).reshape(-1)
+    blocks, spec = matrix(Q4_K, 4096, 2048, cuda, seed=2)
     embedding = QuantEmbedding(blocks, spec, torch.bfloat16)
     ids = torch.tensor([7, 4095, 7, 0, 1234], device=cuda)
     table = dequantize(blocks.cpu(), spec, torch.bfloat16)
