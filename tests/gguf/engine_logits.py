@@ -37,3 +37,17 @@ def agreement(ours: np.ndarray, reference: np.ndarray) -> tuple[float, float]:
     log_ref = torch.log_softmax(torch.from_numpy(reference).double(), -1)
     kl = (log_ref.exp() * (log_ref - log_ours)).sum(-1).mean().item()
     return float((ours.argmax(-1) == reference.argmax(-1)).mean()), kl
+
+
+def file_logits(path, token_ids: list[int], rounded: bool = False) -> np.ndarray:
+    """prefill_logits of a fresh CPU engine on the GGUF file at path; rounded: with llama.cpp's activation rounding
+    before every quantized matmul (tests/gguf/activation_quant)."""
+    from engine.api import Engine, EngineOptions
+    from engine.gguf.model_file import GgufModel
+    from tests.gguf.activation_quant import llama_cpp_activations
+
+    with Engine(EngineOptions(model=str(path), device="cpu", backend="wisp", max_model_len=64)) as engine:
+        if not rounded:
+            return prefill_logits(engine, token_ids)
+        with llama_cpp_activations(engine._core.runner.model, GgufModel(path).tensor_types()):
+            return prefill_logits(engine, token_ids)

@@ -13,8 +13,7 @@ from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.errors import UnsupportedModelError
 from engine.gguf.convert import convert
 from engine.gguf.model_file import GgufModel
-from tests.gguf.activation_quant import llama_cpp_activations
-from tests.gguf.engine_logits import agreement, prefill_logits
+from tests.gguf.engine_logits import agreement, file_logits
 from tests.gguf.peaked import greedy_files, peaked_files  # noqa: F401 (the fixtures)
 from tests.gguf.reference import llama_cpp_logits
 from tests.gguf.vocabs import rewrite_gguf
@@ -23,11 +22,7 @@ TOKENS = np.random.default_rng(0).integers(3, 384, 512).tolist()
 
 
 def wisp_logits(path, rounded: bool = False) -> np.ndarray:
-    with Engine(EngineOptions(model=str(path), device="cpu", backend="wisp", max_model_len=64)) as engine:
-        if not rounded:
-            return prefill_logits(engine, TOKENS)
-        with llama_cpp_activations(engine._core.runner.model, GgufModel(path).tensor_types()):
-            return prefill_logits(engine, TOKENS)
+    return file_logits(path, TOKENS, rounded)
 
 
 def greedy(path, backend: str) -> tuple[int, ...]:

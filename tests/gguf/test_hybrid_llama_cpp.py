@@ -14,9 +14,7 @@ import numpy as np
 import pytest
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.gguf.model_file import GgufModel
-from tests.gguf.activation_quant import llama_cpp_activations
-from tests.gguf.engine_logits import agreement, prefill_logits
+from tests.gguf.engine_logits import agreement, file_logits
 from tests.gguf.models import write_model
 from tests.gguf.peaked import PeakedFiles, peaked_files  # noqa: F401 (the fixture)
 from tests.gguf.reference import dequantized_copy, llama_cpp_logits
@@ -43,11 +41,7 @@ def calm_files(tmp_path_factory) -> CalmFiles:
 
 
 def wisp_logits(path, rounded: bool = False) -> np.ndarray:
-    with Engine(EngineOptions(model=str(path), device="cpu", backend="wisp", max_model_len=64)) as engine:
-        if not rounded:
-            return prefill_logits(engine, TOKENS)
-        with llama_cpp_activations(engine._core.runner.model, GgufModel(path).tensor_types()):
-            return prefill_logits(engine, TOKENS)
+    return file_logits(path, TOKENS, rounded)
 
 
 def greedy(path, backend: str, prompt: list[int]) -> tuple[int, ...]:
