@@ -129,13 +129,19 @@ def test_paged_hybrid_shape_stays_within_budget(name):
 
 
 @pytest.mark.parametrize("model_type", HYBRID_TYPES)
-def test_graph_decode_gives_the_dynamic_paths_tokens_in_every_expert_mode(model_dir, model_type):
-    """`--decode graphs` (opt-in for hybrids): the whole-step CUDA graph path gives the dynamic path's tokens, and its
-    bits are the same in every expert mode."""
+def test_graph_decode_gives_the_dynamic_paths_tokens_and_the_same_bits_in_every_expert_mode(model_dir, model_type):
+    """The whole-step CUDA graph path gives the dynamic path's tokens in fp32 (their logprobs within rounding: the
+    padded batch computes the linear layers' state updates as one batch, the dynamic path per sequence), and in bf16
+    its bits are the same in every expert mode. bf16 tokens are not compared across the two paths: the tiny models'
+    top logprobs sit near -3.5, so a bf16 rounding apart can pick another token (seen on the CPU)."""
+    exact = model_dir(model_type, torch.float32)
+    dynamic = outputs(exact, experts="resident", decode="dynamic", dtype="float32")
+    graphed = outputs(exact, experts="resident", decode="graphs", dtype="float32")
+    assert [ids for ids, _ in graphed] == [ids for ids, _ in dynamic]
+    for (_, a), (_, b) in zip(graphed, dynamic):
+        assert max(abs(x - y) for x, y in zip(a, b)) < 1e-3
     folder = model_dir(model_type, torch.bfloat16)
     args = read_args(folder)
-    dynamic = outputs(folder, experts="resident", decode="dynamic")
-    graphed = outputs(folder, experts="resident", decode="graphs")
-    assert [ids for ids, _ in graphed] == [ids for ids, _ in dynamic]
+    reference = outputs(folder, experts="resident", decode="graphs")
     for name, options in mode_options(args.num_experts_per_tok, args.num_experts).items():
-        assert outputs(folder, decode="graphs", **options) == graphed, name
+        assert outputs(folder, decode="graphs", **options) == reference, name
