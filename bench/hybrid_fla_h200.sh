@@ -31,7 +31,7 @@ print('torch', torch.__version__, 'triton', triton.__version__, 'fla', fla.__ver
 timeout $(left ${TESTS_S:-80}) python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/gpu/test_hybrid_fla.py \
     --durations=5 > "$OUT/gpu-tests.txt" 2>&1
 echo "tests rc $? at ${SECONDS}s"
-grep -E "^(chunked T=2048|recurrent) " "$OUT/gpu-tests.txt" | cut -c1-200  # max |fla - torch| / max |torch|
+grep -oE "(chunked T=2048|recurrent) .*" "$OUT/gpu-tests.txt" | cut -c1-200  # max |fla - torch| / max |torch|
 grep -E "passed|failed|error" "$OUT/gpu-tests.txt" | tail -3 | cut -c1-300
 
 timeout $(left ${TIMING_S:-25}) python3 bench/hybrid_fla_timing.py --out "$OUT/timing-pinned.json" \
