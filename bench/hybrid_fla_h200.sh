@@ -28,7 +28,7 @@ install_wheel fla 'fla_core-*.whl'
 python3 -c "import torch, triton, fla, fla.ops.gated_delta_rule
 print('torch', torch.__version__, 'triton', triton.__version__, 'fla', fla.__version__)" 2>&1 | tail -1
 
-timeout $(left ${TESTS_S:-80}) python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/gpu/test_hybrid_fla.py \
+timeout $(left ${TESTS_S:-85}) python3 -m pytest -q -s -p no:cacheprovider -m gpu tests/gpu/test_hybrid_fla.py \
     --durations=5 > "$OUT/gpu-tests.txt" 2>&1
 echo "tests rc $? at ${SECONDS}s"
 grep -oE "(chunked T=2048|recurrent) .*" "$OUT/gpu-tests.txt" | cut -c1-200  # max |fla - torch| / max |torch|
