@@ -9,7 +9,8 @@ from torch import nn
 
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, PaddedDecodeMetadata, SeqSpan
-from engine.model.gated_deltanet import causal_conv, chunked, recurrent_step
+from engine.model.delta_rule_kernels import kernels_for
+from engine.model.gated_deltanet import causal_conv
 from engine.model.layers import apply_rope
 from engine.model.state_cache import HybridCache
 
@@ -55,7 +56,8 @@ class GatedRMSNorm(nn.Module):
 class GatedDeltaNet(nn.Module):
     """Linear attention with a fixed-size state per sequence. Parameter names as the checkpoints' linear_attn.*, the
     input projections as LinearAttentionArgs.projections names them; with llama_cpp_values the decay rate A itself
-    (-exp(A_log)) instead of A_log."""
+    (-exp(A_log)) instead of A_log. The gated delta rule runs on the kernels engine.model.delta_rule_kernels picks
+    for the device (torch, or fla's on CUDA); the conv is the torch one everywhere."""
 
     def __init__(self, args: ModelArgs, state_layer: int):
         super().__init__()
@@ -147,6 +149,7 @@ class GatedDeltaNet(nn.Module):
         state = cache.recurrent[layer][slot].zero_() if is_start else cache.recurrent[layer][slot]
         conv_out, cache.conv[layer][slot] = causal_conv(mixed[rows], history, self.conv1d.weight[:, 0])
         q, k, v = self.split_heads(conv_out)
+        chunked = kernels_for(out.device.type).chunked
         out[rows], cache.recurrent[layer][slot] = chunked(q, k, v, g[rows], beta[rows], state)
 
     def decode(self, slots: torch.Tensor, mixed, g, beta, cache: HybridCache) -> torch.Tensor:
@@ -156,7 +159,7 @@ class GatedDeltaNet(nn.Module):
         history, state = cache.read_states(layer, slots)
         conv_out, history = causal_conv(mixed[:, None], history, self.conv1d.weight[:, 0])
         q, k, v = self.split_heads(conv_out[:, 0])
-        out, state = recurrent_step(q, k, v, g, beta, state)
+        out, state = kernels_for(v.device.type).recurrent_step(q, k, v, g, beta, state)
         cache.write_states(layer, slots, history, state)
         return out
 
