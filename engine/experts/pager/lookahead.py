@@ -11,7 +11,8 @@ layer computes the staged experts it routed straight from the ring once their co
 streams its other misses through its slots as before.
 
 Staged experts are not cached: the next layer's slots and LRU change only by the misses it still streams, so the
-working set decode steps rely on is protected as before. A staged expert the layer routes counts as a hit and a
+working set decode steps rely on is protected as before. A layer with free slots is not staged for: its misses fill
+them and stay cached, as without lookahead. A staged expert the layer routes counts as a hit and a
 prefetch used (as the prefetcher's experts do); every staged expert counts as prefetched.
 
 Memory: the ring lives for one large step (allocated at its first layer that stages, freed at its last MoE layer).
@@ -102,6 +103,8 @@ class Lookahead:
         """Queue copies of the following layer's non-resident experts into the ring (after this layer's copies)."""
         following = self.following[layer]
         lru = self.pager.lru[following]
+        if len(lru.slots) < lru.capacity:  # its misses fill free slots and stay cached there, as without lookahead
+            return
         candidates = [e for e in range(self.num_experts) if e not in lru]
         counts = self.routed_counts.get(following)
         if counts is not None:
