@@ -151,3 +151,13 @@ def test_the_switch_reads_0_or_1(store, monkeypatch):
     monkeypatch.setenv(lookahead.ENV, "yes")
     with pytest.raises(ValueError, match="WISP_PREFILL_OVERLAP"):
         PagedExperts(store, CPU, {layer: 2 for layer in LAYERS})
+
+
+@pytest.mark.parametrize("expert_bytes", [4096, 3_059_712, 6 * 2**20, 400 * 2**20])
+def test_the_ring_fits_the_plans_gathered_experts_term(expert_bytes):
+    """The ring is counted in the workspace's term for a small step's gathered experts (never live at once)."""
+    from engine.alloc.memory_plan import GATHER_LIMIT_BYTES, GATHER_MAX_ENTRIES
+
+    assert lookahead.gathered_rows(expert_bytes) * expert_bytes <= min(GATHER_LIMIT_BYTES,
+                                                                       GATHER_MAX_ENTRIES * expert_bytes)
+    assert lookahead.gathered_rows(3_059_712) == 64  # Qwen3-30B-A3B's Q4_K_M slots: 187 MiB
