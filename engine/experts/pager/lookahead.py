@@ -53,7 +53,7 @@ class Lookahead:
     def __init__(self, pager, rows: int):
         """pager: the HostPager whose slots, copies and counters this uses; rows: the ring's size (0: off)."""
         self.pager, self.rows = pager, rows
-        layers = list(pager.lru)
+        layers = sorted(pager.lru)  # the order a forward runs them
         self.following = dict(zip(layers, layers[1:]))
         self.ring: torch.Tensor | None = None  # [rows, numel] while a large step stages
         self.free_event = None  # on the compute stream, after the ring's last reader
