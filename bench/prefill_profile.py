@@ -12,10 +12,14 @@ routing, as `wisp bench`):
 4. at each length: the host syncs of the step (CUDA's sync debug mode, by source line), the host's top functions
    (cProfile), then one step under the torch profiler: top kernels by GPU time, the kernel count, the GPU's busy
    time (union of kernels, copies and memsets) against the step's wall time, its longest idle gaps;
-5. with --paged-budget: 2 (at each tile configuration) and 4 for the WiSP arm at that budget, at the first length.
+5. with --paged-budget: 2 (at each tile configuration) and 4 for the WiSP arm at that budget, at the first length;
+   with --overlap too, instead: the WiSP prompt step at each WISP_PREFILL_OVERLAP value (engine.experts.pager.lookahead)
+   and each length, the values interleaved step by step in one engine, with each step's expert copies.
+With --overlap the suite's WiSP rows run once per value (the resident arm at the first), each into suite-overlapV/.
 
     python -m bench.prefill_profile --out DIR --prompts 512,2048 --tiles default --time-tiles "64,32,64,8,3"
     python -m bench.prefill_profile --out DIR --device cpu --layers 2 --prompts 64 --no-suite   # the CPU check
+    python -m bench.prefill_profile --out DIR --prompts 512,2048 --overlap 0,1 --paged-budget 12 --no-profile
 
 Writes DIR/profile.json (every row) and DIR/tables.txt (the profiler's and cProfile's tables)."""
 
@@ -382,6 +386,58 @@ def paged_profile(args, host, device, report: Report, prompt: int) -> None:
     engine.close()
 
 
+def overlap_ab(args, host, device, report: Report, prompts: list[int]) -> None:
+    """The WiSP arm's prompt step at --paged-budget GiB at each --overlap value, interleaved step by step in one
+    engine (same machine, same slots), at each length: wall time (synchronised before and after) and the step's
+    expert traffic (bytes copied, the copy stream's busy time, staged experts and those used)."""
+    from engine.alloc.cost_model import LinkCost
+    from engine.alloc.memory_plan import GiB
+    from engine.bench.copy_rates import copy_loop_rate
+    from engine.experts.pager import lookahead
+
+    trace = load_trace(args.trace)
+    link = LinkCost(copy_loop_rate(host.store, device) * 1e9, 20e-6, 0.012, 0.0004)
+    plan = suite.mvwsa_plan(host, int(args.paged_budget * GiB), trace, link, 1, args.max_len)
+    engine = assemble_engine(host, IdOnlyTokenizer(), EngineOptions(device=device.type, experts=plan.mode), plan,
+                             device, args.max_len)
+    TraceRouter(trace, device).drive(engine)
+    steps, pager = PromptSteps(engine), engine.runner.experts
+    values = args.overlap.split(",")
+
+    def set_overlap(value: str) -> None:
+        with environment(**{lookahead.ENV: value}):
+            pager.host_pager.lookahead.rows = lookahead.configured_rows(host.store.expert_bytes)
+
+    for prompt in prompts:
+        rows = {value: [] for value in values}
+        for value in values:  # compiles, fills the ring's ranking
+            set_overlap(value)
+            steps.once(prompt, 0, None)
+        for seed in range(args.steps):
+            for value in values:
+                set_overlap(value)
+                times, before = [], pager.counters.snapshot()
+                steps.once(prompt, 10 + seed, timed(device, times))
+                pager.synchronize()
+                after = pager.counters
+                rows[value].append({"step_s": times[0], "h2d_gb": (after.h2d_bytes - before.h2d_bytes) / 1e9,
+                                    "copy_s": after.copy_s - before.copy_s,
+                                    "staged": after.prefetched - before.prefetched,
+                                    "staged_used": after.prefetch_used - before.prefetch_used})
+        for value in values:
+            runs = rows[value]
+            median = sorted(runs, key=lambda r: r["step_s"])[len(runs) // 2]
+            report.row({"what": "wisp prompt step", "arm": f"wisp {args.paged_budget:g} GiB", "overlap": value,
+                        "prompt": prompt, "ring_rows": lookahead.gathered_rows(host.store.expert_bytes)
+                        if value == "1" else 0, **median, "runs": runs})
+    set_overlap(values[0])
+    engine.close()
+    del engine, steps, pager
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def suite_rows(args, host, device, out: Path, report: Report, started: float) -> None:
     """`wisp bench` at each prompt length on the weights built here, as engine.bench.suite.main runs its sessions."""
     argv = ["--shape", args.shape, "--trace", str(args.trace), "--budgets", args.budgets, "--arms", args.arms,
@@ -393,19 +449,28 @@ def suite_rows(args, host, device, out: Path, report: Report, started: float) ->
         argv += ["--quant", args.quant]
     base = suite.parse_args(argv)
     facts = suite.run_facts(base, host.args, host, device, 0.0)
+    values = args.overlap.split(",") if args.overlap else [None]
+    others = ",".join(a for a in args.arms.split(",") if a != "resident")
     for prompt in args.prompts.split(","):
-        if time.perf_counter() - started > args.suite_deadline:
-            report.row({"what": "suite", "prompt": int(prompt), "skipped": "past --suite-deadline"})
-            continue
-        session = suite.parse_args(argv + shlex.split(f"--prompt {prompt}"))
-        suite.run_session(session, host, device, {**facts, "trace": session.trace.name})
+        for i, value in enumerate(values):
+            arms = args.arms if i == 0 else others
+            if time.perf_counter() - started > args.suite_deadline:
+                report.row({"what": "suite", "prompt": int(prompt), "overlap": value,
+                            "skipped": "past --suite-deadline"})
+                continue
+            if not arms:
+                continue
+            folder = "suite" if value is None else f"suite-overlap{value}"
+            session = suite.parse_args(argv + shlex.split(f"--prompt {prompt} --arms {arms} --out {out / folder}"))
+            with environment(**({} if value is None else {"WISP_PREFILL_OVERLAP": value})):
+                suite.run_session(session, host, device, {**facts, "trace": session.trace.name})
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.prefill_profile", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_shape_options(parser)
-    parser.add_argument("--quant", default="Q4_K_M")
+    parser.add_argument("--quant", default="Q4_K_M", help="'': bf16 experts")
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--prompts", default="512,2048")
     parser.add_argument("--steps", type=int, default=3, help="timed prompt steps per length (median)")
@@ -424,22 +489,40 @@ def main(argv: list[str] | None = None) -> None:
                         help="other tile configurations (;-separated) to time the prompt step at")
     parser.add_argument("--paged-budget", type=float, default=0.0,
                         help="GiB: last, profile the WiSP arm's prompt step at the first --prompts length")
+    parser.add_argument("--overlap", default="",
+                        help="WISP_PREFILL_OVERLAP values (e.g. 0,1): the suite's WiSP rows at each, and with "
+                             "--paged-budget the WiSP prompt step at each, interleaved")
+    parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
+                        help="the resident prompt step's timings, memory and profiles (and the WiSP step's profile)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     started = time.perf_counter()
     device = torch.device(args.device if torch.cuda.is_available() else "cpu")
     report = Report(args.out)
-    host = synthetic_weights(shape_of(args), device, experts_on_host=True, quant=args.quant)
+    host = synthetic_weights(shape_of(args), device, experts_on_host=True, quant=args.quant or None)
     report.row({"what": "built", "s": time.perf_counter() - started, "device": str(device), "torch": torch.__version__})
+    prompts = [int(p) for p in args.prompts.split(",")]
+    if args.overlap and args.paged_budget:  # first: the same-engine A/B does not depend on the suite's time left
+        overlap_ab(args, host, device, report, prompts)
     if args.suite:
         suite_rows(args, host, device, args.out, report, started)
+    if args.profile:
+        resident_profile(args, host, device, report, prompts)
+    if args.paged_budget and not args.overlap:
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        paged_profile(args, host, device, report, prompts[0])
+    report.row({"what": "done", "s": time.perf_counter() - started})
+
+
+def resident_profile(args, host, device, report: Report, prompts: list[int]) -> None:
+    """Sections 2-4: the resident prompt step's timings, memory and profiles."""
     resident = suite.resident_weights(host, device) if device.type == "cuda" else host
     plan = suite.plan_for(resident, "resident", None, None, 1, args.max_len)
     engine = assemble_engine(resident, IdOnlyTokenizer(), EngineOptions(device=device.type), plan, device,
                              args.max_len)
     TraceRouter(load_trace(args.trace), device).drive(engine)
     steps = PromptSteps(engine)
-    prompts = [int(p) for p in args.prompts.split(",")]
     for tiles in ["default"] + list(filter(None, args.time_tiles.split(";"))):  # timings before any profiler
         for prompt in prompts:
             time_prompt(report, steps, device, prompt, args.steps, tiles)
@@ -451,11 +534,6 @@ def main(argv: list[str] | None = None) -> None:
     engine.close()
     del engine, steps, resident
     gc.collect()
-    if args.paged_budget:
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-        paged_profile(args, host, device, report, prompts[0])
-    report.row({"what": "done", "s": time.perf_counter() - started})
 
 
 if __name__ == "__main__":

@@ -84,8 +84,15 @@ class MemoryPlan:
         return None if self.budget_bytes is None else self.budget_bytes - self.total_bytes
 
 
+def gathered_rows(expert_bytes: int) -> int:
+    """Expert rows of the workspace's gathered-experts term: a small step's gathered blocks, or a large step's
+    lookahead ring (engine.experts.pager.lookahead). Never both at once: a step is small or large."""
+    return min(GATHER_MAX_ENTRIES, GATHER_LIMIT_BYTES // expert_bytes)
+
+
 def workspace_bytes(sizes: ModelSizes, max_batched_tokens: int, max_num_seqs: int) -> int:
     """Activations of the largest step: hidden states, attention/MLP temporaries, the [T, K, D] expert buffer,
+    the gathered experts of a small step (or a large step's lookahead ring, at most as many bytes: gathered_rows),
     and fp32 logits with the sampler's copies. Generous on purpose: it is measured against the budget."""
     per_token = (sizes.top_k + 24) * sizes.hidden_size * sizes.dtype_bytes
     logits = 4 * max_num_seqs * sizes.vocab_size * 4

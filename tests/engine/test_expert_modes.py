@@ -98,3 +98,28 @@ def test_grouped_prefill_is_bitwise_across_modes(tiny_model_dir, monkeypatch):
     modes = mode_options(args.num_experts_per_tok, args.num_experts)
     for name in ("static", "paged-top_k", "paged-all"):
         assert outputs(folder, **modes[name]) == reference, name
+
+
+@pytest.mark.parametrize("rows", [2, 64])
+def test_prefill_lookahead_is_bitwise_resident(tiny_model_dir, monkeypatch, rows):
+    """WISP_PREFILL_OVERLAP=1 with every large step staging (forced: the tiny prompts have a few tokens): paged
+    layers compute the experts staged for them from the lookahead ring, at a ring smaller than a layer's misses and
+    at one holding them all; the same tokens and logprobs as resident."""
+    from engine.experts.pager import lookahead
+    from engine.experts.routing import dispatch
+
+    folder = tiny_model_dir("qwen3_moe")
+    args = read_args(folder)
+    monkeypatch.setattr(dispatch, "GATHER_LIMIT_BYTES", 3 * read_args(tiny_model_dir("olmoe")).expert_numel * 4)
+    reference = outputs(folder, experts="resident")
+    monkeypatch.setenv(lookahead.ENV, "1")
+    monkeypatch.setattr(lookahead, "MIN_ENTRIES_PER_EXPERT", 1)
+    monkeypatch.setattr(lookahead, "gathered_rows", lambda _: rows)
+    staged = []
+    stage = lookahead.Lookahead.stage
+    monkeypatch.setattr(lookahead.Lookahead, "stage", lambda self, layer: staged.append(layer) or stage(self, layer))
+    modes = mode_options(args.num_experts_per_tok, args.num_experts)
+    for name in ("paged-top_k", "paged-2top_k"):
+        staged.clear()
+        assert outputs(folder, **modes[name]) == reference, name
+        assert staged, name

@@ -20,8 +20,10 @@ class CopyEngine:
         self.prefetched: dict[int, set[int]] = {}
         self.pace = None  # engine.experts.pager.link_pace.LinkPace: copies paced to a slower link (benchmarks)
 
-    def copy(self, pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        """Start copying each (device slot, host block) pair; wait() before using the slots."""
+    def copy(self, pairs: list[tuple[torch.Tensor, torch.Tensor]], after=None) -> None:
+        """Start copying each (device slot, host block) pair; wait() before using the slots. The copies wait for
+        the compute stream's work queued so far (slots being overwritten may still be read), or, given `after`
+        (an event on the compute stream after the targets' last reader), only for that."""
         nbytes = sum(src.numel() * src.element_size() for _, src in pairs)
         self.counters.h2d_bytes += nbytes
         self.counters.timed_bytes += nbytes
@@ -32,7 +34,10 @@ class CopyEngine:
             self.counters.copy_s += time.perf_counter() - start
             return
         self.settle()
-        self.stream.wait_stream(torch.cuda.current_stream())  # slots being overwritten may still be read
+        if after is None:
+            self.stream.wait_stream(torch.cuda.current_stream())
+        else:
+            self.stream.wait_event(after)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         with torch.cuda.stream(self.stream):
             start.record()

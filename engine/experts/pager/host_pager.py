@@ -11,7 +11,9 @@ Misses on experts the host tier left in the model file are read through staging 
 A large step (a prompt) touches most experts of a layer once; it must not flush the working set decode steps
 built. So a large step never evicts the layer's most recently used experts (PROTECTED_SHARE of its slots): it
 streams its misses through the other slots, and the experts it brought in become the least recently used, the
-first that later misses evict. Its hits keep their places."""
+first that later misses evict. Its hits keep their places. With lookahead (engine.experts.pager.lookahead), a large
+enough step also queues the next layer's missing experts into a ring of device rows once this layer's copies are
+queued, so the link keeps copying while this layer computes."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import torch
 
 from engine.alloc.expert_lru import ExpertLRU
 from engine.experts.pager.copy_engine import CopyEngine
+from engine.experts.pager.lookahead import Lookahead, configured_rows
 from engine.experts.counters import ExpertCounters
 from engine.experts.routing.dispatch import combine, combine_grouped, is_small_step, start_layer
 from engine.experts.pager.mapped_reads import RowCopier
@@ -41,6 +44,7 @@ class HostPager:
         self.rows = RowCopier(host, self.copies, counters, device)
         # "0": large steps evict as small ones do and touch every expert they use (the bench's before/after switch)
         self.protected_share = PROTECTED_SHARE if os.environ.get("WISP_PROTECT_WORKING_SET", "1") != "0" else 0.0
+        self.lookahead = Lookahead(self, configured_rows(host.expert_bytes))
 
     @property
     def capacity(self) -> dict[int, int]:
@@ -49,6 +53,7 @@ class HostPager:
     def resize(self, capacity: dict[int, int], release: Callable[[], None]) -> None:
         """Change slots per layer, keeping each layer's most recently used experts that fit. release() drops
         every other reference to the old pool first: the budget holds one pool, never two."""
+        self.lookahead.end()
         kept = {}
         for layer, lru in self.lru.items():
             lru.shrink_to(min(capacity[layer], self.host.num_experts))
@@ -63,6 +68,7 @@ class HostPager:
 
     def forget(self) -> None:
         """Empty every layer's slots (their contents can no longer be trusted)."""
+        self.lookahead.end()
         for lru in self.lru.values():
             lru.slots.clear()
 
@@ -75,18 +81,28 @@ class HostPager:
     def step(self, layer: int, x, ids, ids_host: np.ndarray, weights, needed: list[int]) -> torch.Tensor:
         """One layer-step from the routed ids already on the host. -> [T, D]"""
         hits, misses = self.lru[layer].split(needed)
-        self.counters.count(layer, len(hits), len(misses))
+        is_small = is_small_step(ids.shape[0], ids.shape[1], self.layout.expert_bytes)
+        staged = {} if is_small else self.lookahead.take(layer, misses)  # expert -> lookahead ring row
+        misses = [e for e in misses if e not in staged]
+        self.counters.count(layer, len(hits) + len(staged), len(misses))
+        self.counters.prefetch_used += len(staged)
         self.copies.wait_prefetch(layer)
         self.counters.prefetch_used += self.copies.take_prefetched(layer, hits)
-        if is_small_step(ids.shape[0], ids.shape[1], self.layout.expert_bytes):
+        if is_small:
+            self.lookahead.end()
             out = self._gathered(layer, x, ids, ids_host, weights, misses, set(needed))
             self.lru[layer].touch(needed)
-        elif self.protected_share:
-            out, streamed = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed))
+            return out
+        stages = self.lookahead.begin(layer, ids.numel())
+        out, streamed = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed), staged, stages)
+        if self.protected_share:
             self.lru[layer].demote(streamed)
         else:
-            out, _ = self._per_expert(layer, x, ids, ids_host, weights, hits, misses, set(needed))
             self.lru[layer].touch(needed)
+        if self.lookahead.rows:
+            self.lookahead.observe(layer, ids_host)
+        if not stages:
+            self.lookahead.end()
         return out
 
     def _gathered(self, layer, x, ids, ids_host, weights, misses, pending) -> torch.Tensor:
@@ -114,11 +130,12 @@ class HostPager:
         rows = [lru.slot_of(int(e)) if int(e) in lru else 0 for e in experts]
         return torch.tensor(rows, dtype=torch.long).to(self.device)
 
-    def _per_expert(self, layer, x, ids, ids_host, weights, hits, misses, pending):
+    def _per_expert(self, layer, x, ids, ids_host, weights, hits, misses, pending, staged, stages: bool):
         """Large step: each expert multiplies its own tokens; misses stream through the slots outside the layer's
         working set in two alternating halves, so one half copies while the other computes. The hits in those
-        slots compute first, freeing them for the first copies, which then overlap the working set's hits.
-        -> ([T, D], the experts brought in, in order)"""
+        slots compute first, freeing them for the first copies, which then overlap the working set's hits, then
+        the experts staged for this layer (in the lookahead ring). stages: once every miss is queued, queue the
+        next layer's into the ring. -> ([T, D], the experts brought in, in order)"""
         dispatch, out = start_layer(x, ids_host, weights, self.host.num_experts)
         index = {int(e): u for u, e in enumerate(dispatch.experts)}
         lru = self.lru[layer]
@@ -127,6 +144,12 @@ class HostPager:
         self._compute(layer, [e for e in hits if e not in protected], index, dispatch, out, pending)
         in_flight = [self._start_group(layer, misses, half, pending | protected) for _ in range(2)]
         self._compute(layer, [e for e in hits if e in protected], index, dispatch, out, pending)
+        if staged:
+            self.lookahead.compute(layer, staged, index, dispatch, out)
+            pending.difference_update(staged)
+        if stages and not misses:
+            self.lookahead.stage(layer)
+            stages = False
         while in_flight:
             group, copied = in_flight.pop(0)
             if not group:
@@ -137,6 +160,9 @@ class HostPager:
             self._compute(layer, group, index, dispatch, out, pending)
             streamed += group
             in_flight.append(self._start_group(layer, misses, half, pending | protected))  # the slots just freed
+            if stages and not misses:
+                self.lookahead.stage(layer)
+                stages = False
         return combine_grouped(out, dispatch, ids), streamed
 
     def _start_group(self, layer: int, misses: list[int], size: int, keep: set[int]):

@@ -51,24 +51,25 @@ class RowCopier:
         self.staging = StagingRows(store.tier.staging_rows if store.mapped else 0, store.layout.numel,
                                    store.layout.dtype, pin)
 
-    def copy(self, targets: list[tuple[torch.Tensor, int, int]]) -> None:
-        """Start copying each (device slot, layer, expert); copies.wait() before using the slots."""
+    def copy(self, targets: list[tuple[torch.Tensor, int, int]], after=None) -> None:
+        """Start copying each (device slot, layer, expert); copies.wait() before using the slots. after: see
+        CopyEngine.copy."""
         pairs, taken = [], []
         for slot, layer, expert in targets:
             row = self.store.row(layer, expert)
             if row is None:
                 if self.staging.is_exhausted:
-                    self._start(pairs, taken)
+                    self._start(pairs, taken, after)
                     pairs, taken = [], []
                 taken.append(self.staging.take())
                 row = self.staging.rows[taken[-1]]
                 self._read(layer, expert, row)
             pairs.append((slot, row))
-        self._start(pairs, taken)
+        self._start(pairs, taken, after)
 
-    def _start(self, pairs, taken: list[int]) -> None:
+    def _start(self, pairs, taken: list[int], after=None) -> None:
         if pairs:
-            self.copies.copy(pairs)
+            self.copies.copy(pairs, after)
         if taken:
             self.staging.started(self.copies.last_event if self.copies.stream is not None else None, taken)
 
