@@ -17,7 +17,7 @@ from engine.model import gated_deltanet
 
 ENV_VAR = "WISP_LINEAR_ATTENTION"
 CHOICES = ("fla", "torch")
-DEFAULT_KERNELS = "torch"
+DEFAULT_KERNELS = "fla"
 log = logging.getLogger(__name__)
 
 
@@ -52,7 +52,7 @@ def _kernels(choice: str, device_type: str) -> DeltaRuleKernels:
     try:
         from engine.model import delta_rule_fla
     except Exception as error:  # noqa: BLE001 - a missing or broken fla (or Triton) install means the torch path
-        log.warning("%s=fla: fla does not import (%s: %s); the gated delta rule runs in torch",
-                    ENV_VAR, type(error).__name__, error)
+        log.warning("%s=fla: fla does not import (%s: %s); the gated delta rule runs in torch (pip install -e "
+                    "'.[hybrid]' installs fla-core)", ENV_VAR, type(error).__name__, error)
         return TORCH
     return DeltaRuleKernels("fla", delta_rule_fla.chunked, delta_rule_fla.recurrent_step)

@@ -161,3 +161,9 @@ def test_the_ring_fits_the_plans_gathered_experts_term(expert_bytes):
     assert lookahead.gathered_rows(expert_bytes) * expert_bytes <= min(GATHER_LIMIT_BYTES,
                                                                        GATHER_MAX_ENTRIES * expert_bytes)
     assert lookahead.gathered_rows(3_059_712) == 64  # Qwen3-30B-A3B's Q4_K_M slots: 187 MiB
+
+
+def test_unset_it_is_on_for_cuda_and_off_elsewhere(monkeypatch):
+    monkeypatch.delenv(lookahead.ENV, raising=False)
+    assert lookahead.configured_rows(3_059_712, "cuda") == lookahead.gathered_rows(3_059_712) > 0
+    assert lookahead.configured_rows(3_059_712, "cpu") == 0

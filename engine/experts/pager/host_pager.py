@@ -44,7 +44,7 @@ class HostPager:
         self.rows = RowCopier(host, self.copies, counters, device)
         # "0": large steps evict as small ones do and touch every expert they use (the bench's before/after switch)
         self.protected_share = PROTECTED_SHARE if os.environ.get("WISP_PROTECT_WORKING_SET", "1") != "0" else 0.0
-        self.lookahead = Lookahead(self, configured_rows(host.expert_bytes))
+        self.lookahead = Lookahead(self, configured_rows(host.expert_bytes, torch.device(device).type))
 
     @property
     def capacity(self) -> dict[int, int]:
