@@ -66,3 +66,14 @@ def test_qk_norm_rope_and_cache_write_as_the_torch_ops(monkeypatch, dtype, rotar
         torch.testing.assert_close(k_cache, expected_k, **TOLERANCE[dtype])
     else:  # RoPE alone: fused_rope's roundings, so the bits of the torch ops
         assert torch.equal(out, q_ref) and torch.equal(k_cache, expected_k)
+
+
+def test_the_fused_step_is_opt_in(monkeypatch):
+    from engine.triton_support import fused_step
+
+    monkeypatch.delenv("WISP_FUSED_STEP", raising=False)
+    assert not fused_step()
+    monkeypatch.setenv("WISP_FUSED_STEP", "1")
+    assert fused_step()
+    monkeypatch.setenv("WISP_FUSED_STEP", "0")
+    assert not fused_step()
