@@ -6,7 +6,8 @@ model of a real shape, as `wisp bench`.
     python -m bench.profile_decode --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz \\
         --arms resident,paged-all --tokens 64
 
---gemv wide,word times every arm once with each quantized decode GEMV (engine.quant.linear.GEMV) on the same weights.
+--gemv wide,word times every arm once with each quantized decode GEMV (engine.quant.linear.GEMV) on the same weights;
+--fused-step 0,1 times (and tables) every arm without and with the decode step's fused kernels (WISP_FUSED_STEP).
 
 resident: every expert on the device; paged-all: the pager with a slot for every expert, all warm (the pager's
 own cost, no misses); wisp: the pager at --budget GiB with the configured split. --chunk-layers 48,8 runs every
@@ -26,6 +27,7 @@ import cProfile
 import gc
 import io
 import json
+import os
 import pstats
 from functools import partial
 from pathlib import Path
@@ -154,6 +156,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--gemv", type=parse_list(str), default=None,
                         help="time every arm with each of these quantized decode GEMVs (engine.quant.linear.GEMV: "
                              "wide, word, byte); the tables run the first")
+    parser.add_argument("--fused-step", type=parse_list(int), default=None,
+                        help="time and table every arm with WISP_FUSED_STEP set to each of these (0: the decode step's "
+                             "op-by-op kernels, 1: its fused ones; engine.triton_support.fused_step)")
     parser.add_argument("--tables", action=argparse.BooleanOptionalAction, default=True,
                         help="after all the timings, print each arm's cProfile and torch profiler tables")
     parser.add_argument("--out", type=Path, default=None,
@@ -176,20 +181,32 @@ def main(argv: list[str] | None = None) -> None:
     router = TraceRouter(trace, device)
     arms_of = Arms(host, args, trace, device)
     rows = []
+    fused_values = args.fused_step or [None]
     # every timing before the first profiler table (see the module's docstring)
-    for gemv in args.gemv or [linear.GEMV]:
-        linear.GEMV = gemv  # read at each GEMV call: the graphs captured from here on run this kernel
-        for chunk in args.chunk_layers or [None]:
-            for arm in arms:
-                rows.append(dict(arms_of.run(arm, partial(time_arm, args=args, router=router, chunk_layers=chunk)),
-                                 gemv=gemv))
-                print(json.dumps({"gemv": gemv}), flush=True)
-            if args.out is not None:  # before the tables: a run cut short keeps its timings
-                args.out.write_text(json.dumps(rows))
+    for fused in fused_values:
+        set_fused_step(fused)  # read when a step is traced: the graphs captured from here on use it
+        for gemv in args.gemv or [linear.GEMV]:
+            linear.GEMV = gemv  # read at each GEMV call: the graphs captured from here on run this kernel
+            for chunk in args.chunk_layers or [None]:
+                for arm in arms:
+                    row = arms_of.run(arm, partial(time_arm, args=args, router=router, chunk_layers=chunk))
+                    rows.append(dict(row, gemv=gemv, fused_step=fused))
+                    print(json.dumps({"gemv": gemv, "fused_step": fused}), flush=True)
+                if args.out is not None:  # before the tables: a run cut short keeps its timings
+                    args.out.write_text(json.dumps(rows))
     linear.GEMV = (args.gemv or [linear.GEMV])[0]
     if args.tables:
-        for arm in dict.fromkeys(arms):
-            arms_of.run(arm, partial(print_tables, args=args, router=router))
+        for fused in fused_values:
+            set_fused_step(fused)
+            for arm in dict.fromkeys(arms):
+                print(json.dumps({"tables": arm, "fused_step": fused}), flush=True)
+                arms_of.run(arm, partial(print_tables, args=args, router=router))
+
+
+def set_fused_step(value: int | None) -> None:
+    """WISP_FUSED_STEP for the engines built from here on (None: as the environment has it)."""
+    if value is not None:
+        os.environ["WISP_FUSED_STEP"] = str(value)
 
 
 def rows_path(out: Path) -> Path:

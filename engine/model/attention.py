@@ -14,7 +14,7 @@ from engine.model.decode_attention import decode_attention
 from engine.model.kv_store import store_kv
 from engine.model.layers import RMSNorm, apply_rope
 from engine.model.sink_attention import eager_attention, padded_eager_attention
-from engine.triton_support import HAS_TRITON
+from engine.triton_support import HAS_TRITON, fused_step
 
 
 @dataclass
@@ -141,10 +141,43 @@ class Attention(nn.Module):
         return q, k, v
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata, cache: KVCache):
+        q = self.turn_and_store(x, rope, meta.slot_mapping, cache)
+        return self.o_proj(self.attend_spans(q, meta, cache).view(x.shape[0], -1))
+
+    def turn_and_store(self, x, rope: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
+                       cache: KVCache) -> torch.Tensor:
+        """x [T, D] -> q [T, H, hd] normed and turned; k (normed, turned) and v written at slots [T]. On CUDA
+        with a per-head or no q/k norm, after the projections one kernel (engine.model.fused_qk_rope)."""
+        if self.is_fusable(x, rope, cache):
+            from engine.model.fused_qk_rope import fused_qk_rope_store
+
+            T = x.shape[0]
+            q = self.q_proj(x).view(T, self.num_heads, self.head_dim)
+            k = self.k_proj(x).view(T, self.num_kv_heads, self.head_dim)
+            v = self.v_proj(x).view(T, self.num_kv_heads, self.head_dim)
+            norm = self.qk_norm == "per_head"
+            return fused_qk_rope_store(q, k, v, self.q_norm.weight if norm else None,
+                                       self.k_norm.weight if norm else None, self.q_norm.eps if norm else 0.0,
+                                       *rope, slots, cache.k[self.layer], cache.v[self.layer])
         q, k, v = self.project(x)
         q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        cache.store(self.layer, meta.slot_mapping, k, v)
-        return self.o_proj(self.attend_spans(q, meta, cache).view(x.shape[0], -1))
+        cache.store(self.layer, slots, k, v)
+        return q
+
+    def is_fusable(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: KVCache) -> bool:
+        """Whether turn_and_store's one kernel computes what the op-by-op path computes here."""
+        if not (cache.row_kernel and x.is_cuda and fused_step() and self.clip_qkv is None
+                and self.qk_norm in (None, "per_head")):
+            return False
+        cos, sin = rope
+        if not (cos.dim() == 2 and cos.shape == sin.shape and cos.shape[0] == x.shape[0] and cos.shape[1] % 2 == 0
+                and cos.shape[1] <= self.head_dim and cos.dtype == sin.dtype == x.dtype):
+            return False
+        if self.qk_norm is None:
+            return True
+        norms = (self.q_norm, self.k_norm)
+        return all(norm.weight.dtype == x.dtype and not norm.weight_fp32 and norm.eps == self.q_norm.eps
+                   and not (torch.is_grad_enabled() and norm.weight.requires_grad) for norm in norms)
 
     def attend_spans(self, q: torch.Tensor, meta: AttentionMetadata, cache: KVCache) -> torch.Tensor:
         """q [T, H, hd] of every span over its cached keys and values -> [T, H, hd]."""
@@ -164,9 +197,7 @@ class Attention(nn.Module):
 
     def forward_padded(self, x, rope, meta: PaddedDecodeMetadata, cache: KVCache) -> torch.Tensor:
         """Decode for B sequences at once over contexts padded to a fixed length: no shape depends on data."""
-        q, k, v = self.project(x)  # [B, H, hd], [B, KVH, hd] x2
-        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
-        cache.store(self.layer, meta.slot_mapping, k, v)
+        q = self.turn_and_store(x, rope, meta.slot_mapping, cache)  # [B, H, hd]
         return self.o_proj(self.attend_padded(q, meta, cache).reshape(x.shape[0], -1))
 
     def attend_padded(self, q: torch.Tensor, meta: PaddedDecodeMetadata, cache: KVCache) -> torch.Tensor:

@@ -9,7 +9,7 @@ from torch import nn
 from engine.model.args import ModelArgs
 from engine.model.fused_norm import can_fuse, fused_rms_norm
 from engine.model.rope_scaling import Yarn, inverse_frequencies
-from engine.triton_support import HAS_TRITON
+from engine.triton_support import HAS_TRITON, fused_step
 
 
 class RMSNorm(nn.Module):
@@ -30,6 +30,16 @@ class RMSNorm(nn.Module):
         if self.weight_fp32:
             return (self.weight.float() * x).to(input_dtype)
         return self.weight * x.to(input_dtype)
+
+    def add_forward(self, x: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A residual add and this norm of the sum -> (x + delta, norm(x + delta)); one kernel on CUDA."""
+        if (not self.weight_fp32 and fused_step() and can_fuse(x, self.weight) and delta.is_contiguous()
+                and delta.dtype == x.dtype and delta.shape == x.shape):
+            from engine.model.fused_add_norm import fused_add_rms_norm
+
+            return fused_add_rms_norm(x, delta, self.weight, self.eps)
+        x = x + delta
+        return x, self(x)
 
 
 class RotaryEmbedding(nn.Module):

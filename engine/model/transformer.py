@@ -18,6 +18,7 @@ from engine.model.deepseek_moe import GroupedRouter, SharedExperts
 from engine.model.layers import DenseMLP, RMSNorm, RotaryEmbedding, SharedExpert
 from engine.model.mla_attention import MlaAttention
 from engine.model.mla_rope import ComplexRotaryEmbedding
+from engine.triton_support import fused_step
 
 if TYPE_CHECKING:
     from engine.experts.provider import ExpertForward
@@ -40,6 +41,12 @@ def routed_weights(logits: torch.Tensor, ids: torch.Tensor, args: ModelArgs) -> 
     """Router weights of given top-k ids, computed as route() computes them for its own choice."""
     if args.router == "topk_softmax":
         return gpt_oss_router.weights_of(logits, ids)
+    if logits.is_cuda and fused_step():  # the same weights in one kernel
+        from engine.experts.routing import fused_router
+
+        if fused_router.can_fuse(logits):
+            dtype = torch.float32 if args.router_weights_fp32 else logits.dtype
+            return fused_router.fused_route(logits, ids.shape[1], args.norm_topk_prob, dtype, ids)[1]
     weights = F.softmax(logits, dim=-1, dtype=torch.float32).gather(1, ids)  # [T, K]
     if args.norm_topk_prob:
         weights = weights / weights.sum(dim=-1, keepdim=True)
@@ -102,15 +109,14 @@ class DecoderLayer(nn.Module):
         self.mlp = MoeBlock(args, layer) if self.is_moe else DenseMLP(args.hidden_size, args.intermediate_size)
 
     def forward(self, x, rope, meta: AttentionMetadata, cache: KVCache, context: MoeContext):
-        x = x + self.self_attn(self.input_layernorm(x), rope, meta, cache)
-        h = self.post_attention_layernorm(x)
+        x, h = self.post_attention_layernorm.add_forward(x, self.self_attn(self.input_layernorm(x), rope, meta, cache))
         return x + (self.mlp(h, context) if self.is_moe else self.mlp(h))
 
     def dense_part(self, x, rope, meta, cache, context: MoeContext):
         """Everything of a decode step's layer that needs no host: attention, norms, routing (or the whole
         layer if it has no experts). -> (x after attention, normed h, ids, weights, shared) or the layer's output."""
-        x = x + self.self_attn.forward_padded(self.input_layernorm(x), rope, meta, cache)
-        h = self.post_attention_layernorm(x)
+        attention = self.self_attn.forward_padded(self.input_layernorm(x), rope, meta, cache)
+        x, h = self.post_attention_layernorm.add_forward(x, attention)
         if not self.is_moe:
             return x + self.mlp(h)
         return (x, h, *self.mlp.route(h, context))

@@ -83,6 +83,18 @@ def test_expert_modes_bitwise_on_cuda(bf16_model_dir, model_type):
         assert cuda_outputs(folder, **options) == reference, name
 
 
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "mixtral", "glm4_moe"])  # q/k norm; none; partial RoPE
+def test_fused_step_keeps_the_tokens(bf16_model_dir, monkeypatch, model_type):
+    """The decode step's fused kernels (engine.triton_support.fused_step) give the tokens and logprobs of the
+    kernels they replace, with CUDA graphs and paged experts too."""
+    folder = bf16_model_dir(model_type)
+    outputs = {}
+    for fused in ("0", "1"):
+        monkeypatch.setenv("WISP_FUSED_STEP", fused)
+        outputs[fused] = [cuda_outputs(folder), cuda_outputs(folder, decode="graphs", experts="paged", expert_slots=3)]
+    assert outputs["1"] == outputs["0"]
+
+
 def test_paged_qwen3_shape_stays_within_budget():
     from engine.model.shapes import shape
     from engine.bench.suite import decode_once, plan_for

@@ -137,3 +137,60 @@ def test_paced_pager_keeps_its_tokens_and_counts_the_paced_time(cuda):
     assert moved > 1e9  # the prompt's copies and the decode's misses
     assert paced.token_ids == plain.token_ids and paced.logprobs == plain.logprobs
     assert paced.stats.total_s >= moved / 2e9  # every copied byte at 2 GB/s, one copy after another
+
+
+@pytest.mark.parametrize("tokens", [1, 3])
+def test_fused_norm_kernels_have_the_bits_of_the_kernels_they_replace(cuda, tokens):
+    """The add + post-attention norm, and the q/k norm + RoPE + KV write, each one kernel: the same bits as the
+    add, fused_rms_norm, fused_rope and store_kv they replace (engine.triton_support.fused_step)."""
+    from engine.model.fused_add_norm import fused_add_rms_norm
+    from engine.model.fused_norm import fused_rms_norm
+    from engine.model.fused_qk_rope import fused_qk_rope_store
+    from engine.model.kv_store import store_kv
+    from engine.model.layers import RotaryEmbedding, apply_rope
+
+    generator = torch.Generator(device=cuda).manual_seed(tokens)
+    bf16 = torch.bfloat16
+
+    def randn(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=generator, device=cuda) * scale).to(bf16)
+
+    x, delta, weight = randn(tokens, 2048, scale=4), randn(tokens, 2048), randn(2048).abs() + 0.5
+    total, normed = fused_add_rms_norm(x, delta, weight, 1e-6)
+    assert torch.equal(total, x + delta) and torch.equal(normed, fused_rms_norm(x + delta, weight, 1e-6))
+    q, k, v = randn(tokens, H, D, scale=3), randn(tokens, KVH, D, scale=3), randn(tokens, KVH, D)
+    q_weight, k_weight = randn(D).abs() + 0.5, randn(D).abs() + 0.5
+    slots = torch.randperm(64, device=cuda)[:tokens]
+    for rotary_dim in (D, D // 2):
+        cos, sin = RotaryEmbedding(rotary_dim, 1e6).to(cuda)(torch.arange(tokens, device=cuda) * 999 + 5, bf16)
+        for norm in (True, False):
+            caches = [torch.zeros(64, KVH, D, dtype=bf16, device=cuda) for _ in range(4)]
+            out = fused_qk_rope_store(q, k, v, q_weight if norm else None, k_weight if norm else None, 1e-6, cos, sin,
+                                      slots, caches[0], caches[1])
+            q_ref, k_ref = (fused_rms_norm(q, q_weight, 1e-6), fused_rms_norm(k, k_weight, 1e-6)) if norm else (q, k)
+            store_kv(caches[2], caches[3], slots, apply_rope(k_ref, cos, sin), v)
+            assert torch.equal(out, apply_rope(q_ref, cos, sin)), (rotary_dim, norm)
+            assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3]), (rotary_dim, norm)
+
+
+@pytest.mark.parametrize("tokens", [1, 4])
+def test_fused_router_has_the_bits_of_the_torch_ops(cuda, monkeypatch, tokens):
+    """Softmax, top-k (or the given ids' weights), renormalisation and the cast in one kernel: the ids and weights
+    of dispatch.route's and routed_weights' torch ops on CUDA (the warp softmax's adds reproduced)."""
+    from engine.experts.routing import dispatch
+    from engine.experts.routing.fused_router import fused_route
+
+    monkeypatch.setenv("WISP_FUSED_STEP", "0")  # dispatch.route's torch ops
+    generator = torch.Generator(device=cuda).manual_seed(tokens)
+    for experts, top_k in ((128, 8), (60, 4)):
+        logits = (torch.randn(tokens, experts, generator=generator, device=cuda) * 3).to(torch.bfloat16)
+        for normalize in (True, False):
+            expected_ids, expected = dispatch.route(logits, top_k, normalize, False)
+            probs = torch.softmax(logits, dim=-1, dtype=torch.float32)
+            ids, weights = fused_route(logits, top_k, normalize, torch.bfloat16)
+            assert torch.equal(ids.sort(1).values, expected_ids.sort(1).values), (experts, normalize)
+            assert torch.equal(fused_route(logits, top_k, False, torch.float32)[1], probs.gather(1, ids))  # the softmax
+            by_id = expected.gather(1, expected_ids.argsort(1)), weights.gather(1, ids.argsort(1))
+            assert torch.equal(*by_id), (experts, normalize)  # each id's weight, in whichever order topk lists
+            given = fused_route(logits, top_k, normalize, torch.bfloat16, expected_ids)[1]
+            assert torch.equal(given, expected), (experts, normalize)

@@ -27,11 +27,17 @@ import torch
 import torch.nn.functional as F
 
 from engine.alloc.memory_plan import GATHER_LIMIT_BYTES, GATHER_MAX_ENTRIES  # the gathered buffer is workspace
-from engine.triton_support import HAS_TRITON
+from engine.triton_support import HAS_TRITON, fused_step
 
 
 def route(router_logits: torch.Tensor, top_k: int, normalize: bool, weights_fp32: bool):
     """Softmax router -> (ids [T, K] long, weights [T, K]); weights in fp32 for Mixtral, else the logits dtype."""
+    if router_logits.is_cuda and fused_step():  # the same selection in one kernel
+        from engine.experts.routing import fused_router
+
+        if fused_router.can_fuse(router_logits):
+            dtype = torch.float32 if weights_fp32 else router_logits.dtype
+            return fused_router.fused_route(router_logits, top_k, normalize, dtype)
     probs = F.softmax(router_logits, dim=-1, dtype=torch.float32)  # [T, E]
     weights, ids = torch.topk(probs, top_k, dim=-1)  # [T, K]
     if normalize:
