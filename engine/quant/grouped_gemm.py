@@ -6,7 +6,8 @@ layer copied whole, the pager's slot pool) and the row of each expert in it, so 
 The (token, k) entries come grouped by expert as engine.experts.routing.dispatch plans them; each expert's span is cut
 into tiles of BM rows. A tile's result depends only on its rows and its expert's weights, never on the tiles
 beside it: computing a layer's experts all at once (resident) or group by group as the pager fetches them gives
-the same bits. The tile shapes are fixed (never chosen by the step's size) for the same reason.
+the same bits. The tile configuration may follow the step's size (its grouped entries, configuration()), never
+where the experts live or how they are grouped, so every provider launches the same tiles for the same step.
 
 Shapes: M grouped entries (T*K), D hidden size, I expert intermediate size, U experts of the group."""
 

@@ -8,8 +8,9 @@ Shape legend:
     BK  256 elements of K per step: one tile of triton_kernels.tile, whatever the block type
 
 Every (row tile, BN columns) program owns its output tile and reduces K in one fixed order (256 at a time, in
-ascending K), with one fixed tile shape: a row's result never depends on the other rows or experts of the launch,
-so computing the experts in one launch, or group by group as the pager fetches them, gives the same bits."""
+ascending K), with one tile shape for the step: a row's result never depends on the other rows or experts of the
+launch, so computing the experts in one launch, or group by group as the pager fetches them, gives the same bits.
+SWAP computes each tile transposed (mma): the same products, on the tensor cores' other side."""
 
 from __future__ import annotations
 
