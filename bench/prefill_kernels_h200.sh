@@ -50,7 +50,8 @@ time_tiles=$(echo $best | tr ' ' ';')
 echo "fastest for 512 / 2048: $time_tiles"
 echo "== prompt step ($(left) s left)"
 [ -n "$time_tiles" ] && [ "$(left)" -gt 30 ] && timeout $(( $(left) - 5 )) python3 -m bench.prefill_profile --no-suite \
-    --prompts 512,2048 --time-tiles "$time_tiles" --out "$OUT/profile" 2>&1 | grep -E '"what": "(built|prompt step|profiled step)"' | cut -c1-300
+    --prompts 512,2048 --time-tiles "$time_tiles" --out "$OUT/profile" 2>&1 \
+    | grep -E '"what": "(built|prompt step|profiled step)"' | cut -c1-300
 wait $tests
 tail -5 "$OUT/gpu_tests.txt"
 echo "== done ($(left) s left)"
