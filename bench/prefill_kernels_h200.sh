@@ -22,7 +22,7 @@ python3 -c "import torch, triton; print(torch.__version__, triton.__version__)"
 
 echo "== GPU tests at $TESTED, in the background ($(left) s left)"
 (WISP_GROUPED_TILES=$TESTED timeout 150 python3 -m pytest -m gpu -q -x -p no:cacheprovider \
-    tests/gpu/test_grouped_gemm.py tests/gpu/test_quant_kernels.py::test_providers_give_the_same_bits \
+    tests/gpu/test_quant_kernels.py::test_providers_give_the_same_bits tests/gpu/test_grouped_gemm.py \
     > "$OUT/gpu_tests.txt" 2>&1; echo "exit $?" >> "$OUT/gpu_tests.txt") &
 tests=$!
 
@@ -37,10 +37,11 @@ done
 wait $(jobs -p | grep -v "^$tests\$")
 echo "== sweep ($(left) s left)"
 timeout $(( $(left) - 40 )) python3 bench/prefill_moe_probe.py --sweep --formats "$FORMATS" --tokens 512,2048,8192 \
-    --repeats 9 --out "$OUT" | grep '"best"'
-best=$(python3 - "$OUT/prefill_moe_sweep.json" <<'PY'
+    --repeats 9 --out "$OUT" | tee "$OUT/sweep_rows.jsonl" | grep '"best"'
+best=$(python3 - "$OUT/sweep_rows.jsonl" <<'PY'
 import json, sys
-rows = [r for r in json.load(open(sys.argv[1]))["rows"] if "kernels_ms" in r and r["format"] == "Q4_K_M"]
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+rows = [r for r in rows if "kernels_ms" in r and r["format"] == "Q4_K_M"]
 for tokens in (512, 2048):
     mine = [r for r in rows if r["tokens"] == tokens]
     print(",".join(map(str, min(mine, key=lambda r: r["kernels_ms"])["config"])) if mine else "")
