@@ -9,8 +9,12 @@ whether the grouped path gives the same bits when the experts come in two groups
     python bench/prefill_moe_probe.py --sweep --formats Q4_K_M,BF16 --tokens 512,8192 --out DIR
 
 --sweep times the two grouped kernels alone (CUDA events, one layer-step's launches) at each tile configuration
-of SWEEP (BM, gate_up BN, down BN, warps, stages, word tiles), with each kernel's shared memory, registers and
-spills, and whether its bits equal the first configuration's.
+of SWEEP or --configs (grouped_gemm.configuration()'s seven values: BM, gate_up BN, down BN, warps, stages, down
+stages, swapped), with each kernel's shared memory, registers and spills, whether its bits equal the first
+configuration's, and last one line per format and length naming the fastest. --device cpu --tiny runs the same
+on small shapes in Triton's interpreter (a check of the script, not a timing):
+
+    TRITON_INTERPRET=1 python bench/prefill_moe_probe.py --sweep --device cpu --tiny --tokens 24 --formats Q4_K_M
 """
 
 from __future__ import annotations
@@ -46,8 +50,13 @@ FORMATS = {
 }
 
 
-def layer_of(name: str, device):
+TINY = {"hidden": 256, "intermediate": 256, "experts": 4}  # --tiny: shapes the interpreter runs in seconds
+
+
+def layer_of(name: str, device, tiny: bool = False):
     hidden, inter, experts, top_k, types, gpt_oss = FORMATS[name]
+    if tiny:
+        hidden, inter, experts, top_k = TINY["hidden"], TINY["intermediate"], TINY["experts"], 2
     generator = torch.Generator(device=device).manual_seed(0)
     activation = ClampedSwiGlu(1.702, 7.0) if gpt_oss else SILU_GLU
     bias = None
@@ -124,10 +133,12 @@ def probe(name: str, tokens: int, repeats: int, device) -> dict:
     return row
 
 
-# (BM, gate_up BN, down BN, warps, stages, word tiles): the first is the first pass's configuration, bytes per element
-SWEEP = [(64, 32, 64, 8, 3, False), (64, 32, 64, 8, 3, True), (64, 64, 64, 8, 3, True), (64, 32, 64, 4, 3, True),
-         (64, 64, 128, 8, 3, True), (64, 32, 32, 4, 4, True), (64, 16, 32, 4, 3, True), (32, 32, 64, 4, 3, True),
-         (16, 32, 64, 4, 3, True), (128, 32, 64, 8, 3, True), (128, 64, 128, 8, 3, True), (128, 32, 128, 8, 2, True)]
+# grouped_gemm.configuration()'s seven values; the first is the engine's default before this sweep (the reference of
+# bits_equal_first). Swapped (last value 1): the weight rows on the tensor cores' M side, BM tokens on their N side.
+SWEEP = [(128, 32, 64, 8, 3, 1, 0), (64, 64, 128, 8, 3, 3, 0),
+         (16, 64, 64, 4, 3, 3, 1), (32, 64, 64, 4, 3, 3, 1), (32, 64, 128, 4, 3, 3, 1), (32, 128, 128, 8, 3, 3, 1),
+         (64, 64, 64, 4, 3, 3, 1), (64, 64, 128, 4, 3, 3, 1), (64, 128, 128, 8, 3, 3, 1), (128, 64, 128, 8, 3, 2, 1),
+         (128, 128, 128, 8, 3, 2, 1), (32, 64, 64, 4, 4, 4, 1)]
 
 
 def kernel_ms(layout, table, x, ids, weights, repeats: int):
@@ -141,32 +152,37 @@ def kernel_ms(layout, table, x, ids, weights, repeats: int):
     times = []
     for _ in range(repeats):
         out = rows.clone()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        grouped_gemm.run_grouped(expert, table, dispatch, units, dispatch.experts, out)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
+        if x.device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            grouped_gemm.run_grouped(expert, table, dispatch, units, dispatch.experts, out)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            began = time.perf_counter()
+            grouped_gemm.run_grouped(expert, table, dispatch, units, dispatch.experts, out)
+            times.append((time.perf_counter() - began) * 1e3)
     return float(np.median(times)), kernels, first
 
 
-def sweep(name: str, tokens: int, repeats: int, device) -> list[dict]:
-    """Each SWEEP configuration (through $WISP_GROUPED_TILES) -> a row: kernel ms, GB/s of the weights read once,
+def sweep(name: str, tokens: int, repeats: int, device, configs, tiny: bool = False) -> list[dict]:
+    """Each configuration (through $WISP_GROUPED_TILES) -> a row: kernel ms, GB/s of the weights read once,
     shared memory, registers, spills, and whether its bits equal the first configuration's."""
-    layout, table, top_k = layer_of(name, device)
+    layout, table, top_k = layer_of(name, device, tiny)
     ids, weights = routed(tokens, table.shape[0], top_k, device)
     x = torch.randn(tokens, layout.hidden, device=device).bfloat16()
     rows, reference = [], None
     weight_bytes = table[:, :].numel() * table.element_size()  # every expert is touched at these lengths
-    for config in SWEEP:
-        os.environ[grouped_gemm.TILES] = ",".join(str(v) for v in config[:5])
-        grouped_gemm.WORD_TILES = config[5]
-        row = {"format": name, "tokens": tokens, "config": config}
+    for config in configs:
+        os.environ[grouped_gemm.TILES] = ",".join(str(v) for v in config)
+        row = {"format": name, "tokens": tokens, "config": list(config)}
         try:
             row["kernels_ms"], kernels, out = kernel_ms(layout, table, x, ids, weights, repeats)
             row["weights_gb_s"] = weight_bytes / row["kernels_ms"] / 1e6
             row["kernels"] = [{"shared": getattr(k.metadata, "shared", None), "registers": getattr(k, "n_regs", None),
-                               "spills": getattr(k, "n_spills", None)} for k in kernels]
+                               "spills": getattr(k, "n_spills", None),
+                               "stages": getattr(k.metadata, "num_stages", None)} for k in kernels if k is not None]
             reference = out if reference is None else reference
             row["bits_equal_first"] = bool(torch.equal(out, reference))
         except Exception as err:  # noqa: BLE001 - a configuration that does not fit is a result
@@ -174,8 +190,20 @@ def sweep(name: str, tokens: int, repeats: int, device) -> list[dict]:
         print(json.dumps(row), flush=True)
         rows.append(row)
     os.environ.pop(grouped_gemm.TILES)
-    grouped_gemm.WORD_TILES = True
+    timed_rows = [r for r in rows if "kernels_ms" in r]
+    if timed_rows:
+        best = min(timed_rows, key=lambda r: r["kernels_ms"])
+        print(json.dumps({"best": True, "format": name, "tokens": tokens, "config": best["config"],
+                          "kernels_ms": best["kernels_ms"], "first_ms": timed_rows[0]["kernels_ms"]}), flush=True)
     return rows
+
+
+def parse_configs(text: str) -> list[tuple[int, ...]]:
+    """'128,32,64,8,3,1,0;32,64,64,4,3,3,1' -> configurations of seven integers."""
+    configs = [tuple(int(v) for v in part.split(",")) for part in text.split(";") if part.strip()]
+    if any(len(c) != 7 for c in configs):
+        raise SystemExit(f"--configs {text!r}: give ;-separated BM,BN_GATE_UP,BN_DOWN,WARPS,STAGES,DOWN_STAGES,SWAP")
+    return configs
 
 
 def main() -> None:
@@ -184,22 +212,27 @@ def main() -> None:
     parser.add_argument("--formats", default=",".join(FORMATS))
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sweep", action="store_true", help="time the grouped kernels at each tile config")
+    parser.add_argument("--configs", default="", help="with --sweep: ;-separated configurations instead of SWEEP")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--tiny", action="store_true", help="with --sweep: small shapes (a CPU check of the script)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    device = torch.device("cuda")
+    device = torch.device(args.device)
+    configs = parse_configs(args.configs) if args.configs else SWEEP
     use_deterministic_kernels()
     rows = []
     for name in args.formats.split(","):
         for tokens in [int(t) for t in args.tokens.split(",")]:
             if args.sweep:
-                rows += sweep(name, tokens, args.repeats, device)
+                rows += sweep(name, tokens, args.repeats, device, configs, args.tiny)
             else:
                 rows.append(probe(name, tokens, args.repeats, device))
                 print(json.dumps(rows[-1]), flush=True)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / f"prefill_moe_{'sweep' if args.sweep else 'probe'}.json").write_text(json.dumps({"gpu": torch.cuda.get_device_name(),
-                                                                     "torch": torch.__version__, "rows": rows}))
+        gpu = torch.cuda.get_device_name() if device.type == "cuda" else "cpu"
+        (args.out / f"prefill_moe_{'sweep' if args.sweep else 'probe'}.json").write_text(
+            json.dumps({"gpu": gpu, "torch": torch.__version__, "rows": rows}))
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ layer copied whole, the pager's slot pool) and the row of each expert in it, so 
 The (token, k) entries come grouped by expert as engine.experts.routing.dispatch plans them; each expert's span is cut
 into tiles of BM rows. A tile's result depends only on its rows and its expert's weights, never on the tiles
 beside it: computing a layer's experts all at once (resident) or group by group as the pager fetches them gives
-the same bits. The tile shapes are fixed (never chosen by the step's size) for the same reason.
+the same bits. The tile configuration may follow the step's size (its grouped entries, configuration()), never
+where the experts live or how they are grouped, so every provider launches the same tiles for the same step.
 
 Shapes: M grouped entries (T*K), D hidden size, I expert intermediate size, U experts of the group."""
 
@@ -39,7 +40,10 @@ NUM_STAGES = 3  # Triton's default: the x (or h) tiles of the next K steps load 
 # The down kernel's: three stages of 128-row tiles would take 295,424 B of the H200's 232,448; one stage is what its
 # 128-row rows were measured with (two fit too, untimed until bench/results/2026-12-02-prefill-3).
 DOWN_STAGES = 1
-SMALL_TILES = (64, 32, 64, 8, 3)  # (BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES) where the default does not fit
+SMALL_TILES = (64, 32, 64, 8, 3, 3, 0)  # the configuration (see configuration()) where the chosen one does not fit
+# (most grouped entries of a step, its configuration): the first whose bound holds a step's entries, else the
+# module's above. SWAP (the last value) computes each tile transposed (grouped_kernels.mma).
+PROMPT_TILES: tuple[tuple[int, tuple[int, ...]], ...] = ()
 FP32_STAGES = 1  # fp32 operands: one buffer of each tile (Triton's default three outgrow shared memory)
 DENSE_TYPES = {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32}
 WORD_TILES = True  # Q4_K and Q6_K tiles from 32-bit loads where the table is word-aligned (grouped_tiles)
@@ -128,18 +132,24 @@ def triton_power_of_2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def configuration() -> tuple[int, ...]:
-    """(BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES[, DOWN_STAGES]): the module's, or those of $WISP_GROUPED_TILES
-    (the probe's sweep, tests); without DOWN_STAGES both kernels take NUM_STAGES. None of them changes a row's K
-    order; BM also picks the tensor-core instruction (Hopper's wgmma from 64 rows, mma below)."""
+def configuration(entries: int | None = None) -> tuple[int, ...]:
+    """(BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES, DOWN_STAGES, SWAP) for a step of `entries` grouped (token, k)
+    rows: $WISP_GROUPED_TILES's (the probe's sweep, tests; without DOWN_STAGES both kernels take NUM_STAGES, without
+    SWAP the tiles are not swapped), else the first of PROMPT_TILES whose bound holds the step's entries, else the
+    module's. The choice reads the step's size alone, never where its experts live, so resident, static and paged
+    layers launch the same tiles. None of them changes a row's K order; BM also picks the tensor-core instruction
+    (Hopper's wgmma from 64 rows, mma below; SWAP: from 64 weight rows)."""
     given = os.environ.get(TILES)
     if not given:
-        return BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES, DOWN_STAGES
+        for bound, tiles in PROMPT_TILES:
+            if entries is not None and entries <= bound:
+                return tiles
+        return BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES, DOWN_STAGES, 0
     values = tuple(int(v) for v in given.split(","))
-    if len(values) not in (5, 6):
-        raise ValueError(f"{TILES}={given!r}: give BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES[,DOWN_STAGES], "
+    if len(values) not in (5, 6, 7):
+        raise ValueError(f"{TILES}={given!r}: give BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES[,DOWN_STAGES[,SWAP]], "
                          "e.g. 64,32,64,8,3")
-    return values
+    return values if len(values) == 7 else values + (values[4],) * (6 - len(values)) + (0,)
 
 
 def word_aligned(table: torch.Tensor, *matrices: QuantLinearSpec) -> bool:
@@ -213,7 +223,7 @@ def launch_configured(expert: GroupedExpert, table: torch.Tensor, dispatch: Disp
     takes) the step runs SMALL_TILES instead: the same K order for every row."""
     from triton.runtime.errors import OutOfResources
 
-    config = configuration()
+    config = configuration(dispatch.tokens.numel())
     try:
         return launch_both(expert, table.view(torch.uint8), dispatch, out, tiles_for(config[0]), config)
     except OutOfResources as err:
@@ -229,14 +239,14 @@ def launch_both(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, 
     from engine.quant.grouped_kernels import grouped_down, grouped_gate_up
     from engine.quant.triton_kernels import TYPE_CODE, tile_shape
 
-    bm, bn_gate_up, bn_down, warps, stages, *down_stages = config
+    bm, bn_gate_up, bn_down, warps, stages, down_stages, swap = config
     gate, up, down = expert.gate, expert.up, expert.down
     hidden, intermediate = down.out_features, down.in_features
     h = torch.empty(out.shape[0], intermediate, dtype=out.dtype, device=out.device)  # [M, I]
     clamped = isinstance(expert.activation, ClampedSwiGlu)
     ieee = out.dtype == torch.float32 or out.device.type != "cuda"  # the interpreter's 16-bit dot is wrong
     fp32 = out.dtype == torch.float32
-    stages, down_stages = ({"num_stages": FP32_STAGES if fp32 else n} for n in (stages, (down_stages or [stages])[0]))
+    stages, down_stages = ({"num_stages": FP32_STAGES if fp32 else n} for n in (stages, down_stages))
     words = WORD_TILES and word_aligned(table, gate, up, down)
     bias = expert.bias
     (gate_g, gate_l), (up_g, up_l), (down_g, down_l) = (tile_shape(s.qtype) for s in (gate, up, down))
@@ -246,10 +256,10 @@ def launch_both(expert: GroupedExpert, table: torch.Tensor, dispatch: Dispatch, 
         expert.activation.alpha if clamped else 0.0, expert.activation.limit if clamped else 0.0,
         GATE_TYPE=TYPE_CODE[gate.qtype], UP_TYPE=TYPE_CODE[up.qtype], GATE_G=gate_g, GATE_L=gate_l, UP_G=up_g,
         UP_L=up_l, CLAMPED=clamped, HAS_BIAS=bias is not None, IEEE=ieee, WORDS=words, EVEN_K=hidden % 256 == 0, BM=bm,
-        BN=bn_gate_up, num_warps=warps, enable_fp_fusion=False, **stages)
+        BN=bn_gate_up, SWAP=bool(swap), num_warps=warps, enable_fp_fusion=False, **stages)
     second = launch(grouped_down, (-(-hidden // bn_down), tiles.shape[0]),
         h, table, tiles, out, dispatch.weights, out if bias is None else bias.down, table.shape[1],
         down.byte_offset, down.row_bytes, hidden, intermediate, DOWN_TYPE=TYPE_CODE[down.qtype], G=down_g, L=down_l,
         HAS_BIAS=bias is not None, IEEE=ieee, WORDS=words, EVEN_K=intermediate % 256 == 0, BM=bm, BN=bn_down,
-        num_warps=warps, enable_fp_fusion=False, **down_stages)
+        SWAP=bool(swap), num_warps=warps, enable_fp_fusion=False, **down_stages)
     return first, second

@@ -8,8 +8,9 @@ Shape legend:
     BK  256 elements of K per step: one tile of triton_kernels.tile, whatever the block type
 
 Every (row tile, BN columns) program owns its output tile and reduces K in one fixed order (256 at a time, in
-ascending K), with one fixed tile shape: a row's result never depends on the other rows or experts of the launch,
-so computing the experts in one launch, or group by group as the pager fetches them, gives the same bits."""
+ascending K), with one tile shape for the step: a row's result never depends on the other rows or experts of the
+launch, so computing the experts in one launch, or group by group as the pager fetches them, gives the same bits.
+SWAP computes each tile transposed (mma): the same products, on the tensor cores' other side."""
 
 from __future__ import annotations
 
@@ -65,6 +66,35 @@ def dot(a, b, acc, IEEE: tl.constexpr):
 
 
 @triton.jit
+def zeros(BM: tl.constexpr, BN: tl.constexpr, SWAP: tl.constexpr):
+    """A program's float32 accumulator: [BM, BN], or (SWAP) its transpose [BN, BM]."""
+    if SWAP:
+        return tl.zeros([BN, BM], dtype=tl.float32)
+    else:
+        return tl.zeros([BM, BN], dtype=tl.float32)
+
+
+@triton.jit
+def mma(x, w, acc, SWAP: tl.constexpr, IEEE: tl.constexpr):
+    """acc + x @ w.T for token rows x [BM, 256] and weight rows w [BN, 256]; SWAP: the transpose, acc + w @ x.T
+    [BN, BM], so that the weight tile is the tensor cores' M side (64 rows and more on Hopper) and a few token rows
+    fill their N side (from 16) without the multiplies of a tall tile's empty rows."""
+    if SWAP:
+        return dot(w, x, acc, IEEE)
+    else:
+        return dot(x, w, acc, IEEE)
+
+
+@triton.jit
+def unswapped(acc, SWAP: tl.constexpr):
+    """The accumulator as [BM, BN]."""
+    if SWAP:
+        return tl.trans(acc)
+    else:
+        return acc
+
+
+@triton.jit
 def row_tile(tiles_ptr, BM: tl.constexpr):
     """This program's row tile: (slot row, expert id, first row, end of the expert's span). Programs run column
     block fastest: the programs of one row tile are neighbours, and so are an expert's tiles (its weights stay in
@@ -110,7 +140,7 @@ def grouped_gate_up(x_ptr, table_ptr, tiles_ptr, h_ptr, bias_ptr, slot_bytes, ga
                     GATE_TYPE: tl.constexpr, UP_TYPE: tl.constexpr, GATE_G: tl.constexpr, GATE_L: tl.constexpr,
                     UP_G: tl.constexpr, UP_L: tl.constexpr, CLAMPED: tl.constexpr, HAS_BIAS: tl.constexpr,
                     IEEE: tl.constexpr, WORDS: tl.constexpr, EVEN_K: tl.constexpr, BM: tl.constexpr,
-                    BN: tl.constexpr):
+                    BN: tl.constexpr, SWAP: tl.constexpr):
     """h[m, n] = act(gate[m, n], up[m, n]) for the rows m of each tile: gate = x @ Wg.T, up = x @ Wu.T of the
     tile's expert (x [M, K], h [M, N]), each rounded to x's dtype, plus the expert's bias row [2N] if any.
     act: silu(gate) * up, or (CLAMPED) gpt-oss's clamped SwiGLU, op by op in x's dtype as
@@ -124,19 +154,19 @@ def grouped_gate_up(x_ptr, table_ptr, tiles_ptr, h_ptr, bias_ptr, slot_bytes, ga
     n = tl.program_id(0) * BN + tl.arange(0, BN)
     n_ok = n < N
     block = slot * slot_bytes
-    acc_gate = tl.zeros([BM, BN], dtype=tl.float32)
-    acc_up = tl.zeros([BM, BN], dtype=tl.float32)
+    acc_gate = zeros(BM, BN, SWAP)
+    acc_up = zeros(BM, BN, SWAP)
     for t in range(0, tl.cdiv(K, 256)):
         k = t * 256 + tl.arange(0, 256)
         x = input_tile(x_ptr, m, m_ok, k, K, EVEN_K)
         w = weight_tile(table_ptr, block + gate_offset, n, n_ok, t, gate_row_bytes, K, GATE_TYPE, GATE_G, GATE_L, BN,
                         DT, WORDS, IEEE)
-        acc_gate = dot(x, w, acc_gate, IEEE)
+        acc_gate = mma(x, w, acc_gate, SWAP, IEEE)
         w = weight_tile(table_ptr, block + up_offset, n, n_ok, t, up_row_bytes, K, UP_TYPE, UP_G, UP_L, BN, DT, WORDS,
                         IEEE)
-        acc_up = dot(x, w, acc_up, IEEE)
-    gate = rounded(acc_gate, DT)
-    up = rounded(acc_up, DT)
+        acc_up = mma(x, w, acc_up, SWAP, IEEE)
+    gate = rounded(unswapped(acc_gate, SWAP), DT)
+    up = rounded(unswapped(acc_up, SWAP), DT)
     if HAS_BIAS:
         bias = bias_ptr + expert * 2 * N
         gate = rounded(gate + tl.load(bias + n, mask=n_ok, other=0.0).to(tl.float32)[None, :], DT)
@@ -155,7 +185,8 @@ def grouped_gate_up(x_ptr, table_ptr, tiles_ptr, h_ptr, bias_ptr, slot_bytes, ga
 @triton.jit
 def grouped_down(h_ptr, table_ptr, tiles_ptr, out_ptr, weights_ptr, bias_ptr, slot_bytes, down_offset, row_bytes,
                  N, K, DOWN_TYPE: tl.constexpr, G: tl.constexpr, L: tl.constexpr, HAS_BIAS: tl.constexpr,
-                 IEEE: tl.constexpr, WORDS: tl.constexpr, EVEN_K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+                 IEEE: tl.constexpr, WORDS: tl.constexpr, EVEN_K: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                 SWAP: tl.constexpr):
     """out[m, n] = (h @ Wd.T)[m, n] (+ the expert's bias [N]) times the routing weight of row m, each step rounded
     to h's dtype but the last product, computed in float32 and rounded once (as rows.mul_(weights) does)."""
     DT: tl.constexpr = h_ptr.dtype.element_ty
@@ -167,13 +198,13 @@ def grouped_down(h_ptr, table_ptr, tiles_ptr, out_ptr, weights_ptr, bias_ptr, sl
     n = tl.program_id(0) * BN + tl.arange(0, BN)
     n_ok = n < N
     matrix = slot * slot_bytes + down_offset
-    acc = tl.zeros([BM, BN], dtype=tl.float32)
+    acc = zeros(BM, BN, SWAP)
     for t in range(0, tl.cdiv(K, 256)):
         k = t * 256 + tl.arange(0, 256)
         h = input_tile(h_ptr, m, m_ok, k, K, EVEN_K)
         w = weight_tile(table_ptr, matrix, n, n_ok, t, row_bytes, K, DOWN_TYPE, G, L, BN, DT, WORDS, IEEE)
-        acc = dot(h, w, acc, IEEE)
-    y = rounded(acc, DT)
+        acc = mma(h, w, acc, SWAP, IEEE)
+    y = rounded(unswapped(acc, SWAP), DT)
     if HAS_BIAS:
         y = rounded(y + tl.load(bias_ptr + expert * N + n, mask=n_ok, other=0.0).to(tl.float32)[None, :], DT)
     y = y * tl.load(weights_ptr + m, mask=m_ok, other=0.0).to(tl.float32)[:, None]

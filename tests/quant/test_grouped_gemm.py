@@ -190,12 +190,61 @@ def test_long_prompts_run_expert_by_expert():
     assert not runs_grouped(torch.device("cpu"), SILU_GLU, dispatch(4))
 
 
-def test_a_tile_configuration_is_five_integers(monkeypatch):
+def test_a_tile_configuration_is_five_to_seven_integers(monkeypatch):
     monkeypatch.setenv(grouped_gemm.TILES, "128,32,64,8,3")
-    assert grouped_gemm.configuration() == (128, 32, 64, 8, 3)
+    assert grouped_gemm.configuration() == (128, 32, 64, 8, 3, 3, 0)  # both kernels' stages, not swapped
+    monkeypatch.setenv(grouped_gemm.TILES, "128,32,64,8,3,1")
+    assert grouped_gemm.configuration(4096) == (128, 32, 64, 8, 3, 1, 0)
+    monkeypatch.setenv(grouped_gemm.TILES, "32,64,64,4,3,3,1")
+    assert grouped_gemm.configuration() == (32, 64, 64, 4, 3, 3, 1)
     monkeypatch.setenv(grouped_gemm.TILES, "128,32")
     with pytest.raises(ValueError, match="BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES"):
         grouped_gemm.configuration()
+
+
+def test_the_configuration_follows_the_steps_entries_alone(monkeypatch):
+    """Without $WISP_GROUPED_TILES a step takes the first PROMPT_TILES entry whose bound holds its grouped entries,
+    else the module's tiles: one choice per step size, whichever provider runs it."""
+    monkeypatch.delenv(grouped_gemm.TILES)
+    small, middle = (32, 64, 64, 4, 3, 3, 1), (64, 64, 128, 8, 3, 3, 1)
+    monkeypatch.setattr(grouped_gemm, "PROMPT_TILES", ((4096, small), (16384, middle)))
+    assert grouped_gemm.configuration(100) == small and grouped_gemm.configuration(4096) == small
+    assert grouped_gemm.configuration(4097) == middle
+    default = (grouped_gemm.BM, grouped_gemm.BN_GATE_UP, grouped_gemm.BN_DOWN, grouped_gemm.NUM_WARPS,
+               grouped_gemm.NUM_STAGES, grouped_gemm.DOWN_STAGES, 0)
+    assert grouped_gemm.configuration(16385) == default and grouped_gemm.configuration() == default
+
+
+SWAPPED = "32,64,64,4,3,3,1"  # tokens on the tensor cores' N side (grouped_kernels.mma)
+
+
+@pytest.mark.parametrize("case,dtype", [("Q4_K_M", torch.bfloat16), ("Q6_K", torch.bfloat16),
+                                        ("MXFP4-gpt-oss", torch.bfloat16), ("Q8_0-partial-tiles", torch.bfloat16),
+                                        ("BF16", torch.bfloat16), ("Q4_K_M", torch.float32),
+                                        ("F32-gpt-oss", torch.float32)],
+                         ids=["Q4_K_M-bf16", "Q6_K-bf16", "MXFP4-gpt-oss-bf16", "Q8_0-partial", "BF16", "Q4_K_M-f32",
+                              "F32-gpt-oss"])
+def test_swapped_tiles_match_the_per_expert_path(case, dtype, monkeypatch):
+    monkeypatch.setenv(grouped_gemm.TILES, SWAPPED)
+    layout, table = CASES[case]()
+    cast_bias(layout, dtype)
+    x, ids, weights = inputs(layout.hidden, dtype, tokens=FEW_TOKENS)
+    expected = per_expert(layout, table, x, ids, weights).float()
+    got = grouped(layout, table, x, ids, weights)
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got.float(), expected, rtol=tolerance, atol=tolerance * expected.abs().max().item())
+
+
+@pytest.mark.parametrize("case", ["Q4_K_M", "BF16"])
+def test_swapped_tiles_bits_do_not_depend_on_groups_slots_or_the_plan(case, monkeypatch):
+    monkeypatch.setenv(grouped_gemm.TILES, SWAPPED)
+    layout, table = CASES[case]()
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=1)
+    whole = grouped(layout, table, x, ids, weights)
+    assert torch.equal(grouped(layout, table, x, ids, weights, groups=2, moved=True), whole)
+    dispatch, out = start_layer_on_device(x, ids, weights, E)
+    grouped_gemm.run_grouped_table(grouped_spec(layout), table, dispatch, out)
+    assert torch.equal(combine_grouped(out, dispatch, ids), whole)
 
 
 def test_tiles_too_large_for_the_gpu_fall_back_to_small_ones(monkeypatch):
