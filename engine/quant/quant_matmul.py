@@ -111,6 +111,6 @@ def launch_dense(x: torch.Tensor, blocks: torch.Tensor, spec: QuantLinearSpec,
     launch(grouped_down, (-(-spec.out_features // bn), tiles.shape[0]),
            x, table, tiles, out, weights, out, 0, spec.byte_offset, spec.row_bytes, spec.out_features,
            spec.in_features, DOWN_TYPE=TYPE_CODE[spec.qtype], G=g, L=l, HAS_BIAS=False, IEEE=ieee, WORDS=words,
-           EVEN_K=spec.in_features % 256 == 0, BM=bm, BN=bn, num_warps=warps, enable_fp_fusion=False,
+           EVEN_K=spec.in_features % 256 == 0, BM=bm, BN=bn, SWAP=False, num_warps=warps, enable_fp_fusion=False,
            num_stages=FP32_STAGES if fp32 else stages)
     return out
