@@ -169,13 +169,21 @@ class PaddedDecode:
         self.graphs[index].replay()
         return self.outputs[index]
 
+    def warm_up(self) -> None:
+        """Each layer's dense part once more before its capture, on the capture's side stream. A linear-attention
+        layer is left out: its dense part advances its sequences' conv and recurrent states, so a second run would
+        apply this step to them twice (attention layers write the same K and V again); the eager step before the
+        capture has warmed its kernels."""
+        for index, layer in enumerate(self.model.layers):
+            if not getattr(layer, "is_linear", False):
+                self.dense_part(index)
+
     def capture(self) -> None:
         pool = torch.cuda.graph_pool_handle()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for index in range(len(self.model.layers)):
-                self.dense_part(index)
+            self.warm_up()
         torch.cuda.current_stream().wait_stream(side)
         graphs, outputs = [], []
         for index, layer in enumerate(self.model.layers):

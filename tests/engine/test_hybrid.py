@@ -191,3 +191,23 @@ def test_the_host_tier_reads_a_vision_checkpoints_expert_rows_through_the_page_c
     reference, _ = generate(folder, expert_slots=2)
     capped, stats = generate(folder, expert_slots=2, host_budget_bytes=(STAGING_ROWS + 3) * row_bytes(folder))
     assert capped == reference and stats.page_cache_reads > 0
+
+
+def test_the_warm_up_before_a_graph_capture_leaves_the_states_as_the_step_left_them(tiny_model_dir):
+    """Before capturing its per-layer graphs (static experts, the host pager), a decode step runs the layers' dense
+    parts once more. A linear-attention layer's dense part advances the recurrent and conv states, so it must be left
+    out, or the captured step would start from a state updated twice (on the H200 static experts' bits then
+    differed from resident's). The control shows the test can fail: every layer's dense part does change them."""
+    folder = tiny_model_dir("qwen3_next")
+    with Engine(EngineOptions(model=str(folder), device="cpu", decode="static")) as engine:
+        engine.generate(GenerateRequest(prompt=LONG_PROMPT[:40], sampling=greedy(4)))
+        runner = engine._core.runner
+        padded = runner.padded_decode.by_batch[1]
+        states = lambda: [t.clone() for t in (*runner.cache.conv, *runner.cache.recurrent)]  # noqa: E731
+        before = states()
+        with torch.inference_mode():
+            padded.warm_up()
+            assert all(torch.equal(a, b) for a, b in zip(before, states()))
+            for index in range(len(padded.model.layers)):
+                padded.dense_part(index)
+        assert not all(torch.equal(a, b) for a, b in zip(before, states()))
