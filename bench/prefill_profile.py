@@ -359,10 +359,8 @@ def largest_blocks(report: Report, steps: PromptSteps, device, prompt: int) -> N
         gc.collect()
 
 
-def paged_profile(args, host, device, report: Report, prompt: int) -> None:
-    """The WiSP arm's prompt step at --paged-budget GiB (the suite's configured split): its wall time at the
-    engine's tiles and at each --time-tiles configuration, then its syncs, host functions and one profiled step, as
-    the resident step's."""
+def wisp_engine(args, host, device):
+    """An engine on the WiSP arm's split at --paged-budget GiB (the suite's MV-WSA plan), routed by the trace."""
     from engine.alloc.cost_model import LinkCost
     from engine.alloc.memory_plan import GiB
     from engine.bench.copy_rates import copy_loop_rate
@@ -373,7 +371,14 @@ def paged_profile(args, host, device, report: Report, prompt: int) -> None:
     engine = assemble_engine(host, IdOnlyTokenizer(), EngineOptions(device=device.type, experts=plan.mode), plan,
                              device, args.max_len)
     TraceRouter(trace, device).drive(engine)
-    steps = PromptSteps(engine)
+    return engine
+
+
+def paged_profile(args, host, device, report: Report, prompt: int) -> None:
+    """The WiSP arm's prompt step at --paged-budget GiB (the suite's configured split): its wall time at the
+    engine's tiles and at each --time-tiles configuration, then its syncs, host functions and one profiled step, as
+    the resident step's."""
+    steps = PromptSteps(wisp_engine(args, host, device))
     for tiles in ["default"] + list(filter(None, args.time_tiles.split(";"))):  # a same-machine A/B of the tiles
         with environment(**({} if tiles == "default" else {"WISP_GROUPED_TILES": tiles})):
             steps.once(prompt, 0, None)
@@ -383,24 +388,16 @@ def paged_profile(args, host, device, report: Report, prompt: int) -> None:
         report.row({"what": "prompt step", "arm": f"wisp {args.paged_budget:g} GiB", "tiles": tiles,
                     "prompt": prompt, "step_s": sorted(times)[len(times) // 2], "step_s_runs": times})
     profile_prompt(report, steps, device, prompt, args.out, label="wisp")
-    engine.close()
+    steps.engine.close()
 
 
 def overlap_ab(args, host, device, report: Report, prompts: list[int]) -> None:
     """The WiSP arm's prompt step at --paged-budget GiB at each --overlap value, interleaved step by step in one
     engine (same machine, same slots), at each length: wall time (synchronised before and after) and the step's
     expert traffic (bytes copied, the copy stream's busy time, staged experts and those used)."""
-    from engine.alloc.cost_model import LinkCost
-    from engine.alloc.memory_plan import GiB
-    from engine.bench.copy_rates import copy_loop_rate
     from engine.experts.pager import lookahead
 
-    trace = load_trace(args.trace)
-    link = LinkCost(copy_loop_rate(host.store, device) * 1e9, 20e-6, 0.012, 0.0004)
-    plan = suite.mvwsa_plan(host, int(args.paged_budget * GiB), trace, link, 1, args.max_len)
-    engine = assemble_engine(host, IdOnlyTokenizer(), EngineOptions(device=device.type, experts=plan.mode), plan,
-                             device, args.max_len)
-    TraceRouter(trace, device).drive(engine)
+    engine = wisp_engine(args, host, device)
     steps, pager = PromptSteps(engine), engine.runner.experts
     values = args.overlap.split(",")
 

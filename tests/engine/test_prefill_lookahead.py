@@ -47,40 +47,47 @@ def test_lookahead_gives_resident_bits(store, stages_40_tokens, slots, rows):
     assert counters.h2d_bytes == (counters.misses + counters.prefetched) * store.expert_bytes
 
 
+def before_groups(host_pager, before) -> None:
+    """Wrap host_pager's layout so that before(layer, table, units) runs ahead of each of its run_group calls."""
+    layout = host_pager.layout
+
+    class Layer:
+        def __init__(self, layer):
+            self.inner, self.layer = layout.for_layer(layer), layer
+
+        def run_group(self, table, dispatch, units, slots, out):
+            before(self.layer, table, units)
+            self.inner.run_group(table, dispatch, units, slots, out)
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+    class Layout:
+        def for_layer(self, layer):
+            return Layer(layer)
+
+        def __getattr__(self, name):
+            return getattr(layout, name)
+
+    host_pager.layout = Layout()
+
+
 class Log:
     """The pager's copies and layout calls in the order the host issued them (its copy engine and layout wrapped)."""
 
     def __init__(self, pager: PagedExperts):
         self.entries, host_pager = [], pager.host_pager
         self.lookahead, self.layer = host_pager.lookahead, None
-        copy, layout = host_pager.rows.copy, host_pager.layout
+        copy = host_pager.rows.copy
 
         def logged_copy(targets, after=None):
             for slot, layer, expert in targets:
                 self.entries.append(("copy", layer, expert, self.in_ring(slot)))
             copy(targets, after)
 
-        log = self
-
-        class Layer:
-            def __init__(self, layer):
-                self.inner, self.layer = layout.for_layer(layer), layer
-
-            def run_group(self, table, dispatch, units, slots, out):
-                log.entries.append(("compute", self.layer, len(units), log.in_ring(table)))
-                self.inner.run_group(table, dispatch, units, slots, out)
-
-            def __getattr__(self, name):
-                return getattr(self.inner, name)
-
-        class Layout:
-            def for_layer(self, layer):
-                return Layer(layer)
-
-            def __getattr__(self, name):
-                return getattr(layout, name)
-
-        host_pager.rows.copy, host_pager.layout = logged_copy, Layout()
+        host_pager.rows.copy = logged_copy
+        before_groups(host_pager, lambda layer, table, units: self.entries.append(
+            ("compute", layer, len(units), self.in_ring(table))))
 
     def in_ring(self, tensor) -> bool:
         ring = self.lookahead.ring

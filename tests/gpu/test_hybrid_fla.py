@@ -1,21 +1,16 @@
 """The gated delta rule on fla's Triton kernels (WISP_LINEAR_ATTENTION=fla) on CUDA:
 `pytest -m gpu tests/gpu/test_hybrid_fla.py`. Fails (not skips) without a GPU or without fla-core (the `hybrid` extra).
 The kernels against the torch forms within rounding, their bits repeatable, in a batch equal to alone and inside a
-CUDA graph equal to eager; the tiny hybrid models token-exact against transformers (which runs fla too when it is
-installed) and bitwise identical across expert modes, batch compositions and decode paths with fla on."""
+CUDA graph equal to eager. The engine runs fla by default where it imports, so tests/gpu/test_hybrid.py checks the tiny
+hybrid models with it (token-exact against transformers, which runs fla too when it is installed; bitwise across
+expert modes, batch compositions and decode paths)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from engine.api import Engine, EngineOptions, GenerateRequest
 from engine.model import delta_rule_kernels, gated_deltanet
-from engine.model.loader import read_args
-from tests.engine.test_expert_modes import mode_options
-from tests.engine.test_hybrid import LONG_PROMPT
-from tests.gpu.test_hybrid import PROMPTS, greedy, model_dir, outputs  # noqa: F401 - model_dir is a fixture
-from tests.tiny_models import HYBRID_TYPES
 
 pytestmark = pytest.mark.gpu
 # (key heads, value heads, key dim, value dim): the tiny models' and qwen3.5-35b-a3b's (16 x 128 keys, 32 values)
@@ -121,40 +116,3 @@ def test_recurrent_step_in_a_cuda_graph_gives_the_eager_bits(fla):
     captured.replay()
     torch.cuda.synchronize()
     assert torch.equal(graph_out, eager_out) and torch.equal(graph_state, eager_state)
-
-
-@pytest.mark.parametrize("model_type", HYBRID_TYPES)
-@pytest.mark.parametrize("prompt", [PROMPTS[0], LONG_PROMPT], ids=["short", "two-chunks"])
-def test_fp32_greedy_tokens_match_transformers_with_fla(fla, model_dir, model_type, prompt):  # noqa: F811
-    from transformers import AutoModelForCausalLM
-
-    folder = model_dir(model_type, torch.float32)
-    with Engine(EngineOptions(model=str(folder), device="cuda", dtype="float32")) as engine:
-        ids = engine._core.tokenizer.encode(prompt)
-        ours = engine.generate(GenerateRequest(prompt=prompt, sampling=greedy())).token_ids
-    reference = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).cuda().eval()
-    with torch.inference_mode():
-        out = reference.generate(torch.tensor([ids], device="cuda"), max_new_tokens=32, min_new_tokens=32,
-                                 do_sample=False, eos_token_id=None, pad_token_id=0)
-    assert list(ours) == out[0, len(ids):].tolist()
-
-
-def test_bf16_with_fla_is_bitwise_across_expert_modes_and_decode_paths(fla, model_dir):  # noqa: F811
-    """qwen3_5_moe only: both types run the same kernels on the same shapes (they differ before the projections)."""
-    folder = model_dir("qwen3_5_moe", torch.bfloat16)
-    args = read_args(folder)
-    reference = outputs(folder, experts="resident")  # PROMPTS[3] alone, then the eight prompts batched
-    assert outputs(folder, experts="resident") == reference, "not repeatable"
-    for name, options in mode_options(args.num_experts_per_tok, args.num_experts).items():
-        assert outputs(folder, **options) == reference, name
-    graphed = outputs(folder, experts="resident", decode="graphs")
-    assert [ids for ids, _ in graphed] == [ids for ids, _ in reference], "graph decode's tokens differ"
-
-
-def test_eight_requests_of_different_lengths_each_get_their_solo_tokens_with_fla(fla, model_dir):  # noqa: F811
-    folder = model_dir("qwen3_next", torch.float32)
-    requests = [GenerateRequest(prompt=p, sampling=greedy(16)) for p in PROMPTS]
-    with Engine(EngineOptions(model=str(folder), device="cuda", dtype="float32")) as engine:
-        alone = [engine.generate(r).token_ids for r in requests]
-        together = [h.result().token_ids for h in engine.submit_batch(requests)]
-    assert together == alone

@@ -16,6 +16,7 @@ from engine.experts.providers.paged import PagedExperts
 from engine.experts.providers.resident import ResidentExperts
 from engine.quant.synthetic import synthetic_quant_experts
 from tests.gguf.engine_logits import prefill_logits
+from tests.engine.test_prefill_lookahead import before_groups
 from tests.quant import test_quant_providers as providers
 from tests.tiny_models import VOCAB
 
@@ -56,7 +57,7 @@ def test_paged_prompt_logits_are_resident_bits(cuda, tiny_model_dir, monkeypatch
 def hold_back(pager: PagedExperts, stream: str) -> None:
     """Spin `stream` ("copy" or "compute") before every copy into, or compute from, the lookahead ring."""
     host_pager = pager.host_pager
-    copy_engine, layout = host_pager.copies, host_pager.layout
+    copy_engine = host_pager.copies
     copy = copy_engine.copy
 
     def late_copy(pairs, after=None):
@@ -65,26 +66,12 @@ def hold_back(pager: PagedExperts, stream: str) -> None:
                 torch.cuda._sleep(SPIN_CYCLES)
         copy(pairs, after)
 
-    class Late:
-        def __init__(self, layer):
-            self.inner = layout.for_layer(layer)
+    def late_compute(layer, table, units):
+        if stream == "compute" and table is host_pager.lookahead.ring:
+            torch.cuda._sleep(SPIN_CYCLES)
 
-        def run_group(self, table, dispatch, units, slots, out):
-            if stream == "compute" and table is host_pager.lookahead.ring:
-                torch.cuda._sleep(SPIN_CYCLES)
-            self.inner.run_group(table, dispatch, units, slots, out)
-
-        def __getattr__(self, name):
-            return getattr(self.inner, name)
-
-    class Layout:
-        def for_layer(self, layer):
-            return Late(layer)
-
-        def __getattr__(self, name):
-            return getattr(layout, name)
-
-    copy_engine.copy, host_pager.layout = late_copy, Layout()
+    copy_engine.copy = late_copy
+    before_groups(host_pager, late_compute)
 
 
 @pytest.mark.parametrize("stream", ["copy", "compute"])
