@@ -1,6 +1,6 @@
 """Where a decode step's time goes, per arm: the engine's decode tok/s, the GPU time of one step (its CUDA graphs
 replayed back to back), the host time around it (the difference), the launch time of the step's graphs, then the
-host's top functions (cProfile) and the GPU's top kernels (torch profiler). Trace-driven routing on a synthetic
+host's top functions in the decode steps (cProfile) and the GPU's top kernels (torch profiler). Trace-driven routing on a synthetic
 model of a real shape, as `wisp bench`.
 
     python -m bench.profile_decode --shape qwen3-30b-a3b --trace resources/traces/qwen3-twin_code.npz \\
@@ -84,16 +84,17 @@ def print_tables(name: str, weights, plan, args, router, warm_all: bool) -> None
     """The host's top functions (cProfile) and the GPU's top kernels (torch profiler) of one request."""
     engine = engine_for(weights, plan, args, router, warm_all)
     host = cProfile.Profile()
-    host.enable()
-    decode_once(engine, args.prompt, args.tokens, 1, seed=1)
+    decode_once(engine, args.prompt, args.tokens, 1, seed=1, on_prefilled=host.enable)  # the decode steps only
     host.disable()
     text = io.StringIO()
-    pstats.Stats(host, stream=text).sort_stats("tottime").print_stats(20)
+    pstats.Stats(host, stream=text).sort_stats("tottime").print_stats(25)
+    pstats.Stats(host, stream=text).sort_stats("cumulative").print_stats(45)
     prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA])
     decode_once(engine, args.prompt, args.tokens, 1, seed=2, on_prefilled=prof.start)  # the decode steps only
     sync(torch.device("cuda"))
     prof.stop()
-    print(f"==== {name}: host functions by own time (one request: prefill + {args.tokens} tokens)")
+    print(f"==== {name}: host functions by own and by cumulative time (the decode steps of one request: "
+          f"{args.tokens - 1} steps; the host's waits for the GPU show in `tolist`)")
     print(text.getvalue())
     print(f"==== {name}: GPU kernels (the decode steps of one request: {args.tokens - 1} steps)")
     print(prof.key_averages().table(sort_by="device_time_total", row_limit=40), flush=True)

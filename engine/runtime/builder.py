@@ -143,12 +143,9 @@ def decode_attention_kernel(options: EngineOptions, device: torch.device) -> str
 
 
 def decode_path(options: EngineOptions, model, cache: KVCache, device: torch.device, max_model_len: int):
-    """Static-shape decode (CUDA graphs) on CUDA; the dynamic per-sequence path on the CPU. Hybrid linear-attention
-    models take the static or graph path only when asked (`--decode static|graphs`): it passes the CPU tests
-    (static decode, and the whole-step graph path run eagerly under Triton's interpreter) but has not yet run on a
-    GPU, so `auto` keeps them on the dynamic path."""
-    cuda_default = "dynamic" if model.args.is_hybrid else "graphs"
-    mode = options.decode if options.decode != "auto" else (cuda_default if device.type == "cuda" else "dynamic")
+    """Static-shape decode (CUDA graphs) on CUDA, hybrid linear-attention models included (each sequence's
+    state read and written at its slot); the dynamic per-sequence path on the CPU."""
+    mode = options.decode if options.decode != "auto" else ("graphs" if device.type == "cuda" else "dynamic")
     if mode == "dynamic":
         return None
     if mode == "graphs" and device.type != "cuda":

@@ -68,12 +68,15 @@ def test_qk_norm_rope_and_cache_write_as_the_torch_ops(monkeypatch, dtype, rotar
         assert torch.equal(out, q_ref) and torch.equal(k_cache, expected_k)
 
 
-def test_the_fused_step_is_opt_in(monkeypatch):
+def test_the_fused_step_is_on_wherever_triton_is_and_0_turns_it_off(monkeypatch):
+    from engine import triton_support
     from engine.triton_support import fused_step
 
-    monkeypatch.delenv("WISP_FUSED_STEP", raising=False)
-    assert not fused_step()
-    monkeypatch.setenv("WISP_FUSED_STEP", "1")
-    assert fused_step()
-    monkeypatch.setenv("WISP_FUSED_STEP", "0")
-    assert not fused_step()
+    for installed in (True, False):
+        monkeypatch.setattr(triton_support, "HAS_TRITON", installed)
+        monkeypatch.delenv("WISP_FUSED_STEP", raising=False)
+        assert fused_step() is installed
+        monkeypatch.setenv("WISP_FUSED_STEP", "1")
+        assert fused_step() is installed
+        monkeypatch.setenv("WISP_FUSED_STEP", "0")
+        assert not fused_step()

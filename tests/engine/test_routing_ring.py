@@ -29,3 +29,19 @@ def test_recording_leaves_the_other_rows_alone():
     ring.begin_step(1, 2)
     ring.record(0, second)
     assert [ids.tolist() for _, ids in ring.drain()] == [[[1, 2]], [[5, 6]]]
+
+
+def test_drained_uses_are_each_steps_unique_experts_summed_per_layer():
+    import numpy as np
+
+    ring = RoutingRing([3, 7], torch.device("cpu"), on_full=lambda: None, capacity=8)
+    generator = torch.Generator().manual_seed(0)
+    steps = [torch.randint(-1, 6, (tokens, 3), generator=generator) for tokens in (1, 4, 1, 2, 4, 1)]  # repeats
+    for ids in steps:
+        ring.begin_step(*ids.shape)
+        ring.record(3, ids)
+        ring.record(7, ids % 2)
+    expected = {3: sum(np.unique(ids.numpy()).size for ids in steps),
+                7: sum(np.unique(ids.numpy() % 2).size for ids in steps)}
+    drained, uses = ring.drain_uses(with_ids=False)
+    assert drained == [] and uses == expected and ring.drain_uses(with_ids=True) == ([], {})

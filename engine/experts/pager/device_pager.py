@@ -86,7 +86,7 @@ class DevicePager(GraphedExperts):
                 self.counters.count(layer, hits, misses)
                 self.counters.evictions += evictions
                 self.counters.h2d_bytes += misses * self.pager.host.expert_bytes
-        for layer, ids in self.ring.drain():
+        for layer, ids in self.ring.drain_uses(with_ids=self.feed.has_listeners)[0]:
             self.feed.publish_ids(layer, ids, is_decode=True)
 
     def to_host(self) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from engine.errors import BudgetError
@@ -44,8 +43,10 @@ class ResidentExperts(FeedsRouting, ExpertProvider):
         return self.graphed if small and not self.graphed.failed else None
 
     def settle(self) -> None:
-        for layer, ids in self.ring.drain():
-            self.uses.counters.count(layer, int(np.unique(ids).size), 0)
+        drained, uses = self.ring.drain_uses(with_ids=self.feed.has_listeners)
+        for layer, count in uses.items():
+            self.uses.counters.count(layer, count, 0)
+        for layer, ids in drained:
             self.feed.publish_ids(layer, ids, is_decode=True)
 
     def resize(self, layer_slots: list[int]) -> None:

@@ -72,10 +72,12 @@ class TouchedCopyExperts(FeedsRouting, ExpertProvider):
         return self.graphed if usable else None
 
     def settle(self) -> None:
-        for layer, ids in self.ring.drain():
-            self.feed.publish_ids(layer, ids, is_decode=True)
+        drained, uses = self.ring.drain_uses(with_ids=self.feed.has_listeners)
+        for layer, count in uses.items():
             if layer not in self.offloaded:
-                self._counters.count(layer, int(np.unique(ids).size), 0)
+                self._counters.count(layer, count, 0)
+        for layer, ids in drained:
+            self.feed.publish_ids(layer, ids, is_decode=True)
         reader = self.graphed.reader
         if reader is not None:
             for layer, (_, misses, _) in zip(reader.layers, reader.take_counts()):

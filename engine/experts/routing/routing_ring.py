@@ -43,14 +43,27 @@ class RoutingRing:
         column = self.buffers[tuple(ids.shape)][:, self.position[layer]]  # [capacity, T, K]
         torch.where(self.row, ids[None], column, out=column)
 
-    @torch.inference_mode()
     def drain(self) -> list[tuple[int, np.ndarray]]:
         """-> (layer, ids [T, K]) of every recorded step, in step then layer order; empties the ring."""
+        return self.drain_uses(with_ids=True)[0]
+
+    @torch.inference_mode()
+    def drain_uses(self, with_ids: bool) -> tuple[list[tuple[int, np.ndarray]], dict[int, int]]:
+        """-> (drain()'s list, or [] unless with_ids; each layer's routed uses: the unique experts of each recorded
+        step, summed over the steps); empties the ring. The uses of all steps of a shape are counted in one
+        vectorized pass (a sort along each step's ids): the host drains while the GPU waits for the next step."""
         if not self.steps:
-            return []
+            return [], {}
         # A copy (on the CPU, .cpu() would alias the ring, which the next steps overwrite).
         host = {shape: buffer[: len(self.steps)].cpu().numpy().copy() for shape, buffer in self.buffers.items()}
+        uses = np.zeros(len(self.layers), dtype=np.int64)
+        rows_of: dict[tuple[int, int], list[int]] = {}
+        for row, shape in enumerate(self.steps):
+            rows_of.setdefault(shape, []).append(row)
+        for shape, rows in rows_of.items():
+            ids = np.sort(host[shape][rows].reshape(len(rows), len(self.layers), -1), axis=-1)  # [steps, layers, T*K]
+            uses += (1 + (np.diff(ids, axis=-1) != 0).sum(axis=-1)).sum(axis=0)
         out = [(layer, host[shape][row, p]) for row, shape in enumerate(self.steps)
-               for layer, p in self.position.items()]
+               for layer, p in self.position.items()] if with_ids else []
         self.steps.clear()
-        return out
+        return out, {layer: int(uses[p]) for layer, p in self.position.items()}
