@@ -15,7 +15,7 @@ class RoutingRing:
         """on_full(): called when a step finds the ring full; it must drain() it (the provider settles)."""
         self.layers, self.device, self.capacity, self.on_full = layers, device, capacity, on_full
         self.position = {layer: p for p, layer in enumerate(layers)}
-        self.buffers: dict[tuple[int, int], torch.Tensor] = {}  # (tokens, top_k) -> [capacity, layers, T, K]
+        self.buffers: dict[tuple[int, int], torch.Tensor] = {}  # (tokens, top_k) -> [layers, capacity, T, K]
         self.row_host = torch.zeros(capacity, 1, 1, dtype=torch.bool, pin_memory=device.type == "cuda")
         self.row = torch.zeros(capacity, 1, 1, dtype=torch.bool, device=device)  # one-hot: the current step's row
         self.steps: list[tuple[int, int]] = []  # shape of each recorded step, oldest first
@@ -25,7 +25,7 @@ class RoutingRing:
         if len(self.steps) >= self.capacity:
             self.on_full()
         if (tokens, top_k) not in self.buffers:
-            self.buffers[(tokens, top_k)] = torch.zeros(self.capacity, len(self.layers), tokens, top_k,
+            self.buffers[(tokens, top_k)] = torch.zeros(len(self.layers), self.capacity, tokens, top_k,
                                                         dtype=torch.long, device=self.device)
         self.row_host.zero_()
         self.row_host[len(self.steps)] = True
@@ -38,9 +38,9 @@ class RoutingRing:
 
     def record(self, layer: int, ids: torch.Tensor) -> None:
         """Inside the graph: this layer's ids [T, K] go to the current row. A masked write over the layer's
-        capacity rows (a few KB), not index_copy_: under deterministic algorithms that sorts its index first,
-        several kernels per layer and step (the KV-cache writes had cost a fifth of decode that way)."""
-        column = self.buffers[tuple(ids.shape)][:, self.position[layer]]  # [capacity, T, K]
+        capacity rows (a few KB, contiguous: one vectorized kernel), not index_copy_: under deterministic
+        algorithms that sorts its index first, several kernels per layer and step."""
+        column = self.buffers[tuple(ids.shape)][self.position[layer]]  # [capacity, T, K]
         torch.where(self.row, ids[None], column, out=column)
 
     def drain(self) -> list[tuple[int, np.ndarray]]:
@@ -55,7 +55,8 @@ class RoutingRing:
         if not self.steps:
             return [], {}
         # A copy (on the CPU, .cpu() would alias the ring, which the next steps overwrite).
-        host = {shape: buffer[: len(self.steps)].cpu().numpy().copy() for shape, buffer in self.buffers.items()}
+        host = {shape: buffer[:, : len(self.steps)].transpose(0, 1).cpu().numpy().copy()
+                for shape, buffer in self.buffers.items()}  # [steps, layers, T, K]
         uses = np.zeros(len(self.layers), dtype=np.int64)
         rows_of: dict[tuple[int, int], list[int]] = {}
         for row, shape in enumerate(self.steps):
