@@ -6,8 +6,8 @@
 # 2. the template quantized by llama-quantize to FILE_TYPE (default Q4_K_M) and assembled into the 48-layer file;
 # 3. llama-bench --n-cpu-moe at 8/12/16/24 GiB of device buffers (bench/llama_cpp_bench.py);
 # 4. `wisp bench --gguf` on the same file: resident, WiSP and static-UVA on the published-locality trace, resident and
-#    WiSP at 12 GiB with a 2,048-token prompt, WiSP on the twin code trace, as long as the call's time lasts
-#    (DEADLINE seconds after the start, default 575).
+#    WiSP at 12 GiB with a 2,048-token prompt, resident with 8,192, WiSP on the twin code trace, as long as the
+#    call's time lasts (DEADLINE seconds after the start, default 575).
 # Steps whose outputs already exist in WORK (a warm machine) are skipped. Everything printed goes to OUT/log.txt.
 set -u
 OUT=${1:?usage: bench/h2h_h200.sh OUT_DIR LLAMA_SRC_TAR_XZ [FILE_TYPE]}
@@ -73,6 +73,7 @@ if [ -e "$FILE" ]; then
         --label "same file as llama.cpp, commit ${H2H_COMMIT:-unknown}" --out "$OUT/wisp-$TYPE" \
         --also "--budgets 16,24 --arms wisp,static-uva --out $OUT/wisp-$TYPE-16-24" \
         --also "--prompt 2048 --budgets 12 --arms resident,wisp --out $OUT/wisp-$TYPE-2048" \
+        --also "--prompt 8192 --max-len 8448 --tokens 32 --arms resident --out $OUT/wisp-$TYPE-8192" \
         --also "--trace resources/traces/qwen3-twin_code.npz --budgets 12,8,16,24 --arms wisp --runs 1 \
                 --out $OUT/wisp-$TYPE-twin" 2>&1 | cut -c1-400
 fi
