@@ -14,6 +14,7 @@ from engine.model.decode_attention import decode_attention
 from engine.model.kv_store import store_kv
 from engine.model.layers import RMSNorm, apply_rope
 from engine.model.sink_attention import eager_attention, padded_eager_attention
+from engine.model.sink_flash import is_sink_flash_on, sink_flash_attention
 from engine.triton_support import HAS_TRITON, fused_step
 
 
@@ -121,7 +122,8 @@ class Attention(nn.Module):
         elif args.qk_norm == "full":
             self.q_norm = RMSNorm(q_size, args.rms_norm_eps)
             self.k_norm = RMSNorm(kv_size, args.rms_norm_eps)
-        # gpt_oss: sinks and sliding windows run in engine.model.sink_attention (SDPA has neither)
+        # gpt_oss: SDPA has neither sinks nor sliding windows; these layers run in engine.model.sink_flash (prompts
+        # on CUDA), engine.model.decode_attention (decode on CUDA) or engine.model.sink_attention (elsewhere)
         self.window = args.window(layer)
         self.sinks = nn.Parameter(torch.empty(self.num_heads)) if args.attention_sinks else None
         self.is_eager = self.sinks is not None or self.window is not None
@@ -215,9 +217,19 @@ class Attention(nn.Module):
                                            scale=self.head_dim**-0.5, enable_gqa=True)  # [B, H, 1, hd]
         return o[:, :, 0]
 
+    def is_sink_flash(self, q: torch.Tensor) -> bool:
+        """Whether a sink/window layer's prompt rows q [q, H, hd] take engine.model.sink_flash's kernel: wherever
+        decode takes the Triton kernel (CUDA, Ampere on, Triton installed), unless WISP_SINK_FLASH=0. The kernel has
+        no backward, so not where autograd records."""
+        records = torch.is_grad_enabled() and (q.requires_grad or (self.sinks is not None and self.sinks.requires_grad))
+        return (q.shape[0] > 1 and self.decode_kernel == "triton" and q.is_cuda and is_sink_flash_on()
+                and not records)
+
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """q [q, H, hd] are the last q positions of a context whose keys/values are k, v [L, KVH, hd]."""
         if self.is_eager:
+            if self.is_sink_flash(q):
+                return sink_flash_attention(q, k, v, self.head_dim**-0.5, self.sinks, self.window)
             return eager_attention(q, k, v, self.head_dim**-0.5, self.sinks, self.window)
         q_len, kv_len = q.shape[0], k.shape[0]
         mask, is_causal = None, False
