@@ -17,10 +17,10 @@ left() {  # the smaller of $1 seconds and what is left of END_S (at least 1)
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__,
       torch.cuda.get_device_name())"
 echo "== tests/gpu/test_sink_flash.py"
-timeout "$(left 25)" python3 -m pytest -q -m gpu -s tests/gpu/test_sink_flash.py > "$OUT/test_sink_flash.txt" 2>&1
+timeout "$(left 30)" python3 -m pytest -q -m gpu -s tests/gpu/test_sink_flash.py > "$OUT/test_sink_flash.txt" 2>&1
 echo "rc $?"; grep -E "max error|passed|failed|Error" "$OUT/test_sink_flash.txt" | tail -12
 echo "== one gpt-oss-20b layer's prompt attention (bf16, sinks), median of 5"
-timeout "$(left 30)" python3 bench/sink_flash_timing.py "$OUT/timing.json" 2>&1 | tee "$OUT/timing.txt"
+timeout "$(left 25)" python3 bench/sink_flash_timing.py "$OUT/timing.json" 2>&1 | tee "$OUT/timing.txt"
 echo "== tests/gpu/test_gpt_oss.py"
 timeout "$(left 60)" python3 -m pytest -q -m gpu -s tests/gpu/test_gpt_oss.py > "$OUT/test_gpt_oss.txt" 2>&1
 echo "rc $?"; grep -E "greedy tokens|passed|failed|Error" "$OUT/test_gpt_oss.txt" | tail -12
