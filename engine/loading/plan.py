@@ -86,8 +86,11 @@ def check_dense_quant(source: ModelSource, options: EngineOptions) -> None:
     file's dense tensors already keep the types it was quantized to, and a remote server holds its own weights."""
     if options.dense_quant is None or source.kind not in (SourceKind.GGUF, SourceKind.REMOTE):
         return
-    what = ("is a GGUF file, whose dense tensors already keep their stored types (--dense-weights chooses blocks or "
-            "the compute dtype)" if source.kind is SourceKind.GGUF else "is a remote server, which holds its own weights")
+    if source.kind is SourceKind.GGUF:
+        what = ("is a GGUF file, whose dense tensors already keep their stored types (--dense-weights chooses blocks "
+                "or the compute dtype)")
+    else:
+        what = "is a remote server, which holds its own weights"
     raise RequestError(f"--dense-quant quantizes a safetensors checkpoint's dense weights at load; "
                        f"{source.location} {what}")
 
