@@ -121,6 +121,7 @@ class MainWindowWidget(QMainWindow):
         actions.open_model_folder.triggered.connect(self._on_open_model_folder_triggered)
         actions.repeatable.toggled.connect(self.set_repeatable)
         actions.host_memory.triggered.connect(self.open_host_budget_dialog)
+        actions.dense_q8_0.toggled.connect(self.set_q8_0_dense_weights)
         for name, action in actions.gguf_engines.items():
             action.triggered.connect(lambda _=False, name=name: self.set_gguf_engine(name))
         actions.chat_mode.triggered.connect(lambda: self.chat.set_mode("chat"))
@@ -167,6 +168,7 @@ class MainWindowWidget(QMainWindow):
         self.chat.set_mode(settings.mode)
         self.window_actions.themes[settings.theme].setChecked(True)
         self.window_actions.repeatable.setChecked(settings.repeatable)
+        self.window_actions.dense_q8_0.setChecked(settings.dense_quant == "q8_0")
         self.window_actions.gguf_engines[settings.gguf_engine].setChecked(True)
         restore_geometry(self, settings.window_geometry)
         if settings.last_conversation_id is not None:
@@ -193,7 +195,8 @@ class MainWindowWidget(QMainWindow):
                                             api_key=self.settings.api_key_for(model),
                                             deterministic=self.settings.repeatable,
                                             gguf_engine=self.settings.gguf_engine,
-                                            host_budget_bytes=self.settings.host_budget_bytes))
+                                            host_budget_bytes=self.settings.host_budget_bytes,
+                                            dense_quant=self.settings.dense_quant))
 
     def load_model_at(self, model: str | None, budget_bytes: int) -> bool:
         """Load a model at this budget (the picker's "Load at the minimum"); the slider shows it."""
@@ -207,7 +210,8 @@ class MainWindowWidget(QMainWindow):
                   else request.model if request is not None else None)
         self._picker = ModelPickerDialog(self.settings.model_folders, budget, self.theme, self,
                                          remote_servers=self.settings.remote_servers, device=self.launch.device,
-                                         loaded=loaded, gguf_engine=self.settings.gguf_engine)
+                                         loaded=loaded, gguf_engine=self.settings.gguf_engine,
+                                         dense_quant=self.settings.dense_quant)
         self._picker.model_chosen.connect(self.load_model)
         self._picker.model_chosen_at_minimum.connect(self.load_model_at)
         self._picker.folders_changed.connect(lambda folders: self._save_settings(model_folders=folders))
@@ -232,6 +236,18 @@ class MainWindowWidget(QMainWindow):
         self.window_actions.repeatable.setChecked(enabled)
         request = self.loader.request
         if request is not None and not request.is_remote and self.loader.engine is not None:
+            self.load_model(request.model)
+
+    def set_q8_0_dense_weights(self, enabled: bool) -> None:
+        """A checkpoint's dense weights quantized to Q8_0 at load, or kept as stored; a loaded checkpoint is loaded
+        again (a GGUF file keeps its own types, a remote server its own weights)."""
+        dense_quant = "q8_0" if enabled else None
+        if dense_quant == self.settings.dense_quant:
+            return
+        self._save_settings(dense_quant=dense_quant)
+        self.window_actions.dense_q8_0.setChecked(enabled)
+        request = self.loader.request
+        if request is not None and not request.is_remote and not request.is_gguf and self.loader.engine is not None:
             self.load_model(request.model)
 
     def open_host_budget_dialog(self) -> HostBudgetDialog:

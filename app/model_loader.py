@@ -33,6 +33,7 @@ class LoadRequest:
     deterministic: bool = True  # CUDA: bitwise-repeatable kernels (the app's "Repeatable outputs")
     gguf_engine: str = "auto"  # EngineOptions.backend for a .gguf file (the app's Model → GGUF engine)
     host_budget_bytes: int | None = None  # most host RAM for experts (the settings' host_budget_bytes)
+    dense_quant: str | None = None  # EngineOptions.dense_quant for a checkpoint (the app's Q8_0 dense weights)
 
     @property
     def is_remote(self) -> bool:
@@ -46,10 +47,12 @@ class LoadRequest:
         if self.is_remote:
             return api().EngineOptions(model=self.model, api_key=self.api_key)
         # The choice is about GGUF files only: the engine refuses llama.cpp for a checkpoint folder.
+        # Q8_0 dense weights are about checkpoints: the engine refuses them for a GGUF file (it keeps its types).
         backend = self.gguf_engine if self.is_gguf else "auto"
         return api().EngineOptions(model=self.model, device=self.device, experts=ExpertMode.PAGED, backend=backend,
                                    budget_bytes=self.budget_bytes, deterministic=self.deterministic,
-                                   host_budget_bytes=self.host_budget_bytes)
+                                   host_budget_bytes=self.host_budget_bytes,
+                                   dense_quant=None if self.is_gguf else self.dense_quant)
 
     @property
     def display_name(self) -> str:

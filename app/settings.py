@@ -40,6 +40,7 @@ class AppSettings:
     server_port: int = 8000  # the app's OpenAI-compatible server (0: any free port)
     repeatable: bool = True  # CUDA: deterministic kernels (the same prompt, the same reply); False is faster
     gguf_engine: str = "auto"  # which engine runs a .gguf file (one of GGUF_ENGINES)
+    dense_quant: str | None = None  # checkpoints' dense weights quantized at load (DENSE_QUANTS); changes outputs
     window_geometry: str | None = None  # QWidget.saveGeometry(), base64: size, position and maximized state
 
     def with_changes(self, **changes) -> "AppSettings":

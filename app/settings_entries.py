@@ -12,6 +12,7 @@ from app.remote_server import RemoteServer
 
 THEMES = ("system", "light", "dark")
 MODES = ("chat", "code")
+DENSE_QUANTS = ("q8_0",)  # EngineOptions.dense_quant for a checkpoint (the app's Model → Q8_0 dense weights)
 GGUF_ENGINES = ("auto", "wisp", "llama.cpp")  # EngineOptions.backend for a .gguf file: auto picks Wisp's when it can
 MAX_WHOLE = 2**63 - 1
 
@@ -95,6 +96,7 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
     "reasoning_effort": optional(one_of(REASONING_EFFORTS)), "thinking": switch,
     "last_conversation_id": optional(whole(0)), "remote_servers": servers, "server_port": whole(0, 65535),
     "repeatable": switch, "gguf_engine": one_of(GGUF_ENGINES), "window_geometry": optional(text),
+    "dense_quant": optional(one_of(DENSE_QUANTS)),
     "sampling_extras": sampling_extras,
 }
 

@@ -20,6 +20,7 @@ class WindowActions:
     open_model_folder: QAction
     repeatable: QAction
     host_memory: QAction
+    dense_q8_0: QAction
     gguf_auto: QAction
     gguf_wisp: QAction
     gguf_llama_cpp: QAction
@@ -64,6 +65,10 @@ def create_actions(window: QMainWindow) -> WindowActions:
                            "(deterministic GPU kernels, as fast as the others on an H200); reloads the model"),
         host_memory=_action(window, "&Host memory for experts…", tip="The most host RAM pinned for experts that are "
                             "not on the GPU (the rest are read from the model file); reloads the model"),
+        dense_q8_0=_action(window, "&Q8_0 dense weights (smaller, changes outputs)",
+                           tip="Checkpoint folders: attention, shared experts, dense layers, lm_head and the embedding "
+                           "quantized to Q8_0 at load (about half of bf16's memory, left for experts and context); "
+                           "the replies change by the rounding. GGUF files keep their own types; reloads the model"),
         gguf_auto=_action(window, "&Auto", tip="GGUF files run on Wisp's engine (experts paged) when it supports "
                           "the file's architecture and quant types, on llama.cpp otherwise; reloads a GGUF model"),
         gguf_wisp=_action(window, "&Wisp's engine", tip="GGUF files run on Wisp's engine, experts paged within the "
@@ -85,6 +90,7 @@ def create_actions(window: QMainWindow) -> WindowActions:
             action.setCheckable(True)
             group.addAction(action)
     actions.repeatable.setCheckable(True)
+    actions.dense_q8_0.setCheckable(True)
     return actions
 
 
@@ -101,6 +107,7 @@ def build_menus(window: QMainWindow, actions: WindowActions) -> None:
     model_menu.addSeparator()
     model_menu.addAction(actions.repeatable)
     model_menu.addAction(actions.host_memory)
+    model_menu.addAction(actions.dense_q8_0)
     gguf_menu = model_menu.addMenu("&GGUF engine")
     for action in actions.gguf_engines.values():
         gguf_menu.addAction(action)

@@ -15,6 +15,7 @@ DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
 DEFAULT_MAX_MODEL_LEN = 4096  # context when neither the options nor a smaller model limit it
 BACKENDS = ("auto", "wisp", "llama.cpp")  # which engine runs a .gguf file (engine.gguf.backend_choice)
 DENSE_WEIGHTS = ("auto", "file", "dtype")  # a .gguf file's dense weights on Wisp's engine (engine.quant.dense)
+DENSE_QUANTS = ("q8_0",)  # what a checkpoint's dense weights may be quantized to at load (engine.quant.dense_quant)
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,9 @@ class EngineOptions:
     # .gguf files on Wisp's engine: "file" keeps quantized dense tensors in their blocks, "dtype" dequantizes them to
     # the compute dtype at load; auto = file on CUDA, dtype on the CPU (keeps_file_types)
     dense_weights: str = "auto"
+    # safetensors checkpoints: None keeps the dense weights in the compute dtype; "q8_0" quantizes the linear layers
+    # and the embedding to Q8_0 at load (engine.quant.dense_quant): less device memory, other outputs
+    dense_quant: str | None = None
     n_gpu_layers: int | None = None  # GGUF (llama.cpp) only: layers offloaded to the GPU, None = all
     n_cpu_moe: int = 0  # GGUF (llama.cpp) only: the first N layers keep their experts on the CPU (--n-cpu-moe)
     api_key: str | None = field(default=None, repr=False)  # remote servers only (model = http(s)://host:port/v1)
@@ -58,6 +62,9 @@ class EngineOptions:
             raise RequestError(f"attention must be auto, sdpa or triton, got '{self.attention}'")
         if self.dense_weights not in DENSE_WEIGHTS:
             raise RequestError(f"dense weights must be one of {', '.join(DENSE_WEIGHTS)}, got '{self.dense_weights}'")
+        if self.dense_quant is not None and self.dense_quant not in DENSE_QUANTS:
+            raise RequestError(f"dense quant must be one of {', '.join(DENSE_QUANTS)} (or none), "
+                               f"got '{self.dense_quant}'")
         if self.backend not in BACKENDS:
             raise RequestError(f"backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
         object.__setattr__(self, "experts", ExpertMode.parse(self.experts))

@@ -12,6 +12,7 @@ from engine.errors import UnsupportedModelError
 from engine.generation.core import EngineCore
 from engine.generation.model_info import ModelInfo
 from engine.gguf.backend_choice import LLAMA_CPP, WISP, choose_backend, llama_cpp_missing
+from engine.loading.plan import check_dense_quant
 from engine.loading.source import ModelSource, SourceKind, open_source
 
 
@@ -19,6 +20,7 @@ def build_engine(options: EngineOptions, progress: Progress | None = None) -> tu
     """Load the model on the calling thread; raises WispError subclasses with readable messages."""
     check_budget_fits(options)
     source = open_source(options.model)
+    check_dense_quant(source, options)
     if source.kind is SourceKind.REMOTE:
         return build_remote(source.location, options, progress)
     if source.kind is SourceKind.GGUF:

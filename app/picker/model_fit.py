@@ -28,20 +28,22 @@ def is_gguf(entry) -> bool:
     return entry.source == "gguf" or Path(entry.path).suffix.lower() == ".gguf"
 
 
-def plan_options(entry, budget_bytes: int | None, device: str = "auto", gguf_engine: str = "auto"):
+def plan_options(entry, budget_bytes: int | None, device: str = "auto", gguf_engine: str = "auto",
+                 dense_quant: str | None = None):
     """The EngineOptions the app would load the entry with (app.model_loader.LoadRequest.options' rule)."""
     backend = gguf_engine if is_gguf(entry) else "auto"
     return api().EngineOptions(model=entry.path, device=device, experts=ExpertMode.PAGED, backend=backend,
-                               budget_bytes=budget_bytes)
+                               budget_bytes=budget_bytes, dense_quant=None if is_gguf(entry) else dense_quant)
 
 
-def fit_at_budget(entry, budget_bytes: int | None, device: str, gguf_engine: str = "auto") -> Fit:
+def fit_at_budget(entry, budget_bytes: int | None, device: str, gguf_engine: str = "auto",
+                  dense_quant: str | None = None) -> Fit:
     """Worker thread: the fit of a usable engine.api.ModelEntry (not a remote server); no budget yet (the
     hardware is still being detected): no fit."""
     engine_api = api()
     if budget_bytes is None:
         return Fit("–")
-    options = plan_options(entry, budget_bytes, device, gguf_engine)
+    options = plan_options(entry, budget_bytes, device, gguf_engine, dense_quant)
     try:
         plan = engine_api.engine_plan(options)
     except engine_api.BudgetError:

@@ -19,9 +19,11 @@ from app.remote_server import RemoteServer
 
 
 def scan_rows(folders: tuple[str, ...], budget_bytes: int, servers: tuple[RemoteServer, ...] = (),
-              device: str = "auto", loaded: str | None = None, gguf_engine: str = "auto") -> list[ModelRow]:
+              device: str = "auto", loaded: str | None = None, gguf_engine: str = "auto",
+              dense_quant: str | None = None) -> list[ModelRow]:
     """Worker thread: every model found, with how it fits the budget, then the remote servers (not contacted).
-    `loaded` is the serving model's path or URL (its row is marked); `gguf_engine` the app's GGUF engine choice."""
+    `loaded` is the serving model's path or URL (its row is marked); `gguf_engine` the app's GGUF engine choice;
+    `dense_quant` its checkpoints' dense weights choice."""
     engine_api = api()
     rows = []
     for entry in engine_api.scan_models(list(folders)):
@@ -30,7 +32,7 @@ def scan_rows(folders: tuple[str, ...], budget_bytes: int, servers: tuple[Remote
             rows.append(ModelRow(entry, entry.error, is_loaded=is_loaded))
             continue
         try:
-            fit = fit_at_budget(entry, budget_bytes, device, gguf_engine)
+            fit = fit_at_budget(entry, budget_bytes, device, gguf_engine, dense_quant)
             rows.append(ModelRow(entry, fit.text, fit.minimum_bytes, is_loaded))
         except Exception as err:  # an odd config must not hide the other models
             rows.append(ModelRow(entry, f"cannot estimate the memory plan: {err}", is_loaded=is_loaded))
@@ -49,13 +51,13 @@ class ModelPickerDialog(QDialog):
 
     def __init__(self, folders: tuple[str, ...], budget_bytes: int, theme, parent: QWidget | None = None,
                  remote_servers: tuple[RemoteServer, ...] = (), device: str = "auto", loaded: str | None = None,
-                 gguf_engine: str = "auto"):
+                 gguf_engine: str = "auto", dense_quant: str | None = None):
         super().__init__(parent)
         self.setWindowTitle("Choose a model")
         self.resize(900, 420)
         self._folders, self._budget = tuple(folders), budget_bytes
         self._servers = tuple(remote_servers)
-        self._device, self._loaded, self._gguf_engine = device, loaded, gguf_engine
+        self._device, self._loaded, self._gguf_engine, self._dense_quant = device, loaded, gguf_engine, dense_quant
         self._num_scans = 0
         self.model = ModelListModel(api().format_bytes, self)
         self.model.set_error_color(theme.color("danger"))
@@ -115,8 +117,8 @@ class ModelPickerDialog(QDialog):
         self.status_label.setText("Scanning…")
         self._num_scans += 1
         folders, budget, servers, scan = self._folders, self._budget, self._servers, self._num_scans
-        device, loaded, gguf_engine = self._device, self._loaded, self._gguf_engine
-        run_in_background(lambda report: scan_rows(folders, budget, servers, device, loaded, gguf_engine),
+        device, loaded, gguf_engine, dense_quant = self._device, self._loaded, self._gguf_engine, self._dense_quant
+        run_in_background(lambda report: scan_rows(folders, budget, servers, device, loaded, gguf_engine, dense_quant),
                           on_success=lambda rows: scan == self._num_scans and self._on_scan_task_succeeded(rows),
                           on_failure=lambda error: scan == self._num_scans and self._on_scan_task_failed(error))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from engine.alloc.memory_plan import GiB, kv_floor_bytes, state_bytes, workspace_bytes
 from engine.alloc.mvwsa import PoolSpec, Split, configure
-from engine.config import DENSE_WEIGHTS, DEVICES, DTYPE_CHOICES, EngineOptions
+from engine.config import DENSE_QUANTS, DENSE_WEIGHTS, DEVICES, DTYPE_CHOICES, EngineOptions
 from engine.errors import BudgetError, RequestError
 from engine.loading.plan import LoadPlan, plan_for
 from engine.loading.source import open_source, shape_source
@@ -29,7 +29,8 @@ def configure_plan(cli: Namespace) -> LoadPlan:
     source = shape_source(cli.model) if cli.model in SHAPES else open_source(cli.model)
     options = EngineOptions(model=cli.model, device=cli.device, dtype=cli.dtype, experts="paged",
                             budget_bytes=cli.budget, max_num_seqs=cli.concurrency, max_model_len=cli.max_context,
-                            dense_weights=getattr(cli, "dense_weights", "auto"))
+                            dense_weights=getattr(cli, "dense_weights", "auto"),
+                            dense_quant=getattr(cli, "dense_quant", None))
     return plan_for(source, options)
 
 
@@ -107,5 +108,8 @@ def register(commands) -> None:
     parser.add_argument("--dense-weights", default="auto", choices=list(DENSE_WEIGHTS),
                         help=".gguf: dense tensors planned in the file's quant blocks (file) or the compute dtype "
                              "(dtype), as `wisp run --dense-weights` loads them (auto: file on CUDA)")
+    parser.add_argument("--dense-quant", default=None, choices=list(DENSE_QUANTS),
+                        help="checkpoint: dense weights planned as Q8_0 blocks, as `wisp run --dense-quant` loads "
+                             "them (which changes the outputs)")
     parser.add_argument("--json", action="store_true")
     parser.set_defaults(handler=configure_command)

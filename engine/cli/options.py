@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from engine.config import BACKENDS, DENSE_WEIGHTS, EngineOptions
+from engine.config import BACKENDS, DENSE_QUANTS, DENSE_WEIGHTS, EngineOptions
 from engine.errors import RequestError, WispError
 from engine.request_checks import INT32_MAX, REASONING_EFFORTS, SEED_MAX, SEED_MIN, check_int, check_text
 from engine.sampling import SamplingParams
@@ -112,6 +112,11 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
                         help=".gguf on Wisp's engine: file (attention, shared experts, lm_head and the embedding stay in "
                              "the file's quant blocks), dtype (dequantized to the compute dtype at load), or auto "
                              "(file on CUDA, dtype on the CPU)")
+    parser.add_argument("--dense-quant", default=None, choices=list(DENSE_QUANTS),
+                        help="safetensors checkpoint: quantize the dense weights (attention, shared experts, dense "
+                             "MLPs, lm_head, the embedding) to Q8_0 at load, about half of bf16's device memory. "
+                             "CHANGES THE OUTPUTS (the weights' Q8_0 rounding). Refused for a .gguf file, whose "
+                             "dense tensors already keep their stored types (see --dense-weights)")
     parser.add_argument("--n-gpu-layers", type=whole(0, INT32_MAX), default=None,
                         help=".gguf on llama.cpp: layers offloaded to the GPU (default: all)")
     parser.add_argument("--n-cpu-moe", type=whole(0, INT32_MAX), default=0,
@@ -204,7 +209,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         deterministic=not getattr(args, "nondeterministic", False), attention=getattr(args, "attention", "auto"),
         n_gpu_layers=getattr(args, "n_gpu_layers", None),
         n_cpu_moe=getattr(args, "n_cpu_moe", 0), backend=getattr(args, "backend", "auto"),
-        dense_weights=getattr(args, "dense_weights", "auto"),
+        dense_weights=getattr(args, "dense_weights", "auto"), dense_quant=getattr(args, "dense_quant", None),
     )
 
 

@@ -26,8 +26,6 @@ def gguf_model_sizes(model: GgufModel, dtype_bytes: int, keep_types: bool = Fals
         return sizes
     from engine.gguf.weights import param_types
     from engine.model.model_tree import meta_model
-    from engine.quant.dense import kept_bytes
+    from engine.quant.dense import sizes_in_blocks
 
-    saved, shared, scratch = kept_bytes(meta_model(model.args), param_types(model), dtype_bytes)
-    return dataclasses.replace(sizes, dense_bytes=sizes.dense_bytes - saved + scratch,
-                               shared_expert_bytes=sizes.shared_expert_bytes - shared)
+    return sizes_in_blocks(sizes, meta_model(model.args), param_types(model))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from engine.alloc.memory_plan import (MemoryPlan, ModelSizes, PlanRequest, kv_floor_bytes, minimum_budget,
                                       plan_memory, state_bytes, workspace_bytes)
 from engine.config import EngineOptions
-from engine.errors import UnsupportedModelError
+from engine.errors import RequestError, UnsupportedModelError
 from engine.loading.source import ModelSource, SourceKind
 from engine.model.args import ModelArgs
 from engine.model.sizes import model_sizes
@@ -44,6 +44,7 @@ class LoadPlan:
     request: PlanRequest
     gguf: GgufModel | None = field(default=None, compare=False, repr=False)
     keeps_file_types: bool = False  # a GGUF file's quantized dense tensors stay in their blocks (engine.quant.dense)
+    dense_quant: str | None = None  # a checkpoint's dense weights quantized at load (engine.quant.dense_quant)
 
     @property
     def memory(self) -> MemoryPlan:
@@ -69,14 +70,29 @@ def plan_for(source: ModelSource, options: EngineOptions) -> LoadPlan:
 
     if source.kind is SourceKind.REMOTE:
         raise UnsupportedModelError(f"{source.location}: a remote server manages its own memory")
+    check_dense_quant(source, options)
     device = pick_device(options.device)
     model_file = wisp_gguf(source, options.backend) if source.kind is SourceKind.GGUF else None
     args = model_file.args if model_file is not None else source.args
     dtype = resolve_dtype(options.dtype, args, device)
     keep = model_file is not None and options.keeps_file_types(device.type)
-    sizes = planned_sizes(args, model_file, dtype.itemsize, keep)
+    sizes = planned_sizes(args, model_file, dtype.itemsize, keep, options.dense_quant)
     return LoadPlan(source, args, device, dtype, sizes, options.plan_request(args.max_position_embeddings),
-                    model_file, keep)
+                    model_file, keep, options.dense_quant)
+
+
+def check_dense_quant(source: ModelSource, options: EngineOptions) -> None:
+    """RequestError when options.dense_quant asks to quantize a model that is not a safetensors checkpoint: a GGUF
+    file's dense tensors already keep the types it was quantized to, and a remote server holds its own weights."""
+    if options.dense_quant is None or source.kind not in (SourceKind.GGUF, SourceKind.REMOTE):
+        return
+    if source.kind is SourceKind.GGUF:
+        what = ("is a GGUF file, whose dense tensors already keep their stored types (--dense-weights chooses blocks "
+                "or the compute dtype)")
+    else:
+        what = "is a remote server, which holds its own weights"
+    raise RequestError(f"--dense-quant quantizes a safetensors checkpoint's dense weights at load; "
+                       f"{source.location} {what}")
 
 
 def wisp_gguf(source: ModelSource, backend: str) -> GgufModel:
@@ -91,9 +107,14 @@ def wisp_gguf(source: ModelSource, backend: str) -> GgufModel:
 
 
 def planned_sizes(args: ModelArgs, model_file: GgufModel | None, dtype_bytes: int,
-                  keep_types: bool = False) -> ModelSizes:
-    """A config's sizes at the compute dtype; a GGUF file's experts at their slot bytes and, keep_types, its
-    quantized dense tensors at their stored bytes (engine.gguf.sizes)."""
+                  keep_types: bool = False, dense_quant: str | None = None) -> ModelSizes:
+    """A config's sizes at the compute dtype, dense_quant: its dense weights at the blocks that quantizes them to
+    (engine.quant.dense_quant); a GGUF file's experts at their slot bytes and, keep_types, its quantized dense
+    tensors at their stored bytes (engine.gguf.sizes)."""
+    if model_file is None and dense_quant:
+        from engine.model.loader import quantized_dense_sizes
+
+        return quantized_dense_sizes(args, dtype_bytes, dense_quant)
     if model_file is None:
         return model_sizes(args, dtype_bytes)
     from engine.gguf.sizes import gguf_model_sizes

@@ -8,9 +8,12 @@ from pathlib import Path
 import torch
 
 from engine.alloc.host_tier import TierPlanner
+from engine.alloc.memory_plan import ModelSizes
 from engine.config import Progress
 from engine.experts.formats.activation import SILU_GLU, ClampedSwiGlu
 from engine.quant.dense_layout import DenseLayout
+from engine.quant.dense import install_quantized, sizes_in_blocks
+from engine.quant.dense_quant import quantize_weight, quantized_types
 from engine.experts.formats.store import ExpertStore
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
@@ -19,6 +22,7 @@ from engine.model.config_file import read_args
 from engine.model.deepseek_moe import fp32_parameter_names
 from engine.model.gpt_oss_experts import load_expert_biases, load_experts as load_gpt_oss_experts
 from engine.model.families import family
+from engine.model.sizes import model_sizes
 from engine.model.model_tree import meta_model
 from engine.model.transformer import MoeTransformer
 from engine.model.weight_names import MoeWeightNames
@@ -45,20 +49,36 @@ def hf_name(name: str, names: MoeWeightNames) -> str:
     return "model." + name
 
 
-def load_dense(model: MoeTransformer, ckpt: Checkpoint, names: MoeWeightNames, dtype, device) -> None:
-    state, fp32 = {}, fp32_parameter_names(model)
+def load_dense(model: MoeTransformer, ckpt: Checkpoint, names: MoeWeightNames, dtype, device,
+               quant_types: dict[str, str] | None = None) -> None:
+    """The checkpoint's dense weights into `model` on `device`; those in quant_types (Wisp name -> type name,
+    engine.quant.dense_quant) quantized on the host and held as quantized layers, only their blocks on the device."""
+    state, quantized, fp32, quant_types = {}, {}, fp32_parameter_names(model), quant_types or {}
     for name, param in model.named_parameters():
         if name == "lm_head.weight" and model.args.tie_word_embeddings and not ckpt.has("lm_head.weight"):
             continue
         tensor = ckpt.get(hf_name(name, names), tuple(param.shape))
+        if name in quant_types:
+            quantized[name] = quantize_weight(tensor, quant_types[name], device)
+            continue
         target = torch.float32 if name in fp32 else dtype
         # Always a copy: a tensor of the memory-mapped file is aligned to 8 bytes only, and MKL's GEMM gives other
         # bits for other alignments on some CPUs (its AVX and SSE paths); torch's allocations are 64-byte aligned,
         # as the GGUF loader's are, so a checkpoint and its GGUF file compute the same bits everywhere.
         state[name] = torch.nn.Parameter(tensor.to(device=device, dtype=target, copy=True), requires_grad=False)
-    if "lm_head.weight" not in state:
+    tied = "lm_head.weight" not in state and "lm_head.weight" not in quantized
+    if tied and "embed_tokens.weight" in quantized:  # lm_head reads the embedding's blocks
+        quantized["lm_head.weight"] = quantized["embed_tokens.weight"]
+    elif tied:
         state["lm_head.weight"] = state["embed_tokens.weight"]
+    install_quantized(model, quantized, dtype)
     model.load_state_dict(state, strict=True, assign=True)
+
+
+def quantized_dense_sizes(args: ModelArgs, dtype_bytes: int, dense_quant: str) -> ModelSizes:
+    """engine.model.sizes.model_sizes of a checkpoint that load_weights quantizes the dense weights of."""
+    tree = meta_model(args)
+    return sizes_in_blocks(model_sizes(args, dtype_bytes), tree, quantized_types(tree, args, dense_quant))
 
 
 def load_experts(store: ExpertStore, args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, progress: Progress | None):
@@ -102,8 +122,9 @@ class LoadedWeights:
 
 def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: torch.device | None = None,
                  pin_experts: bool = False, progress: Progress | None = None,
-                 plan_tier: TierPlanner | None = None) -> LoadedWeights:
-    """Dense weights go to `device`; experts to `expert_device` (default: the same). plan_tier(layers, experts,
+                 plan_tier: TierPlanner | None = None, dense_quant: str | None = None) -> LoadedWeights:
+    """Dense weights go to `device` (dense_quant: the linear layers and the embedding quantized to that type,
+    engine.quant.dense_quant); experts to `expert_device` (default: the same). plan_tier(layers, experts,
     row bytes) picks the rows held in memory; the others are read from the checkpoint on a miss."""
     args = read_args(folder)
     known = family(args.model_type)
@@ -111,7 +132,8 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
     torch_dtype = resolve_dtype(dtype, args, device)
     ckpt = Checkpoint(folder)
     model = meta_model(args)
-    load_dense(model, ckpt, names, torch_dtype, device)
+    quant_types = quantized_types(model, args, dense_quant) if dense_quant else None
+    load_dense(model, ckpt, names, torch_dtype, device, quant_types)
     model.attach_rotary(device)
     model.eval()
     moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]

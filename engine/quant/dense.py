@@ -89,3 +89,14 @@ def kept_bytes(model: nn.Module, types: dict[str, str], dtype_bytes: int) -> tup
         spec = dense_spec(types["embed_tokens.weight"], tuple(params["embed_tokens.weight"].shape))  # its blocks
         scratch = max(scratch, scratch_bytes(spec, dtype_bytes))
     return saved, shared, scratch
+
+
+def sizes_in_blocks(sizes, tree: nn.Module, types: dict[str, str]):
+    """engine.alloc.memory_plan.ModelSizes of `tree` (a meta model) with the parameters of `types` (Wisp name ->
+    type name: a GGUF file's, or what --dense-quant gives) held in blocks: the dense weights at their block bytes,
+    plus the scratch of the largest one a prompt step dequantizes."""
+    import dataclasses
+
+    saved, shared, scratch = kept_bytes(tree, types, sizes.dtype_bytes)
+    return dataclasses.replace(sizes, dense_bytes=sizes.dense_bytes - saved + scratch,
+                               shared_expert_bytes=sizes.shared_expert_bytes - shared)

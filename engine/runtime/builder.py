@@ -70,7 +70,7 @@ def load_checkpoint(plan: LoadPlan, options: EngineOptions, progress: Progress |
     weights = load_weights(folder, device, str(plan.dtype).replace("torch.", ""),
                            expert_device=torch.device("cpu") if on_host else device,
                            pin_experts=on_host and device.type == "cuda", progress=progress,
-                           plan_tier=host_tier_planner(options, device.type))
+                           plan_tier=host_tier_planner(options, device.type), dense_quant=options.dense_quant)
     return weights, tokenizer
 
 
@@ -87,12 +87,20 @@ def finish_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineO
         num_experts=args.num_experts, top_k=args.num_experts_per_tok, max_model_len=max_model_len,
         device=str(device), dtype=str(weights.dtype).replace("torch.", ""),
         has_chat_template=tokenizer.has_chat_template, plan=memory,
-        warnings=tuple(w for w in [weights.store.warning, args.extra.get("warning")] if w),
+        warnings=tuple(w for w in [weights.store.warning, args.extra.get("warning"), dense_quant_note(plan)] if w),
         reasoning_effort=takes_reasoning_effort(tokenizer),
         thinking_switch=has_thinking_switch(tokenizer), tool_calls=can_call_tools(tokenizer),
         fill_in_middle=fim_token_ids(tokenizer) is not None,
     )
     return engine, info
+
+
+def dense_quant_note(plan: LoadPlan) -> str | None:
+    """The warning a load with --dense-quant carries: its outputs are not the checkpoint's."""
+    if plan.dense_quant is None:
+        return None
+    return (f"dense weights quantized to {plan.dense_quant.upper()} at load (--dense-quant): outputs differ from "
+            "the checkpoint's")
 
 
 def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: EngineOptions, plan: MemoryPlan,

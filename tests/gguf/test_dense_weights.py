@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from engine.api import Engine, EngineOptions, engine_plan, open_source, plan_for
+from engine.errors import RequestError
 from engine.gguf.model_file import GgufModel
 from engine.gguf.weights import param_types
 from engine.launch import build_engine
@@ -103,3 +104,11 @@ def test_a_cpu_engine_dequantizes_by_default(gguf_files):
         model = engine._core.runner.model
         assert isinstance(model.embed_tokens, torch.nn.Embedding)
         assert not any(isinstance(m, QuantLinear) for m in model.modules())
+
+
+def test_dense_quant_is_refused_for_a_gguf_file(gguf_files):
+    """A GGUF file's dense tensors keep the types it was quantized to: --dense-quant names --dense-weights instead."""
+    options = file_options(gguf_files.quantized("qwen3_moe", "Q4_K_M"), dense_quant="q8_0")
+    for attempt in (lambda: build_engine(options), lambda: plan_for(open_source(options.model), options)):
+        with pytest.raises(RequestError, match="--dense-weights"):
+            attempt()
