@@ -22,11 +22,11 @@ import os
 import torch
 from torch import nn
 
-from engine.model.attention import Attention
 from engine.quant.linear import QuantLinearSpec
 from engine.quant.quant_modules import QuantLinear
 
 SWITCH = "WISP_MERGE_QKV"
+PROJECTIONS = ("q_proj", "k_proj", "v_proj")  # engine.model.attention.Attention.projection_names before a merge
 
 
 def merges_projections() -> bool:
@@ -34,16 +34,16 @@ def merges_projections() -> bool:
 
 
 def merge_projections(model: nn.Module) -> None:
-    """Merge the projections of every Attention in the model (GatedAttention too; MLA has no k/v projections and is
-    not an Attention) where they can share a layer, unless WISP_MERGE_QKV=0. Run once the biases are loaded."""
+    """Merge the projections of every engine.model.attention.Attention in the model (GatedAttention too; MLA has no
+    projection_names) where they can share a layer, unless WISP_MERGE_QKV=0. Run once the biases are loaded."""
     if not merges_projections():
         return
     for module in model.modules():
-        if isinstance(module, Attention) and module.projection_names == Attention.projection_names:
+        if getattr(module, "projection_names", None) == PROJECTIONS:
             merge_attention(module)
 
 
-def merge_attention(attention: Attention) -> None:
+def merge_attention(attention: nn.Module) -> None:
     """Replace each group of mergeable projections by one layer named after them (qkv_proj, qk_proj, kv_proj)."""
     names = []
     for group in mergeable_groups([(name, getattr(attention, name)) for name in attention.projection_names]):
@@ -88,10 +88,11 @@ def merged_linear(layers: list[QuantLinear]) -> QuantLinear:
     return merged
 
 
-def projection_specs(attention: Attention) -> dict[str, QuantLinearSpec]:
-    """q_proj, k_proj and v_proj's matrices as they were loaded (QuantLinear layers only), merged or not."""
+def projection_specs(attention: nn.Module) -> dict[str, QuantLinearSpec]:
+    """An Attention's q_proj, k_proj and v_proj matrices as they were loaded (QuantLinear layers only), merged or
+    not."""
     specs = {}
-    originals = iter(Attention.projection_names)
+    originals = iter(PROJECTIONS)
     for name in attention.projection_names:
         layer = getattr(attention, name)
         for part in getattr(layer, "parts", (None,)):

@@ -88,16 +88,17 @@ def test_every_expert_mode_is_bitwise_resident_with_quantized_dense_weights(mode
         assert outputs(path, dense_weights="file", **options) == reference, name
 
 
-@pytest.mark.parametrize("model_type,ftype", [("qwen3_moe", "Q4_K_M"), ("qwen2_moe", "Q4_K_M")])
+@pytest.mark.parametrize("model_type,ftype", [("qwen3_moe", "Q4_K_M"), ("qwen2_moe", "Q4_K_M"), ("qwen3_next", "Q8_0")])
 def test_merged_projections_generate_what_separate_ones_do(model_type, ftype, gguf_files, monkeypatch):
-    """The same bits with q, k and v in one layer (engine.quant.merged_projections; qwen2_moe's have biases) as in
-    three, greedy, seeded and batched: each GEMV row and each part's prompt GEMM is computed as it was alone."""
+    """The same bits with q, k and v in one layer (engine.quant.merged_projections; qwen2_moe's have biases,
+    qwen3_next's q_proj also yields its gate) as in three, greedy, seeded and batched: each GEMV row and each part's
+    prompt GEMM is computed as it was alone."""
     path = gguf_files.quantized(model_type, ftype)
     runs, names = {}, {}
     for switch in ("0", "1"):
         monkeypatch.setenv(SWITCH, switch)
         core, _, model = loaded_model(path)
-        names[switch] = {layer.self_attn.projection_names for layer in model.layers}
+        names[switch] = {m.projection_names for m in model.modules() if isinstance(m, Attention)}
         core.close()
         runs[switch] = outputs(path, experts="resident", dense_weights="file")
     assert names["0"] == {("q_proj", "k_proj", "v_proj")} and len(names["1"] - names["0"]) >= 1, names

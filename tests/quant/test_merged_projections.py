@@ -5,6 +5,7 @@ dense bytes as one that is not, and its attention projects the same q, k, v."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import pytest
@@ -29,8 +30,8 @@ def projections(types, bias: bool, dtype: torch.dtype = torch.float32) -> list[t
         layer = QuantLinear(torch.from_numpy(random_matrix(qtype, ROWS[name], IN, seed=seed).reshape(-1).copy()),
                             spec, bias=bias)
         if bias:
-            layer.bias = torch.nn.Parameter(torch.randn(ROWS[name], generator=torch.Generator().manual_seed(seed)).to(dtype),
-                                            requires_grad=False)
+            values = torch.randn(ROWS[name], generator=torch.Generator().manual_seed(seed))
+            layer.bias = torch.nn.Parameter(values.to(dtype), requires_grad=False)
         layers.append((name, layer))
     return layers
 
@@ -93,3 +94,27 @@ def test_a_merged_model_holds_and_plans_the_same_bytes_and_projects_the_same(mon
             x = torch.randn(rows, 256, generator=torch.Generator().manual_seed(rows))
             for expected, got in zip(one.self_attn.project(x), other.self_attn.project(x)):
                 assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("types", MIXES[:3], ids=lambda types: "-".join(t.name for t in types))
+def test_the_decode_kernels_read_a_merged_matrix_as_its_parts(types):
+    """The wide (Q4_K, Q6_K) and word (Q8_0) GEMVs in Triton's interpreter: a merged layer's rows come out as the
+    separate layers' (each row alone, the split fixed by the type and in_features)."""
+    from engine.quant.linear import word_gemv_triton, wide_gemv_triton, wide_split
+    from engine.triton_support import HAS_TRITON
+
+    if not HAS_TRITON or os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs Triton's interpreter (tests/conftest.py turns it on without CUDA)")
+    layers = projections(types, bias=False)
+    group = mergeable_groups(layers)[0]
+    members = [layer for name, layer in layers if name in group]
+    merged = merged_linear(members)
+    x = torch.randn(2, IN, generator=torch.Generator().manual_seed(0)).bfloat16()
+    rows = torch.zeros(2, dtype=torch.int64)
+
+    def gemv(layer):
+        kernel = wide_gemv_triton if wide_split(layer.spec) is not None else word_gemv_triton
+        return kernel(x, layer.blocks.view(1, -1), rows, layer.spec)
+
+    for got, layer in zip(gemv(merged).split([m.out_features for m in members], dim=-1), members):
+        assert torch.equal(got, gemv(layer))
