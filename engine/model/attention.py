@@ -105,7 +105,7 @@ class KVCache:
 
 class Attention(nn.Module):
     # The layers that compute q, k and v, in order: engine.quant.merged_projections may replace consecutive ones by
-    # one layer (qkv_proj, qk_proj, kv_proj) whose forward_parts gives their outputs.
+    # one layer (qkv_proj, qk_proj, kv_proj) whose forward(x, split=True) gives their outputs.
     projection_names: tuple[str, ...] = ("q_proj", "k_proj", "v_proj")
 
     def __init__(self, args: ModelArgs, layer: int):
@@ -133,9 +133,11 @@ class Attention(nn.Module):
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x [T, D] -> q_proj's, k_proj's and v_proj's outputs [T, H*hd], [T, KVH*hd] x2; a merged layer's are views
         of its one output (rows not contiguous when T > 1)."""
-        if len(self.projection_names) == 3:
-            return tuple(getattr(self, name)(x) for name in self.projection_names)
-        return tuple(out for name in self.projection_names for out in getattr(self, name).forward_parts(x))
+        outputs = []
+        for name in self.projection_names:
+            layer = getattr(self, name)
+            outputs += layer(x, split=True) if name not in Attention.projection_names else [layer(x)]
+        return tuple(outputs)
 
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         q, k, v = (t.contiguous() for t in self.project_qkv(x))  # [T, H*hd], [T, KVH*hd] x2

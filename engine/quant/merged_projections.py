@@ -10,7 +10,7 @@ are.
 
 The bits do not change: the decode GEMVs (engine.quant.linear) compute each output row alone, in an order and a
 split fixed by the matrix's type and in_features; quant_matmul's tiles reduce each output over K alone; a long step
-that dequantizes runs each part as its own layer (QuantLinear.forward_parts). The blocks are concatenated once and
+that dequantizes runs each part as its own layer (QuantLinear.forward, split). The blocks are concatenated once and
 the originals dropped, so the device bytes do not grow (weight_bytes is the same).
 
 WISP_MERGE_QKV=0 (read at load) keeps the three layers."""
@@ -38,7 +38,7 @@ def merge_projections(model: nn.Module) -> None:
     projection_names) where they can share a layer, unless WISP_MERGE_QKV=0. Run once the biases are loaded."""
     if not merges_projections():
         return
-    for module in model.modules():
+    for module in list(model.modules()):  # merging changes the modules under each attention
         if getattr(module, "projection_names", None) == PROJECTIONS:
             merge_attention(module)
 

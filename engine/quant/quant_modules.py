@@ -34,7 +34,7 @@ class QuantLinear(nn.Module):
     """y = x W^T (+ bias) with W in `blocks` (uint8 [spec.nbytes], never dequantized in place); the bias, where the
     layer has one, is a float parameter (loaded as nn.Linear's is, `assign`ed from the state dict). `parts`: the
     matrices W stacks along its rows (engine.quant.merged_projections), at their byte offsets in `blocks`; one, W
-    itself, unless merged. A long step dequantizes and multiplies each part as the part's own layer would."""
+    itself, unless merged. forward(x, split=True) gives each part's output."""
 
     def __init__(self, blocks: torch.Tensor, spec: QuantLinearSpec, bias: bool = False,
                  parts: tuple[QuantLinearSpec, ...] | None = None):
@@ -50,8 +50,14 @@ class QuantLinear(nn.Module):
     def weight_bytes(self) -> int:
         return self.blocks.numel()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, split: bool = False) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """x [..., in] -> [..., out]; split: each part's output [..., part rows] instead (views of the one output,
+        but in a long step that dequantizes each part runs as the part's own layer would)."""
         rows = x.reshape(-1, self.in_features)
+        if len(self.parts) > 1 and rows.shape[0] > GEMV_ROWS and not runs_fused(rows, self.spec):
+            outputs = self.dequantized_parts(rows)
+            outputs = tuple(out.view(*x.shape[:-1], out.shape[-1]) for out in outputs)
+            return outputs if split else torch.cat(outputs, dim=-1)
         if rows.shape[0] == 0:
             out = rows.new_empty(0, self.out_features)
         elif rows.shape[0] <= GEMV_ROWS:
@@ -62,25 +68,20 @@ class QuantLinear(nn.Module):
             out = quant_matmul(rows, self.blocks, self.spec)
             if self.bias is not None:
                 out = out + self.bias
-        elif len(self.parts) > 1:
-            return torch.cat(self.forward_parts(rows), dim=-1).view(*x.shape[:-1], self.out_features)
         else:
             out = dequantized_linear(rows, self.blocks, self.spec, self.bias)
-        return out.view(*x.shape[:-1], self.out_features)
+        out = out.view(*x.shape[:-1], self.out_features)
+        return out.split([part.out_features for part in self.parts], dim=-1) if split else out
 
-    def forward_parts(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Each part's output [..., part rows]: views of one output, but in a long step that dequantizes, where each
-        part runs as the part's own layer would (the same tiles and GEMMs, so the same bits: a float GEMM's bits may
-        change with its shape)."""
-        rows = x.reshape(-1, self.in_features)
-        if len(self.parts) == 1 or rows.shape[0] <= GEMV_ROWS or runs_fused(rows, self.spec):
-            return self(x).split([part.out_features for part in self.parts], dim=-1)
+    def dequantized_parts(self, rows: torch.Tensor) -> list[torch.Tensor]:
+        """rows [T, in] through each part's dequantized_linear: the tiles and GEMMs of the part's own layer, so its
+        bits (a float GEMM's bits may change with its shape) -> [T, part rows] each."""
         outputs, start = [], 0
         for part in self.parts:
             bias = None if self.bias is None else self.bias[start : start + part.out_features]
-            outputs.append(dequantized_linear(rows, self.blocks, part, bias).view(*x.shape[:-1], part.out_features))
+            outputs.append(dequantized_linear(rows, self.blocks, part, bias))
             start += part.out_features
-        return tuple(outputs)
+        return outputs
 
     def extra_repr(self) -> str:
         return (f"{self.spec.qtype.name}, in_features={self.in_features}, out_features={self.out_features}, "

@@ -52,7 +52,7 @@ def test_a_merged_layer_gives_the_separate_layers_bits_on_cuda(cuda, types, bias
         with torch.inference_mode():
             separate = [by_name[name](x) for name in ("q_proj", "k_proj", "v_proj")]
             together = [out for group in groups for out in (
-                merged[group].forward_parts(x) if group in merged else [by_name[group[0]](x)])]
+                merged[group](x, split=True) if group in merged else [by_name[group[0]](x)])]
         for name, got, expected in zip(("q", "k", "v"), together, separate):
             assert torch.equal(got, expected), (name, rows, gemm)
 

@@ -51,7 +51,7 @@ def test_a_merged_layer_gives_the_separate_layers_bits(types, bias, dtype):
         merged = []
         for group in groups:
             members = [by_name[name] for name in group]
-            merged += merged_linear(members).forward_parts(x) if len(group) > 1 else [members[0](x)]
+            merged += merged_linear(members)(x, split=True) if len(group) > 1 else [members[0](x)]
         for name, got, expected in zip(ROWS, merged, separate):
             assert got.shape == expected.shape and torch.equal(got, expected), (name, rows)
 
