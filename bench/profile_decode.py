@@ -8,6 +8,9 @@ model of a real shape, as `wisp bench`.
 
 --gemv wide,word times every arm once with each quantized decode GEMV (engine.quant.linear.GEMV) on the same weights;
 --fused-step 0,1 times (and tables) every arm without and with the decode step's fused kernels (WISP_FUSED_STEP).
+--merge-qkv 0,1 times (and tables) every arm with an attention's quantized q, k, v projections in three layers and
+merged where they can share one (WISP_MERGE_QKV, engine.quant.merged_projections): the dense weights are built again
+for each, from the same seed, so the same values.
 
 resident: every expert on the device; paged-all: the pager with a slot for every expert, all warm (the pager's
 own cost, no misses); wisp: the pager at --budget GiB with the configured split. --chunk-layers 48,8 runs every
@@ -160,6 +163,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fused-step", type=parse_list(int), default=None,
                         help="time and table every arm with WISP_FUSED_STEP set to each of these (0: the decode step's "
                              "op-by-op kernels, 1: its fused ones; engine.triton_support.fused_step)")
+    parser.add_argument("--merge-qkv", type=parse_list(int), default=None,
+                        help="time and table every arm with WISP_MERGE_QKV set to each of these (0: q, k, v in three "
+                             "quantized layers, 1: merged where they can share one); the dense weights built for each")
     parser.add_argument("--tables", action=argparse.BooleanOptionalAction, default=True,
                         help="after all the timings, print each arm's cProfile and torch profiler tables")
     parser.add_argument("--out", type=Path, default=None,
@@ -183,25 +189,43 @@ def main(argv: list[str] | None = None) -> None:
     arms_of = Arms(host, args, trace, device)
     rows = []
     fused_values = args.fused_step or [None]
+    merge_values = args.merge_qkv or [None]
     # every timing before the first profiler table (see the module's docstring)
-    for fused in fused_values:
-        set_fused_step(fused)  # read when a step is traced: the graphs captured from here on use it
-        for gemv in args.gemv or [linear.GEMV]:
-            linear.GEMV = gemv  # read at each GEMV call: the graphs captured from here on run this kernel
-            for chunk in args.chunk_layers or [None]:
-                for arm in arms:
-                    row = arms_of.run(arm, partial(time_arm, args=args, router=router, chunk_layers=chunk))
-                    rows.append(dict(row, gemv=gemv, fused_step=fused))
-                    print(json.dumps({"gemv": gemv, "fused_step": fused}), flush=True)
-                if args.out is not None:  # before the tables: a run cut short keeps its timings
-                    args.out.write_text(json.dumps(rows))
+    for merge in merge_values:
+        rebuild_dense(host, merge, args, device)
+        for fused in fused_values:
+            set_fused_step(fused)  # read when a step is traced: the graphs captured from here on use it
+            for gemv in args.gemv or [linear.GEMV]:
+                linear.GEMV = gemv  # read at each GEMV call: the graphs captured from here on run this kernel
+                for chunk in args.chunk_layers or [None]:
+                    for arm in arms:
+                        row = arms_of.run(arm, partial(time_arm, args=args, router=router, chunk_layers=chunk))
+                        rows.append(dict(row, gemv=gemv, fused_step=fused, merge_qkv=merge))
+                        print(json.dumps({"gemv": gemv, "fused_step": fused, "merge_qkv": merge}), flush=True)
+                    if args.out is not None:  # before the tables: a run cut short keeps its timings
+                        args.out.write_text(json.dumps(rows))
     linear.GEMV = (args.gemv or [linear.GEMV])[0]
     if args.tables:
-        for fused in fused_values:
-            set_fused_step(fused)
-            for arm in dict.fromkeys(arms):
-                print(json.dumps({"tables": arm, "fused_step": fused}), flush=True)
-                arms_of.run(arm, partial(print_tables, args=args, router=router))
+        for merge in merge_values:
+            rebuild_dense(host, merge, args, device)
+            for fused in fused_values:
+                set_fused_step(fused)
+                for arm in dict.fromkeys(arms):
+                    print(json.dumps({"tables": arm, "fused_step": fused, "merge_qkv": merge}), flush=True)
+                    arms_of.run(arm, partial(print_tables, args=args, router=router))
+
+
+def rebuild_dense(host, merge: int | None, args, device: torch.device) -> None:
+    """(merge given) host's dense weights built again under WISP_MERGE_QKV=merge, from the same seed."""
+    if merge is None:
+        return
+    from engine.bench.synthetic import synthetic_dense_weights
+
+    os.environ["WISP_MERGE_QKV"] = str(merge)
+    host.model = None  # the previous dense weights go before the next are made
+    gc.collect()
+    torch.cuda.empty_cache()
+    host.model, host.dense_bytes = synthetic_dense_weights(host.args, host.dtype, device, args.quant)
 
 
 def set_fused_step(value: int | None) -> None:

@@ -20,8 +20,10 @@ WEIGHT_STD = 0.02
 def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, seed: int = 0,
                     quant_types: dict[str, str] | None = None) -> MoeTransformer:
     """Random dense weights in dtype; the parameters quant_types names ({Wisp name: type}, e.g.
-    engine.quant.dense_file_types.dense_types) are random valid blocks of that type in quantized layers."""
+    engine.quant.dense_file_types.dense_types) are random valid blocks of that type in quantized layers (the
+    attention projections merged as a GGUF file's are, engine.quant.merged_projections)."""
     from engine.quant.dense import dense_spec, install_quantized
+    from engine.quant.merged_projections import merge_projections
     from engine.quant.synthetic import random_blocks
 
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -44,6 +46,7 @@ def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, s
             tensor = torch.randn(param.shape, generator=generator, dtype=param_dtype, device=device) * WEIGHT_STD
         state[name] = torch.nn.Parameter(tensor, requires_grad=False)
     model.load_state_dict(state, strict=True, assign=True)
+    merge_projections(model)
     model.attach_rotary(device)
     return model.eval()
 

@@ -78,12 +78,18 @@ def load_gguf_weights(path: Path | str, dtype: torch.dtype, device: torch.device
 
 
 def dense_model(weights: GgufWeights, dtype: torch.dtype, device: torch.device | str):
-    """The model tree holding the file's dense weights: the quantized layers installed, the rest assigned."""
+    """The model tree holding the file's dense weights: the quantized layers installed, the rest assigned, the
+    attention projections merged where they can share a layer (engine.quant.merged_projections). The blocks move
+    into the model: weights.quantized keeps the names and specs, its blocks replaced by empty tensors, so that the
+    merged layers' originals are freed."""
     from engine.model.model_tree import meta_model
     from engine.quant.dense import install_quantized
+    from engine.quant.merged_projections import merge_projections
 
     model = meta_model(weights.args)
     install_quantized(model, weights.quantized, dtype)
+    weights.quantized = {param: (blocks.new_empty(0), spec) for param, (blocks, spec) in weights.quantized.items()}
     model.load_state_dict(weights.state_dict, strict=True, assign=True)
+    merge_projections(model)
     model.attach_rotary(device)
     return model.eval()

@@ -105,6 +105,10 @@ class KVCache:
 
 
 class Attention(nn.Module):
+    # The layers that compute q, k and v, in order: engine.quant.merged_projections may replace consecutive ones by
+    # one layer (qkv_proj, qk_proj, kv_proj) whose forward(x, split=True) gives their outputs.
+    projection_names: tuple[str, ...] = ("q_proj", "k_proj", "v_proj")
+
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
         self.layer = layer
@@ -128,8 +132,17 @@ class Attention(nn.Module):
         self.sinks = nn.Parameter(torch.empty(self.num_heads)) if args.attention_sinks else None
         self.is_eager = self.sinks is not None or self.window is not None
 
+    def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x [T, D] -> q_proj's, k_proj's and v_proj's outputs [T, H*hd], [T, KVH*hd] x2; a merged layer's are views
+        of its one output (rows not contiguous when T > 1)."""
+        outputs = []
+        for name in self.projection_names:
+            layer = getattr(self, name)
+            outputs += layer(x, split=True) if name not in Attention.projection_names else [layer(x)]
+        return tuple(outputs)
+
     def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # [T, H*hd], [T, KVH*hd] x2
+        q, k, v = (t.contiguous() for t in self.project_qkv(x))  # [T, H*hd], [T, KVH*hd] x2
         if self.qk_norm == "full":
             q, k = self.q_norm(q), self.k_norm(k)
         if self.clip_qkv is not None:
@@ -154,9 +167,10 @@ class Attention(nn.Module):
             from engine.model.fused_qk_rope import fused_qk_rope_store
 
             T = x.shape[0]
-            q = self.q_proj(x).view(T, self.num_heads, self.head_dim)
-            k = self.k_proj(x).view(T, self.num_kv_heads, self.head_dim)
-            v = self.v_proj(x).view(T, self.num_kv_heads, self.head_dim)
+            q, k, v = self.project_qkv(x)
+            q = q.view(T, self.num_heads, self.head_dim)
+            k = k.view(T, self.num_kv_heads, self.head_dim)
+            v = v.view(T, self.num_kv_heads, self.head_dim)
             norm = self.qk_norm == "per_head"
             return fused_qk_rope_store(q, k, v, self.q_norm.weight if norm else None,
                                        self.k_norm.weight if norm else None, self.q_norm.eps if norm else 0.0,

@@ -38,8 +38,8 @@ def norm_rope(src, w_ptr, cos_row, sin_row, c, D, eps, NORM: tl.constexpr, ROT: 
 
 @triton.jit
 def qk_rope_store_kernel(q_ptr, k_ptr, v_ptr, q_weight_ptr, k_weight_ptr, cos_ptr, sin_ptr, slots_ptr, q_out_ptr,
-                         k_cache_ptr, v_cache_ptr, H, KVH, D, eps, NORM: tl.constexpr, ROT: tl.constexpr,
-                         BD: tl.constexpr):
+                         k_cache_ptr, v_cache_ptr, q_stride, k_stride, v_stride, H, KVH, D, eps, NORM: tl.constexpr,
+                         ROT: tl.constexpr, BD: tl.constexpr):
     t = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     c = tl.arange(0, BD)
@@ -48,31 +48,36 @@ def qk_rope_store_kernel(q_ptr, k_ptr, v_ptr, q_weight_ptr, k_weight_ptr, cos_pt
     cos_row, sin_row = cos_ptr + t * ROT, sin_ptr + t * ROT
     if head < H:
         row = (t * H + head) * D
-        y = norm_rope(q_ptr + row, q_weight_ptr, cos_row, sin_row, c, D, eps, NORM, ROT, dtype)
+        y = norm_rope(q_ptr + t * q_stride + head * D, q_weight_ptr, cos_row, sin_row, c, D, eps, NORM, ROT, dtype)
         tl.store(q_out_ptr + row + c, y.to(dtype), mask=ok)
     else:
         kv_head = head - H
-        row = (t * KVH + kv_head) * D
         cached = (tl.load(slots_ptr + t).to(tl.int64) * KVH + kv_head) * D
-        y = norm_rope(k_ptr + row, k_weight_ptr, cos_row, sin_row, c, D, eps, NORM, ROT, dtype)
+        y = norm_rope(k_ptr + t * k_stride + kv_head * D, k_weight_ptr, cos_row, sin_row, c, D, eps, NORM, ROT, dtype)
         tl.store(k_cache_ptr + cached + c, y.to(dtype), mask=ok)
-        tl.store(v_cache_ptr + cached + c, tl.load(v_ptr + row + c, mask=ok), mask=ok)
+        tl.store(v_cache_ptr + cached + c, tl.load(v_ptr + t * v_stride + kv_head * D + c, mask=ok), mask=ok)
 
 
 def fused_qk_rope_store(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_weight: torch.Tensor | None,
                         k_weight: torch.Tensor | None, eps: float, cos: torch.Tensor, sin: torch.Tensor,
                         slots: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> torch.Tensor:
-    """q [T, H, hd], k and v [T, KVH, hd]; q/k norm weights [hd] (None: no norm); cos, sin [T, rotary_dim];
-    slots [T] (distinct); caches [slots, KVH, hd] -> q normed and turned [T, H, hd]; k (normed, turned) and v
-    written at their slots."""
+    """q [T, H, hd], k and v [T, KVH, hd] (each token's heads contiguous; tokens at any stride: views of a merged
+    projection's output); q/k norm weights [hd] (None: no norm); cos, sin [T, rotary_dim]; slots [T] (distinct);
+    caches [slots, KVH, hd] -> q normed and turned [T, H, hd]; k (normed, turned) and v written at their slots."""
     T, H, D = q.shape
     KVH = k.shape[1]
     out = torch.empty(T, H, D, dtype=q.dtype, device=q.device)
     norm = q_weight is not None
+    q, k, v = (heads_contiguous(t) for t in (q, k, v))
     if T:
-        qk_rope_store_kernel[(T, H + KVH)](q.contiguous(), k.contiguous(), v.contiguous(),
-                                           q_weight if norm else q, k_weight if norm else k, cos.contiguous(),
-                                           sin.contiguous(), slots, out, k_cache, v_cache, H, KVH, D, eps,
+        qk_rope_store_kernel[(T, H + KVH)](q, k, v, q_weight if norm else q, k_weight if norm else k,
+                                           cos.contiguous(), sin.contiguous(), slots, out, k_cache, v_cache,
+                                           q.stride(0), k.stride(0), v.stride(0), H, KVH, D, eps,
                                            NORM=norm, ROT=cos.shape[-1], BD=triton.next_power_of_2(D),
                                            num_warps=4 if D <= 1024 else 8)
     return out
+
+
+def heads_contiguous(x: torch.Tensor) -> torch.Tensor:
+    """x [T, heads, D] as it is where each token's heads are one contiguous run, else a contiguous copy."""
+    return x if x.stride(2) == 1 and x.stride(1) == x.shape[2] else x.contiguous()

@@ -177,9 +177,10 @@ class GatedAttention(Attention):
     def gated_project(self, x, rope: tuple[torch.Tensor, torch.Tensor]):
         """x [T, D] -> q [T, H, hd], gate [T, H, hd], k, v [T, KVH, hd] (q, k normed and turned)."""
         T = x.shape[0]
-        q, gate = self.q_proj(x).view(T, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
-        k = self.k_proj(x).view(T, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(T, self.num_kv_heads, self.head_dim)
+        q, k, v = (t.contiguous() for t in self.project_qkv(x))
+        q, gate = q.view(T, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
+        k = k.view(T, self.num_kv_heads, self.head_dim)
+        v = v.view(T, self.num_kv_heads, self.head_dim)
         return apply_rope(self.q_norm(q), *rope), gate, apply_rope(self.k_norm(k), *rope), v
 
     def gated_output(self, out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:

@@ -32,11 +32,15 @@ def scratch_bytes(spec: QuantLinearSpec, dtype_bytes: int) -> int:
 
 class QuantLinear(nn.Module):
     """y = x W^T (+ bias) with W in `blocks` (uint8 [spec.nbytes], never dequantized in place); the bias, where the
-    layer has one, is a float parameter (loaded as nn.Linear's is, `assign`ed from the state dict)."""
+    layer has one, is a float parameter (loaded as nn.Linear's is, `assign`ed from the state dict). `parts`: the
+    matrices W stacks along its rows (engine.quant.merged_projections), at their byte offsets in `blocks`; one, W
+    itself, unless merged. forward(x, split=True) gives each part's output."""
 
-    def __init__(self, blocks: torch.Tensor, spec: QuantLinearSpec, bias: bool = False):
+    def __init__(self, blocks: torch.Tensor, spec: QuantLinearSpec, bias: bool = False,
+                 parts: tuple[QuantLinearSpec, ...] | None = None):
         super().__init__()
         self.spec, self.in_features, self.out_features = spec, spec.in_features, spec.out_features
+        self.parts = parts or (spec,)
         self.register_buffer("blocks", blocks.reshape(-1), persistent=False)
         self.register_buffer("gemv_rows", torch.zeros(GEMV_ROWS, dtype=torch.int64, device=blocks.device),
                              persistent=False)  # every GEMV entry reads the one matrix (slot 0 of a 1-row table)
@@ -46,8 +50,14 @@ class QuantLinear(nn.Module):
     def weight_bytes(self) -> int:
         return self.blocks.numel()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, split: bool = False) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """x [..., in] -> [..., out]; split: each part's output [..., part rows] instead (views of the one output,
+        but in a long step that dequantizes each part runs as the part's own layer would)."""
         rows = x.reshape(-1, self.in_features)
+        if len(self.parts) > 1 and rows.shape[0] > GEMV_ROWS and not runs_fused(rows, self.spec):
+            outputs = self.dequantized_parts(rows)
+            outputs = tuple(out.view(*x.shape[:-1], out.shape[-1]) for out in outputs)
+            return outputs if split else torch.cat(outputs, dim=-1)
         if rows.shape[0] == 0:
             out = rows.new_empty(0, self.out_features)
         elif rows.shape[0] <= GEMV_ROWS:
@@ -60,7 +70,18 @@ class QuantLinear(nn.Module):
                 out = out + self.bias
         else:
             out = dequantized_linear(rows, self.blocks, self.spec, self.bias)
-        return out.view(*x.shape[:-1], self.out_features)
+        out = out.view(*x.shape[:-1], self.out_features)
+        return out.split([part.out_features for part in self.parts], dim=-1) if split else out
+
+    def dequantized_parts(self, rows: torch.Tensor) -> list[torch.Tensor]:
+        """rows [T, in] through each part's dequantized_linear: the tiles and GEMMs of the part's own layer, so its
+        bits (a float GEMM's bits may change with its shape) -> [T, part rows] each."""
+        outputs, start = [], 0
+        for part in self.parts:
+            bias = None if self.bias is None else self.bias[start : start + part.out_features]
+            outputs.append(dequantized_linear(rows, self.blocks, part, bias))
+            start += part.out_features
+        return outputs
 
     def extra_repr(self) -> str:
         return (f"{self.spec.qtype.name}, in_features={self.in_features}, out_features={self.out_features}, "
@@ -124,6 +145,7 @@ def weight_bytes(model: nn.Module) -> int:
 
 def planned_dense_bytes(model: nn.Module, dtype_bytes: int) -> int:
     """What a model's dense weights take on the device: weight_bytes, plus the scratch of the largest tile a long
-    step dequantizes (the memory plan's dense_bytes)."""
-    scratch = [scratch_bytes(m.spec, dtype_bytes) for m in model.modules() if isinstance(m, QuantLinear)]
+    step dequantizes (the memory plan's dense_bytes; a merged layer dequantizes its parts one at a time)."""
+    layers = [m for m in model.modules() if isinstance(m, QuantLinear)]
+    scratch = [scratch_bytes(part, dtype_bytes) for m in layers for part in m.parts]
     return weight_bytes(model) + max(scratch, default=0)

@@ -68,6 +68,27 @@ def test_qk_norm_rope_and_cache_write_as_the_torch_ops(monkeypatch, dtype, rotar
         assert torch.equal(out, q_ref) and torch.equal(k_cache, expected_k)
 
 
+@pytest.mark.parametrize("with_norm", [True, False])
+def test_q_k_v_as_views_of_one_projection_output_give_the_same_bits(monkeypatch, with_norm):
+    """A merged q/k/v projection's output split into views (rows at the merged width's stride, no copies): the
+    kernel reads each token at its stride and computes what it does on contiguous tensors."""
+    from engine.model.fused_qk_rope import fused_qk_rope_store
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    q, k, v, cos, sin, slots = qk_case(torch.bfloat16)
+    merged = torch.cat([t.reshape(3, -1) for t in (q, k, v)], dim=1)  # [T, (H + 2 KVH) hd]
+    views = [part.view(3, -1, 64) for part in merged.split([4 * 64, 2 * 64, 2 * 64], dim=1)]
+    assert not views[1].is_contiguous()
+    weight = torch.linspace(0.5, 1.5, 64).bfloat16() if with_norm else None
+    results = []
+    for q_in, k_in, v_in in ((q, k, v), views):
+        k_cache, v_cache = torch.zeros(12, 2, 64).bfloat16(), torch.zeros(12, 2, 64).bfloat16()
+        out = fused_qk_rope_store(q_in, k_in, v_in, weight, weight, 1e-6, cos, sin, slots, k_cache, v_cache)
+        results.append((out, k_cache, v_cache))
+    for expected, got in zip(*results):
+        assert torch.equal(got, expected)
+
+
 def test_the_fused_step_is_on_wherever_triton_is_and_0_turns_it_off(monkeypatch):
     from engine import triton_support
     from engine.triton_support import fused_step

@@ -63,7 +63,9 @@ def llama_cpp_activations(model, gguf_types: dict[str, str]):
     hooks, arch = [], model.args.extra.get("gguf_architecture", "")
     for name, module in model.named_modules():
         if isinstance(module, (torch.nn.Linear, QuantLinear)) and name != "lm_head":
-            weight_type = gguf_types[gguf_name(f"{name}.weight", arch)]
+            # a QuantLinear holds the file's type (a merged q/k/v layer has no tensor of its own name)
+            weight_type = (module.spec.qtype.name if isinstance(module, QuantLinear)
+                           else gguf_types[gguf_name(f"{name}.weight", arch)])
             hooks.append(module.register_forward_pre_hook(
                 lambda _m, args, t=weight_type: (quantize_activations(args[0], t),)))
     head = gguf_name("lm_head.weight")

@@ -15,8 +15,10 @@ from engine.errors import RequestError
 from engine.gguf.model_file import GgufModel
 from engine.gguf.weights import param_types
 from engine.launch import build_engine
+from engine.model.attention import Attention
 from engine.model.model_tree import meta_model
 from engine.quant.dense import KEPT_TYPES, kept_bytes
+from engine.quant.merged_projections import SWITCH, projection_specs
 from engine.quant.quant_modules import QuantEmbedding, QuantLinear, planned_dense_bytes, weight_bytes
 from tests.gguf.engine_runs import mode_options, outputs
 
@@ -42,10 +44,16 @@ def test_every_quantized_dense_tensor_stays_in_its_blocks(model_type, ftype, ggu
         kept = 0
         for name, module in model.named_modules():
             file_type = types.get(f"{name}.weight")
-            if isinstance(module, (QuantLinear, QuantEmbedding)):
+            if isinstance(module, Attention):  # a merged layer (engine.quant.merged_projections) holds several
+                for projection, spec in projection_specs(module).items():
+                    assert spec.qtype.name == types[f"{name}.{projection}.weight"], (name, projection)
+                    kept += 1
+            if isinstance(module, QuantLinear) and len(module.parts) > 1:
+                assert module.blocks.dtype == torch.uint8
+            elif isinstance(module, (QuantLinear, QuantEmbedding)):
                 assert module.spec.qtype.name == file_type, name  # the file's own type, not a conversion
                 assert module.blocks.dtype == torch.uint8
-                kept += 1
+                kept += name.rpartition(".")[2] not in ("q_proj", "k_proj", "v_proj")  # counted with Attention
             elif isinstance(module, (torch.nn.Linear, torch.nn.Embedding)):
                 assert file_type not in KEPT_TYPES or name.endswith("kv_b_proj"), f"{name} ({file_type}) dequantized"
         assert kept >= 4 * 2 + 2  # q, k, v, o of both layers at least, the embedding and lm_head
@@ -79,6 +87,23 @@ def test_every_expert_mode_is_bitwise_resident_with_quantized_dense_weights(mode
     assert len({ids for ids, _ in reference}) > 1
     for name, options in mode_options(path, dtype_bytes=4, dense_in_blocks=True).items():
         assert outputs(path, dense_weights="file", **options) == reference, name
+
+
+@pytest.mark.parametrize("model_type,ftype", [("qwen3_moe", "Q4_K_M"), ("qwen2_moe", "Q4_K_M"), ("qwen3_next", "Q8_0")])
+def test_merged_projections_generate_what_separate_ones_do(model_type, ftype, gguf_files, monkeypatch):
+    """The same bits with q, k and v in one layer (engine.quant.merged_projections; qwen2_moe's have biases,
+    qwen3_next's q_proj also yields its gate) as in three, greedy, seeded and batched: each GEMV row and each part's
+    prompt GEMM is computed as it was alone."""
+    path = gguf_files.quantized(model_type, ftype)
+    runs, names = {}, {}
+    for switch in ("0", "1"):
+        monkeypatch.setenv(SWITCH, switch)
+        core, _, model = loaded_model(path)
+        names[switch] = {m.projection_names for m in model.modules() if isinstance(m, Attention)}
+        core.close()
+        runs[switch] = outputs(path, experts="resident", dense_weights="file")
+    assert names["0"] == {("q_proj", "k_proj", "v_proj")} and len(names["1"] - names["0"]) >= 1, names
+    assert runs["1"] == runs["0"]
 
 
 def test_quantized_dense_weights_generate_what_dequantized_ones_do(gguf_files):

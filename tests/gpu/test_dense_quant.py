@@ -76,13 +76,14 @@ def test_a_model_with_quantized_dense_weights_gives_the_same_tokens_resident_and
     from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
     from engine.config import EngineOptions
     from engine.model.shapes import shape
+    from engine.quant.merged_projections import projection_specs
     from engine.runtime.builder import assemble_engine
 
     weights = synthetic_weights(shape("qwen3-30b-a3b", num_layers=2), cuda, experts_on_host=True, quant="Q4_K_M")
     model = weights.model
     assert isinstance(model.embed_tokens, QuantEmbedding) and isinstance(model.lm_head, QuantLinear)
-    assert model.lm_head.spec.qtype is Q6_K and model.layers[1].self_attn.v_proj.spec.qtype is Q6_K
-    assert model.layers[0].self_attn.q_proj.spec.qtype is Q4_K
+    assert model.lm_head.spec.qtype is Q6_K and projection_specs(model.layers[1].self_attn)["v_proj"].qtype is Q6_K
+    assert projection_specs(model.layers[0].self_attn)["q_proj"].qtype is Q4_K
     bf16 = synthetic_weights(shape("qwen3-30b-a3b", num_layers=2), cuda, experts_on_host=True, quant="Q4_K_M",
                              dense_weights="dtype")
     resident = resident_weights(weights, cuda)
