@@ -6,7 +6,7 @@ Shape legend:
     E   entries of a gathered GEMV: (token, k) pairs, each with its own expert slot
     N   output features of a matrix (rows), K input features (columns)
     BN  matrix rows per program (with the SwiGLU epilogue: BN / 2 gate rows, then the same BN / 2 up rows)
-    W   warps per program, each on R = BN / W of its rows (row r R' + w on warp w, r < R)
+    W   warps per program, each on R = BN / W of its rows (the tile's row r W + w on warp w, r < R)
     SB  256-element super-blocks of each row per step of the K loop (a warp's 32 lanes split SB blocks)
     k4_wide_dot's tile is [R, P, W, SB, 4L, 2], q6k_wide_dot's [BN, SB, 32 / SB]; each says which bytes a lane holds
 
@@ -22,10 +22,11 @@ the super-blocks and their pieces, warps on rows, rows and pieces in registers),
 the final sums and none crosses warps at all: a row's value is the same operations in the same order whatever BN
 and W are (SB alone changes the order of its sums). k4_wide_dot's warp axis W stands right above the lane axes,
 where the compiler puts a program's warps, and its x values carry it too, so each warp reads its own copy of x
-rather than splitting the pieces axis P between warps. Each (entry, BN rows) work item reduces its rows over K
-alone in one fixed order, so an entry's bits never depend on the other entries of the launch, on the provider
-that placed its slot, or on which program of a persistent grid (wide_gemv_persistent) ran it. Rows must start on
-16-byte boundaries (linear.runs_wide checks the matrix's offset and the table)."""
+rather than splitting the pieces axis P between warps; q6k_wide_dot's lanes fill [SB, 32 / SB], so its warps
+land on BN. Each (entry, BN rows) work item reduces its rows over K alone in one fixed order, so an entry's bits
+never depend on the other entries of the launch, on the provider that placed its slot, or on which program of a
+persistent grid (wide_gemv_persistent) ran it. Rows must start on 16-byte boundaries (linear.runs_wide checks the
+matrix's offset and the table)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def word_of(pair, w, k: tl.constexpr):
 def k4_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, W: tl.constexpr, Q5: tl.constexpr,
                 ELEMENTS_16: tl.constexpr):
     """Q4_K (Q5: Q5_K) rows at 16-byte-aligned byte pointers row [BN] times x -> [BN] float32. Tile
-    [R, P, W, SB, 4L, 2] (row r R + w at [r, :, w]): lane c = L g + l of super-block s holds, in words p L + l of
+    [R, P, W, SB, 4L, 2] (row r W + w at [r, :, w]): lane c = L g + l of super-block s holds, in words p L + l of
     each 8-word group g of the nibble bytes (sub-blocks 2g and 2g + 1), P 64-bit pieces (L = 8 / SB lanes a group,
     P = 4 / L pieces a lane), so one thread's scales serve 16 P values a row."""
     BLOCK: tl.constexpr = 176 if Q5 else 144
@@ -233,7 +234,8 @@ def q6k_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, ELEM
 def wide_rows(i, block, x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_bytes, offset, row_bytes, N, K,
               x_stride, x_div, QTYPE: tl.constexpr, BN: tl.constexpr, SB: tl.constexpr, W: tl.constexpr,
               SWIGLU: tl.constexpr, SCALE: tl.constexpr):
-    """One work item of wide_gemv: entry i's output rows block * BN .. (block * BN / 2 with SWIGLU)."""
+    """One work item of wide_gemv: entry i's output rows block ROWS .. block ROWS + ROWS - 1 (ROWS = BN, or BN / 2
+    with SWIGLU)."""
     r = tl.arange(0, BN)
     ROWS: tl.constexpr = BN // 2 if SWIGLU else BN  # output rows per work item
     n = block * ROWS + r % ROWS
