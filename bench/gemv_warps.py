@@ -32,8 +32,11 @@ MATRICES = [("gate_up Q4_K", "Q4_K", 1536, 2048, 8, "swiglu"),
             ("v Q6_K", "Q6_K", 512, 2048, 1, None),
             ("o Q4_K", "Q4_K", 2048, 4096, 1, None)]
 CALLS = 48
+STEP_MATRICES = ("gate_up Q4_K", "down Q6_K", "q Q4_K", "k Q4_K", "v Q6_K", "o Q4_K")  # a Q4_K_M layer's launches
 WARPS, ROWS_PER_WARP = (2, 4, 8), (1, 2)
-WARPS_PER_SM = 24  # a persistent grid's warps an SM (about what 88-register programs can hold at once)
+# a persistent grid's warps an SM: at 88-96 registers a thread an SM holds 21-23 warps at once, so every program
+# of these grids is resident from the start
+WARPS_PER_SM = (16, 20)
 BLOCK_BYTES = {"Q4_K": 144, "Q6_K": 210}
 
 
@@ -44,15 +47,16 @@ def splits(spec: QuantLinearSpec):
     yield "base", base
     if wide_split(spec) != base:
         yield "default", wide_split(spec)
+    yield "W1 r4", (4, supers, 1)  # one warp's rows alone: whether a row's bits ever depended on BN
     for warps in WARPS:
         for per_warp in ROWS_PER_WARP:
             yield f"W{warps} r{per_warp}", (warps * per_warp, supers, warps)
-    yield "base persistent16", (2, supers, 1, 16)
-    yield f"base persistent{WARPS_PER_SM}", (2, supers, 1, WARPS_PER_SM)
+    for per_sm in WARPS_PER_SM:
+        yield f"base persistent{per_sm}", (2, supers, 1, per_sm)
     for warps in WARPS:
         for per_warp in ROWS_PER_WARP:
-            per_sm = WARPS_PER_SM // warps
-            yield f"W{warps} r{per_warp} persistent{per_sm}", (warps * per_warp, supers, warps, per_sm)
+            for per_sm in sorted({target // warps for target in WARPS_PER_SM}):
+                yield f"W{warps} r{per_warp} persistent{per_sm}", (warps * per_warp, supers, warps, per_sm)
 
 
 def finite_table(spec: QuantLinearSpec, num_slots: int, device) -> torch.Tensor:
@@ -160,6 +164,12 @@ def print_table(path: str) -> None:
             best[row["matrix"]] = (row["us"], row["variant"], tuple(row["split"]), speedup)
     for matrix, (us, variant, split, speedup) in best.items():
         print(f"BEST {matrix:13} {variant:24} {str(split):14} {us:7.2f} us  {speedup:.2f}x base")
+    step = [matrix for matrix in STEP_MATRICES if matrix in base and matrix in best]
+    if step:  # a decode step's 48 layers, each one launch of each of these matrices
+        base_us = 48 * sum(base[matrix] for matrix in step)
+        best_us = 48 * sum(best[matrix][0] for matrix in step)
+        print(f"STEP 48 x ({', '.join(step)}): base {base_us:.0f} us, best {best_us:.0f} us, {base_us - best_us:.0f} "
+              f"us less a step")
     checked = sum(row.get("bits_equal_base") is not None for row in rows)
     print(f"BITS all {checked} checked variants equal base" if not differ else f"BITS DIFFER: {'; '.join(differ)}")
 
