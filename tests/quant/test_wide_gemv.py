@@ -104,3 +104,42 @@ def test_expert_format_small_step_through_the_wide_kernel(monkeypatch):
     assert len(calls) == 2 and calls[0].get("swiglu") and calls[1].get("scale") is not None
     assert got.shape == expected.shape and got.dtype == torch.bfloat16
     close(got, expected, rtol=2**-6)
+
+
+WARP_SPLITS = [(4, 2), (8, 4), (8, 8), (16, 8)]  # (rows per program, warps): 2, 2, 1 and 2 rows a warp
+
+
+@pytest.mark.parametrize("qtype", [Q4_K, Q5_K, Q6_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("epilogue", ["none", "swiglu", "scale"])
+def test_warps_on_rows_and_persistent_grids_give_the_one_warp_bits(qtype, epilogue):
+    """Every split with the default's super-blocks a step (the one thing that orders a row's sums) gives the bits
+    of two rows a one-warp program, each entry on its own slot and x row, through either epilogue."""
+    spec, table = table_of(qtype, 768, out=16)  # three super-blocks: a step of four or eight masks some
+    rows = torch.tensor([2, 0, 1])
+    x = torch.randn(2, 768, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
+    kwargs = {"x_div": 2, "swiglu": epilogue == "swiglu"}
+    if epilogue == "scale":
+        kwargs["scale"] = torch.tensor([0.25, 0.75, 1.5], dtype=torch.bfloat16)
+    supers = 4 if qtype == Q6_K else 8
+    one_warp = wide_gemv_triton(x, table, rows, spec, split=(2, supers, 1), **kwargs)
+    for block, warps in WARP_SPLITS:
+        assert torch.equal(wide_gemv_triton(x, table, rows, spec, split=(block, supers, warps), **kwargs), one_warp)
+    for split in ((2, supers, 1, 1), (8, supers, 4, 2)):  # persistent: 2 and 4 programs (2 "SMs" on the CPU)
+        assert torch.equal(wide_gemv_triton(x, table, rows, spec, split=split, **kwargs), one_warp)
+
+
+def test_a_split_with_rows_left_over_for_a_warp_is_refused():
+    spec, table = table_of(Q4_K, 256)
+    with pytest.raises(ValueError, match="warps"):
+        wide_gemv_triton(torch.randn(1, 256), table, torch.tensor([0]), spec, split=(6, 2, 4))
+
+
+def test_wide_defaults_are_the_one_table_of_splits(monkeypatch):
+    import engine.quant.linear as linear
+
+    monkeypatch.setattr(linear, "GEMV", "wide")
+    monkeypatch.setattr(linear, "WIDE_SPLITS", {})
+    monkeypatch.setitem(linear.WIDE_DEFAULTS, "Q4_K", (8, 8, 4, 2))
+    assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) == (8, 8, 4, 2)
+    assert wide_split(QuantLinearSpec(Q4_K, 2048, 768, 0)) == (8, 4, 4, 2)  # super-blocks a step: at most a row's
+    assert wide_split(QuantLinearSpec(Q6_K, 2048, 768, 0)) == (2, 4, 1)
