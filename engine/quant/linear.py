@@ -4,7 +4,6 @@ the CPU the torch reference (engine.quant.reference) and the same math; the devi
 
 from __future__ import annotations
 
-import functools
 import os
 
 from dataclasses import dataclass
@@ -20,18 +19,13 @@ from engine.triton_support import HAS_TRITON
 # Q6_K, the word kernel for Q8_0), "word" (engine.quant.gemv_kernels where word_split picks it) or "byte"
 # (engine.quant.triton_kernels everywhere). WISP_WORD_GEMV=0 is "byte".
 GEMV = "byte" if os.environ.get("WISP_WORD_GEMV") == "0" else os.environ.get("WISP_GEMV", "wide")
-# A bench's override of wide_split's choice: "Q4_K:2048=4,8,1;Q6_K:768=none" (type:in_features=BN,SB,warps or
-# BN,SB,warps,programs per SM; none: not the wide kernel)
+# A bench's override of wide_split's choice: "Q4_K:2048=4,8,1;Q6_K:768=none" (type:in_features=BN,SB,warps, or
+# none: not the wide kernel)
 _SPLIT_ITEMS = (item.split("=") for item in os.environ.get("WISP_WIDE_SPLITS", "").split(";") if item)
 WIDE_SPLITS = {key: None if split == "none" else tuple(int(v) for v in split.split(",")) for key, split in _SPLIT_ITEMS}
 
 MAX_GRID_ROWS = 65535  # CUDA's limit on a grid's second axis, where the GEMVs put the matrix's row blocks
 ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
-# wide_split's choice by type: (rows per program, most super-blocks per step, warps[, programs per SM]). A program's
-# warps each own rows / warps of its rows; programs per SM > 0 runs a persistent grid of that many programs an SM
-# (wide_gemv_persistent), 0 or none one program per (entry, row block). Only the super-blocks per step change a
-# row's bits (engine.quant.wide_gemv), so the rest may be tuned freely.
-WIDE_DEFAULTS = {"Q4_K": (2, 8, 1), "Q6_K": (2, 4, 1)}
 
 
 @dataclass(frozen=True)
@@ -199,39 +193,23 @@ def word_gemv_triton(x, table, rows, spec: QuantLinearSpec, x_div: int = 1, swig
 
 
 def wide_gemv_triton(x, table, rows, spec: QuantLinearSpec, x_div: int = 1, swiglu: bool = False,
-                     scale: torch.Tensor | None = None, split: tuple[int, ...] | None = None):
+                     scale: torch.Tensor | None = None, split: tuple[int, int, int] | None = None):
     """engine.quant.wide_gemv.wide_gemv on x's device (the CPU only under TRITON_INTERPRET=1), as word_gemv_triton;
-    split is (rows per program, super-blocks per step, warps[, programs per SM]) as WIDE_DEFAULTS; the table's rows
-    must start on 16-byte boundaries (runs_wide). x rows of 16-bit values are read 8 bytes at a time: a row that
-    does not start on 8 bytes is copied first (the same values, so the same bits)."""
-    from engine.quant.wide_gemv import WIDE_TYPES, wide_gemv, wide_gemv_persistent
+    the table's rows must start on 16-byte boundaries (runs_wide). x rows of 16-bit values are read 8 bytes at a
+    time: a row that does not start on 8 bytes is copied first (the same values, so the same bits)."""
+    from engine.quant.wide_gemv import WIDE_TYPES, wide_gemv
 
     x = x.contiguous()
     if x.element_size() == 2 and (x.data_ptr() % 8 or x.stride(0) % 4):
         x = x.clone()
     n_out = spec.out_features // 2 if swiglu else spec.out_features
     out = torch.empty(rows.numel(), n_out, dtype=x.dtype, device=x.device)
-    block, supers, warps, per_sm = (*(split or wide_split(spec) or (4, 2, 1)), 0)[:4]
-    if block % warps:
-        raise ValueError(f"{block} rows a program do not split into whole rows a warp over {warps} warps")
-    num_blocks = _cdiv(n_out, block // 2 if swiglu else block)
-    args = (x, table, rows, out if scale is None else scale, out, table.shape[1], spec.byte_offset, spec.row_bytes,
-            n_out, spec.in_features, x.shape[-1], x_div)
-    meta = dict(QTYPE=WIDE_TYPES[spec.qtype.name], BN=block, SB=supers, W=warps, SWIGLU=swiglu,
-                SCALE=scale is not None, num_warps=warps)
-    if per_sm:
-        num_programs = min(per_sm * _num_sms(x.device), rows.numel() * num_blocks)
-        wide_gemv_persistent[(num_programs,)](*args, rows.numel(), num_blocks, **meta)
-    else:
-        wide_gemv[(rows.numel(), num_blocks)](*args, **meta)
+    block, supers, warps = split or wide_split(spec) or (4, 2, 1)
+    grid = (rows.numel(), _cdiv(n_out, block // 2 if swiglu else block))
+    wide_gemv[grid](x, table, rows, out if scale is None else scale, out, table.shape[1], spec.byte_offset,
+                    spec.row_bytes, n_out, spec.in_features, x.shape[-1], x_div, QTYPE=WIDE_TYPES[spec.qtype.name],
+                    BN=block, SB=supers, SWIGLU=swiglu, SCALE=scale is not None, num_warps=warps)
     return out
-
-
-@functools.cache
-def _num_sms(device: torch.device) -> int:
-    """Streaming multiprocessors of a CUDA device; 2 on the CPU (Triton's interpreter), so a persistent grid
-    there still runs several work items a program."""
-    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 2
 
 
 def word_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
@@ -272,11 +250,7 @@ def wide_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
     if GEMV != "wide" or name not in ("Q4_K", "Q5_K", "Q6_K") or spec.byte_offset % 16:
         return None
     supers = 1 << (_cdiv(spec.in_features, 256) - 1).bit_length()  # super-blocks a row, to a power of two
-    least = 1 if name == "Q6_K" else 2  # k4_wide_dot's lanes take 2 super-blocks a step or more
-    default = WIDE_DEFAULTS.get(name)
-    if default is not None:
-        block, most, *rest = default
-        default = (block, min(most, max(least, supers)), *rest)
+    default = {"Q4_K": (2, min(8, max(2, supers)), 1), "Q6_K": (2, min(4, supers), 1)}.get(name)
     split = WIDE_SPLITS.get(f"{name}:{spec.in_features}", default)
     return split if split is not None and fits_grid(spec, split[0]) else None
 

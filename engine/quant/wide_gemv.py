@@ -6,9 +6,8 @@ Shape legend:
     E   entries of a gathered GEMV: (token, k) pairs, each with its own expert slot
     N   output features of a matrix (rows), K input features (columns)
     BN  matrix rows per program (with the SwiGLU epilogue: BN / 2 gate rows, then the same BN / 2 up rows)
-    W   warps per program, each on R = BN / W of its rows (the tile's row r W + w on warp w, r < R)
     SB  256-element super-blocks of each row per step of the K loop (a warp's 32 lanes split SB blocks)
-    k4_wide_dot's tile is [R, P, W, SB, 4L, 2], q6k_wide_dot's [BN, SB, 32 / SB]; each says which bytes a lane holds
+    k4_wide_dot's tile is [BN, P, SB, 4L, 2], q6k_wide_dot's [BN, SB, 32 / SB]; each says which bytes a lane holds
 
 Q4_K and Q5_K (144- and 176-byte blocks, rows 16-byte aligned) are read in 64-bit pieces of nibble bytes, lanes
 on consecutive pieces, each lane holding 2-4 pieces of one sub-block pair so its scales serve 32-64 values a row;
@@ -17,16 +16,11 @@ x is read as 64-bit words of four bf16 or f16 values. Q6_K (210-byte blocks, row
 value becomes a float without a conversion instruction (engine.quant.gemv_kernels.small_int), several values of
 a word with one or of MAGIC.
 
-Every layout the compiler picks for these loads is the same blocked one (the vector axis, or none, last; lanes on
-the super-blocks and their pieces, warps on rows, rows and pieces in registers), so no value crosses threads before
-the final sums and none crosses warps at all: a row's value is the same operations in the same order whatever BN
-and W are (SB alone changes the order of its sums). k4_wide_dot's warp axis W stands right above the lane axes,
-where the compiler puts a program's warps, and its x values carry it too, so each warp reads its own copy of x
-rather than splitting the pieces axis P between warps; q6k_wide_dot's lanes fill [SB, 32 / SB], so its warps
-land on BN. Each (entry, BN rows) work item reduces its rows over K alone in one fixed order, so an entry's bits
-never depend on the other entries of the launch, on the provider that placed its slot, or on which program of a
-persistent grid (wide_gemv_persistent) ran it. Rows must start on 16-byte boundaries (linear.runs_wide checks the
-matrix's offset and the table)."""
+Every layout the compiler picks for these loads is the same blocked one (the vector axis, or none, last; rows and
+pieces in registers), so no value crosses threads before the final sums. Each (entry, BN rows) program reduces its
+rows over K alone in one fixed order, so an entry's bits never depend on the other entries of the launch or on
+the provider that placed its slot. Rows must start on 16-byte boundaries (linear.runs_wide checks the matrix's
+offset and the table)."""
 
 from __future__ import annotations
 
@@ -82,51 +76,47 @@ def fifth_bits(qs, qh, bit):
 @triton.jit
 def word_of(pair, w, k: tl.constexpr):
     """Word k of each pair of words [.., 2] (the last axis, inside one thread) -> [.., 1]."""
-    return tl.sum(tl.where(w == k, pair, 0), axis=5, keep_dims=True)
+    return tl.sum(tl.where(w == k, pair, 0), axis=4, keep_dims=True)
 
 
 @triton.jit
-def k4_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, W: tl.constexpr, Q5: tl.constexpr,
+def k4_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, Q5: tl.constexpr,
                 ELEMENTS_16: tl.constexpr):
     """Q4_K (Q5: Q5_K) rows at 16-byte-aligned byte pointers row [BN] times x -> [BN] float32. Tile
-    [R, P, W, SB, 4L, 2] (row r W + w at [r, :, w]): lane c = L g + l of super-block s holds, in words p L + l of
-    each 8-word group g of the nibble bytes (sub-blocks 2g and 2g + 1), P 64-bit pieces (L = 8 / SB lanes a group,
-    P = 4 / L pieces a lane), so one thread's scales serve 16 P values a row."""
+    [BN, P, SB, 4L, 2]: lane c = L g + l of super-block s holds, in words p L + l of each 8-word group g of the nibble
+    bytes (sub-blocks 2g and 2g + 1), P 64-bit pieces (L = 8 / SB lanes a group, P = 4 / L pieces a lane), so one
+    thread's scales serve 16 P values a row."""
     BLOCK: tl.constexpr = 176 if Q5 else 144
     QS: tl.constexpr = 48 if Q5 else 16  # the nibble bytes' offset in the block
     tl.static_assert(SB == 2 or SB == 4 or SB == 8, "2, 4 or 8 super-blocks a step")
-    tl.static_assert(BN % W == 0, "whole rows a warp")
     L: tl.constexpr = 8 // SB
     P: tl.constexpr = 4 // L
-    R: tl.constexpr = BN // W
-    p = tl.arange(0, P)[None, :, None, None, None, None]
-    sb = tl.arange(0, SB)[None, None, None, :, None, None]
-    c = tl.arange(0, 4 * L)[None, None, None, None, :, None]
-    w = tl.arange(0, 2)[None, None, None, None, None, :]
+    p = tl.arange(0, P)[None, :, None, None, None]
+    sb = tl.arange(0, SB)[None, None, :, None, None]
+    c = tl.arange(0, 4 * L)[None, None, None, :, None]
+    w = tl.arange(0, 2)[None, None, None, None, :]
     g = c // L  # the lane's 8-word group
-    word = g * 8 + (p * L + c % L) * 2 + w  # [1, P, 1, 1, 4L, 2]: the word of the block's nibble bytes
-    row = tl.reshape(tl.multiple_of(row, 16), [R, W])[:, None, :, None, None, None]
-    row_ok = tl.reshape(row_ok, [R, W])[:, None, :, None, None, None]
-    acc = tl.sum(tl.zeros([R, 1, W, SB, 4 * L, 2], dtype=tl.float32), axis=5, keep_dims=True)
+    word = g * 8 + (p * L + c % L) * 2 + w  # [1, P, 1, 4L, 2]: the word of the block's nibble bytes
+    row = tl.multiple_of(row, 16)[:, None, None, None, None]
+    row_ok = row_ok[:, None, None, None, None]
+    acc = tl.sum(tl.zeros([BN, 1, SB, 4 * L, 2], dtype=tl.float32), axis=4, keep_dims=True)
     for t in range(0, tl.cdiv(K, 256 * SB)):
-        b = t * SB + sb  # [1, 1, 1, SB, 1, 1]
+        b = t * SB + sb  # [1, 1, SB, 1, 1]
         b_ok = b * 256 < K
         ok = row_ok & b_ok
-        bb = (row + b * BLOCK).to(tl.pointer_type(tl.int32))  # [R, 1, W, SB, 1, 1]: word pointers (word offsets
+        bb = (row + b * BLOCK).to(tl.pointer_type(tl.int32))  # [BN, 1, SB, 1, 1]: word pointers (word offsets
         # below keep a piece's 2 words contiguous to the compiler, which then loads them as one 64-bit word)
-        qs = tl.load(bb + (QS // 4 + word), mask=ok, other=0)  # [R, P, W, SB, 4L, 2]
-        head01 = tl.load(tl.broadcast_to(bb + w, [R, 1, W, SB, 4 * L, 2]), mask=ok, other=0)  # d | dmin << 16,
-        # scales 0-3
-        head23 = tl.load(tl.broadcast_to(bb + 2 + w, [R, 1, W, SB, 4 * L, 2]), mask=ok, other=0)  # scales 4-11
+        qs = tl.load(bb + (QS // 4 + word), mask=ok, other=0)  # [BN, P, SB, 4L, 2]
+        head01 = tl.load(tl.broadcast_to(bb + w, [BN, 1, SB, 4 * L, 2]), mask=ok, other=0)  # d | dmin << 16, scales 0-3
+        head23 = tl.load(tl.broadcast_to(bb + 2 + w, [BN, 1, SB, 4 * L, 2]), mask=ok, other=0)  # scale bytes 4-11
         if Q5:
             qh = tl.load(bb + (4 + word % 8), mask=ok, other=0)
-        # [1, P, W, SB, 4L, 2]: the 64-bit x word of the word's low nibbles, on the warp axis too (a copy a warp)
-        quad = tl.broadcast_to(b * 64 + g * 16 + word % 8, [1, P, W, SB, 4 * L, 2])
-        x_ok = b_ok & (quad >= 0)
+        quad = b * 64 + g * 16 + word % 8  # [1, P, SB, 4L, 2]: the 64-bit x word of the word's low nibbles
+        x_ok = b_ok & (word >= 0)
         lo0, lo1, lo2, lo3 = x_quads(x_row, quad, x_ok, ELEMENTS_16)
         hi0, hi1, hi2, hi3 = x_quads(x_row, quad + 8, x_ok, ELEMENTS_16)
-        sum_lo = tl.sum(tl.sum((lo0 + lo1) + (lo2 + lo3), axis=5, keep_dims=True), axis=1, keep_dims=True)
-        sum_hi = tl.sum(tl.sum((hi0 + hi1) + (hi2 + hi3), axis=5, keep_dims=True), axis=1, keep_dims=True)
+        sum_lo = tl.sum(tl.sum((lo0 + lo1) + (lo2 + lo3), axis=4, keep_dims=True), axis=1, keep_dims=True)
+        sum_hi = tl.sum(tl.sum((hi0 + hi1) + (hi2 + hi3), axis=4, keep_dims=True), axis=1, keep_dims=True)
         lo1, lo2, hi1, hi2 = lo1 * 0.00390625, lo2 * 0.0000152587890625, hi1 * 0.00390625, hi2 * 0.0000152587890625
         if Q5:  # 5-bit values: the nibbles with qh's bits 2g (low) and 2g + 1 (high) as their fifth bits
             dot_lo = piece_dot(fifth_bits(qs & 0x0F0F0F0F, qh, 2 * g), lo0, lo1, lo2, lo3, 31)
@@ -134,8 +124,8 @@ def k4_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, W: tl
         else:
             dot_lo = piece_dot(qs, lo0, lo1, lo2, lo3, 15)
             dot_hi = piece_dot((qs >> 4) & 0x0FFFFFFF, hi0, hi1, hi2, hi3, 15)
-        dot_lo = tl.sum(tl.sum(dot_lo, axis=5, keep_dims=True), axis=1, keep_dims=True)  # [R, 1, W, SB, 4L, 1]
-        dot_hi = tl.sum(tl.sum(dot_hi, axis=5, keep_dims=True), axis=1, keep_dims=True)
+        dot_lo = tl.sum(tl.sum(dot_lo, axis=4, keep_dims=True), axis=1, keep_dims=True)  # [BN, 1, SB, 4L, 1]
+        dot_hi = tl.sum(tl.sum(dot_hi, axis=4, keep_dims=True), axis=1, keep_dims=True)
         dd = word_of(head01, w, 0)
         d = f16_of(dd)
         dmin = f16_of(dd >> 16)
@@ -145,7 +135,7 @@ def k4_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, W: tl
         sc_lo, mn_lo = k4_scale_words(s0, s1, s2, 2 * g)
         sc_hi, mn_hi = k4_scale_words(s0, s1, s2, 2 * g + 1)
         acc += ((d * sc_lo) * dot_lo - (dmin * mn_lo) * sum_lo + (d * sc_hi) * dot_hi - (dmin * mn_hi) * sum_hi)
-    return tl.reshape(tl.sum(tl.sum(tl.sum(tl.sum(acc, axis=5), axis=4), axis=3), axis=1), [BN])
+    return tl.sum(tl.sum(tl.sum(tl.sum(acc, axis=4), axis=3), axis=2), axis=1)
 
 
 @triton.jit
@@ -231,14 +221,16 @@ def q6k_wide_dot(row, row_ok, x_row, K, BN: tl.constexpr, SB: tl.constexpr, ELEM
 
 
 @triton.jit
-def wide_rows(i, block, x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_bytes, offset, row_bytes, N, K,
-              x_stride, x_div, QTYPE: tl.constexpr, BN: tl.constexpr, SB: tl.constexpr, W: tl.constexpr,
-              SWIGLU: tl.constexpr, SCALE: tl.constexpr):
-    """One work item of wide_gemv: entry i's output rows block ROWS .. block ROWS + ROWS - 1 (ROWS = BN, or BN / 2
-    with SWIGLU)."""
+def wide_gemv(x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_bytes, offset, row_bytes, N, K, x_stride, x_div,
+              QTYPE: tl.constexpr, BN: tl.constexpr, SB: tl.constexpr, SWIGLU: tl.constexpr,
+              SCALE: tl.constexpr):
+    """out[i, n] = sum_k W_i[n, k] * x[i // x_div, k] rounded to out's dtype, W_i the matrix at byte `offset` of
+    slot rows[i]. SWIGLU: W_i is [gate; up] (2N rows) and out[i, n] = silu(gate_n) * up_n, each step rounded to
+    out's dtype as torch's ops would. SCALE: out[i] is then multiplied by scale[i] and rounded again."""
+    i = tl.program_id(0)
     r = tl.arange(0, BN)
-    ROWS: tl.constexpr = BN // 2 if SWIGLU else BN  # output rows per work item
-    n = block * ROWS + r % ROWS
+    ROWS: tl.constexpr = BN // 2 if SWIGLU else BN  # output rows per program
+    n = tl.program_id(1) * ROWS + r % ROWS
     m = n + (r // ROWS) * N  # the matrix row: with SWIGLU the second half of the tile reads the up rows
     slot = tl.load(rows_ptr + i).to(tl.int64)
     row = table_ptr + slot * slot_bytes + offset + m.to(tl.int64) * row_bytes
@@ -247,8 +239,8 @@ def wide_rows(i, block, x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_byt
     if QTYPE == 6:
         y = q6k_wide_dot(row, n < N, x_row, K, BN, SB, x_ptr.dtype.element_ty != tl.float32)
     else:
-        y = k4_wide_dot(row, n < N, x_row, K, BN, SB, W, QTYPE == 5, x_ptr.dtype.element_ty != tl.float32)
-    n_out = block * ROWS + tl.arange(0, ROWS)
+        y = k4_wide_dot(row, n < N, x_row, K, BN, SB, QTYPE == 5, x_ptr.dtype.element_ty != tl.float32)
+    n_out = tl.program_id(1) * ROWS + tl.arange(0, ROWS)
     if SWIGLU:
         gate, up = tl.split(tl.permute(tl.reshape(y, [2, ROWS]), [1, 0]))
         gate = rounded(gate, dtype)
@@ -258,27 +250,3 @@ def wide_rows(i, block, x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_byt
     if SCALE:
         y = y * tl.load(scale_ptr + i).to(tl.float32)
     store_as(out_ptr + i.to(tl.int64) * N + n_out, y, n_out < N)
-
-
-@triton.jit
-def wide_gemv(x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_bytes, offset, row_bytes, N, K, x_stride, x_div,
-              QTYPE: tl.constexpr, BN: tl.constexpr, SB: tl.constexpr, W: tl.constexpr, SWIGLU: tl.constexpr,
-              SCALE: tl.constexpr):
-    """out[i, n] = sum_k W_i[n, k] * x[i // x_div, k] rounded to out's dtype, W_i the matrix at byte `offset` of
-    slot rows[i]. SWIGLU: W_i is [gate; up] (2N rows) and out[i, n] = silu(gate_n) * up_n, each step rounded to
-    out's dtype as torch's ops would. SCALE: out[i] is then multiplied by scale[i] and rounded again. Program
-    (i, block) computes entry i's row block block; it runs W warps (num_warps = W)."""
-    wide_rows(tl.program_id(0), tl.program_id(1), x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_bytes, offset,
-              row_bytes, N, K, x_stride, x_div, QTYPE, BN, SB, W, SWIGLU, SCALE)
-
-
-@triton.jit
-def wide_gemv_persistent(x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_bytes, offset, row_bytes, N, K,
-                         x_stride, x_div, num_entries, num_blocks, QTYPE: tl.constexpr, BN: tl.constexpr,
-                         SB: tl.constexpr, W: tl.constexpr, SWIGLU: tl.constexpr, SCALE: tl.constexpr):
-    """wide_gemv on a grid of any size: program p runs the work items (entry, row block) numbered p, p + programs,
-    p + 2 programs, .. of num_entries x num_blocks (entry-major), so a grid of a few programs an SM runs every
-    item with no tail wave of its own."""
-    for item in range(tl.program_id(0), num_entries * num_blocks, tl.num_programs(0)):
-        wide_rows(item // num_blocks, item % num_blocks, x_ptr, table_ptr, rows_ptr, scale_ptr, out_ptr, slot_bytes,
-                  offset, row_bytes, N, K, x_stride, x_div, QTYPE, BN, SB, W, SWIGLU, SCALE)

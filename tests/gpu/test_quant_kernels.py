@@ -16,7 +16,7 @@ from engine.experts.providers.resident import ResidentExperts
 from engine.experts.providers.static import StaticOffloadExperts
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.linear import (QuantLinearSpec, dequantize, gathered_gemv, gathered_gemv_reference, gathered_swiglu,
-                                 glu_input, scaled_gemv, wide_gemv_triton, wide_split)
+                                 glu_input, scaled_gemv)
 from engine.quant.reference import dequantize_reference
 from engine.quant.synthetic import synthetic_quant_experts
 from tests.quant import test_quant_providers as providers
@@ -92,29 +92,6 @@ def test_word_gemv_at_the_expert_shape(cuda, types):
     for i in range(8):  # batch invariance: each entry alone gives the same bits
         assert torch.equal(gathered_swiglu(x, table, rows[i : i + 1], layout.gate_up), h[i : i + 1])
         assert torch.equal(scaled_gemv(h[i : i + 1], table, rows[i : i + 1], layout.down, w[i : i + 1]), y[i : i + 1])
-
-
-@pytest.mark.parametrize("types", [("Q4_K", "Q4_K", "Q6_K"), ("Q4_K",) * 3], ids=["Q4_K_M", "Q4_K"])
-def test_wide_gemv_splits_give_the_one_warp_bits(cuda, types):
-    """Warps on rows and persistent grids (engine.quant.wide_gemv) give two rows a one-warp program's bits at
-    Qwen3-30B-A3B's expert shape, through both epilogues: only the super-blocks a step order a row's sums."""
-    layout = QuantExpertFormat(2048, 768, *types)
-    table, _ = random_experts(layout, 6, seed=6)
-    table = table.to(cuda)
-    rows = torch.tensor([5, 0, 2, 2, 1, 3, 0, 4], device=cuda)
-    x = (torch.randn(1, 2048, device=cuda, generator=torch.Generator(cuda).manual_seed(3)) * 0.05).to(torch.bfloat16)
-    w = torch.rand(8, device=cuda).to(torch.bfloat16)
-
-    def one_warp_bits(spec, inputs, **kwargs):
-        supers = wide_split(spec)[1]
-        one_warp = wide_gemv_triton(inputs, table, rows, spec, split=(2, supers, 1), **kwargs)
-        for split in ((4, supers, 1), (4, supers, 2), (8, supers, 4), (8, supers, 8), (16, supers, 8),
-                      (2, supers, 1, 16), (8, supers, 4, 4)):
-            assert torch.equal(wide_gemv_triton(inputs, table, rows, spec, split=split, **kwargs), one_warp), split
-        return one_warp
-
-    h = one_warp_bits(layout.gate_up, x, x_div=8, swiglu=True)
-    one_warp_bits(layout.down, h, scale=w)
 
 
 @pytest.mark.parametrize("name", list(FORMATS))
