@@ -13,7 +13,8 @@ split fixed by the matrix's type and in_features; quant_matmul's tiles reduce ea
 that dequantizes runs each part as its own layer (QuantLinear.forward, split). The blocks are concatenated once and
 the originals dropped, so the device bytes do not grow (weight_bytes is the same).
 
-WISP_MERGE_QKV=0 (read at load) keeps the three layers."""
+Off unless WISP_MERGE_QKV=1 (read at load): its CPU tests pass (the Triton kernels under the interpreter give the
+merged bits of the parts), but it has not yet run on a GPU."""
 
 from __future__ import annotations
 
@@ -30,12 +31,12 @@ PROJECTIONS = ("q_proj", "k_proj", "v_proj")  # engine.model.attention.Attention
 
 
 def merges_projections() -> bool:
-    return os.environ.get(SWITCH, "1").strip() != "0"
+    return os.environ.get(SWITCH, "0").strip() == "1"
 
 
 def merge_projections(model: nn.Module) -> None:
     """Merge the projections of every engine.model.attention.Attention in the model (GatedAttention too; MLA has no
-    projection_names) where they can share a layer, unless WISP_MERGE_QKV=0. Run once the biases are loaded."""
+    projection_names) where they can share a layer, when WISP_MERGE_QKV=1. Run once the biases are loaded."""
     if not merges_projections():
         return
     for module in list(model.modules()):  # merging changes the modules under each attention
