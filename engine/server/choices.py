@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from functools import partial
 from typing import AsyncIterator
 
 from starlette.requests import Request
@@ -54,9 +55,9 @@ async def answer_choices(bridge: EngineBridge, request: Request, prepared: Prepa
         shapes = [replace(shape, index=index) for index in range(prepared.n)]
         if prepared.stream:
             chunks = merged_stream(generations, firsts, shapes, prepared.include_usage)
-            response = EventStreamResponse(chunks, on_close=lambda: close_all(generations),
+            response = EventStreamResponse(chunks, on_close=partial(close_all, generations),
                                            headers=warning_header(prepared.warnings))
-            generations = []  # the response closes them
+            generations = []  # the response closes them (partial holds the list: a lambda would see this one)
             return response
         results = [await unless_disconnected(request.receive, collect(g, first))
                    for g, first in zip(generations, firsts)]

@@ -51,8 +51,11 @@ class EventStreamResponse(StreamingResponse):
                 group.start_soon(self._stream, bounded_send(send, timeout_s), group.cancel_scope)
                 group.start_soon(self._watch, receive, group.cancel_scope)
         finally:
-            await self.body_iterator.aclose()
-            self.on_close()
+            try:
+                with anyio.CancelScope(shield=True):  # a cancelled handler still closes its chunks
+                    await self.body_iterator.aclose()
+            finally:
+                self.on_close()  # releases the request's slot even when closing the chunks raised
 
     async def _stream(self, send, scope: anyio.CancelScope) -> None:
         try:

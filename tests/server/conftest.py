@@ -54,3 +54,14 @@ def health(server, key: str | None = API_KEY) -> dict:
     """GET /health, with the key (the model and load are only shown to holders of the key) unless None."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     return httpx.get(server.url.removesuffix("/v1") + "/health", headers=headers).json()
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_in_flight(request):
+    """After each test on the shared server, every request it made has released its slot: a leak fails the test
+    that caused it instead of a later one that counts the server's load."""
+    yield
+    if "server" in request.fixturenames:
+        server = request.getfixturevalue("server")
+        assert wait_until(lambda: health(server)["requests_in_flight"] == 0, 15), \
+            f"requests still in flight 15 s after the test: {health(server)['requests_in_flight']}"

@@ -3,10 +3,13 @@ top_logprobs and structured output, for chat and completions, streamed and not."
 
 import json
 
+import openai
 import pytest
 from pydantic import BaseModel
 
 from engine.api import GenerateRequest, SamplingParams
+from engine.server import ServerLimits, start_server
+from tests.server.conftest import API_KEY, health, wait_until
 
 CHAT = [{"role": "user", "content": "Name a colour."}]
 PROMPT = "def fib(n):"
@@ -35,6 +38,20 @@ def test_streamed_choices_carry_their_index_and_one_usage_chunk(client):
                                            seed=1)
     assert texts == {c.index: c.message.content for c in whole.choices}
     assert len(usages) == 1 and usages[0].completion_tokens == whole.usage.completion_tokens
+
+
+def test_streamed_choices_give_their_slots_back(demo_engine):
+    """n choices take n of the server's request slots while they stream and give them all back at the end: a
+    server that allows 3 at once answers streamed n=3 requests one after another (none is refused as busy)."""
+    handle = start_server(demo_engine, "127.0.0.1", 0, api_key=API_KEY, limits=ServerLimits(max_concurrent_requests=3))
+    try:
+        client = openai.OpenAI(base_url=handle.url, api_key=API_KEY, max_retries=0, timeout=60)
+        for _ in range(3):
+            stream = client.completions.create(model="wisp-demo", prompt=PROMPT, max_tokens=4, n=3, stream=True)
+            assert sum(1 for chunk in stream for choice in chunk.choices if choice.finish_reason) == 3
+            assert wait_until(lambda: health(handle)["requests_in_flight"] == 0)
+    finally:
+        handle.stop()
 
 
 def test_top_logprobs_for_chat_and_completions(client):
