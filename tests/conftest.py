@@ -17,22 +17,27 @@ except ImportError:
 
 from tests.tiny_models import MODEL_TYPES, write_tiny_model
 
+
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 # Under pytest-xdist (`pytest -n auto`, as the README and CI run the suite) the workers share the machine's cores:
 # each takes its share for torch's intra-op threads instead of every worker taking them all.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    torch.set_num_threads(max(1, usable_cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 GIB_PER_WORKER = 3  # a worker's peak resident memory: torch, transformers, Qt, llama.cpp and a few tiny models
 MAX_WORKERS = 8  # past this, building each worker's session fixtures costs more than the spread saves
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: without xdist (the GPU machine) nothing calls it
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one worker per core, as many as memory holds at GIB_PER_WORKER each, at most MAX_WORKERS."""
     import psutil
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     memory = psutil.virtual_memory().available // (GIB_PER_WORKER << 30)
-    return max(1, min(cores, memory, MAX_WORKERS))
+    return max(1, min(usable_cores(), memory, MAX_WORKERS))
 
 
 @pytest.fixture(scope="session")
