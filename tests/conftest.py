@@ -1,5 +1,6 @@
 import os
 
+import psutil
 import pytest
 import torch
 
@@ -27,15 +28,13 @@ def usable_cores() -> int:
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     torch.set_num_threads(max(1, usable_cores() // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
-GIB_PER_WORKER = 3  # a worker's peak resident memory: torch, transformers, Qt, llama.cpp and a few tiny models
-MAX_WORKERS = 8  # past this, building each worker's session fixtures costs more than the spread saves
+GIB_PER_WORKER = 3  # memory set aside per worker, with room over what torch, transformers, Qt and llama.cpp hold
+MAX_WORKERS = 8  # a many-core machine does not start dozens of processes that each import torch
 
 
 @pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: without xdist (the GPU machine) nothing calls it
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one worker per core, as many as memory holds at GIB_PER_WORKER each, at most MAX_WORKERS."""
-    import psutil
-
     memory = psutil.virtual_memory().available // (GIB_PER_WORKER << 30)
     return max(1, min(usable_cores(), memory, MAX_WORKERS))
 

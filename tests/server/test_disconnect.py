@@ -33,3 +33,15 @@ def test_a_non_streaming_client_that_gives_up_frees_the_sequence(server, demo_en
     gave_up = time.monotonic()
     assert wait_until(lambda: is_idle(demo_engine), FREED_WITHIN_S)
     assert time.monotonic() - gave_up < FREED_WITHIN_S
+
+
+def test_closing_a_stream_of_several_choices_frees_every_sequence(server, demo_engine):
+    with httpx.Client(timeout=30) as http:
+        body = {**LONG, "stream": True, "n": 2, "temperature": 1.0}
+        with http.stream("POST", server.url + "/completions", json=body, headers=HEADERS) as r:
+            assert r.status_code == 200
+            assert next(line for line in r.iter_lines() if line.startswith("data:"))
+            assert demo_engine.stats().running + demo_engine.stats().waiting == 2
+    closed = time.monotonic()
+    assert wait_until(lambda: is_idle(demo_engine), FREED_WITHIN_S)
+    assert time.monotonic() - closed < FREED_WITHIN_S
