@@ -8,6 +8,8 @@ model of a real shape, as `wisp bench`.
 
 --gemv wide,word times every arm once with each quantized decode GEMV (engine.quant.linear.GEMV) on the same weights;
 --fused-step 0,1 times (and tables) every arm without and with the decode step's fused kernels (WISP_FUSED_STEP).
+--overlap 0,1 times every arm without and with overlapped decode steps (WISP_OVERLAP: the next step launched on the
+device's sampled tokens before the host reads them, engine.runtime.llm_engine); the tables run the last.
 --merge-qkv 0,1 times (and tables) every arm with an attention's quantized q, k, v projections in three layers and
 merged where they can share one (WISP_MERGE_QKV, engine.quant.merged_projections): the dense weights are built again
 for each, from the same seed, so the same values.
@@ -77,6 +79,7 @@ def time_arm(name: str, weights, plan, args, router, warm_all: bool, chunk_layer
     step_ms = 1e3 / tok_s
     graphs = len(static.whole) if static is not None else None
     row = {"arm": name, "chunk_layers": chunk_layers, "graphs": graphs, "decode_tok_s": tok_s,
+           "steps_ahead": engine.steps_ahead,
            "step_ms": step_ms, "graph_replay_ms": gpu_ms,
            "host_ms": step_ms - gpu_ms if gpu_ms is not None else None, "launch_us": launch}
     print(json.dumps(row), flush=True)
@@ -166,6 +169,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--merge-qkv", type=parse_list(int), default=None,
                         help="time and table every arm with WISP_MERGE_QKV set to each of these (0: q, k, v in three "
                              "quantized layers, 1: merged where they can share one); the dense weights built for each")
+    parser.add_argument("--overlap", type=parse_list(int), default=None,
+                        help="time every arm with WISP_OVERLAP set to each of these (0: each decode step waits for "
+                             "the host to read the last one's tokens, 1: the next is launched first)")
     parser.add_argument("--tables", action=argparse.BooleanOptionalAction, default=True,
                         help="after all the timings, print each arm's cProfile and torch profiler tables")
     parser.add_argument("--out", type=Path, default=None,
@@ -197,11 +203,14 @@ def main(argv: list[str] | None = None) -> None:
             set_fused_step(fused)  # read when a step is traced: the graphs captured from here on use it
             for gemv in args.gemv or [linear.GEMV]:
                 linear.GEMV = gemv  # read at each GEMV call: the graphs captured from here on run this kernel
-                for chunk in args.chunk_layers or [None]:
+                for chunk, overlap in [(c, o) for c in args.chunk_layers or [None] for o in args.overlap or [None]]:
+                    if overlap is not None:
+                        os.environ["WISP_OVERLAP"] = str(overlap)  # read when an engine is built
                     for arm in arms:
                         row = arms_of.run(arm, partial(time_arm, args=args, router=router, chunk_layers=chunk))
-                        rows.append(dict(row, gemv=gemv, fused_step=fused, merge_qkv=merge))
-                        print(json.dumps({"gemv": gemv, "fused_step": fused, "merge_qkv": merge}), flush=True)
+                        rows.append(dict(row, gemv=gemv, fused_step=fused, merge_qkv=merge, overlap=overlap))
+                        print(json.dumps({"gemv": gemv, "fused_step": fused, "merge_qkv": merge,
+                                          "overlap": overlap}), flush=True)
                     if args.out is not None:  # before the tables: a run cut short keeps its timings
                         args.out.write_text(json.dumps(rows))
     linear.GEMV = (args.gemv or [linear.GEMV])[0]

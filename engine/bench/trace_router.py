@@ -45,20 +45,24 @@ class TraceRouter:
         source = prefill if is_prefill else decode
         return source[np.arange(start, start + count) % len(source)]
 
-    def begin_step(self, seqs, is_prefill: bool) -> None:
-        """Called by the model runner before each forward with the step's sequences (in row order)."""
+    def begin_step(self, seqs, is_prefill: bool, lookahead: int = 0) -> None:
+        """Called by the model runner before each forward with the step's sequences (in row order); lookahead: the
+        positions the step is ahead of their token_ids (ModelRunner.lookahead)."""
         rows = []
         for seq in seqs:
             stream = self.stream_of.setdefault(seq.request_id, len(self.stream_of))
             if is_prefill:
                 rows.append(self.rows(stream, seq.prefill_start, seq.prefill_end - seq.prefill_start, True))
             else:
-                rows.append(self.rows(stream, len(seq.token_ids) - 1 - seq.num_prompt_tokens, 1, False))
+                rows.append(self.rows(stream, len(seq.token_ids) - 1 - seq.num_prompt_tokens + lookahead, 1, False))
         ids = torch.from_numpy(np.concatenate(rows).astype(np.int64))  # [T, L, K]
         if tuple(ids.shape) not in self.buffers:  # one buffer per shape: a captured graph keeps reading its own
             self.buffers[tuple(ids.shape)] = torch.empty_like(ids, device=self.device)
         self.step_ids = self.buffers[tuple(ids.shape)]
-        self.step_ids.copy_(ids)
+        if self.device.type == "cuda":  # queued behind the steps in flight, from memory no later step writes
+            self.step_ids.copy_(ids.pin_memory(), non_blocking=True)
+        else:
+            self.step_ids.copy_(ids)
 
     def drive(self, engine, before_step=None) -> None:
         """Route a fresh engine's steps from the trace, each request replaying the next trace request from the
@@ -66,7 +70,7 @@ class TraceRouter:
         def step_hook(seqs, is_prefill):
             if before_step is not None:
                 before_step(seqs, is_prefill)
-            self.begin_step(seqs, is_prefill)
+            self.begin_step(seqs, is_prefill, engine.runner.lookahead)
 
         engine.runner.routing_override, engine.runner.step_hook = self, step_hook
         self.stream_of.clear()

@@ -84,11 +84,24 @@ def process_row(logits: torch.Tensor, params: SamplingParams, context: RowContex
 def top_alternatives(logits: torch.Tensor, params: list[SamplingParams]) -> list[tuple[tuple[int, float], ...]]:
     """logits [B, V] -> each row's top_logprobs most likely (token id, log-probability) under the model's own
     distribution (as the chosen token's logprob), most likely first; () for rows that asked for none."""
+    return alternatives_of(top_alternative_tensors(logits, params), params)
+
+
+def top_alternative_tensors(logits: torch.Tensor, params: list[SamplingParams]) -> tuple[torch.Tensor, ...]:
+    """top_alternatives() without reading back: (log-probabilities [B, k], token ids [B, k]) on the logits' device,
+    or () when no row asked for any."""
     wanted = max((p.top_logprobs for p in params), default=0)
     if not wanted:
+        return ()
+    return torch.log_softmax(logits, dim=-1).topk(wanted, dim=-1)  # [B, k] each
+
+
+def alternatives_of(tensors: tuple[torch.Tensor, ...], params: list[SamplingParams]
+                    ) -> list[tuple[tuple[int, float], ...]]:
+    """top_alternative_tensors()' result (read back here, or already on the host) -> top_alternatives()' lists."""
+    if not tensors:
         return [()] * len(params)
-    values, ids = torch.log_softmax(logits, dim=-1).topk(wanted, dim=-1)  # [B, k]
-    values, ids = values.tolist(), ids.tolist()
+    values, ids = tensors[0].tolist(), tensors[1].tolist()
     return [tuple(zip(ids[row][: p.top_logprobs], values[row][: p.top_logprobs])) for row, p in enumerate(params)]
 
 

@@ -43,6 +43,15 @@ def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[
     """logits [B, V] fp32, each row's params, generator and (for penalties, bias or a grammar) context ->
     (token ids, their log-probabilities under the unmodified model distribution). A row whose sampling
     raises (NaN logits) gets FAILED_TOKEN."""
+    tokens, logprobs = sample_tensors(logits, params, generators, contexts)
+    return tokens.tolist(), logprobs.tolist()
+
+
+def sample_tensors(logits: torch.Tensor, params: list[SamplingParams], generators: list[torch.Generator | None],
+                   contexts: list[RowContext | None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """sample() without reading the result back: (token ids [B] long, their log-probabilities [B] fp32) on the
+    logits' device, queued behind the step that made the logits (on CUDA nothing here waits for the GPU, unless a
+    row's context does)."""
     tokens = torch.argmax(logits, dim=-1)  # [B]
     for row, (row_params, generator) in enumerate(zip(params, generators)):
         context = contexts[row] if contexts else None
@@ -55,4 +64,4 @@ def sample(logits: torch.Tensor, params: list[SamplingParams], generators: list[
         elif context is not None:
             tokens[row] = torch.argmax(row_logits)
     logprobs = torch.log_softmax(logits, dim=-1).gather(1, tokens.clamp(min=0)[:, None])[:, 0]  # [B]
-    return tokens.tolist(), logprobs.tolist()
+    return tokens, logprobs

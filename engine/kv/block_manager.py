@@ -109,6 +109,12 @@ class BlockManager:
         if num_tokens % self.block_size == 0:
             self._register_block(seq, num_tokens // self.block_size - 1)
 
+    def reserve(self, seq: PagedSequence, num_tokens: int) -> None:
+        """Blocks for num_tokens positions ahead of token_ids: a decode step launched before the token it reads is
+        known (the engine's overlapped steps). append(), once that token is in token_ids, registers the block."""
+        while len(seq.block_table) < self.blocks_needed(num_tokens):
+            seq.block_table.append(self._take_fresh())
+
     def _register_block(self, seq: PagedSequence, index: int) -> None:
         previous = self.blocks[seq.block_table[index - 1]].hash if index else None
         if index and previous is None:

@@ -1,7 +1,6 @@
 """Prefill attention with learned sinks and a sliding window (gpt-oss) as one Triton flash-attention kernel: the
-engine's choice on CUDA where the Triton decode kernel runs when WISP_SINK_FLASH=1 (off by default until it has run
-on a GPU: its CPU tests run it under Triton's interpreter). The torch formula in engine.model.sink_attention stays
-the CPU path and the reference.
+engine's choice on CUDA wherever the Triton decode kernel runs (WISP_SINK_FLASH=0 turns it off). The torch formula in
+engine.model.sink_attention stays the CPU path and the reference.
 
 The torch formula takes the queries in chunks that keep the [H, c, L] scores small; on a full layer of a long
 prompt that is thousands of chunks of a few rows, each a dozen kernels. Here one program per (block of BLOCK_M
@@ -22,7 +21,7 @@ import torch
 
 from engine.triton_support import HAS_TRITON
 
-SWITCH = "WISP_SINK_FLASH"  # "1": prefill of sink/window layers on CUDA takes the kernel; else the torch formula
+SWITCH = "WISP_SINK_FLASH"  # "0": prefill of sink/window layers on CUDA takes the torch formula, not the kernel
 # head size -> (BLOCK_M, BLOCK_N, num_warps, num_stages)
 TILES = {64: (64, 64, 4, 2), 128: (64, 32, 4, 2)}
 _built: dict = {}
@@ -30,7 +29,7 @@ _built: dict = {}
 
 def is_sink_flash_on() -> bool:
     """Whether prefill of sink/window layers may take the kernel (the caller checks the device)."""
-    return HAS_TRITON and os.environ.get(SWITCH, "0") == "1"
+    return HAS_TRITON and os.environ.get(SWITCH, "1") != "0"
 
 
 def _kernel():

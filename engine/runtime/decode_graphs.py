@@ -41,8 +41,12 @@ class PaddedDecode:
         args, (device, dtype) = model.args, embedding_place(model.embed_tokens)
         self.model, self.cache, self.batch, self.use_graphs = model, cache, batch, use_graphs
         self.whole_options = whole_options
-        self.host = torch.zeros(batch * (5 + max_len), dtype=torch.long, pin_memory=device.type == "cuda")
-        self.packed = torch.zeros_like(self.host, device=device)
+        # Two host buffers, used in turn: a step launched before the last one's tokens are read (the engine's
+        # overlapped steps) writes the other, so the copy still queued behind the GPU reads what it was given.
+        self.hosts = [torch.zeros(batch * (5 + max_len), dtype=torch.long, pin_memory=device.type == "cuda")
+                      for _ in range(2)]
+        self.loads = 0
+        self.packed = torch.zeros_like(self.hosts[0], device=device)
         self.input_ids, self.positions = self.packed[:batch], self.packed[batch : 2 * batch]
         self.meta = PaddedDecodeMetadata(slot_mapping=self.packed[2 * batch : 3 * batch],
                                          kv_index=self.packed[5 * batch :].view(batch, max_len),
@@ -62,15 +66,21 @@ class PaddedDecode:
         self.context: MoeContext | None = None  # this step's experts and routing hooks (the runner's)
         self.graphed_context: MoeContext | None = None  # the same with the provider's graphed path
 
-    def load(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, state_slots: list[int]) -> None:
+    def load(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, state_slots: list[int],
+             device_ids: torch.Tensor | None = None) -> None:
         """This step's inputs, in one host->device copy. kv_index [B, max_len], padded with slot 0; state_slots [B]
-        the sequences' linear-attention state rows (-1 where the model has none)."""
+        the sequences' linear-attention state rows (-1 where the model has none). device_ids [B]: the input tokens
+        as the last step sampled them on the device, in place of input_ids (a failed row's -1 reads token 0)."""
         B = self.batch
-        host = self.host.numpy()
+        buffer = self.hosts[self.loads % 2]
+        self.loads += 1
+        host = buffer.numpy()
         host[:B], host[B : 2 * B] = input_ids, np.asarray(lengths) - 1
         host[2 * B : 3 * B] = kv_index[np.arange(B), np.asarray(lengths) - 1]
         host[3 * B : 4 * B], host[4 * B : 5 * B], host[5 * B :] = lengths, state_slots, kv_index.reshape(-1)
-        self.packed.copy_(self.host, non_blocking=True)
+        self.packed.copy_(buffer, non_blocking=True)
+        if device_ids is not None:
+            torch.clamp(device_ids, min=0, out=self.input_ids)
 
     def dense_part(self, layer: int):
         return self.model.layers[layer].dense_part(self.x[layer], self.rope, self.meta, self.cache, self.context)
@@ -222,11 +232,11 @@ class DecodeGraphs:
         return (self._dropped[0] + sum(s.captures for s in live), self._dropped[1] + sum(s.capture_s for s in live))
 
     def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, state_slots: list[int],
-             context: MoeContext) -> torch.Tensor:
+             context: MoeContext, device_ids: torch.Tensor | None = None) -> torch.Tensor:
         batch = len(input_ids)
         if batch not in self.by_batch:
             self.by_batch[batch] = PaddedDecode(self.model, self.cache, batch, self.max_len, self.use_graphs,
                                                 self.whole_options)
         static = self.by_batch[batch]
-        static.load(input_ids, lengths, kv_index, state_slots)
+        static.load(input_ids, lengths, kv_index, state_slots, device_ids)
         return static.run(context)

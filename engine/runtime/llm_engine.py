@@ -14,14 +14,15 @@ from engine.alloc.online_controller import predicted_curve
 from engine.errors import PromptTooLongError
 from engine.events import Event, FinishEvent
 from engine.generation.grammar import GrammarCompiler, GrammarMatcher
-from engine.generation.logits_processors import RowContext, check_token_ids_in_vocabulary, top_alternatives
+from engine.generation.logits_processors import RowContext, check_token_ids_in_vocabulary, top_alternative_tensors
 from engine.generation.plan_event import PlanEvent
 from engine.generation.prompt import prompt_token_ids
 from engine.generation.request_state import RequestState
-from engine.generation.sampler import FAILED_TOKEN, sample
+from engine.generation.sampler import FAILED_TOKEN, sample_tensors
 from engine.generation.text_stream import TextStream
 from engine.generation.throughput import Throughput
 from engine.requests import GenerateRequest
+from engine.runtime.launched_step import LaunchedStep, read_back
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner, budget_change, plan_change
 from engine.runtime.scheduler import Scheduler
@@ -51,6 +52,11 @@ class LLMEngine:
         self.host_tier = None  # engine.alloc.host_tier.HostTier of experts kept in host memory (None: on the device)
         self.grammars = GrammarCompiler(tokenizer)
         self._tokenized: dict[str, list[int] | Exception] = {}  # tokenize_ahead's results, by request id
+        # Overlapped decode steps (step()): on by default on CUDA, where the host's work per token would otherwise
+        # leave the GPU idle; WISP_OVERLAP=0 turns them off. On the CPU they only reorder the same work.
+        self.overlap = self.device.type == "cuda" and os.environ.get("WISP_OVERLAP", "1") != "0"
+        self.inflight: LaunchedStep | None = None  # the decode step launched ahead, its tokens not yet read
+        self.steps_ahead = 0  # decode steps launched ahead so far
 
     @property
     def memory(self) -> "LLMEngine":
@@ -131,6 +137,7 @@ class LLMEngine:
 
     def fail_all(self, message: str) -> list[Event]:
         """End every request with an error (the step itself failed); the engine stays usable."""
+        self.inflight = None
         return [self._fail(active, message) for active in list(self.active.values())]
 
     def _fail(self, active: Active, message: str) -> FinishEvent:
@@ -153,27 +160,102 @@ class LLMEngine:
         return self.scheduler.has_work
 
     def step(self) -> list[Event]:
-        seqs, is_prefill = self.scheduler.schedule()
-        if not seqs:
-            return []
+        """Run one step and return its events. With overlap, a decode step whose sequences all go on is followed
+        at once by the next, launched on its tokens while they are still on the device; this step's tokens are
+        read and handled while the GPU computes that one, which the next call accepts."""
+        launched, self.inflight = self.inflight, None
+        if launched is not None and not self._live(launched):
+            launched = None  # every sequence it ran ended (a stop, a cancel) before its tokens were read
+        if launched is None:
+            seqs, is_prefill = self.scheduler.schedule()
+            if not seqs:
+                return []
+            launched = self._launch(seqs, is_prefill)
+            if launched is None:
+                return []
+        if self.overlap and self._can_go_ahead(launched):
+            self.inflight = self._launch_ahead(launched)
+        events = self._accept_step(launched)
+        if self.inflight is not None:
+            live = self._live(self.inflight)
+            for seq in live:  # the token the step in flight reads is in token_ids now: its block joins the cache
+                self.scheduler.block_manager.append(seq)
+            if not live:
+                self.inflight = None
+        return events
+
+    def _launch(self, seqs: list[Sequence], is_prefill: bool) -> LaunchedStep | None:
+        """Queue a scheduled step's model run and sampling; None if it gives no token (prompt chunks only)."""
         logits = self.runner.run(seqs, is_prefill)  # launched; on CUDA the grammar masks below overlap it
         if any(seq.is_prefilling for seq in seqs):  # a long prompt's chunk before its last: no token yet
             done = [row for row, seq in enumerate(seqs) if not seq.is_prefilling]
             seqs, logits = [seqs[row] for row in done], logits[done]
             if not seqs:
-                return []
+                return None
         rows = [self.active[seq.request_id] for seq in seqs]
-        params = [seq.sampling for seq in seqs]
         contexts = [row_context(active, logits.shape[-1], logits.device) for active in rows]
-        tokens, logprobs = sample(logits, params, [active.state.generator for active in rows], contexts)
-        alternatives = top_alternatives(logits, params)
+        return self._sample(seqs, is_prefill, logits, contexts)
+
+    def _sample(self, seqs: list[Sequence], is_prefill: bool, logits: torch.Tensor,
+                contexts: list[RowContext | None] | None, ahead: bool = False) -> LaunchedStep:
+        params = [seq.sampling for seq in seqs]
+        generators = [self.active[seq.request_id].state.generator for seq in seqs]
+        tokens, logprobs = sample_tensors(logits, params, generators, contexts)
+        host, ready = read_back((tokens, logprobs, *top_alternative_tensors(logits, params)))
+        return LaunchedStep(seqs, is_prefill, params, tokens, host, ready, ahead)
+
+    def _can_go_ahead(self, launched: LaunchedStep) -> bool:
+        """Can the next decode step of exactly these sequences be launched before this one's tokens are read?
+        Not when the scheduler would do something else next (a request waits, a prompt is in chunks, a budget
+        waits for a barrier), when a row needs its new token on the host to choose the next (penalties, bias, a
+        grammar), for a linear-attention state (a step for a row that then stops would advance its state), when a
+        row ends by length with this token, or when its next KV block is not free without preempting."""
+        runner, scheduler, seqs = self.runner, self.scheduler, launched.seqs
+        if launched.is_prefill or runner.padded_decode is None or runner.routing_observer is not None:
+            return False
+        if scheduler.waiting or self.pending_budget is not None or len(scheduler.running) != len(seqs):
+            return False
+        if any(a is not b for a, b in zip(scheduler.running, seqs)):
+            return False
+        blocks = scheduler.block_manager
+        new_blocks = 0
+        for seq in seqs:
+            active = self.active.get(seq.request_id)
+            if active is None or active.grammar is not None or seq.sampling.changes_logits or seq.state_slot >= 0:
+                return False
+            if (seq.num_output_tokens + 1 >= seq.sampling.max_tokens
+                    or len(seq.token_ids) + 1 >= min(self.max_model_len, runner.padded_decode.max_len)):
+                return False
+            new_blocks += len(seq.block_table) < blocks.blocks_needed(len(seq.token_ids) + 1)
+        return new_blocks <= blocks.num_free_blocks
+
+    def _launch_ahead(self, launched: LaunchedStep) -> LaunchedStep:
+        """The decode step after `launched`, reading its sampled tokens on the device."""
+        for seq in launched.seqs:
+            self.scheduler.block_manager.reserve(seq, len(seq.token_ids) + 1)
+        logits = self.runner.run(launched.seqs, False, ahead=launched.tokens)
+        self.steps_ahead += 1
+        return self._sample(launched.seqs, False, logits, None, ahead=True)
+
+    def _live(self, launched: LaunchedStep) -> list[Sequence]:
+        """The step's sequences that are still running (the rest ended after it was launched)."""
+        return [seq for seq in launched.seqs
+                if (active := self.active.get(seq.request_id)) is not None and active.seq is seq]
+
+    def _accept_step(self, launched: LaunchedStep) -> list[Event]:
+        tokens, logprobs, alternatives = launched.read()
         if self.controller is not None:
             self.controller.observe_kv(self.scheduler.block_manager.num_used_blocks, self.scheduler.preemptions)
         now = time.perf_counter()
-        self.throughput.record(now, len(seqs), is_prefill)
         events: list[Event] = []
-        for active, token, logprob, top in zip(rows, tokens, logprobs, alternatives):
+        accepted = 0
+        for seq, token, logprob, top in zip(launched.seqs, tokens, logprobs, alternatives):
+            active = self.active.get(seq.request_id)
+            if active is None or active.seq is not seq:
+                continue  # ended (a stop, a cancel) after this step was launched ahead of its last token
+            accepted += 1
             events.extend(self._accept_alone(active, token, logprob, now, top))
+        self.throughput.record(now, accepted, launched.is_prefill)
         return events
 
     def _accept_alone(self, active: Active, token: int, logprob: float, now: float,

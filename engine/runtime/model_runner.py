@@ -30,6 +30,9 @@ class ModelRunner:
         self.step_hook = None  # (seqs, is_prefill) -> None before each forward; trace-driven benchmarks
         self.routing_observer: RoutingObserver | None = None
         self.routing_override: RoutingOverride | None = None  # trace-driven benchmarks
+        # Positions the running step's sequences are ahead of their token_ids: 1 for a decode step launched before
+        # the token it reads was read back (LLMEngine's overlapped steps), else 0. Step hooks read it.
+        self.lookahead = 0
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool):
         """-> (input ids [T], positions [T], metadata, row of each sequence's last token)."""
@@ -59,23 +62,30 @@ class ModelRunner:
         return input_ids, pos, meta, last_rows
 
     @torch.inference_mode()
-    def run(self, seqs: list[Sequence], is_prefill: bool) -> torch.Tensor:
-        """-> fp32 logits of each sequence's last position [B, V]."""
+    def run(self, seqs: list[Sequence], is_prefill: bool, ahead: torch.Tensor | None = None) -> torch.Tensor:
+        """-> fp32 logits of each sequence's last position [B, V]. ahead [B] (decode steps with static shapes only):
+        each sequence's next token as the previous step sampled it, still on the device: this step computes it at
+        the position after token_ids' last, whose KV block the caller has reserved."""
+        self.lookahead = 0 if ahead is None else 1
         self.experts.begin_step(is_prefill)
         if self.step_hook is not None:
             self.step_hook(seqs, is_prefill)
         context = MoeContext(self.experts, self.routing_observer, self.routing_override)
         if self.padded_decode is not None and not is_prefill:
-            return self.model.logits(self.decode_padded(seqs, context))
+            return self.model.logits(self.decode_padded(seqs, context, ahead))
+        if ahead is not None:
+            raise ValueError("a step ahead of its sequences' tokens runs only as a decode step with static shapes")
         input_ids, positions, meta, last_rows = self.prepare(seqs, is_prefill)
         hidden = self.model(input_ids, positions, meta, self.cache, context)  # [T, D]
         return self.model.logits(hidden[last_rows])
 
-    def decode_padded(self, seqs: list[Sequence], context: MoeContext) -> torch.Tensor:
+    def decode_padded(self, seqs: list[Sequence], context: MoeContext, ahead: torch.Tensor | None = None
+                      ) -> torch.Tensor:
         max_len, block_size = self.padded_decode.max_len, self.block_manager.block_size
+        lengths = [len(seq.token_ids) + self.lookahead for seq in seqs]
         kv_index = np.zeros((len(seqs), max_len), dtype=np.int64)
-        for row, seq in enumerate(seqs):
-            kv_index[row, : len(seq.token_ids)] = kv_slots(seq.block_table, len(seq.token_ids), block_size)
-        lengths = [len(seq.token_ids) for seq in seqs]
-        return self.padded_decode.step([seq.token_ids[-1] for seq in seqs], lengths, kv_index,
-                                       [seq.state_slot for seq in seqs], context)
+        for row, (seq, length) in enumerate(zip(seqs, lengths)):
+            kv_index[row, :length] = kv_slots(seq.block_table, length, block_size)
+        input_ids = [seq.token_ids[-1] for seq in seqs] if ahead is None else [0] * len(seqs)
+        return self.padded_decode.step(input_ids, lengths, kv_index, [seq.state_slot for seq in seqs], context,
+                                       device_ids=ahead)

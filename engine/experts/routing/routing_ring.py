@@ -16,7 +16,11 @@ class RoutingRing:
         self.layers, self.device, self.capacity, self.on_full = layers, device, capacity, on_full
         self.position = {layer: p for p, layer in enumerate(layers)}
         self.buffers: dict[tuple[int, int], torch.Tensor] = {}  # (tokens, top_k) -> [layers, capacity, T, K]
-        self.row_host = torch.zeros(capacity, 1, 1, dtype=torch.bool, pin_memory=device.type == "cuda")
+        # Row r's one-hot mask, never written after this: a step launched before the last one's copy ran (the
+        # engine's overlapped steps) cannot change what that copy reads.
+        self.rows_host = torch.eye(capacity, dtype=torch.bool).view(capacity, capacity, 1, 1)
+        if device.type == "cuda":
+            self.rows_host = self.rows_host.pin_memory()
         self.row = torch.zeros(capacity, 1, 1, dtype=torch.bool, device=device)  # one-hot: the current step's row
         self.steps: list[tuple[int, int]] = []  # shape of each recorded step, oldest first
 
@@ -27,9 +31,7 @@ class RoutingRing:
         if (tokens, top_k) not in self.buffers:
             self.buffers[(tokens, top_k)] = torch.zeros(len(self.layers), self.capacity, tokens, top_k,
                                                         dtype=torch.long, device=self.device)
-        self.row_host.zero_()
-        self.row_host[len(self.steps)] = True
-        self.row.copy_(self.row_host, non_blocking=True)
+        self.row.copy_(self.rows_host[len(self.steps)], non_blocking=True)
         self.steps.append((tokens, top_k))
 
     def cancel_step(self) -> None:
