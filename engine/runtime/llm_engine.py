@@ -73,6 +73,7 @@ class LLMEngine:
         controller re-split the pool."""
         if self.scheduler.has_work:
             return []
+        self._drop_inflight()
         if self.pending_budget is not None:
             budget, reason = self.pending_budget
             self.pending_budget = None
@@ -94,6 +95,7 @@ class LLMEngine:
         scheduler = self.scheduler
         if self.controller is None or scheduler.running or not scheduler.waiting or self.pending_budget is not None:
             return []
+        self._drop_inflight()
         need = scheduler.waiting_blocks(self.max_model_len)
         upcoming = scheduler.waiting_decode_steps(self.max_model_len)
         self.runner.experts.settle()
@@ -153,6 +155,7 @@ class LLMEngine:
         return collect_stats(self)
 
     def close(self) -> None:
+        self._drop_inflight()
         self.runner.experts = None
 
     @property
@@ -208,8 +211,10 @@ class LLMEngine:
         """Can the next decode step of exactly these sequences be launched before this one's tokens are read?
         Not when the scheduler would do something else next (a request waits, a prompt is in chunks, a budget
         waits for a barrier), when a row needs its new token on the host to choose the next (penalties, bias, a
-        grammar), for a linear-attention state (a step for a row that then stops would advance its state), when a
-        row ends by length with this token, or when its next KV block is not free without preempting."""
+        grammar), when a row ends by length with this token, or when its next KV block is not free without
+        preempting. A row that stops with this token (a stop string, EOS, a cancel) has its row of the next step
+        dropped: its KV write lands in a block it frees, and its linear-attention state row (hybrid models) is
+        zeroed by the prefill of the next sequence that takes it, queued after this step."""
         runner, scheduler, seqs = self.runner, self.scheduler, launched.seqs
         if launched.is_prefill or runner.padded_decode is None or runner.routing_observer is not None:
             return False
@@ -221,7 +226,7 @@ class LLMEngine:
         new_blocks = 0
         for seq in seqs:
             active = self.active.get(seq.request_id)
-            if active is None or active.grammar is not None or seq.sampling.changes_logits or seq.state_slot >= 0:
+            if active is None or active.grammar is not None or seq.sampling.changes_logits:
                 return False
             if (seq.num_output_tokens + 1 >= seq.sampling.max_tokens
                     or len(seq.token_ids) + 1 >= min(self.max_model_len, runner.padded_decode.max_len)):
@@ -236,6 +241,13 @@ class LLMEngine:
         logits = self.runner.run(launched.seqs, False, ahead=launched.tokens)
         self.steps_ahead += 1
         return self._sample(launched.seqs, False, logits, None, ahead=True)
+
+    def _drop_inflight(self) -> None:
+        """Before a barrier moves device memory: a step still in flight (nothing runs, so its rows all ended) is
+        waited for and dropped, so no queued kernel reads a KV pool or a graph the re-split replaces."""
+        if self.inflight is not None:
+            self.inflight.read()
+            self.inflight = None
 
     def _live(self, launched: LaunchedStep) -> list[Sequence]:
         """The step's sequences that are still running (the rest ended after it was launched)."""

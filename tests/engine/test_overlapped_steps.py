@@ -88,7 +88,7 @@ def workload(folder, overlap: bool, **options) -> tuple[list, int, set]:
     return results, ahead, cached
 
 
-@pytest.mark.parametrize("name", ["qwen3_moe", "qwen2_moe"])
+@pytest.mark.parametrize("name", ["qwen3_moe", "qwen2_moe", "qwen3_5_moe"])  # the last a hybrid: state rows too
 def test_overlapped_steps_stream_the_same_events(tiny_model_dir, name):
     folder = tiny_model_dir(name)
     reference, none_ahead, cached = workload(folder, overlap=False)
@@ -187,3 +187,19 @@ def test_no_step_goes_ahead_where_a_row_needs_its_token_on_the_host(tiny_model_d
         assert engine._core.steps_ahead == 0
         engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SamplingParams(max_tokens=8, ignore_eos=True)))
         assert engine._core.steps_ahead > 0
+
+
+def test_a_drained_engine_holds_no_step_in_flight(tiny_model_dir):
+    """A cancel that drains the engine leaves a step launched ahead for the cancelled row: the barrier after it
+    (where a re-split may move the KV pool and drop the graphs) waits for that step and drops it first."""
+    with Engine(EngineOptions(model=str(tiny_model_dir("qwen3_moe")), device="cpu", decode="static",
+                              max_model_len=96)) as engine:
+        engine._core.overlap = True
+        handle = engine.submit(GenerateRequest(prompt=PROMPTS[0], sampling=SamplingParams(max_tokens=60,
+                                                                                           ignore_eos=True)))
+        for count, _ in enumerate(handle, start=1):
+            if count == 5:
+                engine.cancel(handle.request_id)
+        assert handle.finish.reason == "cancelled"
+        engine.count_prompt_tokens(GenerateRequest(prompt="x"))  # runs on the engine thread, after the barrier
+        assert engine._core.steps_ahead > 0 and engine._core.inflight is None

@@ -1,6 +1,6 @@
 """Overlapped decode steps on CUDA graphs (H200: `pytest -m gpu tests/gpu/test_overlap.py`): each step launched on
-the last one's sampled tokens before the host reads them gives bitwise the tokens, logprobs and alternatives of
-steps run one at a time, in every expert mode, for greedy and seeded sampling, alone and in a batch."""
+the last one's sampled tokens before the host reads them gives bitwise the tokens and logprobs of steps run one at
+a time, in every expert mode, for greedy and seeded sampling, alone and in a batch, a hybrid model included."""
 
 from __future__ import annotations
 
@@ -30,9 +30,10 @@ def run(folder, overlap: bool, **options) -> tuple[list, int]:
     return [(r.token_ids, r.logprobs, r.reason) for r in alone + batch], ahead
 
 
-def test_overlapped_steps_are_bitwise_equal_on_cuda(tmp_path):
+@pytest.mark.parametrize("name", ["qwen3_moe", "qwen3_5_moe"])  # the second a hybrid (linear-attention states)
+def test_overlapped_steps_are_bitwise_equal_on_cuda(tmp_path, name):
     assert torch.cuda.is_available(), "GPU tests need CUDA"
-    folder = write_tiny_model(tmp_path / "qwen3_moe", "qwen3_moe", dtype=torch.bfloat16)
+    folder = write_tiny_model(tmp_path / name, name, dtype=torch.bfloat16)
     args = read_args(folder)
     reference, none_ahead = run(folder, overlap=False)
     assert none_ahead == 0
