@@ -5,6 +5,7 @@ ids, as in tests/engine/test_reasoning_engine.py."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 import engine.backends.llama_cpp_core as llama_cpp_core
 import engine.runtime.llm_engine as llm_engine
@@ -30,7 +31,8 @@ def test_both_engines_split_a_gguf_reasoning_model(harmony_gguf, backend, monkey
     path, reply, tail = harmony_gguf
     tokens = iter(reply + tail)
     monkeypatch.setattr(llama_cpp_core, "sample", lambda logits, params, generator, *context: (next(tokens), -1.0))
-    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators, *contexts: ([next(tokens)], [-1.0]))
+    monkeypatch.setattr(llm_engine, "sample_tensors", lambda logits, params, generators, *contexts: (
+        torch.tensor([next(tokens)]), torch.tensor([-1.0])))
     with Engine(EngineOptions(model=str(path), device="cpu", backend=backend)) as engine:
         assert engine.info.reasoning_effort and not engine.info.thinking_switch  # from the file's chat template
         finish = engine.generate(REQUEST)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 import engine.runtime.llm_engine as llm_engine
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams, TokenEvent
@@ -31,9 +32,9 @@ def scripted_sampler(harmony_model, monkeypatch):
     script = iter(tokenizer.encode(REPLY + TAIL, add_special_tokens=False))
 
     def sample(logits, params, generators, contexts=None):
-        return [next(script) for _ in params], [-1.0] * len(params)
+        return torch.tensor([next(script) for _ in params]), torch.tensor([-1.0] * len(params))
 
-    monkeypatch.setattr(llm_engine, "sample", sample)
+    monkeypatch.setattr(llm_engine, "sample_tensors", sample)
     return tokenizer
 
 

@@ -5,6 +5,7 @@ models can call tools; bad tools are refused with their field."""
 from __future__ import annotations
 
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,7 +68,8 @@ def test_the_tools_reach_the_template(tool_model):
 def test_the_engine_returns_the_call_apart_from_the_answer(tool_model, monkeypatch):
     tokenizer = Tokenizer.from_folder(tool_model)
     script = iter(tokenizer.encode(CALL_REPLY, add_special_tokens=False) + [tokenizer.token_to_id("<|im_end|>")] * 4)
-    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators, *contexts: ([next(script)], [-1.0]))
+    monkeypatch.setattr(llm_engine, "sample_tensors", lambda logits, params, generators, *contexts: (
+        torch.tensor([next(script)]), torch.tensor([-1.0])))
     with Engine(EngineOptions(model=str(tool_model), device="cpu")) as engine:
         assert engine.info.tool_calls
         handle = engine.submit(GenerateRequest(messages=ASK, tools=(WEATHER,), sampling=SamplingParams(max_tokens=60)))
@@ -80,7 +82,8 @@ def test_the_engine_returns_the_call_apart_from_the_answer(tool_model, monkeypat
 def test_without_tools_offered_the_reply_is_left_as_text(tool_model, monkeypatch):
     tokenizer = Tokenizer.from_folder(tool_model)
     script = iter(tokenizer.encode(CALL_REPLY, add_special_tokens=False) + [tokenizer.token_to_id("<|im_end|>")] * 4)
-    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators, *contexts: ([next(script)], [-1.0]))
+    monkeypatch.setattr(llm_engine, "sample_tensors", lambda logits, params, generators, *contexts: (
+        torch.tensor([next(script)]), torch.tensor([-1.0])))
     with Engine(EngineOptions(model=str(tool_model), device="cpu")) as engine:
         finish = engine.generate(GenerateRequest(messages=ASK, sampling=SamplingParams(max_tokens=60)))
     assert (finish.text, finish.tool_calls) == (CALL_REPLY, ())

@@ -5,6 +5,7 @@ and tool replies reach the template. What Wisp cannot do is a 400 naming the fie
 import json
 
 import pytest
+import torch
 
 pytest.importorskip("starlette")
 
@@ -32,7 +33,8 @@ def test_a_real_engine_answers_with_tool_calls(tool_model, monkeypatch):
     tokenizer = Tokenizer.from_folder(tool_model)
     reply = tokenizer.encode(CALL_REPLY, add_special_tokens=False) + [tokenizer.token_to_id("<|im_end|>")]
     script = iter(reply * 2)
-    monkeypatch.setattr(llm_engine, "sample", lambda logits, params, generators, *contexts: ([next(script)], [-1.0]))
+    monkeypatch.setattr(llm_engine, "sample_tensors", lambda logits, params, generators, *contexts: (
+        torch.tensor([next(script)]), torch.tensor([-1.0])))
     with Engine(EngineOptions(model=str(tool_model), device="cpu")) as engine, \
             TestClient(create_app(engine), base_url="http://127.0.0.1") as client:
         choice = client.post("/v1/chat/completions", json=BODY).json()["choices"][0]
