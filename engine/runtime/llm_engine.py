@@ -57,6 +57,9 @@ class LLMEngine:
         self.overlap = self.device.type == "cuda" and os.environ.get("WISP_OVERLAP", "1") != "0"
         self.inflight: LaunchedStep | None = None  # the decode step launched ahead, its tokens not yet read
         self.steps_ahead = 0  # decode steps launched ahead so far
+        # Steps ahead for rows with a linear-attention state (hybrid models): WISP_OVERLAP_STATES=1. Off by default:
+        # its GPU test (tests/gpu/test_overlap.py, qwen3_5_moe) has not run on a GPU yet; the CPU tests run it.
+        self.overlap_states = os.environ.get("WISP_OVERLAP_STATES", "0") == "1"
 
     @property
     def memory(self) -> "LLMEngine":
@@ -211,8 +214,8 @@ class LLMEngine:
         """Can the next decode step of exactly these sequences be launched before this one's tokens are read?
         Not when the scheduler would do something else next (a request waits, a prompt is in chunks, a budget
         waits for a barrier), when a row needs its new token on the host to choose the next (penalties, bias, a
-        grammar), when a row ends by length with this token, or when its next KV block is not free without
-        preempting. A row that stops with this token (a stop string, EOS, a cancel) has its row of the next step
+        grammar), when a row ends by length with this token, when its next KV block is not free without
+        preempting, or for a linear-attention state unless overlap_states. A row that stops with this token (a stop string, EOS, a cancel) has its row of the next step
         dropped: its KV write lands in a block it frees, and its linear-attention state row (hybrid models) is
         zeroed by the prefill of the next sequence that takes it, queued after this step."""
         runner, scheduler, seqs = self.runner, self.scheduler, launched.seqs
@@ -227,6 +230,8 @@ class LLMEngine:
         for seq in seqs:
             active = self.active.get(seq.request_id)
             if active is None or active.grammar is not None or seq.sampling.changes_logits:
+                return False
+            if seq.state_slot >= 0 and not self.overlap_states:
                 return False
             if (seq.num_output_tokens + 1 >= seq.sampling.max_tokens
                     or len(seq.token_ids) + 1 >= min(self.max_model_len, runner.padded_decode.max_len)):
