@@ -38,7 +38,7 @@ def test_overlapped_steps_are_bitwise_equal_on_cuda(tmp_path, name):
     args = read_args(folder)
     reference, none_ahead = run(folder, overlap=False)
     assert none_ahead == 0
-    for name, options in {"resident": {}, **mode_options(args.num_experts_per_tok, args.num_experts)}.items():
+    for mode, options in {"resident": {}, **mode_options(args.num_experts_per_tok, args.num_experts)}.items():
         overlapped, ahead = run(folder, overlap=True, **options)
-        assert ahead > 50, name
-        assert overlapped == reference, name
+        assert ahead > 50, mode
+        assert overlapped == reference, mode
