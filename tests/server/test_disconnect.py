@@ -41,7 +41,8 @@ def test_closing_a_stream_of_several_choices_frees_every_sequence(server, demo_e
         with http.stream("POST", server.url + "/completions", json=body, headers=HEADERS) as r:
             assert r.status_code == 200
             assert next(line for line in r.iter_lines() if line.startswith("data:"))
-            assert demo_engine.stats().running + demo_engine.stats().waiting == 2
+            # the stats are a snapshot the engine thread refreshes between steps: wait for one that has both
+            assert wait_until(lambda: demo_engine.stats().running + demo_engine.stats().waiting == 2, FREED_WITHIN_S)
     closed = time.monotonic()
     assert wait_until(lambda: is_idle(demo_engine), FREED_WITHIN_S)
     assert time.monotonic() - closed < FREED_WITHIN_S
