@@ -1,7 +1,7 @@
 """Overlapped decode steps (LLMEngine.step with overlap): the next decode step is launched on the device's sampled
 tokens before the host reads them. Every request must stream what it streams without overlap: the same tokens,
 alternatives, text and finish reasons, through stops, length limits, KV block boundaries, a full KV pool, cancels
-and requests that arrive mid-stream. Logprobs are compared within 1e-5: which requests share a step depends on when
+and requests that arrive mid-stream. Logprobs are compared within 1e-4: which requests share a step depends on when
 the test's threads submit them, and on the CPU a batch's size changes the last bits of its matmuls."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ WITH_EOS = SamplingParams(max_tokens=30, temperature=1.3, seed=11)
 
 
 def same_events(a: list, b: list) -> bool:
-    """Equal events, logprobs (and alternatives' logprobs) within 1e-5."""
+    """Equal events, logprobs (and alternatives' logprobs) within 1e-4."""
     def split(results):
         exact, numbers = [], []
         for events in results:
@@ -40,7 +40,7 @@ def same_events(a: list, b: list) -> bool:
 
     (exact_a, numbers_a), (exact_b, numbers_b) = split(a), split(b)
     return exact_a == exact_b and len(numbers_a) == len(numbers_b) and all(
-        abs(x - y) <= 1e-5 for x, y in zip(numbers_a, numbers_b))
+        abs(x - y) <= 1e-4 for x, y in zip(numbers_a, numbers_b))
 
 
 def streamed(engine: Engine, request: GenerateRequest) -> tuple:
