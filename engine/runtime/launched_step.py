@@ -21,7 +21,6 @@ class LaunchedStep:
     tokens: torch.Tensor  # [B] on the device: what a step launched on this one reads as its inputs
     host: tuple[torch.Tensor, ...]  # tokens, logprobs and the top alternatives' tensors, on the host once ready
     ready: torch.cuda.Event | None  # recorded after the copies to the host (None: the step ran on the CPU)
-    ahead: bool = False  # launched on the previous step's device tokens, before they were read back
 
     def read(self) -> tuple[list[int], list[float], list[tuple[tuple[int, float], ...]]]:
         """Wait for this step alone (not for a step launched after it) -> (tokens, logprobs, top alternatives)."""

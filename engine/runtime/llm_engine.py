@@ -203,12 +203,12 @@ class LLMEngine:
         return self._sample(seqs, is_prefill, logits, contexts)
 
     def _sample(self, seqs: list[Sequence], is_prefill: bool, logits: torch.Tensor,
-                contexts: list[RowContext | None] | None, ahead: bool = False) -> LaunchedStep:
+                contexts: list[RowContext | None] | None) -> LaunchedStep:
         params = [seq.sampling for seq in seqs]
         generators = [self.active[seq.request_id].state.generator for seq in seqs]
         tokens, logprobs = sample_tensors(logits, params, generators, contexts)
         host, ready = read_back((tokens, logprobs, *top_alternative_tensors(logits, params)))
-        return LaunchedStep(seqs, is_prefill, params, tokens, host, ready, ahead)
+        return LaunchedStep(seqs, is_prefill, params, tokens, host, ready)
 
     def _can_go_ahead(self, launched: LaunchedStep) -> bool:
         """Can the next decode step of exactly these sequences be launched before this one's tokens are read?
@@ -246,7 +246,7 @@ class LLMEngine:
             self.scheduler.block_manager.reserve(seq, len(seq.token_ids) + 1)
         logits = self.runner.run(launched.seqs, False, ahead=launched.tokens)
         self.steps_ahead += 1
-        return self._sample(launched.seqs, False, logits, None, ahead=True)
+        return self._sample(launched.seqs, False, logits, None)
 
     def _drop_inflight(self) -> None:
         """Before a barrier moves device memory: a step still in flight (nothing runs, so its rows all ended) is
