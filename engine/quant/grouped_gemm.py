@@ -97,6 +97,12 @@ class GroupedExpert:
         GroupedExpert a layout gives it."""
         return fits(entries, num_experts)
 
+    @staticmethod
+    def tile_rows(entries: int) -> int:
+        """The rows of a row tile in a step of `entries` grouped entries (configuration()), so that a device plan
+        can list the tiles."""
+        return configuration(entries)[0]
+
     def run_table(self, table: torch.Tensor, dispatch: Dispatch, out: torch.Tensor) -> tuple:
         """run_grouped_table() of this expert format."""
         return run_grouped_table(self, table, dispatch, out)
@@ -120,6 +126,8 @@ def device_row_tiles(dispatch: Dispatch, bm: int = BM) -> torch.Tensor:
     grid, need nothing from the host; the kernels' programs of empty tiles return at once."""
     from engine.quant.grouped_kernels import tile_table
 
+    if dispatch.tiles is not None and dispatch.tile_rows == bm:  # listed by the plan's own kernels
+        return dispatch.tiles
     rows, experts = dispatch.tokens.numel(), dispatch.num_experts
     most = -(-rows // bm) + min(experts, rows)
     tiles = torch.empty(most, 4, dtype=torch.int32, device=dispatch.tokens.device)

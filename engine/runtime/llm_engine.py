@@ -57,9 +57,9 @@ class LLMEngine:
         self.overlap = self.device.type == "cuda" and os.environ.get("WISP_OVERLAP", "1") != "0"
         self.inflight: LaunchedStep | None = None  # the decode step launched ahead, its tokens not yet read
         self.steps_ahead = 0  # decode steps launched ahead so far
-        # Steps ahead for rows with a linear-attention state (hybrid models): WISP_OVERLAP_STATES=1. Off by default:
-        # its GPU test (tests/gpu/test_overlap.py, qwen3_5_moe) has not run on a GPU yet; the CPU tests run it.
-        self.overlap_states = os.environ.get("WISP_OVERLAP_STATES", "0") == "1"
+        # Steps ahead for rows with a linear-attention state (hybrid models) too, unless WISP_OVERLAP_STATES=0: a
+        # dropped row's state row is zeroed by the next prefill that takes it (tests/gpu/test_overlap.py).
+        self.overlap_states = os.environ.get("WISP_OVERLAP_STATES", "1") != "0"
 
     @property
     def memory(self) -> "LLMEngine":

@@ -205,10 +205,12 @@ def test_a_drained_engine_holds_no_step_in_flight(tiny_model_dir):
         assert engine._core.steps_ahead > 0 and engine._core.inflight is None
 
 
-def test_hybrid_rows_step_ahead_only_with_overlap_states(tiny_model_dir):
+def test_hybrid_rows_step_ahead_only_with_overlap_states(tiny_model_dir, monkeypatch):
+    monkeypatch.setenv("WISP_OVERLAP_STATES", "0")
     with Engine(EngineOptions(model=str(tiny_model_dir("qwen3_5_moe")), device="cpu", decode="static",
                               max_model_len=64)) as engine:
         engine._core.overlap = True
+        assert not engine._core.overlap_states
         request = GenerateRequest(prompt=PROMPTS[0], sampling=SamplingParams(max_tokens=8, ignore_eos=True))
         engine.generate(request)
         assert engine._core.steps_ahead == 0

@@ -73,7 +73,7 @@ class ExpertLayout(Protocol):
         num_experts = blocks.shape[0]
         grouped = self.grouped_expert(x.device)
         if grouped is not None and grouped.fits(ids.numel(), num_experts):
-            dispatch, out = start_layer_on_device(x, ids, weights, num_experts)
+            dispatch, out = start_layer_on_device(x, ids, weights, num_experts, grouped.tile_rows(ids.numel()))
             grouped.run_table(blocks, dispatch, out)
             return combine_grouped(out, dispatch, ids)
         dispatch, out = start_layer(x, ids.cpu().numpy(), weights, num_experts)

@@ -20,6 +20,7 @@ U unique experts of a step, numel elements of one expert block.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,8 @@ import torch.nn.functional as F
 
 from engine.alloc.memory_plan import GATHER_LIMIT_BYTES, GATHER_MAX_ENTRIES  # the gathered buffer is workspace
 from engine.triton_support import HAS_TRITON, fused_step
+
+PLAN_SWITCH = "WISP_DEVICE_PLAN"  # "0": a device plan by torch's sort (the bench's before/after switch)
 
 
 def route(router_logits: torch.Tensor, top_k: int, normalize: bool, weights_fp32: bool):
@@ -66,6 +69,8 @@ class Dispatch:
     experts: np.ndarray | None = None  # [U] unique expert ids, ascending (host plans)
     bounds: np.ndarray | None = None  # [U + 1] expert u owns grouped entries bounds[u]:bounds[u+1] (host plans)
     expert_bounds: torch.Tensor | None = None  # [E + 1] on the device: expert e owns entries [e]:[e+1] (device plans)
+    tiles: torch.Tensor | None = None  # the grouped GEMM's row tiles of tile_rows rows, where the device plan made them
+    tile_rows: int | None = None
 
     def span(self, u: int) -> slice:
         return slice(int(self.bounds[u]), int(self.bounds[u + 1]))
@@ -84,15 +89,31 @@ def plan_dispatch(ids_host: np.ndarray, weights: torch.Tensor, num_experts: int 
                     num_experts=num_experts, experts=experts, bounds=np.append(starts, flat.size))
 
 
-def plan_on_device(ids: torch.Tensor, weights: torch.Tensor, num_experts: int) -> Dispatch:
+def plan_on_device(ids: torch.Tensor, weights: torch.Tensor, num_experts: int,
+                   tile_rows: int | None = None) -> Dispatch:
     """plan_dispatch's entries computed where ids [T, K] are (a stable sort, so the same order), with each expert
-    id's span bounds instead of the host's list of experts: no host sync."""
+    id's span bounds instead of the host's list of experts: no host sync. Where Triton runs (CUDA, or its
+    interpreter) a counting sort in three launches (engine.experts.routing.device_plan), which also lists the
+    grouped GEMM's tiles of tile_rows rows when given; elsewhere, or with WISP_DEVICE_PLAN=0, torch's sort."""
+    if runs_plan_kernels(ids):
+        from engine.experts.routing import device_plan
+
+        tokens, grouped_weights, position, bounds, tiles = device_plan.plan(ids, weights, num_experts, tile_rows)
+        return Dispatch(tokens=tokens, weights=grouped_weights, position=position, num_experts=num_experts,
+                        expert_bounds=bounds, tiles=tiles, tile_rows=tile_rows if tiles is not None else None)
     top_k = ids.shape[1]
     ranked, order = torch.sort(ids.reshape(-1), stable=True)
     bounds = torch.searchsorted(ranked, torch.arange(num_experts + 1, device=ids.device, dtype=ranked.dtype))
     position = torch.argsort(order)  # the inverse permutation
     return Dispatch(tokens=order // top_k, weights=weights.reshape(-1)[order], position=position.view(ids.shape),
                     num_experts=num_experts, expert_bounds=bounds)
+
+
+def runs_plan_kernels(ids: torch.Tensor) -> bool:
+    """plan_on_device runs engine.experts.routing.device_plan's kernels: Triton on CUDA (or its interpreter on the
+    CPU), unless WISP_DEVICE_PLAN=0."""
+    return (HAS_TRITON and os.environ.get(PLAN_SWITCH, "1") != "0"
+            and (ids.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"))
 
 
 def to_device(host: np.ndarray, device: torch.device) -> torch.Tensor:
@@ -114,10 +135,11 @@ def start_layer(x: torch.Tensor, ids_host, weights: torch.Tensor,
     return dispatch, x[dispatch.tokens]
 
 
-def start_layer_on_device(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor,
-                          num_experts: int) -> tuple[Dispatch, torch.Tensor]:
-    """start_layer planned on the device (plan_on_device): the same gathered buffer, no host sync."""
-    dispatch = plan_on_device(ids, weights, num_experts)
+def start_layer_on_device(x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, num_experts: int,
+                          tile_rows: int | None = None) -> tuple[Dispatch, torch.Tensor]:
+    """start_layer planned on the device (plan_on_device, with the grouped GEMM's tiles of tile_rows rows where
+    given): the same gathered buffer, no host sync."""
+    dispatch = plan_on_device(ids, weights, num_experts, tile_rows)
     return dispatch, x[dispatch.tokens]
 
 
