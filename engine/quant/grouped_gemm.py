@@ -121,23 +121,13 @@ def row_tiles(dispatch: Dispatch, units: np.ndarray, slots: np.ndarray, device, 
 
 def device_row_tiles(dispatch: Dispatch, bm: int = BM) -> torch.Tensor:
     """The BM-row tiles of every expert of a device-planned dispatch whose blocks are the table's rows by expert
-    id -> int32 [most tiles, 4], the same tiles row_tiles lists for them, then empty ones. The table has room for
-    the most tiles M rows can take (ceil(M / bm) + one partial tile per expert), so its size, and the launches'
-    grid, need nothing from the host; the kernels' programs of empty tiles return at once."""
-    from engine.quant.grouped_kernels import tile_table
+    id -> int32 [most tiles, 4] (engine.experts.routing.device_plan.most_tiles), the same tiles row_tiles lists for
+    them, then empty ones: the plan's own table where it listed this tile height, else one listed from its bounds."""
+    from engine.experts.routing.device_plan import table_of_tiles
 
     if dispatch.tiles is not None and dispatch.tile_rows == bm:  # listed by the plan's own kernels
         return dispatch.tiles
-    rows, experts = dispatch.tokens.numel(), dispatch.num_experts
-    most = -(-rows // bm) + min(experts, rows)
-    tiles = torch.empty(most, 4, dtype=torch.int32, device=dispatch.tokens.device)
-    tile_table[(1,)](dispatch.expert_bounds, tiles, experts, most, BM=bm, BE=max(16, triton_power_of_2(experts)),
-                     BT=64)
-    return tiles
-
-
-def triton_power_of_2(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
+    return table_of_tiles(dispatch.expert_bounds, dispatch.tokens.numel(), dispatch.num_experts, bm)
 
 
 def configuration(entries: int | None = None) -> tuple[int, ...]:

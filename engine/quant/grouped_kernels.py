@@ -107,34 +107,6 @@ def row_tile(tiles_ptr, BM: tl.constexpr):
 
 
 @triton.jit
-def tile_table(bounds_ptr, tiles_ptr, E, max_tiles, BM: tl.constexpr, BE: tl.constexpr, BT: tl.constexpr):
-    """The BM-row tiles of every expert id of a layer whose experts are rows of one table (row = expert id), from
-    bounds [E + 1] (expert e owns grouped rows bounds[e]:bounds[e+1]) -> tiles [max_tiles, 4] int32, as
-    engine.quant.grouped_gemm.row_tiles lists them on the host: (slot row, expert id, first row, end of the span)
-    for each expert in ascending id, then empty entries (0, 0, 0, 0). One program."""
-    e = tl.arange(0, BE)
-    e_ok = e < E
-    lo = tl.load(bounds_ptr + e, mask=e_ok, other=0)
-    hi = tl.load(bounds_ptr + e + 1, mask=e_ok, other=0)
-    count = tl.where(e_ok, (hi - lo + BM - 1) // BM, 0)  # [BE] tiles of each expert
-    last = tl.cumsum(count, 0)  # [BE] one past each expert's last tile
-    for start in range(0, max_tiles, BT):
-        j = start + tl.arange(0, BT)  # [BT] tile numbers
-        owner = tl.sum((last[None, :] <= j[:, None]).to(tl.int32), axis=1)  # [BT] experts whose tiles end by j
-        mine = (e[None, :] == owner[:, None]) & e_ok[None, :]  # [BT, BE]
-        first_tile = tl.sum(tl.where(mine, (last - count)[None, :], 0), axis=1)
-        first_row = tl.sum(tl.where(mine, lo[None, :], 0), axis=1) + (j - first_tile) * BM
-        end = tl.sum(tl.where(mine, hi[None, :], 0), axis=1)
-        live = owner < E
-        row = tiles_ptr + j.to(tl.int64) * 4
-        ok = j < max_tiles
-        tl.store(row, tl.where(live, owner, 0).to(tl.int32), mask=ok)
-        tl.store(row + 1, tl.where(live, owner, 0).to(tl.int32), mask=ok)
-        tl.store(row + 2, tl.where(live, first_row, 0).to(tl.int32), mask=ok)
-        tl.store(row + 3, tl.where(live, end, 0).to(tl.int32), mask=ok)
-
-
-@triton.jit
 def grouped_gate_up(x_ptr, table_ptr, tiles_ptr, h_ptr, bias_ptr, slot_bytes, gate_offset, up_offset,
                     gate_row_bytes, up_row_bytes, N, K, alpha, limit,
                     GATE_TYPE: tl.constexpr, UP_TYPE: tl.constexpr, GATE_G: tl.constexpr, GATE_L: tl.constexpr,

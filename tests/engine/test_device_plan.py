@@ -1,5 +1,5 @@
 """The device plan's counting sort (engine.experts.routing.device_plan, Triton's interpreter on the CPU) gives the
-stable sort's plan entry for entry, and the row tiles grouped_kernels.tile_table lists from the same bounds."""
+stable sort's plan entry for entry, and the row tiles device_plan.tile_table lists from the same bounds."""
 
 import numpy as np
 import pytest

@@ -32,9 +32,8 @@ def count_chunks(ids_ptr, counts_ptr, M, CH: tl.constexpr, BE: tl.constexpr):
 def scan_chunks(counts_ptr, offsets_ptr, bounds_ptr, tiles_ptr, P, E, max_tiles, BE: tl.constexpr,
                 BP: tl.constexpr, BM: tl.constexpr, BT: tl.constexpr, TILES: tl.constexpr):
     """From counts [P, BE]: bounds [E + 1] (expert e owns grouped entries bounds[e]:bounds[e+1]), offsets [P, BE]
-    (where chunk p's first entry of expert e goes) and, with TILES, the BM-row tiles [max_tiles, 4] int32 of every
-    expert in ascending id, (slot row = expert id, expert id, first row, end of the span), then empty entries
-    (0, 0, 0, 0): what engine.quant.grouped_kernels.tile_table lists from the same bounds. One program."""
+    (where chunk p's first entry of expert e goes) and, with TILES, the BM-row tiles [max_tiles, 4] (list_tiles).
+    One program."""
     e = tl.arange(0, BE)
     e_ok = e < E
     total = tl.zeros([BE], tl.int32)
@@ -52,23 +51,41 @@ def scan_chunks(counts_ptr, offsets_ptr, bounds_ptr, tiles_ptr, P, E, max_tiles,
         tl.store(offsets_ptr + rows, running[None, :] + tl.cumsum(c, 0) - c, mask=(p < P)[:, None])
         running += tl.sum(c, axis=0)
     if TILES:
-        lo, hi = start, start + total
-        count = tl.where(e_ok, (total + BM - 1) // BM, 0)  # [BE] tiles of each expert
-        last = tl.cumsum(count, 0)  # [BE] one past each expert's last tile
-        for t0 in range(0, max_tiles, BT):
-            j = t0 + tl.arange(0, BT)  # [BT] tile numbers
-            owner = tl.sum((last[None, :] <= j[:, None]).to(tl.int32), axis=1)  # [BT] experts whose tiles end by j
-            mine = (e[None, :] == owner[:, None]) & e_ok[None, :]  # [BT, BE]
-            first_tile = tl.sum(tl.where(mine, (last - count)[None, :], 0), axis=1)
-            first_row = tl.sum(tl.where(mine, lo[None, :], 0), axis=1) + (j - first_tile) * BM
-            end = tl.sum(tl.where(mine, hi[None, :], 0), axis=1)
-            live = owner < E
-            row = tiles_ptr + j.to(tl.int64) * 4
-            ok = j < max_tiles
-            tl.store(row, tl.where(live, owner, 0).to(tl.int32), mask=ok)
-            tl.store(row + 1, tl.where(live, owner, 0).to(tl.int32), mask=ok)
-            tl.store(row + 2, tl.where(live, first_row, 0).to(tl.int32), mask=ok)
-            tl.store(row + 3, tl.where(live, end, 0).to(tl.int32), mask=ok)
+        list_tiles(tiles_ptr, start, start + total, e, e_ok, E, max_tiles, BM, BT)
+
+
+@triton.jit
+def list_tiles(tiles_ptr, lo, hi, e, e_ok, E, max_tiles, BM: tl.constexpr, BT: tl.constexpr):
+    """The BM-row tiles [max_tiles, 4] int32 of experts e [BE] (e_ok: e < E) whose grouped rows are lo:hi [BE]:
+    (slot row = expert id, expert id, first row, end of the span) for each expert in ascending id, as
+    engine.quant.grouped_gemm.row_tiles lists them on the host, then empty entries (0, 0, 0, 0)."""
+    count = tl.where(e_ok, (hi - lo + BM - 1) // BM, 0)  # [BE] tiles of each expert
+    last = tl.cumsum(count, 0)  # [BE] one past each expert's last tile
+    for t0 in range(0, max_tiles, BT):
+        j = t0 + tl.arange(0, BT)  # [BT] tile numbers
+        owner = tl.sum((last[None, :] <= j[:, None]).to(tl.int32), axis=1)  # [BT] experts whose tiles end by j
+        mine = (e[None, :] == owner[:, None]) & e_ok[None, :]  # [BT, BE]
+        first_tile = tl.sum(tl.where(mine, (last - count)[None, :], 0), axis=1)
+        first_row = tl.sum(tl.where(mine, lo[None, :], 0), axis=1) + (j - first_tile) * BM
+        end = tl.sum(tl.where(mine, hi[None, :], 0), axis=1)
+        live = owner < E
+        row = tiles_ptr + j.to(tl.int64) * 4
+        ok = j < max_tiles
+        tl.store(row, tl.where(live, owner, 0).to(tl.int32), mask=ok)
+        tl.store(row + 1, tl.where(live, owner, 0).to(tl.int32), mask=ok)
+        tl.store(row + 2, tl.where(live, first_row, 0).to(tl.int32), mask=ok)
+        tl.store(row + 3, tl.where(live, end, 0).to(tl.int32), mask=ok)
+
+
+@triton.jit
+def tile_table(bounds_ptr, tiles_ptr, E, max_tiles, BM: tl.constexpr, BE: tl.constexpr, BT: tl.constexpr):
+    """list_tiles from bounds [E + 1] (expert e owns grouped rows bounds[e]:bounds[e+1]): the tiles of a plan made
+    without them (the torch plan, or another tile height than the plan's). One program."""
+    e = tl.arange(0, BE)
+    e_ok = e < E
+    lo = tl.load(bounds_ptr + e, mask=e_ok, other=0)
+    hi = tl.load(bounds_ptr + e + 1, mask=e_ok, other=0)
+    list_tiles(tiles_ptr, lo, hi, e, e_ok, E, max_tiles, BM, BT)
 
 
 @triton.jit
@@ -90,6 +107,25 @@ def place_chunks(ids_ptr, weights_ptr, offsets_ptr, tokens_ptr, grouped_weights_
     tl.store(grouped_weights_ptr + place, tl.load(weights_ptr + i, mask=ok), mask=ok)
 
 
+def most_tiles(rows: int, num_experts: int, tile_rows: int) -> int:
+    """The most row tiles `rows` grouped entries can take: ceil(rows / tile_rows) + one partial tile per expert. A
+    table of that size, and the grouped launches' grid, need nothing from the host; programs of empty tiles return
+    at once."""
+    return -(-rows // tile_rows) + min(num_experts, rows)
+
+
+def experts_block(num_experts: int) -> int:
+    return max(16, triton.next_power_of_2(num_experts))
+
+
+def table_of_tiles(bounds: torch.Tensor, rows: int, num_experts: int, tile_rows: int) -> torch.Tensor:
+    """The tile_rows-row tiles [most_tiles, 4] int32 of the experts whose grouped entries bounds [E + 1] gives."""
+    most = most_tiles(rows, num_experts, tile_rows)
+    tiles = torch.empty(most, 4, dtype=torch.int32, device=bounds.device)
+    tile_table[(1,)](bounds, tiles, num_experts, most, BM=tile_rows, BE=experts_block(num_experts), BT=64)
+    return tiles
+
+
 def chunk_size(num_experts: int) -> int:
     """Entries a program counts and places: its [CH, BE] comparison stays at ~8k values."""
     return max(16, min(128, 8192 // triton.next_power_of_2(num_experts)))
@@ -101,14 +137,14 @@ def plan(ids: torch.Tensor, weights: torch.Tensor, num_experts: int, tile_rows: 
     (engine.experts.routing.dispatch.plan_on_device) and, given tile_rows, the grouped GEMM's row tiles."""
     T, K = ids.shape
     M, device = T * K, ids.device
-    be = max(16, triton.next_power_of_2(num_experts))
+    be = experts_block(num_experts)
     ch = chunk_size(num_experts)
     chunks = triton.cdiv(M, ch)
     flat_ids, flat_weights = ids.reshape(-1).contiguous(), weights.reshape(-1).contiguous()
     counts = torch.empty(chunks, be, dtype=torch.int32, device=device)
     offsets = torch.empty_like(counts)
     bounds = torch.empty(num_experts + 1, dtype=torch.int64, device=device)
-    most = -(-M // tile_rows) + min(num_experts, M) if tile_rows else 1
+    most = most_tiles(M, num_experts, tile_rows) if tile_rows else 1
     tiles = torch.empty(most, 4, dtype=torch.int32, device=device)
     tokens = torch.empty(M, dtype=torch.int64, device=device)
     position = torch.empty(M, dtype=torch.int64, device=device)

@@ -100,7 +100,7 @@ def plan_on_device(ids: torch.Tensor, weights: torch.Tensor, num_experts: int,
 
         tokens, grouped_weights, position, bounds, tiles = device_plan.plan(ids, weights, num_experts, tile_rows)
         return Dispatch(tokens=tokens, weights=grouped_weights, position=position, num_experts=num_experts,
-                        expert_bounds=bounds, tiles=tiles, tile_rows=tile_rows if tiles is not None else None)
+                        expert_bounds=bounds, tiles=tiles, tile_rows=tile_rows)
     top_k = ids.shape[1]
     ranked, order = torch.sort(ids.reshape(-1), stable=True)
     bounds = torch.searchsorted(ranked, torch.arange(num_experts + 1, device=ids.device, dtype=ranked.dtype))
