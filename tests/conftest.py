@@ -1,4 +1,7 @@
 import os
+import shutil
+import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -39,17 +42,82 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(usable_cores(), memory, MAX_WORKERS))
 
 
-@pytest.fixture(scope="session")
-def tiny_model_dir(tmp_path_factory):
-    """model_type -> folder of a tiny random checkpoint (built once per session)."""
-    cache = {}
+RUN_CACHE_KEEP_S = 6 * 3600  # a run's folder outlives the run by this much, then the next run removes it
 
-    def get(model_type: str):
-        if model_type not in cache:
-            cache[model_type] = write_tiny_model(tmp_path_factory.mktemp(model_type), model_type)
-        return cache[model_type]
+
+def shared_run_folder(config) -> Path | None:
+    """One folder for every pytest-xdist worker of this run, under pytest's cache folder; None without xdist
+    (one process: the session's tmp folder is already shared) or without the cache provider (`-p no:cacheprovider`)."""
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    cache = getattr(config, "cache", None)
+    if not run_id or cache is None:
+        return None
+    runs = Path(cache.mkdir("wisp-runs"))
+    for old in runs.iterdir():
+        if old.name != run_id and time.time() - old.stat().st_mtime > RUN_CACHE_KEEP_S:
+            shutil.rmtree(old, ignore_errors=True)
+    folder = runs / run_id
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def build_once(folder: Path, name: str, build) -> Path:
+    """folder/name, made by build(path) in the first process to ask; the others wait for it under a file lock.
+    build writes into a scratch path that is renamed into place, so a half-built result is never seen."""
+    import fcntl
+
+    target = folder / name
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not target.exists():
+            scratch = folder / f"{name}.building"
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir()
+            build(scratch)
+            scratch.rename(target)
+    return target
+
+
+@pytest.fixture(scope="session")
+def run_artifact(request, tmp_path_factory):
+    """run_artifact(name, build) -> a folder that build(folder) filled, made once per test run: under
+    pytest-xdist one worker builds it and every worker reads it. Treat it as read-only (copy it before changing it):
+    other tests in other processes read the same files. build must give the same files in every process."""
+    shared = shared_run_folder(request.config) if os.name == "posix" else None
+    made: dict[str, Path] = {}
+
+    def get(name: str, build) -> Path:
+        if name not in made:
+            if shared is None:
+                folder = tmp_path_factory.mktemp(name)
+                build(folder)
+                made[name] = folder
+            else:
+                made[name] = build_once(shared, name, build)
+        return made[name]
 
     return get
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(run_artifact):
+    """model_type -> folder of a tiny random checkpoint (seeded: the same files in every process), built once per
+    test run. Read-only: copy it before changing a file in it."""
+
+    def get(model_type: str) -> Path:
+        return run_artifact(f"tiny-{model_type}", lambda folder: write_tiny_model(folder, model_type))
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def demo_gguf(run_artifact):
+    """The bundled demo model's f32 GGUF twin, converted once per test run."""
+    from engine.gguf.convert import convert
+    from engine.model_path import DEMO_MODEL
+
+    folder = run_artifact("demo-gguf", lambda out: convert(DEMO_MODEL, out / "demo-f32.gguf", "f32"))
+    return folder / "demo-f32.gguf"
 
 
 @pytest.fixture(params=MODEL_TYPES)

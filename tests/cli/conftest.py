@@ -41,10 +41,7 @@ def assert_one_line_error(outcome: Outcome, *words: str) -> None:
 
 
 @pytest.fixture(scope="session")
-def demo_gguf(tmp_path_factory):
-    """The bundled demo model's f32 GGUF twin (llama.cpp backend), converted once per session."""
+def demo_gguf(demo_gguf):
+    """tests/conftest.py's demo GGUF twin, for the tests that run it on llama.cpp: skipped without llama-cpp-python."""
     pytest.importorskip("llama_cpp")
-    from engine.gguf.convert import convert
-    from engine.model_path import DEMO_MODEL
-
-    return convert(DEMO_MODEL, tmp_path_factory.mktemp("gguf") / "demo-f32.gguf", "f32").path
+    return demo_gguf
