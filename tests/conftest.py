@@ -1,6 +1,4 @@
 import os
-import shutil
-import time
 from pathlib import Path
 
 import psutil
@@ -19,6 +17,7 @@ try:
 except ImportError:
     pass
 
+from tests.run_artifacts import build_once, shared_run_folder
 from tests.tiny_models import MODEL_TYPES, write_tiny_model
 
 
@@ -40,42 +39,6 @@ def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one worker per core, as many as memory holds at GIB_PER_WORKER each, at most MAX_WORKERS."""
     memory = psutil.virtual_memory().available // (GIB_PER_WORKER << 30)
     return max(1, min(usable_cores(), memory, MAX_WORKERS))
-
-
-RUN_CACHE_KEEP_S = 6 * 3600  # a run's folder outlives the run by this much, then the next run removes it
-
-
-def shared_run_folder(config) -> Path | None:
-    """One folder for every pytest-xdist worker of this run, under pytest's cache folder; None without xdist
-    (one process: the session's tmp folder is already shared) or without the cache provider (`-p no:cacheprovider`)."""
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    cache = getattr(config, "cache", None)
-    if not run_id or cache is None:
-        return None
-    runs = Path(cache.mkdir("wisp-runs"))
-    for old in runs.iterdir():
-        if old.name != run_id and time.time() - old.stat().st_mtime > RUN_CACHE_KEEP_S:
-            shutil.rmtree(old, ignore_errors=True)
-    folder = runs / run_id
-    folder.mkdir(exist_ok=True)
-    return folder
-
-
-def build_once(folder: Path, name: str, build) -> Path:
-    """folder/name, made by build(path) in the first process to ask; the others wait for it under a file lock.
-    build writes into a scratch path that is renamed into place, so a half-built result is never seen."""
-    import fcntl
-
-    target = folder / name
-    with open(folder / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not target.exists():
-            scratch = folder / f"{name}.building"
-            shutil.rmtree(scratch, ignore_errors=True)
-            scratch.mkdir()
-            build(scratch)
-            scratch.rename(target)
-    return target
 
 
 @pytest.fixture(scope="session")
