@@ -3,6 +3,8 @@
 import threading
 from dataclasses import replace
 
+import pytest
+
 from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB, MemoryPlan, MiB
 from engine.alloc.online_controller import OnlineController
@@ -50,16 +52,21 @@ def test_deadzone_and_too_little_evidence_change_nothing():
 PROMPTS = ["def fib(n):", "The quick brown fox", "class Stack:\n    def"]
 
 
-def resident_tokens(folder: str, sampling: SamplingParams) -> list:
-    """The reference: each of PROMPTS alone, every expert resident."""
-    with Engine(EngineOptions(model=folder, device="cpu")) as resident:
+REFERENCE_TOKENS = 48
+
+
+@pytest.fixture(scope="module")
+def resident_tokens(tiny_model_dir):
+    """The reference: each of PROMPTS alone, every expert resident, greedy; a shorter run's tokens are a prefix."""
+    sampling = SamplingParams(max_tokens=REFERENCE_TOKENS, ignore_eos=True)
+    with Engine(EngineOptions(model=str(tiny_model_dir("qwen3_moe")), device="cpu")) as resident:
         return [resident.generate(GenerateRequest(prompt=p, sampling=sampling)).token_ids for p in PROMPTS]
 
 
-def test_engine_controller_acts_at_drained_barriers_with_identical_outputs(tiny_model_dir):
+def test_engine_controller_acts_at_drained_barriers_with_identical_outputs(tiny_model_dir, resident_tokens):
     folder = str(tiny_model_dir("qwen3_moe"))
-    sampling = SamplingParams(max_tokens=48, ignore_eos=True)
-    expected = resident_tokens(folder, sampling)
+    sampling = SamplingParams(max_tokens=REFERENCE_TOKENS, ignore_eos=True)
+    expected = resident_tokens
     events, arrived = [], threading.Event()
     options = EngineOptions(model=folder, device="cpu", experts="paged", budget_bytes=GiB, block_size=4)
     with Engine(options) as engine:
@@ -124,10 +131,10 @@ def test_kv_shrinks_to_the_one_request_floor_when_use_is_low():
     assert 20 <= new.kv_blocks < 30 and sum(new.layer_slots) > 8
 
 
-def test_a_burst_gets_kv_before_admission_with_identical_outputs(tiny_model_dir):
+def test_a_burst_gets_kv_before_admission_with_identical_outputs(tiny_model_dir, resident_tokens):
     folder = str(tiny_model_dir("qwen3_moe"))
     sampling = SamplingParams(max_tokens=24, ignore_eos=True)
-    expected = resident_tokens(folder, sampling)
+    expected = [tokens[:24] for tokens in resident_tokens]
     events = []
     options = EngineOptions(model=folder, device="cpu", experts="paged", budget_bytes=GiB, block_size=4,
                             max_num_seqs=4)
