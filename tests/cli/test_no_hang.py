@@ -34,9 +34,9 @@ def test_a_chat_line_that_is_not_utf8_is_refused_alone(model):
     assert "Traceback" not in outcome.stderr
 
 
-@pytest.mark.parametrize("budget", ["1TiB", "400GiB"])
-def test_a_budget_beyond_the_machine_is_refused_before_allocating(budget):
-    assert_one_line_error(wisp("run", "--device", "cpu", "--budget", budget, "--prompt", "hi"), "budget", "RAM")
+def test_a_budget_beyond_the_machine_is_refused_before_allocating():
+    """One budget past this machine's RAM: every such budget meets the same comparison (engine/budget_check.py)."""
+    assert_one_line_error(wisp("run", "--device", "cpu", "--budget", "1TiB", "--prompt", "hi"), "budget", "RAM")
 
 
 def test_a_closed_pipe_ends_quietly():
