@@ -62,6 +62,7 @@ def platform_problem(env: dict[str, str] | None = None, plugin: Path | None = No
     missing = missing_libraries(plugin) if plugin else []
     if missing:
         packages = " ".join(package_name(library) for library in missing)
-        return (f"wisp-desktop: Qt's X11 plugin needs {', '.join(missing)}: install it (Debian/Ubuntu: "
+        them = "them" if len(missing) > 1 else "it"
+        return (f"wisp-desktop: Qt's X11 plugin needs {', '.join(missing)}: install {them} (Debian/Ubuntu: "
                 f"sudo apt install {packages}), then start again; {SELF_TEST_HINT}")
     return None

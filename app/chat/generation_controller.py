@@ -6,9 +6,11 @@ finishes, so a crash loses at most a second of it."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import time
+import uuid
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -19,10 +21,13 @@ from app.chat.conversation_model import ConversationModel, why_not_saved
 from app.chat.conversation_store import Message
 from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import api
+from app.mcp.tool_runner import STOPPED as STOPPED_TEXT
 
 log = logging.getLogger(__name__)
 SAVE_INTERVAL_S = 1.0
 CODE_STOPS = ("```",)
+MAX_TOOL_ROUNDS = 8  # replies in a row that call tools before the loop stops and says so
+TOOL_PHASE = "tools"  # the request id while tool calls run (no engine request is in flight)
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,28 @@ def prompt_content(message: Message) -> str:
     return f"{context}\n\n{message.content}" if context else message.content
 
 
+def template_turn(message: Message) -> dict:
+    """A message as the chat template takes it: an assistant's tool calls (arguments as objects where they are
+    JSON objects) and a tool's result with the id of the call it answers."""
+    turn = {"role": message.role, "content": prompt_content(message)}
+    calls = message.info.get("tool_calls") if message.role == "assistant" else None
+    if calls:
+        turn["tool_calls"] = [{"id": call["id"], "type": "function",
+                               "function": {"name": call["name"], "arguments": json_object(call["arguments"])}}
+                              for call in calls]
+    if message.role == "tool":
+        turn["tool_call_id"] = message.info.get("call_id", "")
+    return turn
+
+
+def json_object(text: str) -> object:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return value if isinstance(value, dict) else text
+
+
 class GenerationController(QObject):
     busy_changed = Signal(bool)
     # the tokens the next turn sends (the history after the chat's context policy), the model's context length,
@@ -69,8 +96,11 @@ class GenerationController(QObject):
 
     def __init__(self, model: ConversationModel, bridge, engine_source: Callable[[], object],
                  settings_source: Callable[[], GenerationSettings], parent: QObject | None = None,
-                 policy_source: Callable[[], str] = lambda: DEFAULT_POLICY):
+                 policy_source: Callable[[], str] = lambda: DEFAULT_POLICY, tools=None):
         super().__init__(parent)
+        self._tools = tools  # app.mcp.tool_runner.ToolRunner, or None: no tools are offered
+        self._pending_calls: list[dict] = []
+        self._tool_rounds = 0
         self._model, self._bridge = model, bridge
         self._engine_source, self._settings_source = engine_source, settings_source
         self._policy_source = policy_source
@@ -83,6 +113,8 @@ class GenerationController(QObject):
         bridge.text_arrived.connect(self._on_bridge_text_arrived)
         bridge.reasoning_arrived.connect(self._on_bridge_reasoning_arrived)
         bridge.finished.connect(self._on_bridge_finished)
+        if tools is not None:
+            tools.call_finished.connect(self._on_tools_call_finished)
 
     @property
     def is_busy(self) -> bool:
@@ -125,6 +157,9 @@ class GenerationController(QObject):
         return self._start()
 
     def stop(self) -> None:
+        if self._request_id == TOOL_PHASE:
+            self._stop_tools()
+            return
         engine = self._engine_source()
         if self._request_id is not None and engine is not None:
             engine.cancel(self._request_id)
@@ -132,6 +167,9 @@ class GenerationController(QObject):
     def abandon(self) -> None:
         """Stop now and keep what arrived (another conversation is opened, or the model goes away)."""
         if self._request_id is None:
+            return
+        if self._request_id == TOOL_PHASE:
+            self._stop_tools()
             return
         self.stop()
         info = {**self._model.messages[self._index].info, "reason": "cancelled"}
@@ -144,6 +182,7 @@ class GenerationController(QObject):
     def _ask(self, message: Message) -> bool:
         if not self.can_send() or not message.content.strip():
             return False
+        self._tool_rounds = 0
         settings = self._settings_source()
         problem = settings.extras.schema_problem()
         if problem:  # a settings mistake: nothing is sent and the text stays in the input box
@@ -214,13 +253,20 @@ class GenerationController(QObject):
         return engine_api.GenerateRequest(messages=tuple(self._chat_messages(messages)),
                                           sampling=sampling or engine_api.SamplingParams(),
                                           reasoning_effort=settings.reasoning_effort,
-                                          enable_thinking=settings.enable_thinking)
+                                          enable_thinking=settings.enable_thinking, tools=self._offered_tools())
+
+    def _offered_tools(self) -> tuple[dict, ...] | None:
+        """The MCP tools, for a model whose chat template takes them (ModelInfo.tool_calls); None otherwise."""
+        engine = self._engine_source()
+        if self._tools is None or engine is None or not engine.info.tool_calls:
+            return None
+        return self._tools.offered_functions() or None
 
     def _chat_messages(self, messages: list[Message]) -> list[dict]:
         prompt = self._settings_source().system_prompt
         system = [{"role": "system", "content": prompt}] if prompt.strip() else []
         # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
-        return system + [{"role": m.role, "content": prompt_content(m)} for m in messages]
+        return system + [template_turn(m) for m in messages]
 
     def _count(self, messages: list[Message]) -> int:
         """Tokens of a prompt made of these messages, counted by the engine (its template and tokenizer)."""
@@ -289,7 +335,59 @@ class GenerationController(QObject):
     def _on_bridge_finished(self, event) -> None:
         if event.request_id != self._request_id:
             return
-        self._end(event.text, {**self._context_info, **finish_info(event)})
+        info = {**self._context_info, **finish_info(event)}
+        if event.tool_calls and self._tools is not None and event.reason not in ("error", "cancelled"):
+            calls = [{"id": f"call_{uuid.uuid4().hex[:12]}", "name": call.name, "arguments": call.arguments}
+                     for call in event.tool_calls]
+            self._model.set_content(self._index, event.text, {**info, "tool_calls": calls})
+            self._run_tools(calls)
+            return
+        self._end(event.text, info)
         self.refresh_context()
         if event.reason == "error":
             self.failed.emit(event.error or "generation failed")
+
+    # --- tool calls: each shown as a "tool" message, run one at a time, then the model goes on ---
+    def _run_tools(self, calls: list[dict]) -> None:
+        self._tool_rounds += 1
+        self._pending_calls = list(calls)
+        self._request_id = TOOL_PHASE  # still busy: no engine request, the tools run
+        self._run_next_call()
+
+    def _run_next_call(self) -> None:
+        if not self._pending_calls:
+            if self._tool_rounds >= MAX_TOOL_ROUNDS:
+                self._set_request(None)
+                self.failed.emit(f"The model called tools {MAX_TOOL_ROUNDS} times in a row; Wisp stopped there. "
+                                 "Send a message to let it go on.")
+                return
+            if not self._start() and self._request_id == TOOL_PHASE:
+                self._set_request(None)
+            return
+        call = self._pending_calls.pop(0)
+        info = {"call_id": call["id"], "name": call["name"], "arguments": call["arguments"], "running": True}
+        self._index = self._model.append(Message("tool", "", info=info))
+        self._tools.run(call["id"], call["name"], call["arguments"])
+
+    def _stop_tools(self) -> None:
+        """Stop the call in flight (its server connection closes) and skip the rest; the model is not asked again."""
+        self._pending_calls = []
+        message = self._model.messages[self._index] if 0 <= self._index < len(self._model.messages) else None
+        if message is not None and message.role == "tool" and message.info.get("running"):
+            self._tools.cancel(message.info["call_id"])
+            info = {**message.info, "is_error": True, "reason": "cancelled"}
+            info.pop("running", None)
+            self._model.set_content(self._index, STOPPED_TEXT, info)
+        self._set_request(None)
+
+    @Slot(str, object)
+    def _on_tools_call_finished(self, call_id: str, outcome) -> None:
+        if self._request_id != TOOL_PHASE or not 0 <= self._index < len(self._model.messages):
+            return
+        message = self._model.messages[self._index]
+        if message.role != "tool" or message.info.get("call_id") != call_id:
+            return
+        info = {**message.info, "is_error": outcome.is_error, "seconds": round(outcome.seconds, 3)}
+        info.pop("running", None)
+        self._model.set_content(self._index, outcome.text, info)
+        self._run_next_call()

@@ -15,13 +15,17 @@ from app.chat.conversation_store import Message
 from app.chat.markdown_browser import MarkdownBrowserView
 from app.chat.markdown_render import RenderStyle, code_blocks, fenced, render_markdown
 from app.chat.reasoning_widget import ReasoningWidget
+from app.chat.tool_call_text import calls_line, tool_markdown, tool_stats
 
 MAX_CHIPS = 6  # more attached files are summed up as "+N more"
 ROLE_NAMES = {("user", "chat"): "You", ("assistant", "chat"): "Wisp",
-              ("user", "completion"): "Code to continue", ("assistant", "completion"): "Continuation"}
+              ("user", "completion"): "Code to continue", ("assistant", "completion"): "Continuation",
+              ("tool", "chat"): "Tool"}
 
 
 def stats_text(message: Message) -> str:
+    if message.role == "tool":
+        return tool_stats(message)
     info = message.info
     if info.get("streaming"):
         return "generating…"
@@ -49,6 +53,10 @@ def display_markdown(message: Message) -> str:
         return fenced(message.content)
     if message.role == "assistant" and not message.content and message.info.get("streaming"):
         return "…"
+    if message.role == "tool":
+        return tool_markdown(message)
+    if message.role == "assistant" and message.info.get("tool_calls"):
+        return "\n\n".join(part for part in (message.content, calls_line(message)) if part)
     return message.content
 
 
@@ -103,6 +111,8 @@ class MessageWidget(QFrame):
             button.setEnabled(is_enabled)
 
     def _code_actions(self) -> tuple[str, ...]:
+        if self._message.role == "tool":
+            return ("copy",)
         return ("copy", "save", "continue") if self._is_code_mode else ("copy", "save")
 
     def _action_button(self, text: str, description: str) -> QToolButton:

@@ -1,6 +1,6 @@
-"""A small real MCP server for the app's tests, run as `python tests/app/mcp_test_server.py` over stdio: a file
-reader, a calculator, and tools that misbehave on purpose (one hangs, one kills its process, one answers with a
-line that is not JSON-RPC)."""
+"""A small real MCP server for the app's tests, run as `python tests/app/mcp_test_server.py [--misbehaving]` over
+stdio: a file reader and a calculator; with --misbehaving also tools that misbehave on purpose (one hangs, one kills
+its process, one answers with a line that is not JSON-RPC)."""
 
 from __future__ import annotations
 
@@ -40,21 +40,18 @@ def read_file(path: str) -> str:
     return Path(path).read_text(encoding="utf-8")
 
 
-@server.tool()
 def hang(seconds: float = 3600) -> str:
     """Never answers in time."""
     time.sleep(seconds)
     return "late"
 
 
-@server.tool()
 def crash() -> str:
     """Ends its process without answering."""
     print("about to crash on purpose", file=sys.stderr, flush=True)
     os._exit(3)
 
 
-@server.tool()
 def garbage() -> str:
     """Writes a line that is not JSON-RPC where the answer should be, then stops."""
     os.write(1, b"this is not json\n")
@@ -62,4 +59,7 @@ def garbage() -> str:
 
 
 if __name__ == "__main__":
+    if "--misbehaving" in sys.argv:
+        for tool in (hang, crash, garbage):
+            server.tool()(tool)
     server.run()

@@ -14,7 +14,7 @@ from app.mcp.server_config import McpServerConfig  # noqa: E402
 from app.mcp.tool_hub import McpHub  # noqa: E402
 
 SERVER = Path(__file__).with_name("mcp_test_server.py")
-TOOLS = McpServerConfig("tools", command=sys.executable, args=(str(SERVER),))
+TOOLS = McpServerConfig("tools", command=sys.executable, args=(str(SERVER), "--misbehaving"))
 
 
 @pytest.fixture(scope="module")
