@@ -64,7 +64,7 @@ class MainWindowWidget(QMainWindow):
         self.generation = GenerationController(self.conversation, self.bridge, lambda: self.loader.engine,
                                                lambda: self.chat.settings_bar.settings(), self,
                                                policy_source=lambda: self.conversation.context_policy,
-                                               tools=self.tools.runner)
+                                               tools=self.tools.runner, attached_source=self._attached_context)
         self._build_widgets()
         self._connect()
         self._restore()
@@ -153,7 +153,8 @@ class MainWindowWidget(QMainWindow):
         self._context_timer = QTimer(self, singleShot=True, interval=CONTEXT_RECOUNT_MS)
         self._context_timer.timeout.connect(self.generation.refresh_context)
         for signal in (self.conversation.reset, self.conversation.truncated, self.conversation.context_policy_changed,
-                       self.chat.settings_bar.changed, self.chat.settings_bar.prompt_edit.textChanged):
+                       self.chat.settings_bar.changed, self.chat.settings_bar.prompt_edit.textChanged,
+                       self.chat.mode_changed, self.chat.code_context.attachments_changed):
             signal.connect(self._context_timer.start)
         self.status.policy_chosen.connect(self.conversation.set_context_policy)
         self.conversation.reset.connect(lambda: self.status.show_policy(self.conversation.context_policy))
@@ -401,6 +402,9 @@ class MainWindowWidget(QMainWindow):
                             reasoning_effort=self.chat.settings_bar.chosen_reasoning_effort(),
                             thinking=self.chat.settings_bar.thinking.isChecked(),
                             sampling_extras=self.chat.settings_bar.extras.values())
+
+    def _attached_context(self) -> str:
+        return self.chat.code_context.context_text() if self.chat.mode == "code" else ""
 
     def closeEvent(self, event) -> None:
         self.generation.abandon()

@@ -96,8 +96,10 @@ class GenerationController(QObject):
 
     def __init__(self, model: ConversationModel, bridge, engine_source: Callable[[], object],
                  settings_source: Callable[[], GenerationSettings], parent: QObject | None = None,
-                 policy_source: Callable[[], str] = lambda: DEFAULT_POLICY, tools=None):
+                 policy_source: Callable[[], str] = lambda: DEFAULT_POLICY, tools=None,
+                 attached_source: Callable[[], str] = lambda: ""):
         super().__init__(parent)
+        self._attached_source = attached_source  # the context attached to the message being written
         self._tools = tools  # app.mcp.tool_runner.ToolRunner, or None: no tools are offered
         self._pending_calls: list[dict] = []
         self._tool_rounds = 0
@@ -188,6 +190,11 @@ class GenerationController(QObject):
         if problem:  # a settings mistake: nothing is sent and the text stays in the input box
             self.failed.emit(problem)
             return False
+        problem = self._context_problem(message)
+        if problem:  # the chat is full and its policy is to stop: nothing is kept, the text stays in the input box
+            self.failed.emit(problem)
+            self.refresh_context()
+            return False
         try:
             self._model.ensure_conversation(settings.mode, settings.system_prompt, message.content)
             self._model.append(message)
@@ -197,6 +204,19 @@ class GenerationController(QObject):
             return False
         self._start()  # a refused reply says why under the message, which stays in the conversation
         return True
+
+    def _context_problem(self, message: Message) -> str | None:
+        """Why `message` cannot be sent with the history the chat's policy keeps (None when it can)."""
+        if message.kind != "chat":
+            return None
+        history = [m for m in self._model.messages if not m.is_empty_failure]
+        try:
+            self._fit([*history, message])
+        except ContextFullError as err:
+            return str(err)
+        except api().WispError:
+            return None  # the request itself reports it
+        return None
 
     def _start(self) -> bool:
         history = self._model.messages
@@ -292,6 +312,9 @@ class GenerationController(QObject):
         if engine is None or self.is_busy:
             return
         messages = [m for m in self._model.messages if not m.is_empty_failure]
+        attached = self._attached_source()
+        if attached:  # files attached to the next message count before it is sent
+            messages.append(Message("user", "", info={"context": attached}))
         try:
             fit = self._fit(messages) if messages else ContextFit((), self._count([]))
             used, num_dropped = fit.num_tokens, fit.num_dropped

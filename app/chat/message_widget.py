@@ -4,9 +4,10 @@ resend, regenerate, code-block copy/save/continue)."""
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QToolButton,
                                QVBoxLayout, QWidget)
@@ -16,6 +17,7 @@ from app.chat.markdown_browser import MarkdownBrowserView
 from app.chat.markdown_render import RenderStyle, code_blocks, fenced, render_markdown
 from app.chat.reasoning_widget import ReasoningWidget
 from app.chat.tool_call_text import calls_line, tool_markdown, tool_stats
+from app.resource_paths import ICONS
 
 MAX_CHIPS = 6  # more attached files are summed up as "+N more"
 ROLE_NAMES = {("user", "chat"): "You", ("assistant", "chat"): "Wisp",
@@ -126,15 +128,21 @@ class MessageWidget(QFrame):
         row = QHBoxLayout(box)
         row.setContentsMargins(0, 0, 0, 0)
         for path in paths[:MAX_CHIPS]:
-            chip = QLabel(f"📄 {Path(path).name}", box, objectName="attachmentChip", toolTip=path)
-            chip.setAccessibleName(f"Attached file {path}")
-            row.addWidget(chip)
+            row.addWidget(self._attachment_chip(path, box))
         if len(paths) > MAX_CHIPS:
             row.addWidget(QLabel(f"+{len(paths) - MAX_CHIPS} more", box, objectName="statsLabel",
                                  toolTip="\n".join(paths[MAX_CHIPS:])))
         row.addStretch(1)
         box.setVisible(bool(paths))
         return box
+
+    @staticmethod
+    def _attachment_chip(path: str, parent: QWidget) -> QLabel:
+        """The app's attach icon (an emoji may have no glyph in the user's fonts) and the file's name."""
+        chip = QLabel(f'<img src="{ICONS / "attach.svg"}" width="12" height="12"> {html.escape(Path(path).name)}',
+                      parent, objectName="attachmentChip", toolTip=path, textFormat=Qt.TextFormat.RichText)
+        chip.setAccessibleName(f"Attached file {path}")
+        return chip
 
     def _editor_buttons(self) -> QWidget:
         box = QWidget(self)
