@@ -74,7 +74,8 @@ def main() -> None:
     wait_until(lambda: window.tools.approval_box is not None and window.tools.approval_box.isVisible())
     end = time.monotonic() + 1.0
     wait_until(lambda: time.monotonic() > end)
-    window.screen().grabWindow(0).save(str(ROOT / "docs" / "screenshot-tool-approval.png"))  # the question too
+    screen = window.screen().grabWindow(0, window.x(), window.y(), window.width(), window.height())
+    screen.save(str(ROOT / "docs" / "screenshot-tool-approval.png"))  # the screen: the question is its own window
     box = window.tools.approval_box
     next(button for button in box.buttons() if button.text() == "Run").click()
     wait_until(lambda: not window.generation.is_busy)
