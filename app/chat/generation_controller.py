@@ -10,7 +10,6 @@ import json
 import logging
 import sqlite3
 import time
-import uuid
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -21,13 +20,11 @@ from app.chat.conversation_model import ConversationModel, why_not_saved
 from app.chat.conversation_store import Message
 from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import api
-from app.mcp.tool_runner import STOPPED as STOPPED_TEXT
+from app.chat.tool_turns import TOOL_PHASE, ToolTurns
 
 log = logging.getLogger(__name__)
 SAVE_INTERVAL_S = 1.0
 CODE_STOPS = ("```",)
-MAX_TOOL_ROUNDS = 8  # replies in a row that call tools before the loop stops and says so
-TOOL_PHASE = "tools"  # the request id while tool calls run (no engine request is in flight)
 
 
 @dataclass(frozen=True)
@@ -87,7 +84,7 @@ def json_object(text: str) -> object:
     return value if isinstance(value, dict) else text
 
 
-class GenerationController(QObject):
+class GenerationController(ToolTurns, QObject):
     busy_changed = Signal(bool)
     # the tokens the next turn sends (the history after the chat's context policy), the model's context length,
     # and how many earlier messages that leaves out
@@ -275,13 +272,6 @@ class GenerationController(QObject):
                                           reasoning_effort=settings.reasoning_effort,
                                           enable_thinking=settings.enable_thinking, tools=self._offered_tools())
 
-    def _offered_tools(self) -> tuple[dict, ...] | None:
-        """The MCP tools, for a model whose chat template takes them (ModelInfo.tool_calls); None otherwise."""
-        engine = self._engine_source()
-        if self._tools is None or engine is None or not engine.info.tool_calls:
-            return None
-        return self._tools.offered_functions() or None
-
     def _chat_messages(self, messages: list[Message]) -> list[dict]:
         prompt = self._settings_source().system_prompt
         system = [{"role": "system", "content": prompt}] if prompt.strip() else []
@@ -360,57 +350,9 @@ class GenerationController(QObject):
             return
         info = {**self._context_info, **finish_info(event)}
         if event.tool_calls and self._tools is not None and event.reason not in ("error", "cancelled"):
-            calls = [{"id": f"call_{uuid.uuid4().hex[:12]}", "name": call.name, "arguments": call.arguments}
-                     for call in event.tool_calls]
-            self._model.set_content(self._index, event.text, {**info, "tool_calls": calls})
-            self._run_tools(calls)
+            self._run_tools(event, info)
             return
         self._end(event.text, info)
         self.refresh_context()
         if event.reason == "error":
             self.failed.emit(event.error or "generation failed")
-
-    # --- tool calls: each shown as a "tool" message, run one at a time, then the model goes on ---
-    def _run_tools(self, calls: list[dict]) -> None:
-        self._tool_rounds += 1
-        self._pending_calls = list(calls)
-        self._request_id = TOOL_PHASE  # still busy: no engine request, the tools run
-        self._run_next_call()
-
-    def _run_next_call(self) -> None:
-        if not self._pending_calls:
-            if self._tool_rounds >= MAX_TOOL_ROUNDS:
-                self._set_request(None)
-                self.failed.emit(f"The model called tools {MAX_TOOL_ROUNDS} times in a row; Wisp stopped there. "
-                                 "Send a message to let it go on.")
-                return
-            if not self._start() and self._request_id == TOOL_PHASE:
-                self._set_request(None)
-            return
-        call = self._pending_calls.pop(0)
-        info = {"call_id": call["id"], "name": call["name"], "arguments": call["arguments"], "running": True}
-        self._index = self._model.append(Message("tool", "", info=info))
-        self._tools.run(call["id"], call["name"], call["arguments"])
-
-    def _stop_tools(self) -> None:
-        """Stop the call in flight (its server connection closes) and skip the rest; the model is not asked again."""
-        self._pending_calls = []
-        message = self._model.messages[self._index] if 0 <= self._index < len(self._model.messages) else None
-        if message is not None and message.role == "tool" and message.info.get("running"):
-            self._tools.cancel(message.info["call_id"])
-            info = {**message.info, "is_error": True, "reason": "cancelled"}
-            info.pop("running", None)
-            self._model.set_content(self._index, STOPPED_TEXT, info)
-        self._set_request(None)
-
-    @Slot(str, object)
-    def _on_tools_call_finished(self, call_id: str, outcome) -> None:
-        if self._request_id != TOOL_PHASE or not 0 <= self._index < len(self._model.messages):
-            return
-        message = self._model.messages[self._index]
-        if message.role != "tool" or message.info.get("call_id") != call_id:
-            return
-        info = {**message.info, "is_error": outcome.is_error, "seconds": round(outcome.seconds, 3)}
-        info.pop("running", None)
-        self._model.set_content(self._index, outcome.text, info)
-        self._run_next_call()
