@@ -19,6 +19,7 @@ from app.app_paths import AppPaths
 from app.crash_handler import CrashHandler
 from app.launch_options import DEMO, LaunchOptions
 from app.none_refcount_guard import guard_none_refcount
+from app.platform_check import platform_problem
 from app.settings import THEMES
 from app.single_instance import SingleInstance, instance_key, raise_window
 
@@ -57,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_self_test()
     options = launch_options(args)
+    problem = None if QApplication.instance() else platform_problem()
+    if problem:  # Qt would print its own lines and abort
+        print(problem, file=sys.stderr)
+        return 2
     application = QApplication.instance() or QApplication([APP_ID])  # argv[0] names the X11 WM_CLASS instance
     application.setApplicationName("Wisp")
     application.setDesktopFileName(APP_ID)

@@ -21,6 +21,7 @@ from app.icons import icon
 from app.launch_options import DEMO, LaunchOptions
 from app.log_folder_dialog import LogFolderDialog
 from app.logs import setup_logging
+from app.mcp.tools_controller import ToolsController
 from app.memory.budget_controller import BudgetController
 from app.memory.budget_range import budget_range
 from app.memory.host_budget_dialog import HostBudgetDialog
@@ -59,9 +60,11 @@ class MainWindowWidget(QMainWindow):
         self.server = ServerController(lambda: self.loader.engine, self)
         self.loader.add_release_hook(self.server.release)
         self.conversation = ConversationModel(self.store, self)
+        self.tools = ToolsController(self.settings.mcp_servers, self)
         self.generation = GenerationController(self.conversation, self.bridge, lambda: self.loader.engine,
                                                lambda: self.chat.settings_bar.settings(), self,
-                                               policy_source=lambda: self.conversation.context_policy)
+                                               policy_source=lambda: self.conversation.context_policy,
+                                               tools=self.tools.runner, attached_source=self._attached_context)
         self._build_widgets()
         self._connect()
         self._restore()
@@ -111,6 +114,7 @@ class MainWindowWidget(QMainWindow):
         self.setCentralWidget(splitter)
         self.status = StatusBarWidget(self)
         self.setStatusBar(self.status)
+        self.status.addPermanentWidget(self.tools.label)
 
     def _connect(self) -> None:
         actions = self.window_actions
@@ -129,6 +133,8 @@ class MainWindowWidget(QMainWindow):
         for name, action in actions.themes.items():
             action.triggered.connect(lambda _=False, name=name: self.set_theme(name))
         actions.open_logs.triggered.connect(self._on_open_logs_triggered)
+        actions.mcp_servers.triggered.connect(self.tools.open_dialog)
+        self.tools.servers_saved.connect(lambda servers: self._save_settings(mcp_servers=servers))
         actions.quit.triggered.connect(self.close)
         QGuiApplication.styleHints().colorSchemeChanged.connect(self._on_style_hints_color_scheme_changed)
         self.loader.loading.connect(self._on_loader_loading)
@@ -147,7 +153,8 @@ class MainWindowWidget(QMainWindow):
         self._context_timer = QTimer(self, singleShot=True, interval=CONTEXT_RECOUNT_MS)
         self._context_timer.timeout.connect(self.generation.refresh_context)
         for signal in (self.conversation.reset, self.conversation.truncated, self.conversation.context_policy_changed,
-                       self.chat.settings_bar.changed, self.chat.settings_bar.prompt_edit.textChanged):
+                       self.chat.settings_bar.changed, self.chat.settings_bar.prompt_edit.textChanged,
+                       self.chat.mode_changed, self.chat.code_context.attachments_changed):
             signal.connect(self._context_timer.start)
         self.status.policy_chosen.connect(self.conversation.set_context_policy)
         self.conversation.reset.connect(lambda: self.status.show_policy(self.conversation.context_policy))
@@ -323,6 +330,7 @@ class MainWindowWidget(QMainWindow):
         self.chat.settings_bar.set_reasoning_available(info.reasoning_effort, info.thinking_switch)
         self.chat.composer.set_fill_in_middle(info.fill_in_middle)
         self.status.show_model(info)
+        self.tools.set_model_info(info)
         self.server_panel.set_model_ready()
         self.chat.code_context.set_token_counter(TokenCounter(info.path))
         plan = self.loader.engine.stats().plan  # a model kept after a refused load may have re-planned since
@@ -395,11 +403,15 @@ class MainWindowWidget(QMainWindow):
                             thinking=self.chat.settings_bar.thinking.isChecked(),
                             sampling_extras=self.chat.settings_bar.extras.values())
 
+    def _attached_context(self) -> str:
+        return self.chat.code_context.context_text() if self.chat.mode == "code" else ""
+
     def closeEvent(self, event) -> None:
         self.generation.abandon()
         self._save_sampling()
         self._geometry.save_now()
         self.loader.shutdown()
+        self.tools.close()
         wait_for_background_tasks()
         self.store.close()
         super().closeEvent(event)

@@ -1,7 +1,7 @@
 """The user's settings (budget, model folders, remote servers, theme, last model, generation defaults), kept as
 JSON in platformdirs' config folder. Unknown entries are ignored; a malformed one falls back to its default alone
 (app.settings_entries).
-Remote servers' API keys are stored in this file as plain text (written owner-only, see atomic_write)."""
+Remote servers' API keys (and MCP servers' env and headers) are stored in this file as plain text (written owner-only, see atomic_write)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from app.atomic_write import write_text_atomic
+from app.atomic_write import remove_stale_temporaries, write_text_atomic
 from app.chat.sampling_extras import SamplingExtras
+from app.mcp.server_config import McpServerConfig
 from app.remote_server import RemoteServer
 from app.settings_entries import GGUF_ENGINES, MODES, THEMES, checked_entries
 
@@ -42,6 +43,7 @@ class AppSettings:
     gguf_engine: str = "auto"  # which engine runs a .gguf file (one of GGUF_ENGINES)
     dense_quant: str | None = None  # checkpoints' dense weights quantized at load (DENSE_QUANTS); changes outputs
     window_geometry: str | None = None  # QWidget.saveGeometry(), base64: size, position and maximized state
+    mcp_servers: tuple[McpServerConfig, ...] = ()  # MCP servers whose tools tool-capable models are offered
 
     def with_changes(self, **changes) -> "AppSettings":
         return replace(self, **changes)
@@ -62,6 +64,8 @@ class SettingsStore:
 
     def load(self) -> AppSettings:
         self.problems = []
+        for removed in remove_stale_temporaries(self.path):
+            log.info("removed %s, left by a save that was killed", removed)
         if not self.path.exists():
             return AppSettings()
         try:

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import REASONING_EFFORTS
+from app.mcp.server_config import McpConfigError, servers_from_settings
 from app.remote_server import RemoteServer
 
 THEMES = ("system", "light", "dark")
@@ -82,6 +83,14 @@ def servers(value: Any) -> tuple[RemoteServer, ...]:
     return tuple(RemoteServer(server["url"], server.get("api_key") or None) for server in value)
 
 
+def mcp_servers(value: Any):
+    """MCP servers: each {"name", "command", "args", "env"} (stdio) or {"name", "url", "headers"}, with "approval"."""
+    try:
+        return servers_from_settings(value)
+    except McpConfigError as err:
+        raise BadEntry(f"a list of MCP servers ({err})") from None
+
+
 def sampling_extras(value: Any) -> SamplingExtras:
     """The extra sampling settings; within the object, a value out of range falls back to its default alone."""
     if not isinstance(value, dict):
@@ -97,7 +106,7 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
     "last_conversation_id": optional(whole(0)), "remote_servers": servers, "server_port": whole(0, 65535),
     "repeatable": switch, "gguf_engine": one_of(GGUF_ENGINES), "window_geometry": optional(text),
     "dense_quant": optional(one_of(DENSE_QUANTS)),
-    "sampling_extras": sampling_extras,
+    "sampling_extras": sampling_extras, "mcp_servers": mcp_servers,
 }
 
 

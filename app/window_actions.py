@@ -29,6 +29,7 @@ class WindowActions:
     theme_system: QAction
     theme_light: QAction
     theme_dark: QAction
+    mcp_servers: QAction
     open_logs: QAction
     quit: QAction
 
@@ -80,6 +81,8 @@ def create_actions(window: QMainWindow) -> WindowActions:
         theme_system=_action(window, "Follow the &system"),
         theme_light=_action(window, "&Light"),
         theme_dark=_action(window, "&Dark"),
+        mcp_servers=_action(window, "&MCP servers…", tip="The MCP servers whose tools the model may call (each call is "
+                            "shown in the chat, and asked before it runs unless you allowed the server)"),
         open_logs=_action(window, "Open &logs", None, "logs"),
         quit=_action(window, "&Quit", QKeySequence.StandardKey.Quit),
     )
@@ -117,6 +120,8 @@ def build_menus(window: QMainWindow, actions: WindowActions) -> None:
     theme_menu = view_menu.addMenu("&Theme")
     for action in actions.themes.values():
         theme_menu.addAction(action)
+    settings_menu = bar.addMenu("&Settings")
+    settings_menu.addAction(actions.mcp_servers)
     help_menu = bar.addMenu("&Help")
     help_menu.addAction(actions.open_logs)
 

@@ -18,6 +18,7 @@ CREATE TABLE IF NOT EXISTS messages (
     position INTEGER NOT NULL, role TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL,
     info TEXT NOT NULL, created REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, position);
+CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 # A column added since the first schema: a database from an older Wisp gains it (or, read-only, reads the default).
 POLICY_COLUMN = ("context_policy", "TEXT NOT NULL DEFAULT 'drop_oldest'", "'drop_oldest'")
@@ -103,12 +104,25 @@ class ConversationStore:
         self._db.close()
 
     def create(self, title: str, mode: str, system_prompt: str, context_policy: str = "drop_oldest") -> Conversation:
+        """A new conversation whose id no earlier conversation had, deleted ones included (settings keep the last
+        one's id, so a reused id would open another chat)."""
         now = time.time()
         with self._db:
-            cursor = self._db.execute(
-                "INSERT INTO conversations (title, mode, system_prompt, created, updated, context_policy) "
-                "VALUES (?, ?, ?, ?, ?, ?)", (title, mode, system_prompt, now, now, context_policy))
-        return Conversation(cursor.lastrowid, title, mode, system_prompt, now, now, context_policy)
+            conversation_id = self._next_conversation_id()
+            self._db.execute(
+                "INSERT INTO conversations (id, title, mode, system_prompt, created, updated, context_policy) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)", (conversation_id, title, mode, system_prompt, now, now,
+                                                 context_policy))
+            self._db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('last_conversation_id', ?)",
+                             (conversation_id,))
+        return Conversation(conversation_id, title, mode, system_prompt, now, now, context_policy)
+
+    def _next_conversation_id(self) -> int:
+        """One more than the highest id ever given (the counter) or held now (a database older than the counter)."""
+        (highest,) = self._db.execute(
+            "SELECT max(coalesce((SELECT max(id) FROM conversations), 0), "
+            "coalesce((SELECT value FROM counters WHERE name = 'last_conversation_id'), 0))").fetchone()
+        return highest + 1
 
     def conversations(self) -> list[Conversation]:
         rows = self._db.execute(f"SELECT {self._columns} FROM conversations ORDER BY updated DESC, id DESC")

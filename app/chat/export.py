@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 
 from app.chat.conversation_store import Conversation, Message
 from app.chat.markdown_render import fenced
+from app.chat.tool_call_text import calls_line, tool_markdown
 
 
 def to_markdown(conversation: Conversation, messages: list[Message]) -> str:
@@ -17,8 +18,16 @@ def to_markdown(conversation: Conversation, messages: list[Message]) -> str:
         parts += [f"## {message.role.capitalize()}", ""]
         if message.info.get("reasoning"):
             parts += ["<details><summary>Reasoning</summary>", "", message.info["reasoning"], "", "</details>", ""]
-        parts += [fenced(message.content) if message.kind == "completion" else message.content, ""]
+        parts += [body_markdown(message), ""]
     return "\n".join(parts)
+
+
+def body_markdown(message: Message) -> str:
+    if message.role == "tool":
+        return tool_markdown(message)
+    if message.kind == "completion":
+        return fenced(message.content)
+    return "\n\n".join(part for part in (message.content, calls_line(message)) if part)
 
 
 def to_json(conversation: Conversation, messages: list[Message]) -> str:

@@ -6,6 +6,7 @@ finishes, so a crash loses at most a second of it."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import time
@@ -19,6 +20,7 @@ from app.chat.conversation_model import ConversationModel, why_not_saved
 from app.chat.conversation_store import Message
 from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import api
+from app.chat.tool_turns import TOOL_PHASE, ToolTurns
 
 log = logging.getLogger(__name__)
 SAVE_INTERVAL_S = 1.0
@@ -60,7 +62,29 @@ def prompt_content(message: Message) -> str:
     return f"{context}\n\n{message.content}" if context else message.content
 
 
-class GenerationController(QObject):
+def template_turn(message: Message) -> dict:
+    """A message as the chat template takes it: an assistant's tool calls (arguments as objects where they are
+    JSON objects) and a tool's result with the id of the call it answers."""
+    turn = {"role": message.role, "content": prompt_content(message)}
+    calls = message.info.get("tool_calls") if message.role == "assistant" else None
+    if calls:
+        turn["tool_calls"] = [{"id": call["id"], "type": "function",
+                               "function": {"name": call["name"], "arguments": json_object(call["arguments"])}}
+                              for call in calls]
+    if message.role == "tool":
+        turn["tool_call_id"] = message.info.get("call_id", "")
+    return turn
+
+
+def json_object(text: str) -> object:
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return value if isinstance(value, dict) else text
+
+
+class GenerationController(ToolTurns, QObject):
     busy_changed = Signal(bool)
     # the tokens the next turn sends (the history after the chat's context policy), the model's context length,
     # and how many earlier messages that leaves out
@@ -69,8 +93,13 @@ class GenerationController(QObject):
 
     def __init__(self, model: ConversationModel, bridge, engine_source: Callable[[], object],
                  settings_source: Callable[[], GenerationSettings], parent: QObject | None = None,
-                 policy_source: Callable[[], str] = lambda: DEFAULT_POLICY):
+                 policy_source: Callable[[], str] = lambda: DEFAULT_POLICY, tools=None,
+                 attached_source: Callable[[], str] = lambda: ""):
         super().__init__(parent)
+        self._attached_source = attached_source  # the context attached to the message being written
+        self._tools = tools  # app.mcp.tool_runner.ToolRunner, or None: no tools are offered
+        self._pending_calls: list[dict] = []
+        self._tool_rounds = 0
         self._model, self._bridge = model, bridge
         self._engine_source, self._settings_source = engine_source, settings_source
         self._policy_source = policy_source
@@ -83,6 +112,8 @@ class GenerationController(QObject):
         bridge.text_arrived.connect(self._on_bridge_text_arrived)
         bridge.reasoning_arrived.connect(self._on_bridge_reasoning_arrived)
         bridge.finished.connect(self._on_bridge_finished)
+        if tools is not None:
+            tools.call_finished.connect(self._on_tools_call_finished)
 
     @property
     def is_busy(self) -> bool:
@@ -125,6 +156,9 @@ class GenerationController(QObject):
         return self._start()
 
     def stop(self) -> None:
+        if self._request_id == TOOL_PHASE:
+            self._stop_tools()
+            return
         engine = self._engine_source()
         if self._request_id is not None and engine is not None:
             engine.cancel(self._request_id)
@@ -132,6 +166,9 @@ class GenerationController(QObject):
     def abandon(self) -> None:
         """Stop now and keep what arrived (another conversation is opened, or the model goes away)."""
         if self._request_id is None:
+            return
+        if self._request_id == TOOL_PHASE:
+            self._stop_tools()
             return
         self.stop()
         info = {**self._model.messages[self._index].info, "reason": "cancelled"}
@@ -144,10 +181,16 @@ class GenerationController(QObject):
     def _ask(self, message: Message) -> bool:
         if not self.can_send() or not message.content.strip():
             return False
+        self._tool_rounds = 0
         settings = self._settings_source()
         problem = settings.extras.schema_problem()
         if problem:  # a settings mistake: nothing is sent and the text stays in the input box
             self.failed.emit(problem)
+            return False
+        problem = self._context_problem(message)
+        if problem:  # the chat is full and its policy is to stop: nothing is kept, the text stays in the input box
+            self.failed.emit(problem)
+            self.refresh_context()
             return False
         try:
             self._model.ensure_conversation(settings.mode, settings.system_prompt, message.content)
@@ -158,6 +201,19 @@ class GenerationController(QObject):
             return False
         self._start()  # a refused reply says why under the message, which stays in the conversation
         return True
+
+    def _context_problem(self, message: Message) -> str | None:
+        """Why `message` cannot be sent with the history the chat's policy keeps (None when it can)."""
+        if message.kind != "chat":
+            return None
+        history = [m for m in self._model.messages if not m.is_empty_failure]
+        try:
+            self._fit([*history, message])
+        except ContextFullError as err:
+            return str(err)
+        except api().WispError:
+            return None  # the request itself reports it
+        return None
 
     def _start(self) -> bool:
         history = self._model.messages
@@ -214,13 +270,13 @@ class GenerationController(QObject):
         return engine_api.GenerateRequest(messages=tuple(self._chat_messages(messages)),
                                           sampling=sampling or engine_api.SamplingParams(),
                                           reasoning_effort=settings.reasoning_effort,
-                                          enable_thinking=settings.enable_thinking)
+                                          enable_thinking=settings.enable_thinking, tools=self._offered_tools())
 
     def _chat_messages(self, messages: list[Message]) -> list[dict]:
         prompt = self._settings_source().system_prompt
         system = [{"role": "system", "content": prompt}] if prompt.strip() else []
         # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
-        return system + [{"role": m.role, "content": prompt_content(m)} for m in messages]
+        return system + [template_turn(m) for m in messages]
 
     def _count(self, messages: list[Message]) -> int:
         """Tokens of a prompt made of these messages, counted by the engine (its template and tokenizer)."""
@@ -246,6 +302,9 @@ class GenerationController(QObject):
         if engine is None or self.is_busy:
             return
         messages = [m for m in self._model.messages if not m.is_empty_failure]
+        attached = self._attached_source()
+        if attached:  # files attached to the next message count before it is sent
+            messages.append(Message("user", "", info={"context": attached}))
         try:
             fit = self._fit(messages) if messages else ContextFit((), self._count([]))
             used, num_dropped = fit.num_tokens, fit.num_dropped
@@ -289,7 +348,11 @@ class GenerationController(QObject):
     def _on_bridge_finished(self, event) -> None:
         if event.request_id != self._request_id:
             return
-        self._end(event.text, {**self._context_info, **finish_info(event)})
+        info = {**self._context_info, **finish_info(event)}
+        if event.tool_calls and self._tools is not None and event.reason not in ("error", "cancelled"):
+            self._run_tools(event, info)
+            return
+        self._end(event.text, info)
         self.refresh_context()
         if event.reason == "error":
             self.failed.emit(event.error or "generation failed")

@@ -105,7 +105,7 @@ def render_prose(text: str, style: RenderStyle) -> str:
 
     def close_paragraph():
         if paragraph:
-            out.append("<p>" + "<br>".join(inline(line, style) for line in paragraph) + "</p>")
+            out.append("<p>" + "<br>".join(indented(line, style) for line in paragraph) + "</p>")
             paragraph.clear()
 
     def close_list():
@@ -146,6 +146,14 @@ INLINE_CODE = re.compile(r"`([^`]+)`")
 BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 ITALIC = re.compile(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])|(?<![\w_])_(?!\s)(.+?)(?<!\s)_(?![\w_])")
 LINK = re.compile(r"\[([^\]]+)\]\((https?://[^)\s]+)\)")
+
+
+def indented(line: str, style: RenderStyle) -> str:
+    """A prose line with its leading indentation kept (code pasted or written outside a fence; HTML would
+    collapse it), a tab as four spaces."""
+    rest = line.lstrip(" \t")
+    width = len(line[:len(line) - len(rest)].replace("\t", "    "))
+    return "&nbsp;" * width + inline(rest, style)
 
 
 def inline(text: str, style: RenderStyle) -> str:

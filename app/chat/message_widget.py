@@ -4,9 +4,10 @@ resend, regenerate, code-block copy/save/continue)."""
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QToolButton,
                                QVBoxLayout, QWidget)
@@ -15,13 +16,18 @@ from app.chat.conversation_store import Message
 from app.chat.markdown_browser import MarkdownBrowserView
 from app.chat.markdown_render import RenderStyle, code_blocks, fenced, render_markdown
 from app.chat.reasoning_widget import ReasoningWidget
+from app.chat.tool_call_text import calls_line, tool_markdown, tool_stats
+from app.resource_paths import ICONS
 
 MAX_CHIPS = 6  # more attached files are summed up as "+N more"
 ROLE_NAMES = {("user", "chat"): "You", ("assistant", "chat"): "Wisp",
-              ("user", "completion"): "Code to continue", ("assistant", "completion"): "Continuation"}
+              ("user", "completion"): "Code to continue", ("assistant", "completion"): "Continuation",
+              ("tool", "chat"): "Tool"}
 
 
 def stats_text(message: Message) -> str:
+    if message.role == "tool":
+        return tool_stats(message)
     info = message.info
     if info.get("streaming"):
         return "generating…"
@@ -49,6 +55,10 @@ def display_markdown(message: Message) -> str:
         return fenced(message.content)
     if message.role == "assistant" and not message.content and message.info.get("streaming"):
         return "…"
+    if message.role == "tool":
+        return tool_markdown(message)
+    if message.role == "assistant" and message.info.get("tool_calls"):
+        return "\n\n".join(part for part in (message.content, calls_line(message)) if part)
     return message.content
 
 
@@ -103,6 +113,8 @@ class MessageWidget(QFrame):
             button.setEnabled(is_enabled)
 
     def _code_actions(self) -> tuple[str, ...]:
+        if self._message.role == "tool":
+            return ("copy",)
         return ("copy", "save", "continue") if self._is_code_mode else ("copy", "save")
 
     def _action_button(self, text: str, description: str) -> QToolButton:
@@ -116,15 +128,21 @@ class MessageWidget(QFrame):
         row = QHBoxLayout(box)
         row.setContentsMargins(0, 0, 0, 0)
         for path in paths[:MAX_CHIPS]:
-            chip = QLabel(f"📄 {Path(path).name}", box, objectName="attachmentChip", toolTip=path)
-            chip.setAccessibleName(f"Attached file {path}")
-            row.addWidget(chip)
+            row.addWidget(self._attachment_chip(path, box))
         if len(paths) > MAX_CHIPS:
             row.addWidget(QLabel(f"+{len(paths) - MAX_CHIPS} more", box, objectName="statsLabel",
                                  toolTip="\n".join(paths[MAX_CHIPS:])))
         row.addStretch(1)
         box.setVisible(bool(paths))
         return box
+
+    @staticmethod
+    def _attachment_chip(path: str, parent: QWidget) -> QLabel:
+        """The app's attach icon (an emoji may have no glyph in the user's fonts) and the file's name."""
+        chip = QLabel(f'<img src="{ICONS / "attach.svg"}" width="12" height="12"> {html.escape(Path(path).name)}',
+                      parent, objectName="attachmentChip", toolTip=path, textFormat=Qt.TextFormat.RichText)
+        chip.setAccessibleName(f"Attached file {path}")
+        return chip
 
     def _editor_buttons(self) -> QWidget:
         box = QWidget(self)

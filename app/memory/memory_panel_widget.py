@@ -171,7 +171,8 @@ class MemoryPanelWidget(QFrame):
         for segment in segments:
             color = getattr(self._theme, f"segment_{segment.key}")
             self.legend_labels[segment.key].setText(
-                f'<span style="color:{color}">■</span> {segment.label} {self._format_bytes(segment.num_bytes)}')
+                f'<span style="color:{color}">■</span> {segment.label} '
+                f'<span style="white-space:nowrap">{self._format_bytes(segment.num_bytes)}</span>')  # one line
         self.legend_labels["state"].setVisible(any(segment.key == "state" for segment in segments))
         budget = "no budget" if plan.budget_bytes is None else f"budget {self._format_bytes(plan.budget_bytes)}"
         self.plan_label.setText(f"{plan.mode} · {budget} · {plan_summary(plan, self._format_bytes)}")

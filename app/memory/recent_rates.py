@@ -1,6 +1,6 @@
 """Rates over the last few seconds from the engine's running totals (EngineStats counts hits, misses and
 host->device bytes since load): what the pager does now, not its average since the model was loaded. Idle, the
-transfer rate falls to 0 and the hit rate has nothing to say (None)."""
+transfer rate is 0 and the hit rate has nothing to say (None) from the first idle poll on."""
 
 from __future__ import annotations
 
@@ -19,7 +19,11 @@ class RecentRates:
         self._samples.clear()
 
     def add(self, now: float, stats) -> None:
-        """A poll of engine.api.EngineStats at time `now` (seconds, monotonic)."""
+        """A poll of engine.api.EngineStats at time `now` (seconds, monotonic). An idle engine (nothing running
+        or waiting: a reply ended or was stopped) starts the window afresh, so the rates read idle at once
+        instead of averaging the last seconds of work."""
+        if stats.running == 0 and stats.waiting == 0:
+            self._samples.clear()
         self._samples.append((now, stats.expert_hits, stats.expert_misses, stats.h2d_bytes))
         while len(self._samples) > 2 and now - self._samples[1][0] >= self._window_s:
             self._samples.popleft()  # keep one sample at least window_s old: the window's start

@@ -69,8 +69,8 @@ class ThroughputCurveWidget(QWidget):
         painter.drawPolyline([to_screen(x, y) for x, y in self._points])
         if self.caption:
             painter.setPen(self._muted)
-            painter.drawText(chart.adjusted(6, 4, -6, -4), Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap,
-                             self.caption)
+            painter.drawText(chart.adjusted(6, 4, -6, -4),  # below: the one split's dot is near the top
+                             Qt.AlignmentFlag.AlignBottom | Qt.TextFlag.TextWordWrap, self.caption)
         if self._current is not None:
             painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(self._marker)
@@ -91,9 +91,20 @@ class ThroughputCurveWidget(QWidget):
             painter.drawLine(QPointF(x, chart.bottom()), QPointF(x, chart.bottom() + 3))
             align = (Qt.AlignmentFlag.AlignLeft, Qt.AlignmentFlag.AlignHCenter, Qt.AlignmentFlag.AlignRight)[i]
             painter.drawText(QRectF(x - (0, 30, 60)[i], chart.bottom() + 3, 60, 14), align,
-                             f"{left + (right - left) * i / 2:.0%}")
+                             share_labels(left, right)[i])
         painter.drawText(QRectF(chart.left(), chart.bottom() + 17, chart.width(), 14), Qt.AlignmentFlag.AlignCenter,
                          "expert share of the pool")
+
+
+def share_labels(left: float, right: float) -> list[str]:
+    """The x axis' three ticks as percentages with as many decimals as keep them apart (a pool whose expert share
+    spans 0.3% to 1.2% reads 0.3% 0.8% 1.2%, not 0% 1% 1%)."""
+    ticks = [left + (right - left) * i / 2 for i in range(3)]
+    for decimals in range(4):
+        labels = [f"{tick:.{decimals}%}" for tick in ticks]
+        if len(set(labels)) == 3:
+            return labels
+    return labels
 
 
 def axis_ranges(points, current: float | None) -> tuple[float, float, float]:

@@ -45,3 +45,28 @@ def test_configure_refuses_a_trace_of_another_topology(tiny_model_dir, tmp_path,
     capsys.readouterr()
     code = main(["configure", str(tiny_model_dir("qwen3_moe")), "--budget", "1GiB", "--trace", str(path), "--device", "cpu"])
     assert code == 2 and "3 layers" in capsys.readouterr().err
+
+
+def test_configure_runs_on_the_demo_by_default_with_its_trace(capsys):
+    capsys.readouterr()
+    assert main(["configure", "--budget", "1GiB", "--device", "cpu"]) == 0
+    assert "dense weights 14.1 MiB" in capsys.readouterr().out
+    named = main(["configure", "demo", "--budget", "1GiB", "--device", "cpu"])
+    out = capsys.readouterr().out
+    assert named == 0 and "dense weights 14.1 MiB" in out
+    rows = [line for line in out.splitlines() if "-16 " in line]
+    assert len(rows) == len(set(rows))  # a row equal to another is printed once
+    assert "GiB" not in out.split("|")[0] and "KiB" not in out
+
+
+def test_configure_names_the_minimum_budget(capsys):
+    capsys.readouterr()
+    assert main(["configure", "--budget", "690MiB", "--device", "cpu"]) == 2
+    error = capsys.readouterr().err
+    assert "minimum of 690.2 MiB" in error and "--budget 690.2MiB" in error and len(error.strip().splitlines()) == 1
+
+
+def test_configure_asks_for_a_trace_where_the_model_has_none(tiny_model_dir, capsys):
+    capsys.readouterr()
+    assert main(["configure", str(tiny_model_dir("qwen3_moe")), "--budget", "1GiB", "--device", "cpu"]) == 2
+    assert "--trace is needed" in capsys.readouterr().err

@@ -40,6 +40,17 @@ def test_store_round_trip_and_truncate(tmp_path):
     assert reopened.get(conversation.id).system_prompt == "be brief"
 
 
+def test_ids_are_never_reused_after_the_newest_conversation_is_deleted(tmp_path):
+    store = ConversationStore(tmp_path / "chats.sqlite3")
+    first, newest = store.create("a", "chat", ""), store.create("b", "chat", "")
+    store.delete(newest.id)
+    assert store.create("c", "chat", "").id == newest.id + 1
+    store.close()
+    reopened = ConversationStore(tmp_path / "chats.sqlite3")
+    reopened.delete(newest.id + 1)
+    assert reopened.create("d", "chat", "").id == newest.id + 2 and reopened.get(first.id).title == "a"
+
+
 def test_exports_show_code_continuations_as_code(tmp_path):
     store = ConversationStore(tmp_path / "c.sqlite3")
     conversation = store.create("code", "code", "")

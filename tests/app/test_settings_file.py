@@ -87,3 +87,29 @@ def test_fuzzed_files_load_and_keep_every_entry_that_fits(tmp_path, entries):
     assert len(store.problems) <= len(entries)
     store.save(loaded)
     assert SettingsStore(path).load() == loaded
+
+
+KILLED_SAVE = """
+import os, signal, sys
+from pathlib import Path
+from app.settings import AppSettings, SettingsStore
+from app.remote_server import RemoteServer
+os.replace = lambda *args: os.kill(os.getpid(), signal.SIGKILL)  # killed between the write and the rename
+SettingsStore(Path(sys.argv[1])).save(AppSettings(remote_servers=(RemoteServer("http://box/v1", "sk-secret"),)))
+"""
+
+
+def test_a_save_killed_midway_leaves_a_temporary_that_the_next_start_removes(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "settings.json"
+    subprocess.run([sys.executable, "-c", KILLED_SAVE, str(path)], check=False, timeout=60,
+                   env={**os.environ, "PYTHONPATH": os.getcwd()})
+    (left,) = tmp_path.glob(".settings.json.*.tmp")
+    assert "sk-secret" in left.read_text()
+    os.utime(left, (left.stat().st_atime - 120, left.stat().st_mtime - 120))
+    in_progress = tmp_path / ".settings.json.newest.tmp"  # a save under way just now: not touched
+    in_progress.write_text("{}")
+    SettingsStore(path).load()
+    assert not left.exists() and in_progress.exists()

@@ -59,3 +59,22 @@ def shown_context_or_none(window):
         return shown_context(window)
     except AssertionError:
         return None
+
+
+def test_the_count_follows_the_mode_and_files_attached_before_sending(qtbot, start_app, tmp_path):
+    window = start_app()
+    use_greedy_sampling(window, max_tokens=4, system_prompt="")
+    type_and_send(qtbot, window, "hello there")
+    wait_until_idle(qtbot, window)
+    qtbot.waitUntil(lambda: shown_context_or_none(window) == (engine_count(window), 512), timeout=10_000)
+    chat_count = shown_context(window)[0]
+    window.chat.set_mode("code")  # the code assistant's own system prompt
+    code_prompt = window.chat.settings_bar.settings().system_prompt
+    qtbot.waitUntil(lambda: shown_context_or_none(window) == (engine_count(window, code_prompt), 512),
+                    timeout=10_000)
+    assert shown_context(window)[0] != chat_count
+    before = shown_context(window)[0]
+    source = tmp_path / "notes.py"
+    source.write_text("def helper(value):\n    return value * 2\n" * 20)
+    window.chat.code_context.attach([source])
+    qtbot.waitUntil(lambda: (shown_context_or_none(window) or (0, 0))[0] > before + 100, timeout=10_000)
