@@ -4,6 +4,7 @@ trained byte-level BPE tokenizer and a ChatML template saved beside them."""
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -22,8 +23,6 @@ CORPUS = [
 ] * 40
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 384
-MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe", "gpt_oss", "deepseek_v2", "deepseek_v3",
-               "qwen3_next", "qwen3_5_moe"]
 HYBRID_TYPES = ("qwen3_next", "qwen3_5_moe")
 # those engine.gguf.convert writes as the checkpoint's tensors (gpt_oss and HYBRID_TYPES: in layouts of their own)
 GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe"]
@@ -49,34 +48,41 @@ def save_tokenizer(folder: Path) -> None:
     fast.save_pretrained(folder)
 
 
-def hf_model(model_type: str, num_layers: int = 2, **glm4_moe_config):
-    from transformers import (MixtralConfig, MixtralForCausalLM, OlmoeConfig, OlmoeForCausalLM, Qwen2MoeConfig,
-                              Qwen2MoeForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM)
+def qwen3_moe_model(common: dict):
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
 
+    return Qwen3MoeForCausalLM(Qwen3MoeConfig(**common, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                                              intermediate_size=96, head_dim=16, norm_topk_prob=True))
+
+
+def qwen2_moe_model(common: dict):
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    return Qwen2MoeForCausalLM(Qwen2MoeConfig(**common, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                                              intermediate_size=96, shared_expert_intermediate_size=48))
+
+
+def mixtral_model(common: dict):
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    return MixtralForCausalLM(MixtralConfig(**common, num_local_experts=6, num_experts_per_tok=2, intermediate_size=48))
+
+
+def olmoe_model(common: dict):
+    from transformers import OlmoeConfig, OlmoeForCausalLM
+
+    return OlmoeForCausalLM(OlmoeConfig(**common, num_experts=8, num_experts_per_tok=2, intermediate_size=32))
+
+
+def hf_model(model_type: str, num_layers: int = 2, **glm4_moe_config):
+    """The tiny transformers model of a model_type (TINY_MODELS); glm4_moe_config: glm4_moe's config values that
+    differ from tests/tiny_glm4_moe's (the other builders take none)."""
     common = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=num_layers, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=512, eos_token_id=2, bos_token_id=None,
                   pad_token_id=0, tie_word_embeddings=False)
-    if model_type == "qwen3_moe":
-        config = Qwen3MoeConfig(**common, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
-                                intermediate_size=96, head_dim=16, norm_topk_prob=True)
-        return Qwen3MoeForCausalLM(config)
-    if model_type == "qwen2_moe":
-        config = Qwen2MoeConfig(**common, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
-                                intermediate_size=96, shared_expert_intermediate_size=48)
-        return Qwen2MoeForCausalLM(config)
-    if model_type == "mixtral":
-        return MixtralForCausalLM(MixtralConfig(**common, num_local_experts=6, num_experts_per_tok=2, intermediate_size=48))
-    if model_type == "olmoe":
-        return OlmoeForCausalLM(OlmoeConfig(**common, num_experts=8, num_experts_per_tok=2, intermediate_size=32))
-    if model_type == "glm4_moe":
-        return hf_glm4_moe(common, **glm4_moe_config)
-    if model_type == "gpt_oss":
-        return gpt_oss_model(common)
-    if model_type in DEEPSEEK_TYPES:
-        return deepseek_model(model_type, common)
-    if model_type in HYBRID_TYPES:
-        return hybrid_model(model_type, common)
-    raise ValueError(model_type)
+    if model_type not in TINY_MODELS:
+        raise ValueError(model_type)
+    return TINY_MODELS[model_type](common, **glm4_moe_config)
 
 
 def hybrid_model(model_type: str, common: dict):
@@ -145,6 +151,23 @@ def deepseek_model(model_type: str, common: dict):
         return DeepseekV2ForCausalLM(DeepseekV2Config(**mla, q_lora_rank=None, topk_method="greedy", n_shared_experts=2))
     return DeepseekV3ForCausalLM(DeepseekV3Config(**mla, q_lora_rank=24, n_shared_experts=1, n_group=2, topk_group=1,
                                                   routed_scaling_factor=2.5, norm_topk_prob=True))
+
+
+# model_type -> its tiny model's builder (transformers' class, a config of the shared `common` fields): one entry
+# per family puts it in every parametrised test (tests/engine/test_models.py: token-exact against transformers)
+TINY_MODELS = {
+    "qwen3_moe": qwen3_moe_model,
+    "qwen2_moe": qwen2_moe_model,
+    "mixtral": mixtral_model,
+    "olmoe": olmoe_model,
+    "glm4_moe": hf_glm4_moe,
+    "gpt_oss": gpt_oss_model,
+    "deepseek_v2": partial(deepseek_model, "deepseek_v2"),
+    "deepseek_v3": partial(deepseek_model, "deepseek_v3"),
+    "qwen3_next": partial(hybrid_model, "qwen3_next"),
+    "qwen3_5_moe": partial(hybrid_model, "qwen3_5_moe"),
+}
+MODEL_TYPES = list(TINY_MODELS)
 
 
 def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.float32, **glm4_moe_config) -> Path:

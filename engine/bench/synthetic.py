@@ -9,7 +9,7 @@ from engine.experts.formats.activation import ExpertBias
 from engine.quant.dense_layout import DenseLayout
 from engine.experts.formats.store import ExpertStore
 from engine.model.args import ModelArgs
-from engine.model.deepseek_moe import fp32_parameter_names
+from engine.model.fp32_parameters import fp32_parameter_names
 from engine.model.loader import DTYPES, LoadedWeights, expert_activation
 from engine.model.model_tree import meta_model
 from engine.model.transformer import MoeTransformer

@@ -7,18 +7,23 @@ import sys
 from pathlib import Path
 
 from engine.gguf.convert import OUT_TYPES, convert
+from engine.model.families import FAMILIES
 from engine.units import format_bytes
 
 
 def register(commands) -> None:
     parser = commands.add_parser("convert-gguf", help="write a GGUF file (llama.cpp) of a safetensors MoE model")
-    parser.add_argument("model_dir", help="Hugging Face model folder (qwen3_moe, qwen2_moe, olmoe, mixtral, gpt_oss, "
-                        "glm4_moe, qwen3_next, qwen3_5_moe)")
+    parser.add_argument("model_dir", help=f"Hugging Face model folder ({', '.join(convertible_types())})")
     parser.add_argument("out", help="the .gguf file to write")
     parser.add_argument("--type", default="auto", choices=(*OUT_TYPES, "auto"),
                         help="weight type; routers, norms and biases stay f32 (default auto: bf16 for a bf16 "
                              "checkpoint, else f16)")
     parser.set_defaults(handler=convert_command)
+
+
+def convertible_types() -> list[str]:
+    """The model_types whose family has a GGUF format: the ones convert-gguf writes."""
+    return [model_type for model_type, family in FAMILIES.items() if family.gguf is not None]
 
 
 def convert_command(cli_args) -> int:

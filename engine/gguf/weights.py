@@ -50,7 +50,7 @@ def load_gguf_weights(path: Path | str, dtype: torch.dtype, device: torch.device
     are. Experts are not read (their views page in from the file when copied). `dequantize(tensor, dtype, device)`
     replaces the gguf package's numpy reference (DenseTensor.dequantize), e.g. with a GPU kernel. Raises
     UnsupportedModelError / ModelFormatError with the reason."""
-    from engine.model.deepseek_moe import fp32_parameter_names
+    from engine.model.fp32_parameters import fp32_parameter_names
     from engine.model.model_tree import meta_model
     from engine.quant.dense import kept_params, raw_blocks
 

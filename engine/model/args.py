@@ -42,15 +42,15 @@ class ModelArgs:
     layer_types: tuple[str, ...] = ()  # "sliding_attention" | "full_attention" per layer; () means all full
     sliding_window: int | None = None
     attention_sinks: bool = False  # a learned per-head logit joins every softmax (and takes no value)
-    router: str = "softmax_topk"  # or "topk_softmax": softmax over the k largest logits (gpt_oss)
+    router: str = "softmax_topk"  # engine.model.routers.ROUTERS: "softmax_topk" | "topk_softmax" | "grouped"
     router_bias: bool = False
     expert_bias: bool = False  # per-expert gate_up and down biases, resident beside the dense weights
     expert_activation: str = "silu_glu"  # or "clamped_swiglu" (gpt_oss)
     swiglu_alpha: float = 1.702
     swiglu_limit: float = 7.0
     norm_weight_fp32: bool = False  # RMSNorm multiplies by its weight in fp32, then casts (gpt_oss)
-    # DeepSeek-style MoE (glm4_moe, deepseek_v2, deepseek_v3): engine.model.deepseek_moe
-    topk_method: str | None = None  # None: the softmax router of Qwen, Mixtral, OLMoE; else engine.experts.routing.grouped_routing
+    # DeepSeek-style MoE (glm4_moe, deepseek_v2, deepseek_v3): router "grouped", engine.model.routers
+    topk_method: str | None = None  # set with router "grouped": engine.experts.routing.grouped_routing
     n_group: int = 1
     topk_group: int = 1
     routed_scaling_factor: float = 1.0
@@ -71,6 +71,11 @@ class ModelArgs:
     attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
+    def __post_init__(self):
+        if (self.router == "grouped") != (self.topk_method is not None):
+            raise ValueError(f"ModelArgs: router '{self.router}' with topk_method {self.topk_method!r} (the grouped "
+                             "router and only it reads a topk_method)")
+
     @property
     def num_moe_layers(self) -> int:
         return sum(self.moe_layers)
@@ -87,6 +92,12 @@ class ModelArgs:
     @property
     def is_mla(self) -> bool:
         return self.kv_lora_rank > 0
+
+    @property
+    def attention_kind(self) -> str:
+        """engine.model.transformer.ATTENTION_KINDS: "latent_attention" (MLA) or "attention" (GQA/MHA, its sliding
+        window and sinks set per layer)."""
+        return "latent_attention" if self.is_mla else "attention"
 
     def window(self, layer: int) -> int | None:
         """The sliding window of a layer's attention (keys within `window` positions, itself included), or None."""

@@ -25,7 +25,7 @@ class ZeroCenteredRMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(size))
         self.eps = eps
         self.offset = 0.0 if one_added else 1.0
-        self.keeps_fp32 = one_added  # engine.model.deepseek_moe.fp32_parameter_names
+        self.keeps_fp32 = one_added  # engine.model.fp32_parameters
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x.float()

@@ -6,7 +6,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.model.args import ModelArgs
 from engine.model.fused_norm import can_fuse, fused_rms_norm
 from engine.model.rope_scaling import Yarn, inverse_frequencies
 from engine.triton_support import HAS_TRITON, fused_step
@@ -104,14 +103,3 @@ class DenseMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
-
-class SharedExpert(nn.Module):
-    """Qwen2-MoE's always-on expert, scaled by sigmoid(shared_expert_gate(x))."""
-
-    def __init__(self, args: ModelArgs):
-        super().__init__()
-        self.shared_expert = DenseMLP(args.hidden_size, args.shared_expert_intermediate_size)
-        self.shared_expert_gate = nn.Linear(args.hidden_size, 1, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)

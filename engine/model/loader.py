@@ -19,8 +19,8 @@ from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
 from engine.model.checkpoint_rows import CheckpointRows
 from engine.model.config_file import read_args
-from engine.model.deepseek_moe import fp32_parameter_names
-from engine.model.gpt_oss_experts import load_expert_biases, load_experts as load_gpt_oss_experts
+from engine.model.fp32_parameters import fp32_parameter_names
+from engine.model.interleaved_experts import load_expert_biases, load_experts as load_interleaved_experts
 from engine.model.families import family
 from engine.model.sizes import model_sizes
 from engine.model.model_tree import meta_model
@@ -42,11 +42,8 @@ def resolve_dtype(requested: str, args: ModelArgs, device: torch.device) -> torc
 
 
 def hf_name(name: str, names: MoeWeightNames) -> str:
-    """Our module's parameter name -> the checkpoint's tensor name."""
-    if name.startswith("lm_head"):
-        return name
-    name = name.replace(".mlp.shared.", ".mlp.").replace(".mlp.gate.", f".{names.block}.{names.router}.")
-    return "model." + name
+    """Our module's parameter name -> the checkpoint's tensor name (the family's MoeWeightNames.checkpoint_name)."""
+    return names.checkpoint_name(name)
 
 
 def load_dense(model: MoeTransformer, ckpt: Checkpoint, names: MoeWeightNames, dtype, device,
@@ -57,7 +54,7 @@ def load_dense(model: MoeTransformer, ckpt: Checkpoint, names: MoeWeightNames, d
     for name, param in model.named_parameters():
         if name == "lm_head.weight" and model.args.tie_word_embeddings and not ckpt.has("lm_head.weight"):
             continue
-        tensor = ckpt.get(hf_name(name, names), tuple(param.shape))
+        tensor = ckpt.get(names.checkpoint_name(name), tuple(param.shape))
         if name in quant_types:
             quantized[name] = quantize_weight(tensor, quant_types[name], device)
             continue
@@ -142,7 +139,7 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
         layout, fill = mxfp4_layout(args, moe_layers, expert_activation(args), biases), load_mxfp4_experts
     else:
         layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, torch_dtype, expert_activation(args), biases)
-        fill = load_gpt_oss_experts if known.interleaved_experts else load_experts
+        fill = load_interleaved_experts if known.interleaved_experts else load_experts
     # The host tier maps rows of per-expert checkpoint tensors; gpt-oss's fused expert tensors are held whole.
     tier = plan_tier(moe_layers, args.num_experts, layout.expert_bytes) if plan_tier and fill is load_experts else None
     store = ExpertStore(layout, moe_layers, args.num_experts, expert_device or device, pin=pin_experts, tier=tier)

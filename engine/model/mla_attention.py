@@ -17,7 +17,7 @@ from engine.model.attention import AttentionMetadata, PaddedDecodeMetadata
 from engine.model.latent_cache import LatentKVCache
 from engine.model.layers import RMSNorm
 from engine.model.mla_decode import absorb_output, absorb_query, latent_decode
-from engine.model.mla_rope import ROTATIONS
+from engine.model.rope_layouts import ROTATIONS
 
 LORA_NORM_EPS = 1e-6  # q_a_layernorm and kv_a_layernorm keep RMSNorm's default eps, not rms_norm_eps
 

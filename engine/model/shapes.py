@@ -6,14 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from engine.model.args import ModelArgs
-from engine.model.published_configs import GLM_45_AIR, GPT_OSS_20B, QWEN3_5_35B_A3B, QWEN3_NEXT_80B_A3B
+from engine.model.families import FAMILIES, parse_config
 
 
 def _published(config: dict) -> ModelArgs:
     """A published config.json parsed as a checkpoint's is, so the shape has every field its architecture reads;
     bf16, as the benchmarks build it."""
-    from engine.model.families import parse_config
-
     return replace(parse_config(config), torch_dtype="bfloat16")
 
 
@@ -46,12 +44,8 @@ SHAPES: dict[str, ModelArgs] = {
                           num_attention_heads=32, num_key_value_heads=8, head_dim=128, rope_theta=1e6,
                           num_experts=8, num_experts_per_tok=2, moe_intermediate_size=14336,
                           norm_topk_prob=True, router_weights_fp32=True, rms_norm_eps=1e-5),
-    # From the published config.json (engine/model/published_configs.py); GLM-4.5-Air's layer 0 is a dense MLP.
-    "gpt-oss-20b": _published(GPT_OSS_20B),
-    "glm-4.5-air": _published(GLM_45_AIR),
-    # Hybrid: three Gated DeltaNet layers to one gated full attention; KV for the full ones only
-    "qwen3.5-35b-a3b": _published(QWEN3_5_35B_A3B),
-    "qwen3-next-80b-a3b": _published(QWEN3_NEXT_80B_A3B),
+    # Each family's published config.json (Family.shapes, engine/model/published_configs.py)
+    **{name: _published(config) for family in FAMILIES.values() for name, config in family.shapes.items()},
     # The Qwen3-30B-A3B expert topology at toy width: CPU tests of the benchmark harness with its traces.
     "qwen3-topology-tiny": _args(model_type="qwen3_moe", vocab_size=512, hidden_size=64, num_hidden_layers=48,
                                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, rope_theta=1e6,

@@ -75,7 +75,7 @@ def router_params(args: ModelArgs) -> int:
 
 
 def dense_bytes(args: ModelArgs, dtype_bytes: int) -> int:
-    """dense_params in the model's dtype, except DeepSeek-style routers, which stay fp32 (engine.model.deepseek_moe)."""
+    """dense_params in the model's dtype, except DeepSeek-style routers, which stay fp32 (engine.model.routers.Fp32Gate)."""
     fp32_params = router_params(args) * args.num_moe_layers if args.topk_method is not None else 0
     return dense_params(args) * dtype_bytes + fp32_params * (4 - dtype_bytes)
 

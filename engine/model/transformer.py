@@ -7,18 +7,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from engine.experts.routing.dispatch import route
-from engine.model import gpt_oss_router
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, KVCache
-from engine.model.deepseek_moe import GroupedRouter, SharedExperts
-from engine.model.layers import DenseMLP, RMSNorm, RotaryEmbedding, SharedExpert
+from engine.model.layers import DenseMLP, RMSNorm
 from engine.model.mla_attention import MlaAttention
-from engine.model.mla_rope import ComplexRotaryEmbedding
-from engine.triton_support import fused_step
+from engine.model.rope_layouts import ROTARY_EMBEDDINGS
+from engine.model.routers import build_router
+from engine.model.shared_experts import build_shared_experts
 
 if TYPE_CHECKING:
     from engine.experts.provider import ExpertForward
@@ -37,59 +34,25 @@ class MoeContext:
     override: RoutingOverride | None = None
 
 
-def routed_weights(logits: torch.Tensor, ids: torch.Tensor, args: ModelArgs) -> torch.Tensor:
-    """Router weights of given top-k ids, computed as route() computes them for its own choice."""
-    if args.router == "topk_softmax":
-        return gpt_oss_router.weights_of(logits, ids)
-    if logits.is_cuda and fused_step():  # the same weights in one kernel
-        from engine.experts.routing import fused_router
-
-        if fused_router.can_fuse(logits):
-            dtype = torch.float32 if args.router_weights_fp32 else logits.dtype
-            return fused_router.fused_route(logits, ids.shape[1], args.norm_topk_prob, dtype, ids)[1]
-    weights = F.softmax(logits, dim=-1, dtype=torch.float32).gather(1, ids)  # [T, K]
-    if args.norm_topk_prob:
-        weights = weights / weights.sum(dim=-1, keepdim=True)
-    return weights if args.router_weights_fp32 else weights.to(logits.dtype)
-
-
-def shared_experts(args: ModelArgs) -> nn.Module | None:
-    """Qwen2-MoE's gated shared expert, DeepSeek's ungated ones, or None."""
-    if args.n_shared_experts:
-        return SharedExperts(args)
-    return SharedExpert(args) if args.shared_expert_intermediate_size else None
-
-
 class MoeBlock(nn.Module):
-    """Router + routed experts (through the provider) + the optional shared expert."""
+    """Router + routed experts (through the provider) + the optional shared experts. The gate computes the router
+    logits, the router object (engine.model.routers, as ModelArgs.router names it) picks experts and weights."""
 
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
         self.layer, self.args = layer, args
-        if args.topk_method is None:
-            self.gate = nn.Linear(args.hidden_size, args.num_experts, bias=args.router_bias)
-        else:
-            self.gate = GroupedRouter(args)
-        self.shared = shared_experts(args)
+        self.gate, self.router = build_router(args)
+        self.shared = build_shared_experts(args)
 
     def route(self, x: torch.Tensor, context: MoeContext):
-        """x [T, D] -> (ids [T, K], weights [T, K], shared expert output or None). No host sync: graphable."""
-        args = self.args
+        """x [T, D] -> (ids [T, K], weights [T, K], shared experts' output or None). No host sync: graphable."""
         logits = self.gate(x)  # [T, E]
-        if isinstance(self.gate, GroupedRouter):
-            ids = context.override(self.layer) if context.override is not None else None
-            ids, weights = self.gate.select(logits, ids)
-        elif context.override is not None:
-            ids = context.override(self.layer)  # [T, K] trace-driven benchmarks: only the ids change
-            weights = routed_weights(logits, ids, args)
-        elif args.router == "topk_softmax":
-            ids, weights = gpt_oss_router.route(logits, args.num_experts_per_tok)
-        else:
-            ids, weights = route(logits, args.num_experts_per_tok, args.norm_topk_prob, args.router_weights_fp32)
+        ids = context.override(self.layer) if context.override is not None else None  # trace-driven: ids only
+        ids, weights = self.router.select(logits, ids)
         return ids, weights, self.shared(x) if self.shared is not None else None
 
     def experts(self, x, ids, weights, shared, context: MoeContext) -> torch.Tensor:
-        """The routed experts through the context's provider (where paging happens), plus the shared expert."""
+        """The routed experts through the context's provider (where paging happens), plus the shared experts."""
         if context.observer is not None:
             context.observer(self.layer, ids)
         out = context.experts.forward(self.layer, x, ids, weights)
@@ -99,10 +62,15 @@ class MoeBlock(nn.Module):
         return self.experts(x, *self.route(x, context), context)
 
 
+# ModelArgs.attention_kind -> the attention module of a decoder layer (its sliding window and sinks, per layer,
+# are Attention's own settings)
+ATTENTION_KINDS = {"attention": Attention, "latent_attention": MlaAttention}
+
+
 class DecoderLayer(nn.Module):
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
-        self.self_attn = MlaAttention(args, layer) if args.is_mla else Attention(args, layer)
+        self.self_attn = ATTENTION_KINDS[args.attention_kind](args, layer)
         self.input_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, args.norm_weight_fp32)
         self.post_attention_layernorm = RMSNorm(args.hidden_size, args.rms_norm_eps, args.norm_weight_fp32)
         self.is_moe = args.moe_layers[layer]
@@ -134,8 +102,8 @@ class MoeTransformer(nn.Module):
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)
 
     def attach_rotary(self, device) -> None:
-        rotary = ComplexRotaryEmbedding if self.args.rope_layout == "complex" else RotaryEmbedding
-        self.rotary = rotary(self.args.rotary_dim, self.args.rope_theta, self.args.rope_scaling).to(device)
+        args = self.args
+        self.rotary = ROTARY_EMBEDDINGS[args.rope_layout](args.rotary_dim, args.rope_theta, args.rope_scaling).to(device)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
                 context: MoeContext):

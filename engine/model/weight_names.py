@@ -1,4 +1,5 @@
-"""Checkpoint tensor names of the MoE block, per naming family."""
+"""Checkpoint tensor names: Wisp's parameter names -> a safetensors checkpoint's, per naming family (a family's
+GGUF names: its GgufFormat and engine.gguf.tensor_map)."""
 
 from dataclasses import dataclass
 
@@ -10,6 +11,14 @@ class MoeWeightNames:
     gate: str  # per-expert projections, relative to "{block}.experts.{e}."
     up: str
     down: str
+
+    def checkpoint_name(self, param: str) -> str:
+        """A parameter of engine.model.transformer.MoeTransformer -> the checkpoint's tensor name: under "model.",
+        the MoE block and its router as the family names them, the shared experts directly in the block."""
+        if param.startswith("lm_head"):
+            return param
+        param = param.replace(".mlp.shared.", ".mlp.").replace(".mlp.gate.", f".{self.block}.{self.router}.")
+        return "model." + param
 
     def router_weight(self, layer: int) -> str:
         return f"model.layers.{layer}.{self.block}.{self.router}.weight"

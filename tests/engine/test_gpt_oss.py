@@ -88,8 +88,8 @@ def test_expert_layout_computes_transformers_experts(path, monkeypatch):
     from engine.experts.routing import dispatch
     from engine.experts.formats.activation import ClampedSwiGlu, ExpertBias
     from engine.quant.dense_layout import DenseLayout
-    from engine.model.gpt_oss_experts import halves, pack_layer
-    from engine.model.gpt_oss_router import route
+    from engine.model.interleaved_experts import halves, pack_layer
+    from engine.model.routers import TopKSoftmax
 
     E, D, I, T, K = 8, 32, 16, 6, 3
     config = GptOssConfig(hidden_size=D, intermediate_size=I, num_local_experts=E, num_experts_per_tok=K,
@@ -103,7 +103,7 @@ def test_expert_layout_computes_transformers_experts(path, monkeypatch):
         _, scores, indices = router(x)
         reference = experts(x, indices, scores)
         logits = torch.nn.functional.linear(x, router.weight, router.bias)
-    ids, weights = route(logits, K)
+    ids, weights = TopKSoftmax(K).select(logits)
     assert torch.equal(ids, indices) and torch.equal(weights, scores)
     bias = ExpertBias(gate_up=halves(experts.gate_up_proj_bias.detach()), down=experts.down_proj_bias.detach())
     layout = DenseLayout(D, I, torch.float32, ClampedSwiGlu(1.702, 1.5), {0: bias}).for_layer(0)

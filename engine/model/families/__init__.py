@@ -11,7 +11,9 @@ What a Family provides (engine.model.families.family):
   model_type set; raise ModelFormatError naming a missing or bad field, UnsupportedModelError for a feature Wisp
   does not compute. engine.model.args.common_args reads the fields every family shares.
 - weight_names: engine.model.weight_names.MoeWeightNames, the checkpoint's names of the MoE block (QWEN_STYLE,
-  MIXTRAL_STYLE, or the family's own).
+  MIXTRAL_STYLE, or the family's own); its checkpoint_name(param) maps every Wisp parameter to the checkpoint's.
+- examples, layers: the published models and the layers in a phrase (the architectures table, families.table);
+  shapes: benchmark shape name -> a published config.json (engine.model.shapes).
 - reads_quantization: True when read_config reads config.json's quantization_config (otherwise a quantized
   checkpoint is refused by name).
 - gguf: a GgufFormat, or None when Wisp reads no GGUF file of the family:
@@ -31,17 +33,22 @@ Helpers several families share, beside the family files: deepseek_config (DeepSe
 (multi-head latent attention keys), hybrid_config and hybrid_gguf (the linear-attention hybrids' config.json and GGUF
 files), gguf_keys, gguf_checks and tensor_spec (convert-gguf's tensors).
 
-The layers themselves are shared blocks that ModelArgs fields select (engine.model.transformer: attention variants
-in attention.py, mla_attention.py and sink_attention.py; routers in engine.experts.routing.dispatch, gpt_oss_router.py and
-deepseek_moe.py; norms and MLPs in layers.py). A family composes them by the fields its readers set; a new kind of
-layer is a new shared block and a new ModelArgs field, read in the block, not a branch on model_type.
+The layers are shared blocks named for what they do, each variant an object built from a ModelArgs field the
+family's readers set (never a branch on model_type): the attention kind (ModelArgs.attention_kind ->
+engine.model.transformer.ATTENTION_KINDS: attention.py with its per-layer sliding window and sinks,
+mla_attention.py; the hybrids' layer_types -> hybrid_layers.py's Gated DeltaNet and gated attention), the router
+(ModelArgs.router -> engine.model.routers.ROUTERS: a gate module and a router object), the shared experts
+(engine.model.shared_experts), the norm (layers.RMSNorm, hybrid_layers.ZeroCenteredRMSNorm) and the RoPE
+(ModelArgs.rope_layout -> engine.model.rope_layouts). A new kind of layer is a new shared block and its table entry.
 
-To add an architecture:
-1. engine/model/families/<model_type>.py: read_config (and read_metadata for GGUF), its weight names, FAMILY.
+To add an architecture (docs/adding-an-architecture.md says it in full):
+1. engine/model/families/<model_type>.py: read_config (and read_metadata for GGUF), its weight names, FAMILY with
+   its examples, layers (the docs' table) and any published config as a benchmark shape.
 2. One line in registry.py's FAMILIES.
-3. Its tiny model in tests/tiny_models.py (written with transformers' own class), which puts it in the token-exact
-   tests against transformers (tests/engine/test_models.py); add it to GGUF_MODEL_TYPES when it has a GGUF format
-   whose tensors are the checkpoint's (a family that transforms them, as gpt_oss and the hybrids, has its own tests).
+3. Its tiny model in tests/tiny_models.py's TINY_MODELS (written with transformers' own class), which puts it in
+   the token-exact tests against transformers (tests/engine/test_models.py); add it to GGUF_MODEL_TYPES when it
+   has a GGUF format whose tensors are the checkpoint's (a family that transforms them, as gpt_oss and the
+   hybrids, has its own tests). Then regenerate the table in docs/models.md (tests/model/test_registry.py).
 """
 
 from engine.model.families.family import Family, GgufFormat

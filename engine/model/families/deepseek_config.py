@@ -26,6 +26,7 @@ def deepseek_moe_fields(config: dict, topk_method: str, defaults: dict) -> dict:
         moe_intermediate_size=require(config, "moe_intermediate_size"),
         intermediate_size=require(config, "intermediate_size"),
         moe_layers=first_dense_flags(require(config, "num_hidden_layers"), require(config, "first_k_dense_replace")),
+        router="grouped",
         topk_method=topk_method,
         n_group=require(config, "n_group"),
         topk_group=require(config, "topk_group"),

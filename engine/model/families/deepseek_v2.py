@@ -22,4 +22,12 @@ def read_config(config: dict) -> ModelArgs:
     )
 
 
-FAMILY = Family(model_type=MODEL_TYPE, read_config=read_config, weight_names=QWEN_STYLE)  # no GGUF reading yet
+FAMILY = Family(  # no GGUF reading yet
+    model_type=MODEL_TYPE,
+    read_config=read_config,
+    weight_names=QWEN_STYLE,
+    examples=("DeepSeek-V2-Lite", "DeepSeek-V2"),
+    layers=(
+        "multi-head latent attention, complex-number RoPE with YaRN; grouped softmax router; ungated shared "
+        "experts; dense first layers"),
+)

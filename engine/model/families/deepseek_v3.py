@@ -24,4 +24,12 @@ def read_config(config: dict) -> ModelArgs:
     )
 
 
-FAMILY = Family(model_type=MODEL_TYPE, read_config=read_config, weight_names=QWEN_STYLE)  # no GGUF reading yet
+FAMILY = Family(  # no GGUF reading yet
+    model_type=MODEL_TYPE,
+    read_config=read_config,
+    weight_names=QWEN_STYLE,
+    examples=("Moonlight-16B-A3B", "DeepSeek-V3"),
+    layers=(
+        "multi-head latent attention, interleaved RoPE pairs; grouped sigmoid router (noaux_tc); ungated "
+        "shared experts; dense first layers"),
+)

@@ -59,6 +59,12 @@ class Family:
     weight_names: MoeWeightNames  # the checkpoint's names of the MoE block (router, experts)
     gguf: GgufFormat | None = None  # None: Wisp reads no GGUF file of this family
     reads_quantization: bool = False  # read_config reads config.json's quantization_config (others are refused)
+    # the published models of the family and its layers in a phrase: the architectures table (families.table)
+    examples: tuple[str, ...] = ()
+    layers: str = ""
+    # benchmark shape name -> a published config.json of the family (engine.model.published_configs), parsed as a
+    # checkpoint's config is: `wisp configure --model NAME`, `wisp bench --shape NAME` (engine.model.shapes)
+    shapes: Mapping[str, dict] = field(default_factory=dict)
     # the checkpoint stacks each layer's experts with gate and up interleaved column by column (gpt_oss), loaded by
-    # engine.model.gpt_oss_experts; otherwise per-expert tensors or transformers' stacked [gate | up]
+    # engine.model.interleaved_experts; otherwise per-expert tensors or transformers' stacked [gate | up]
     interleaved_experts: bool = False

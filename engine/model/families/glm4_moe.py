@@ -16,6 +16,7 @@ from engine.model.args import ModelArgs, common_args, first_present
 from engine.model.families.deepseek_config import deepseek_moe_fields
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_keys import GgufKeys
+from engine.model.published_configs import GLM_45_AIR
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE, ARCH = "glm4_moe", "glm4moe"
@@ -117,4 +118,9 @@ FAMILY = Family(
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, layer_modules=GGUF_LAYER_MODULES,
                     check_convertible=check_convertible, write_metadata=write_gguf_metadata,
                     trailing_layers=True, module_order=True),
+    examples=("GLM-4.5-Air", "GLM-4.5"),
+    layers=(
+        "GQA with q/k/v biases, partial RoPE, optional q/k norm; DeepSeek-V3-style grouped sigmoid router "
+        "(fp32); ungated shared experts; dense first layers"),
+    shapes={"glm-4.5-air": GLM_45_AIR},
 )

@@ -1,12 +1,12 @@
 """gpt-oss (model_type "gpt_oss"; llama.cpp "gpt-oss"): sliding-window and full attention layers with learned sinks
-and q/k/v/o biases, YaRN RoPE, a biased router (top-k, then softmax over the k: engine.model.gpt_oss_router), and
-experts with biases and a clamped SwiGLU (engine.experts.formats.activation).
+and q/k/v/o biases, YaRN RoPE, a biased router (top-k, then softmax over the k: engine.model.routers.TopKSoftmax),
+and experts with biases and a clamped SwiGLU (engine.experts.formats.activation).
 
 Hugging Face folders, bf16 or with MXFP4 experts (quantization_config; engine.quant.mxfp4_checkpoint): each layer's
 experts are stacked: gate_up_proj [E, D, 2I] with gate and up interleaved column by column (gate at even columns),
 down_proj [E, I, D], and their biases gate_up_proj_bias [E, 2I] (interleaved alike) and down_proj_bias [E, D].
 Packing turns them into Wisp's block ([gate | up | down], rows of out features) and bias rows ([gate | up]); a
-permutation of columns, so no value changes (engine.model.gpt_oss_experts).
+permutation of columns, so no value changes (engine.model.interleaved_experts).
 
 GGUF files, as llama.cpp's graph (src/models/openai-moe.cpp) and converter (conversion/gpt_oss.py) have them:
 - Attention: q/k/v/o biases, learned sinks (blk.N.attn_sinks.weight [heads]), a sliding window on the layers
@@ -28,6 +28,7 @@ from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_checks import renormalising_moe
 from engine.model.families.gguf_keys import GgufKeys, common_fields
 from engine.model.families.tensor_spec import TensorSpec, as_f32
+from engine.model.published_configs import GPT_OSS_20B
 from engine.model.weight_names import MoeWeightNames
 from engine.model.yarn_config import Yarn, yarn_mscale
 from engine.quant.types import MXFP4
@@ -223,4 +224,9 @@ FAMILY = Family(
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, layer_modules=GGUF_LAYER_MODULES,
                     check_convertible=check_convertible, write_metadata=write_gguf_metadata,
                     module_order=True, expert_specs=gguf_expert_specs),
+    examples=("gpt-oss-20b", "gpt-oss-120b"),
+    layers=(
+        "GQA alternating sliding-window and full layers, attention sinks, q/k/v/o biases, YaRN RoPE; biased "
+        "top-k-then-softmax router; experts with biases and a clamped SwiGLU (MXFP4 experts stay MXFP4)"),
+    shapes={"gpt-oss-20b": GPT_OSS_20B},
 )

@@ -40,4 +40,6 @@ FAMILY = Family(
     weight_names=MIXTRAL_STYLE,
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, rotary_permuted=True,
                     check_convertible=renormalising_moe(ARCH, True)),
+    examples=("Mixtral-8x7B",),
+    layers="GQA; softmax router, top-2 of 8, router weights in fp32",
 )

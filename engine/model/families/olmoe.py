@@ -44,4 +44,6 @@ FAMILY = Family(
     read_config=read_config,
     weight_names=QWEN_STYLE,
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, check_convertible=check_convertible),
+    examples=("OLMoE-1B-7B",),
+    layers="MHA with q/k norm over the full projection; softmax router, top-k not renormalised",
 )

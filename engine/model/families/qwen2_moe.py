@@ -32,4 +32,6 @@ FAMILY = Family(
     read_config=read_config,
     weight_names=QWEN_STYLE,
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, check_convertible=renormalising_moe(ARCH, False)),
+    examples=("Qwen1.5-MoE-A2.7B", "Qwen2-57B-A14B"),
+    layers="MHA/GQA with q/k/v biases; softmax router; one shared expert behind a sigmoid gate",
 )

@@ -14,6 +14,7 @@ from engine.model.families import hybrid_gguf
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.hybrid_config import hybrid_args
 from engine.model.linear_args import QKV_Z_B_A
+from engine.model.published_configs import QWEN3_5_35B_A3B
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE, ARCH = "qwen3_5_moe", "qwen35moe"
@@ -64,4 +65,7 @@ FAMILY = Family(
                     check_convertible=partial(hybrid_gguf.check_convertible, arch=ARCH),
                     write_metadata=write_gguf_metadata, module_order=True, trailing_layers=True,
                     file_args=partial(hybrid_gguf.file_args, projections=QKV_Z_B_A, tiled=True)),
+    examples=("Qwen3.5-35B-A3B", "Qwen3.6-35B-A3B"),
+    layers="as qwen3_next, with separate DeltaNet projections (the language model of the vision-language checkpoint)",
+    shapes={"qwen3.5-35b-a3b": QWEN3_5_35B_A3B},
 )

@@ -33,4 +33,6 @@ FAMILY = Family(
     read_config=read_config,
     weight_names=QWEN_STYLE,
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, check_convertible=renormalising_moe(ARCH, True)),
+    examples=("Qwen3-30B-A3B", "Qwen3-Coder-30B-A3B"),
+    layers="GQA with per-head q/k norm; softmax router, renormalised top-k",
 )

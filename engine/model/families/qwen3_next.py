@@ -12,6 +12,7 @@ from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_keys import GgufKeys
 from engine.model.families.hybrid_config import hybrid_args
 from engine.model.linear_args import QKVZ_BA, QKV_Z_BA
+from engine.model.published_configs import QWEN3_NEXT_80B_A3B
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE, ARCH = "qwen3_next", "qwen3next"
@@ -37,4 +38,9 @@ FAMILY = Family(
                     check_convertible=partial(hybrid_gguf.check_convertible, arch=ARCH),
                     write_metadata=hybrid_gguf.write_metadata, module_order=True,
                     file_args=partial(hybrid_gguf.file_args, projections=QKV_Z_BA, tiled=False)),
+    examples=("Qwen3-Next-80B-A3B",),
+    layers=(
+        "hybrid: three Gated DeltaNet layers to one gated GQA (partial RoPE, zero-centred q/k norm); softmax "
+        "router; gated shared expert"),
+    shapes={"qwen3-next-80b-a3b": QWEN3_NEXT_80B_A3B},
 )

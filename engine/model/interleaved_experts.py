@@ -1,5 +1,6 @@
-"""gpt-oss experts from a bf16 checkpoint: the stacked, interleaved HF tensors -> Wisp's expert blocks, and the
-expert biases -> resident per-layer tensors (engine.experts.formats.activation.ExpertBias).
+"""Experts stacked per layer with gate and up interleaved column by column (gpt-oss's bf16 checkpoints): the HF
+tensors -> Wisp's expert blocks, and the expert biases -> resident per-layer tensors
+(engine.experts.formats.activation.ExpertBias).
 
 Shapes: E experts of a layer, D hidden size, I expert intermediate size."""
 

@@ -1,0 +1,41 @@
+"""Always-on experts beside the routed ones, resident on the device with the dense weights: Qwen2-MoE's one
+shared expert behind a sigmoid gate, and DeepSeek-style layers' ungated shared experts."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.model.args import ModelArgs
+from engine.model.layers import DenseMLP
+
+
+class GatedSharedExpert(nn.Module):
+    """One SwiGLU expert scaled by sigmoid(shared_expert_gate(x)) (qwen2_moe, qwen3_next, qwen3_5_moe)."""
+
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.shared_expert = DenseMLP(args.hidden_size, args.shared_expert_intermediate_size)
+        self.shared_expert_gate = nn.Linear(args.hidden_size, 1, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
+
+
+class UngatedSharedExperts(nn.Module):
+    """n_shared_experts always-on experts as one SwiGLU MLP, added without a gate (glm4_moe, deepseek_v2/v3)."""
+
+    def __init__(self, args: ModelArgs):
+        super().__init__()
+        self.shared_experts = DenseMLP(args.hidden_size, args.n_shared_experts * args.moe_intermediate_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.shared_experts(x)
+
+
+def build_shared_experts(args: ModelArgs) -> nn.Module | None:
+    """The layer's shared experts, as the config sizes them, or None."""
+    if args.n_shared_experts:
+        return UngatedSharedExperts(args)
+    return GatedSharedExpert(args) if args.shared_expert_intermediate_size else None
