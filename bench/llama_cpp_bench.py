@@ -116,7 +116,10 @@ def run_bench(args, n_cpu_moe: int, out: Path) -> dict:
     row.update(row["by_threads"][str(tests[0]["n_threads"])])  # the first thread count, as rows had before
     row["build"] = {k: tests[0].get(k) for k in ("build_commit", "build_number", "cpu_info", "gpu_info", "backends",
                                                  "n_threads", "flash_attn", "type_k", "n_batch", "n_ubatch")}
-    print(json.dumps({k: v for k, v in row.items() if k not in ("command", "build")}), flush=True)
+    speeds = {t: {k: round(v, 2) for k, v in speed.items() if k.endswith(("tok_s", "std"))}
+              for t, speed in row["by_threads"].items()}
+    print(json.dumps({"n_cpu_moe": n_cpu_moe, "device_alloc_gib": round(row["device_alloc_gib"], 3),
+                      "wall_s": round(row["wall_s"], 1), "by_threads": speeds}), flush=True)
     return row
 
 
