@@ -52,7 +52,7 @@ if [ ! -x "$BIN/llama-bench" ]; then
     ) &
     build=$!
 fi
-if [ ! -e "$WORK/g/t-f16.gguf" ]; then
+if [ ! -e "$WORK/g/t-f16.gguf" ] && [ ! -e "$WORK/g/t-$TYPE.gguf" ]; then
     echo "== f16 template of $SHAPE (full width)"
     t0=$SECONDS; python3 bench/synthetic_gguf.py template "$WORK/g/t-f16.gguf" --shape "$SHAPE" 2>&1 | tail -2
     echo "template: $((SECONDS - t0)) s"
