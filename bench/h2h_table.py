@@ -45,7 +45,7 @@ def table(rows: list[dict], llama: dict) -> str:
     for row in order:
         budget = row["budget_gib"]
         ttft = row.get("ttft_s_median") or row["ttft_s"]
-        cells = ["resident" if budget is None else f"{budget:g}", f"{row['link_gbps']:g}" if row["link_gbps"] else "H200",
+        cells = ["resident" if budget is None else f"{budget:g}", f"{row['link_gbps']:g}" if row["link_gbps"] else "native",
                  row["arm"] + (f" p{row['prompt']}" if row["prompt"] != prompt else ""),
                  f"{row['decode_tok_s']:.1f}", f"{ttft:.3f}"]
         run = llama_run(llama, budget) if row["prompt"] == prompt else None

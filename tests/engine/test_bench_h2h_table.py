@@ -28,5 +28,5 @@ def test_rows_meet_llama_cpp_at_their_budget_per_thread_count(tmp_path):
     assert len(lines) == 2 + 3  # the failed row is left out
     assert lines[2] == ("| 12 | 25 | wisp | 100.0 | 0.250 | 50.0 (20) | 2.00x | 0.500 | 2.00x "
                         "| 40.0 (20) | 2.50x | 1.000 | 4.00x |")
-    assert lines[3].startswith("| 12 | H200 | wisp p2048 | 90.0 | 0.900 | - |")  # no llama.cpp run at 2,048
-    assert lines[4] == "| resident | H200 | resident | 220.0 | 0.050 | 200.0 (0) | 1.10x | 0.100 | 2.00x | - | - | - | - |"
+    assert lines[3].startswith("| 12 | native | wisp p2048 | 90.0 | 0.900 | - |")  # no llama.cpp run at 2,048
+    assert lines[4] == "| resident | native | resident | 220.0 | 0.050 | 200.0 (0) | 1.10x | 0.100 | 2.00x | - | - | - | - |"
