@@ -3,8 +3,10 @@
 # 2026-12-07-qwen35-h2h):
 #   [SHAPE=qwen3.5-35b-a3b] bash bench/h2h_h200.sh OUT_DIR LLAMA_SRC_TAR_XZ [FILE_TYPE]
 # 1. llama.cpp (the source bench/llama_cpp_source.sh trims, as a .tar.xz) built with CUDA for sm_90 by its own
-#    CMake, while the f16 template of SHAPE (default qwen3-30b-a3b) is drawn on the GPU (bench/synthetic_gguf.py);
-# 2. the template quantized by llama-quantize to FILE_TYPE (default Q4_K_M) and assembled into the whole file;
+#    CMake, while the f16 template of SHAPE (default qwen3-30b-a3b) is drawn on the GPU (bench/synthetic_gguf.py)
+#    and a CPU-only llama-quantize is built beside;
+# 2. the template quantized by llama-quantize to FILE_TYPE (default Q4_K_M) and assembled into the whole file
+#    while the CUDA build goes on;
 # 3. llama-bench --n-cpu-moe at LLAMA_BUDGETS GiB of device buffers with 16 and 8 threads (bench/llama_cpp_bench.py);
 # 4. `wisp bench --gguf` on the same file, each row at the H200's link and paced to PCIe4 (--link-gbps 25):
 #    WISP_ROWS names the `wisp bench` sessions, in order, as long as the call's time lasts (DEADLINE seconds after
@@ -36,42 +38,53 @@ case $SHAPE in
        [ -e "$TRACE" ] || python3 -m engine.cli trace synth --shape "$SHAPE" --carry-over 0.46 --cover90 130 \
            --top-share 0.0215 --requests 4 --prompt 512 --tokens 96 --seed 1 --out "$TRACE" 2>&1 | tail -1 | cut -c1-200 & ;;
 esac
-LB=$(dirname "$WORK")/lb
+LB=$(dirname "$WORK")/lb  # llama.cpp with CUDA: llama-bench
+LQ=$(dirname "$WORK")/lq  # llama.cpp for the CPU alone: llama-quantize, built in a minute while CUDA's compiles
 BIN=$LB/bin
+CMAKE_COMMON=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+              -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF)
+[ -d "$(dirname "$WORK")/src/llama.cpp" ] || { mkdir -p "$(dirname "$WORK")/src" && tar xJf "$SRC" -C "$(dirname "$WORK")/src"; }
+SRC_DIR=$(dirname "$WORK")/src/llama.cpp
 if [ ! -x "$BIN/llama-bench" ]; then
     echo "== build llama.cpp (CUDA, sm_90, no FlashAttention kernels)"
-    mkdir -p "$WORK/src" && tar xJf "$SRC" -C "$WORK/src"
     (
-        cmake -S "$WORK/src/llama.cpp" -B "$LB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
-            -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF -DGGML_CUDA_NCCL=OFF -DGGML_NATIVE=ON \
-            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
-            -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF > "$WORK/cmake.log" 2>&1 || { tail -30 "$WORK/cmake.log"; exit 1; }
+        cmake -S "$SRC_DIR" -B "$LB" "${CMAKE_COMMON[@]}" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF \
+            -DGGML_CUDA_NCCL=OFF > "$LB.cmake.log" 2>&1 || { tail -30 "$LB.cmake.log"; exit 1; }
         built=$SECONDS
-        ninja -C "$LB" llama-bench llama-quantize > "$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log"; exit 1; }
-        echo "build: $((SECONDS - built)) s ($(grep -c '\.cu\.o' "$WORK/build.log") CUDA objects)"
+        ninja -C "$LB" llama-bench > "$LB.build.log" 2>&1 || { tail -40 "$LB.build.log"; exit 1; }
+        echo "build: $((SECONDS - built)) s ($(grep -c '\.cu\.o' "$LB.build.log") CUDA objects)"
     ) &
     build=$!
+fi
+if [ ! -x "$LQ/bin/llama-quantize" ]; then
+    (
+        cmake -S "$SRC_DIR" -B "$LQ" "${CMAKE_COMMON[@]}" -DGGML_CUDA=OFF > "$LQ.cmake.log" 2>&1 \
+            && ninja -C "$LQ" llama-quantize > "$LQ.build.log" 2>&1 || tail -30 "$LQ.build.log"
+    ) &
+    qbuild=$!
 fi
 if [ ! -e "$WORK/g/t-f16.gguf" ] && [ ! -e "$WORK/g/t-$TYPE.gguf" ]; then
     echo "== f16 template of $SHAPE (full width)"
     t0=$SECONDS; python3 bench/synthetic_gguf.py template "$WORK/g/t-f16.gguf" --shape "$SHAPE" 2>&1 | tail -2
     echo "template: $((SECONDS - t0)) s"
 fi
-[ -n "${build:-}" ] && { wait "$build" || echo "llama.cpp build failed"; }
-wait
+[ -n "${qbuild:-}" ] && { wait "$qbuild" || echo "llama-quantize build failed"; }
 echo "elapsed $((SECONDS - start)) s"
 
 FILE=$WORK/g/$TYPE.gguf
-if [ -x "$BIN/llama-quantize" ] && [ ! -e "$FILE" ]; then
+if [ -x "$LQ/bin/llama-quantize" ] && [ ! -e "$FILE" ]; then
     echo "== quantize and assemble $TYPE"
     t0=$SECONDS
-    "$BIN/llama-quantize" "$WORK/g/t-f16.gguf" "$WORK/g/t-$TYPE.gguf" "$TYPE" 16 > "$WORK/quantize-$TYPE.log" 2>&1 \
+    "$LQ/bin/llama-quantize" "$WORK/g/t-f16.gguf" "$WORK/g/t-$TYPE.gguf" "$TYPE" 16 > "$WORK/quantize-$TYPE.log" 2>&1 \
         || tail -20 "$WORK/quantize-$TYPE.log"
-    grep -E "exps|attn_v|output.weight|token_embd|quant size" "$WORK/quantize-$TYPE.log" | cut -c1-160
+    grep -E "exps|attn_v|attn_qkv|output.weight|token_embd|quant size" "$WORK/quantize-$TYPE.log" | cut -c1-160
     rm -f "$WORK/g/t-f16.gguf"  # the disk holds one shape's files at a time beside another's
     python3 bench/synthetic_gguf.py assemble "$WORK/g/t-$TYPE.gguf" "$FILE" --layers "$LAYERS"
     echo "quantize + assemble: $((SECONDS - t0)) s"
 fi
+[ -n "${build:-}" ] && { wait "$build" || echo "llama.cpp build failed"; }
+wait  # the trace
+echo "elapsed $((SECONDS - start)) s"
 
 if [ -e "$FILE" ] && [ ! -e "$WORK/llama-$TYPE/llama_cpp.md" ]; then
     echo "== llama-bench --n-cpu-moe on $TYPE ($SHAPE), -t ${LLAMA_THREADS:-16,8}"
