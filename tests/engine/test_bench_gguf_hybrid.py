@@ -18,17 +18,18 @@ from tests.gguf.models import quantize
 
 pytest.importorskip("llama_cpp", reason="llama.cpp's quantizer makes the template's types")
 LAYERS = 8  # full attention at 3 and 7; use_more_bits at 8 layers: 0, 3, 6, 7
+EXPERTS = 16
 
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """(quantized 4-layer template, assembled LAYERS-layer file): the Qwen3.5 layer pattern at rows of 256 (the
-    narrowest llama.cpp k-quantizes), 128 experts top-8 so the Qwen3 trace drives it."""
+    narrowest llama.cpp k-quantizes), EXPERTS experts top-8."""
     folder = tmp_path_factory.mktemp("h2h-hybrid")
     args = template_args("qwen3.5-35b-a3b")
     linear = replace(args.linear, num_key_heads=2, num_value_heads=4, key_head_dim=64, value_head_dim=64)
     args = replace(args, hidden_size=256, moe_intermediate_size=256, shared_expert_intermediate_size=256,
-                   vocab_size=512, num_attention_heads=4, num_key_value_heads=2, head_dim=64, num_experts=128,
+                   vocab_size=512, num_attention_heads=4, num_key_value_heads=2, head_dim=64, num_experts=EXPERTS,
                    linear=linear)
     template = quantize(write_template(folder / "t-f16.gguf", args), folder / "t-Q4_K_M.gguf", "Q4_K_M")
     assemble(template, folder / "Q4_K_M.gguf", LAYERS, seed=3)
@@ -69,7 +70,7 @@ def test_assembled_layers_have_the_kind_and_types_of_a_whole_file(files):
     # layer 6 (linear, richer) is template layer 2 with its experts and router rows permuted the same way
     source, copy = template["blk.2.ffn_gate_inp.weight"].data, tensors["blk.6.ffn_gate_inp.weight"].data
     perm = [int(np.flatnonzero((source == row).all(axis=1))[0]) for row in copy]
-    assert sorted(perm) == list(range(128)) and perm != list(range(128))
+    assert sorted(perm) == list(range(EXPERTS)) and perm != list(range(EXPERTS))
     assert np.array_equal(tensors["blk.6.ffn_up_exps.weight"].data, template["blk.2.ffn_up_exps.weight"].data[perm])
 
 
