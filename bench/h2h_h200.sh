@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
-# Issue 27's head-to-head on the H200 in one device call (bench/results/2026-12-01-h200-h2h/NOTES.md):
-#   bash bench/h2h_h200.sh OUT_DIR LLAMA_SRC_TAR_XZ [FILE_TYPE]
+# The head-to-head against llama.cpp on one file, on the H200, in one device call (bench/results/2026-12-01-h200-h2h,
+# 2026-12-07-qwen35-h2h):
+#   [SHAPE=qwen3.5-35b-a3b] bash bench/h2h_h200.sh OUT_DIR LLAMA_SRC_TAR_XZ [FILE_TYPE]
 # 1. llama.cpp (the source bench/llama_cpp_source.sh trims, as a .tar.xz) built with CUDA for sm_90 by its own
-#    CMake, while the f16 template of the Qwen3-30B-A3B shape is drawn on the GPU (bench/synthetic_gguf.py);
-# 2. the template quantized by llama-quantize to FILE_TYPE (default Q4_K_M) and assembled into the 48-layer file;
-# 3. llama-bench --n-cpu-moe at 8/12/16/24 GiB of device buffers (bench/llama_cpp_bench.py);
-# 4. `wisp bench --gguf` on the same file: resident, WiSP and static-UVA on the published-locality trace, resident and
-#    WiSP at 12 GiB with a 2,048-token prompt, resident with 8,192, WiSP on the twin code trace, as long as the
-#    call's time lasts (DEADLINE seconds after the start, default 575).
+#    CMake, while the f16 template of SHAPE (default qwen3-30b-a3b) is drawn on the GPU (bench/synthetic_gguf.py)
+#    and a CPU-only llama-quantize is built beside;
+# 2. the template quantized by llama-quantize to FILE_TYPE (default Q4_K_M) and assembled into the whole file
+#    while the CUDA build goes on;
+# 3. llama-bench --n-cpu-moe at LLAMA_BUDGETS GiB of device buffers with 16 and 8 threads (bench/llama_cpp_bench.py);
+# 4. `wisp bench --gguf` on the same file, each row at the H200's link and paced to PCIe4 (--link-gbps 25):
+#    WISP_ROWS names the `wisp bench` sessions, in order, as long as the call's time lasts (DEADLINE seconds after
+#    the start, default 575). The Qwen3 shape runs on its published-locality trace; Qwen3.5 has none, so a trace
+#    is drawn with assumed statistics (bench/results/2026-12-02-hybrid-h200).
 # Steps whose outputs already exist in WORK (a warm machine) are skipped. Everything printed goes to OUT/log.txt.
 set -u
 OUT=${1:?usage: bench/h2h_h200.sh OUT_DIR LLAMA_SRC_TAR_XZ [FILE_TYPE]}
 SRC=${2:?usage: bench/h2h_h200.sh OUT_DIR LLAMA_SRC_TAR_XZ [FILE_TYPE]}
 TYPE=${3:-Q4_K_M}
-WORK=${WORK:-/tmp/h2h}
+SHAPE=${SHAPE:-qwen3-30b-a3b}
+WORK=${WORK:-/tmp/h2h}/$SHAPE
+LLAMA_BUDGETS=${LLAMA_BUDGETS:-12,8,16,24}
 DEADLINE=${DEADLINE:-575}
 start=$SECONDS
 left() { echo $((DEADLINE - (SECONDS - start))); }
-mkdir -p "$OUT" "$WORK/g"
+mkdir -p "$OUT" "$WORK/g" "$(dirname "$WORK")/lb"
 export PYTHONUNBUFFERED=1
 exec > >(tee -a "$OUT/log.txt") 2>&1
 echo "== machine"
@@ -25,56 +31,83 @@ nproc; free -g | head -2; df -h "$WORK" | tail -1
 nvidia-smi --query-gpu=name,memory.used,memory.total,driver_version --format=csv,noheader
 nvcc --version | tail -2; cmake --version | head -1; python3 -c "import torch, gguf; print(torch.__version__)"
 
-BIN=$WORK/lb/bin
+LAYERS=$(python3 -c "from engine.model.shapes import shape; print(shape('$SHAPE').num_hidden_layers)")
+case $SHAPE in
+    qwen3-30b-a3b) TRACE=resources/traces/qwen3-published_chat-carry44.npz ;;
+    *) TRACE=$WORK/assumed.npz  # the published statistics of Qwen3-30B-A3B, scaled to the shape's experts
+       [ -e "$TRACE" ] || python3 -m engine.cli trace synth --shape "$SHAPE" --carry-over 0.46 --cover90 130 \
+           --top-share 0.0215 --requests 4 --prompt 512 --tokens 96 --seed 1 --out "$TRACE" 2>&1 | tail -1 | cut -c1-200 & ;;
+esac
+LB=$(dirname "$WORK")/lb  # llama.cpp with CUDA: llama-bench
+LQ=$(dirname "$WORK")/lq  # llama.cpp for the CPU alone: llama-quantize, built in a minute while CUDA's compiles
+BIN=$LB/bin
+CMAKE_COMMON=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+              -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF)
+[ -d "$(dirname "$WORK")/src/llama.cpp" ] || { mkdir -p "$(dirname "$WORK")/src" && tar xJf "$SRC" -C "$(dirname "$WORK")/src"; }
+SRC_DIR=$(dirname "$WORK")/src/llama.cpp
 if [ ! -x "$BIN/llama-bench" ]; then
     echo "== build llama.cpp (CUDA, sm_90, no FlashAttention kernels)"
-    mkdir -p "$WORK/src" && tar xJf "$SRC" -C "$WORK/src"
     (
-        cmake -S "$WORK/src/llama.cpp" -B "$WORK/lb" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
-            -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF -DGGML_CUDA_NCCL=OFF -DGGML_NATIVE=ON \
-            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
-            -DLLAMA_OPENSSL=OFF -DBUILD_SHARED_LIBS=OFF > "$WORK/cmake.log" 2>&1 || { tail -30 "$WORK/cmake.log"; exit 1; }
+        cmake -S "$SRC_DIR" -B "$LB" "${CMAKE_COMMON[@]}" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF \
+            -DGGML_CUDA_NCCL=OFF > "$LB.cmake.log" 2>&1 || { tail -30 "$LB.cmake.log"; exit 1; }
         built=$SECONDS
-        ninja -C "$WORK/lb" llama-bench llama-quantize > "$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log"; exit 1; }
-        echo "build: $((SECONDS - built)) s ($(grep -c '\.cu\.o' "$WORK/build.log") CUDA objects)"
+        ninja -C "$LB" llama-bench > "$LB.build.log" 2>&1 || { tail -40 "$LB.build.log"; exit 1; }
+        echo "build: $((SECONDS - built)) s ($(grep -c '\.cu\.o' "$LB.build.log") CUDA objects)"
     ) &
     build=$!
 fi
-if [ ! -e "$WORK/g/t-f16.gguf" ]; then
-    echo "== f16 template (2 layers, full width)"
-    t0=$SECONDS; python3 bench/synthetic_gguf.py template "$WORK/g/t-f16.gguf" 2>&1 | tail -2; echo "template: $((SECONDS - t0)) s"
+if [ ! -x "$LQ/bin/llama-quantize" ]; then
+    (
+        cmake -S "$SRC_DIR" -B "$LQ" "${CMAKE_COMMON[@]}" -DGGML_CUDA=OFF > "$LQ.cmake.log" 2>&1 \
+            && ninja -C "$LQ" llama-quantize > "$LQ.build.log" 2>&1 || tail -30 "$LQ.build.log"
+    ) &
+    qbuild=$!
 fi
-[ -n "${build:-}" ] && { wait "$build" || echo "llama.cpp build failed"; }
+if [ ! -e "$WORK/g/t-f16.gguf" ] && [ ! -e "$WORK/g/t-$TYPE.gguf" ]; then
+    echo "== f16 template of $SHAPE (full width)"
+    t0=$SECONDS; python3 bench/synthetic_gguf.py template "$WORK/g/t-f16.gguf" --shape "$SHAPE" 2>&1 | tail -2
+    echo "template: $((SECONDS - t0)) s"
+fi
+[ -n "${qbuild:-}" ] && { wait "$qbuild" || echo "llama-quantize build failed"; }
 echo "elapsed $((SECONDS - start)) s"
 
 FILE=$WORK/g/$TYPE.gguf
-if [ -x "$BIN/llama-quantize" ] && [ ! -e "$FILE" ]; then
+if [ -x "$LQ/bin/llama-quantize" ] && [ ! -e "$FILE" ]; then
     echo "== quantize and assemble $TYPE"
     t0=$SECONDS
-    "$BIN/llama-quantize" "$WORK/g/t-f16.gguf" "$WORK/g/t-$TYPE.gguf" "$TYPE" 16 > "$WORK/quantize-$TYPE.log" 2>&1 \
+    "$LQ/bin/llama-quantize" "$WORK/g/t-f16.gguf" "$WORK/g/t-$TYPE.gguf" "$TYPE" 16 > "$WORK/quantize-$TYPE.log" 2>&1 \
         || tail -20 "$WORK/quantize-$TYPE.log"
-    grep -E "exps|attn_v|output.weight|token_embd|quant size" "$WORK/quantize-$TYPE.log" | cut -c1-160
-    python3 bench/synthetic_gguf.py assemble "$WORK/g/t-$TYPE.gguf" "$FILE" --layers 48
+    grep -E "exps|attn_v|attn_qkv|output.weight|token_embd|quant size" "$WORK/quantize-$TYPE.log" | cut -c1-160
+    rm -f "$WORK/g/t-f16.gguf"  # the disk holds one shape's files at a time beside another's
+    python3 bench/synthetic_gguf.py assemble "$WORK/g/t-$TYPE.gguf" "$FILE" --layers "$LAYERS"
     echo "quantize + assemble: $((SECONDS - t0)) s"
 fi
+[ -n "${build:-}" ] && { wait "$build" || echo "llama.cpp build failed"; }
+wait  # the trace
+echo "elapsed $((SECONDS - start)) s"
 
-if [ -e "$FILE" ] && [ ! -e "$OUT/llama-$TYPE.tgz" ]; then
-    echo "== llama-bench --n-cpu-moe on $TYPE"
-    timeout $(($(left) - 60)) python3 bench/llama_cpp_bench.py --bench "$BIN/llama-bench" --model "$FILE" \
-        --budgets 12,8,16,24 --out "$WORK/llama-$TYPE" 2>&1 | cut -c1-600
-    tar czf "$OUT/llama-$TYPE.tgz" -C "$WORK" "llama-$TYPE"
+if [ -e "$FILE" ] && [ ! -e "$WORK/llama-$TYPE/llama_cpp.md" ]; then
+    echo "== llama-bench --n-cpu-moe on $TYPE ($SHAPE), -t ${LLAMA_THREADS:-16,8}"
+    timeout $(($(left) - ${WISP_RESERVE:-60})) python3 bench/llama_cpp_bench.py --bench "$BIN/llama-bench" \
+        --model "$FILE" --budgets "$LLAMA_BUDGETS" --threads "${LLAMA_THREADS:-16,8}" --out "$WORK/llama-$TYPE" 2>&1 \
+        | cut -c1-300
     echo "elapsed $((SECONDS - start)) s"
 fi
+[ -d "$WORK/llama-$TYPE" ] && tar czf "$OUT/llama-$SHAPE-$TYPE.tgz" -C "$WORK" "llama-$TYPE"
 
-if [ -e "$FILE" ]; then
-    echo "== wisp bench --gguf $TYPE ($(left) s left)"
-    timeout $(left) python3 -m engine.bench.suite --gguf "$FILE" --trace resources/traces/qwen3-published_chat-carry44.npz \
-        --budgets 12,8 --prompt 512 --tokens 64 --runs 3 --arms resident,wisp,static-uva \
-        --label "same file as llama.cpp, commit ${H2H_COMMIT:-unknown}" --out "$OUT/wisp-$TYPE" \
-        --also "--budgets 16,24 --arms wisp,static-uva --out $OUT/wisp-$TYPE-16-24" \
-        --also "--prompt 2048 --budgets 12 --arms resident,wisp --out $OUT/wisp-$TYPE-2048" \
-        --also "--prompt 8192 --max-len 8448 --tokens 32 --arms resident --out $OUT/wisp-$TYPE-8192" \
-        --also "--trace resources/traces/qwen3-twin_code.npz --budgets 12,8,16,24 --arms wisp --runs 1 \
-                --out $OUT/wisp-$TYPE-twin" 2>&1 | cut -c1-400
+if [ -e "$FILE" ] && [ -e "$TRACE" ]; then
+    echo "== wisp bench --gguf $TYPE ($SHAPE, $(left) s left)"
+    # WISP_ROWS: sessions of `wisp bench`, ';'-separated, the first the main one (its flags after the shared ones)
+    ROWS=${WISP_ROWS:-"--budgets 12,8 --arms resident,wisp;--budgets 12,8 --arms wisp --link-gbps 25;\
+--budgets 24 --arms wisp --link-gbps 25;--budgets 24 --arms wisp;--prompt 2048 --budgets 12 --arms resident,wisp --link-gbps 25"}
+    IFS=';' read -ra SESSIONS <<< "$ROWS"
+    also=()
+    for session in "${SESSIONS[@]:1}"; do
+        tag=$(echo "$session" | tr -cs 'A-Za-z0-9' '-' | sed 's/^-*//; s/-*$//')
+        also+=(--also "$session --out $OUT/wisp-$SHAPE-$tag")
+    done
+    timeout $(left) python3 -m engine.bench.suite --gguf "$FILE" --trace "$TRACE" --prompt 512 --tokens 64 --runs 3 \
+        --label "same file as llama.cpp, commit ${H2H_COMMIT:-unknown}" --out "$OUT/wisp-$SHAPE" \
+        ${SESSIONS[0]} "${also[@]}" 2>&1 | cut -c1-400
 fi
 echo "== done at $((SECONDS - start)) s"

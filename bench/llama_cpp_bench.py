@@ -2,6 +2,7 @@
 in host RAM (`--n-cpu-moe N`, computed there by the CPU), everything else on the GPU (-ngl 99).
 
     python bench/llama_cpp_bench.py --bench build/bin/llama-bench --model Q4_K_M.gguf --budgets 8,12,16,24 --out DIR
+    ... --threads 16,8   # each N measured with 16 and with 8 CPU threads (a desktop's), one llama-bench call
 
 One run with every layer's experts on the host (N = all layers) measures what llama.cpp allocates on the device
 besides the experts (its model, KV and compute buffers, as its verbose log prints them); each budget then gets the
@@ -111,14 +112,25 @@ def run_bench(args, n_cpu_moe: int, out: Path) -> dict:
     except json.JSONDecodeError:
         row["error"] = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return row
-    for test in tests:
-        kind = "pp" if test["n_gen"] == 0 else "tg"
-        row[f"{kind}_tok_s"], row[f"{kind}_std"] = test["avg_ts"], test["stddev_ts"]
-        row[f"{kind}_samples"] = test.get("samples_ts")
+    row["by_threads"] = speeds_by_threads(tests)
+    row.update(row["by_threads"][str(tests[0]["n_threads"])])  # the first thread count, as rows had before
     row["build"] = {k: tests[0].get(k) for k in ("build_commit", "build_number", "cpu_info", "gpu_info", "backends",
                                                  "n_threads", "flash_attn", "type_k", "n_batch", "n_ubatch")}
-    print(json.dumps({k: v for k, v in row.items() if k not in ("command", "build")}), flush=True)
+    speeds = {t: {k: round(v, 2) for k, v in speed.items() if k.endswith(("tok_s", "std"))}
+              for t, speed in row["by_threads"].items()}
+    print(json.dumps({"n_cpu_moe": n_cpu_moe, "device_alloc_gib": round(row["device_alloc_gib"], 3),
+                      "wall_s": round(row["wall_s"], 1), "by_threads": speeds}), flush=True)
     return row
+
+
+def speeds_by_threads(tests: list[dict]) -> dict[str, dict]:
+    """llama-bench's JSON tests -> {threads: {pp_tok_s, pp_std, pp_samples, tg_tok_s, ...}} (JSON keys: strings)."""
+    speeds: dict[str, dict] = {}
+    for test in tests:
+        kind = "pp" if test["n_gen"] == 0 else "tg"
+        speeds.setdefault(str(test["n_threads"]), {}).update({
+            f"{kind}_tok_s": test["avg_ts"], f"{kind}_std": test["stddev_ts"], f"{kind}_samples": test.get("samples_ts")})
+    return speeds
 
 
 def measure(args) -> dict:
@@ -146,18 +158,26 @@ def measure(args) -> dict:
 
 def table(result: dict) -> str:
     by_n = {row["n_cpu_moe"]: row for row in result["rows"]}
+    threads = [str(t) for t in str(result["threads"]).split(",")]
+    speed_heads = " | ".join(f"pp{result['prompt']} tok/s -t {t} | tg{result['tokens']} tok/s -t {t}" for t in threads)
     lines = [f"llama-bench on {result['model']}: -ngl 99, -t {result['threads']}, -p {result['prompt']}, "
              f"-n {result['tokens']}, {result['reps']} repetitions (mean +- std)", "",
-             "| budget GiB | --n-cpu-moe | expert layers on GPU | device buffers GiB | nvidia-smi peak GiB | "
-             f"pp{result['prompt']} tok/s | tg{result['tokens']} tok/s |", "|---|---|---|---|---|---|---|"]
+             f"| budget GiB | --n-cpu-moe | expert layers on GPU | device buffers GiB | nvidia-smi peak GiB | {speed_heads} |",
+             "|---|---|---|---|---|" + "---|---|" * len(threads)]
     rows = [("all on host", result["layers"])] + [(f"{b['budget_gib']:g}", b["n_cpu_moe"]) for b in result["budgets"]]
     for label, n in rows:
         row = by_n[n]
         peak = f"{row['smi_peak_gib']:.2f}" if row.get("smi_peak_gib") is not None else "-"
-        speed = (f"{row['pp_tok_s']:.1f} +- {row['pp_std']:.1f} | {row['tg_tok_s']:.2f} +- {row['tg_std']:.2f}"
-                 if "tg_tok_s" in row else f"error: {row.get('error')} | -")
-        lines.append(f"| {label} | {n} | {result['layers'] - n} | {row['device_alloc_gib']:.2f} | {peak} | {speed} |")
+        lines.append(f"| {label} | {n} | {result['layers'] - n} | {row['device_alloc_gib']:.2f} | {peak} | "
+                     f"{' | '.join(speed_cells(row, t) for t in threads)} |")
     return "\n".join(lines) + "\n"
+
+
+def speed_cells(row: dict, threads: str) -> str:
+    speed = row.get("by_threads", {}).get(threads) or (row if "tg_tok_s" in row else None)
+    if speed is None or "tg_tok_s" not in speed:
+        return f"error: {row.get('error', 'no result')} | -"
+    return f"{speed['pp_tok_s']:.1f} +- {speed['pp_std']:.1f} | {speed['tg_tok_s']:.2f} +- {speed['tg_std']:.2f}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -165,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--bench", type=Path, required=True, help="the llama-bench executable")
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--budgets", default="8,12,16,24", help="GiB")
-    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--threads", default="16", help="llama-bench -t: one count, or several (16,8)")
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--reps", type=int, default=3)

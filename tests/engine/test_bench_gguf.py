@@ -67,7 +67,7 @@ def test_a_template_without_the_richer_layer_is_refused(files, tmp_path):
     reader = gguf.GGUFReader(files[0])
     assert file_type_name(reader) == "Q4_K_M"
     assert layer_sources(reader, "qwen3moe", "Q4_K_M", 4) == {0: 0, 1: 0, 2: 1, 3: 1}  # use_more_bits at 4 layers: 2 and 3
-    with pytest.raises(ValueError, match="no layer whose ffn_down is Q8_0"):
+    with pytest.raises(ValueError, match="no layer of full_attention with ffn_down Q8_0"):
         layer_sources(reader, "qwen3moe", "Q8_0", 4)
 
 

@@ -23,9 +23,13 @@ for kv, compute in ((40.0, 50.0), (48.0, 60.0)):  # one context per test: the la
     print(f"llama_kv_cache:      CUDA0 KV buffer size = {{kv:.2f}} MiB", file=sys.stderr)
     print(f"sched_reserve:      CUDA0 compute buffer size = {{compute:.2f}} MiB", file=sys.stderr)
     print("sched_reserve:  CUDA_Host compute buffer size = 9.00 MiB", file=sys.stderr)
-tg = 100.0 / (1 + n)
-print(json.dumps([{{"n_prompt": 512, "n_gen": 0, "avg_ts": 900.0, "stddev_ts": 9.0, "samples_ts": [900.0]}},
-                  {{"n_prompt": 0, "n_gen": 64, "avg_ts": tg, "stddev_ts": 1.0, "samples_ts": [tg]}}]))
+tests = []
+for threads in map(int, argv[argv.index("-t") + 1].split(",")):  # llama-bench: one pp and one tg test per count
+    tg = 100.0 * threads / 16 / (1 + n)
+    tests += [{{"n_prompt": 512, "n_gen": 0, "n_threads": threads, "avg_ts": 900.0, "stddev_ts": 9.0,
+               "samples_ts": [900.0]}},
+              {{"n_prompt": 0, "n_gen": 64, "n_threads": threads, "avg_ts": tg, "stddev_ts": 1.0, "samples_ts": [tg]}}]
+print(json.dumps(tests))
 '''
 
 
@@ -70,3 +74,17 @@ def test_each_budget_gets_the_smallest_n_that_fits_and_is_checked(fake_bench, tm
     table = (out / "llama_cpp.md").read_text()
     assert "| all on host | 4 | 0 |" in table and table.count("| 2 | 2 |") == 2  # two budgets at n = 2
     assert (out / "llama_cpp-ncmoe2.log").read_text().startswith(str(fake_bench))
+
+
+def test_several_thread_counts_are_one_call_and_one_column_pair_each(fake_bench, tmp_path):
+    out = tmp_path / "out"
+    lcb.main(["--bench", str(fake_bench), "--model", "x.gguf", "--out", str(out), "--threads", "16,8",
+              "--budgets", str((BASE_MIB + 2000) / 1024)])
+    result = json.loads((out / "llama_cpp.json").read_text())
+    row = next(r for r in result["rows"] if r["n_cpu_moe"] == 0)
+    assert "-t 16,8" in row["command"]
+    assert row["by_threads"]["16"]["tg_tok_s"] == pytest.approx(100.0) and row["tg_tok_s"] == pytest.approx(100.0)
+    assert row["by_threads"]["8"]["tg_tok_s"] == pytest.approx(50.0)
+    table = (out / "llama_cpp.md").read_text()
+    assert "tg64 tok/s -t 16 | pp512 tok/s -t 8 | tg64 tok/s -t 8 |" in table
+    assert "| 900.0 +- 9.0 | 100.00 +- 1.00 | 900.0 +- 9.0 | 50.00 +- 1.00 |" in table
