@@ -121,3 +121,32 @@ def test_a_pool_short_of_one_slot_keeps_the_lru_path_and_a_shrink_leaves_held_ro
     assert pager.device_pager.held is None and pager.device_pager.generation > generation
     x, ids, weights = next(steps(4, 1))
     assert torch.equal(pager.device_pager.forward(0, x, ids, weights), resident_out(store, 0, x, ids, weights))
+
+
+def test_held_steps_keep_at_most_one_entry_per_expert_and_replay_the_order_of_last_use():
+    """A long session on held rows remembers each layer's experts once (not every step), and replaying gives the host
+    LRUs what touching every step's ids in order would have."""
+    from engine.alloc.expert_lru import ExpertLRU
+    from engine.experts.pager.held_rows import HeldRows
+
+    held = HeldRows(LAYERS, EXPERTS, torch.device("cpu"))
+    rng = np.random.default_rng(0)
+    steps = [(layer, rng.integers(0, EXPERTS, size=(1, TOP_K))) for _ in range(500) for layer in LAYERS]
+    for start in range(0, len(steps), 7):
+        held.note(steps[start:start + 7])
+    assert all(len(recent) <= EXPERTS for recent in held.recent.values())
+
+    start_order = rng.permutation(EXPERTS).tolist()
+
+    def full_lrus():
+        lrus = {layer: ExpertLRU(EXPERTS) for layer in LAYERS}
+        for lru in lrus.values():
+            lru.slots.update((expert, expert) for expert in start_order)
+        return lrus
+
+    replayed, stepped = full_lrus(), full_lrus()
+    held.replay(replayed)
+    for layer, ids in steps:
+        stepped[layer].touch(int(e) for e in step_unique(ids))
+    assert all(list(replayed[layer].slots) == list(stepped[layer].slots) for layer in LAYERS)
+    assert not any(held.recent.values())

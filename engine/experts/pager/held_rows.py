@@ -6,6 +6,8 @@ shrink keeps the experts used last, as it would have."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 import torch
 
@@ -21,7 +23,9 @@ class HeldRows:
     def __init__(self, layers: list[int], num_experts: int, device: torch.device):
         self.position = {layer: p for p, layer in enumerate(layers)}
         self.table = torch.zeros(len(layers), num_experts, dtype=torch.int64, device=device)  # [layers, E] pool row
-        self.routed: list[tuple[int, np.ndarray]] = []  # (layer, ids [T, K]) of held steps, in step order
+        # each layer's experts routed in held steps, least recently used first: what touching every step's ids
+        # in order leaves behind, bounded by E per layer however long the session runs
+        self.recent: dict[int, OrderedDict[int, None]] = {layer: OrderedDict() for layer in layers}
 
     def fill_from_lrus(self, lrus: dict[int, ExpertLRU]) -> None:
         """The table from the host LRUs (each holds every expert). Written in place: captured graphs read it."""
@@ -40,11 +44,16 @@ class HeldRows:
         return self.table[self.position[layer]][ids.reshape(-1)]
 
     def note(self, routed: list[tuple[int, np.ndarray]]) -> None:
-        self.routed += routed
+        """Record held steps' routed ids (layer, ids [T, K]), in step order and first use within a step (the
+        device LRU's stamps)."""
+        for layer, ids in routed:
+            recent = self.recent[layer]
+            for expert in step_unique(ids):
+                recent[int(expert)] = None
+                recent.move_to_end(int(expert))
 
     def replay(self, lrus: dict[int, ExpertLRU]) -> None:
-        """Touch the noted steps' experts in the host LRUs, in step order and first use within a step (the device
-        LRU's stamps), then forget them."""
-        for layer, ids in self.routed:
-            lrus[layer].touch(int(e) for e in step_unique(ids))
-        self.routed.clear()
+        """Touch the noted experts in the host LRUs in the order of their last use, then forget them."""
+        for layer, recent in self.recent.items():
+            lrus[layer].touch(recent)
+            recent.clear()
