@@ -243,7 +243,7 @@ def wide_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
     (bench/results/2026-12-02-decode-3/NOTES.md). Q5_K runs it only through WIDE_SPLITS (not measured). The
     split depends on the matrix alone, so every entry, batch and provider reduces the same way."""
     name = spec.qtype.name
-    if GEMV != "wide" or name not in ("Q4_K", "Q5_K", "Q6_K") or spec.byte_offset % 16:
+    if GEMV != "wide" or not spec.qtype.wide_gemv or spec.byte_offset % 16:
         return None
     supers = 1 << (_cdiv(spec.in_features, 256) - 1).bit_length()  # super-blocks a row, to a power of two
     default = {"Q4_K": (2, min(8, max(2, supers)), 1), "Q6_K": (2, min(4, supers), 1)}.get(name)

@@ -13,14 +13,14 @@ import torch
 
 from engine.quant.grouped_gemm import (FP32_STAGES, SMALL_TILES, WORD_TILES, configuration, launch)
 from engine.quant.linear import QuantLinearSpec
-from engine.quant.types import MXFP4, Q4_K, Q5_K, Q6_K, Q8_0
+from engine.quant.types import BLOCK_TYPES
 from engine.triton_support import HAS_TRITON
 
 # Long steps of at most this many rows run quant_matmul; longer ones dequantize the weight, then matmul (the faster
 # of the two past it: bench/results/2026-12-02-merged-rows-h200). Tests set it to force either path.
 AUTO_MAX_ROWS = 1024
 TILES: str | None = None  # a sweep's "BM,BN,NUM_WARPS,NUM_STAGES" (bench probes, tests); None: tile_configuration's
-TYPES = (Q4_K, Q5_K, Q6_K, Q8_0, MXFP4)
+TYPES = BLOCK_TYPES
 # Two stages of 128-row bf16 tiles take ~192 KiB (the H200 has 227 KiB a block); launch() drops to one where they
 # do not fit.
 STAGES = 2
