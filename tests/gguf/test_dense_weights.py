@@ -136,3 +136,14 @@ def test_dense_quant_is_refused_for_a_gguf_file(gguf_files):
     for attempt in (lambda: build_engine(options), lambda: plan_for(open_source(options.model), options)):
         with pytest.raises(RequestError, match="--dense-weights"):
             attempt()
+
+
+def test_merge_qkv_is_off_unless_the_cli_asks():
+    import argparse
+
+    from engine.cli.options import add_engine_options, engine_options
+
+    parser = argparse.ArgumentParser()
+    add_engine_options(parser)
+    assert not engine_options(parser.parse_args(["model.gguf"])).merge_qkv
+    assert engine_options(parser.parse_args(["model.gguf", "--merge-qkv"])).merge_qkv
