@@ -212,8 +212,8 @@ class LLMEngine:
         """Can the next decode step of exactly these sequences be launched before this one's tokens are read?
         Not when the scheduler would do something else next (a request waits, a prompt is in chunks, a budget
         waits for a barrier), when a row needs its new token on the host to choose the next (penalties, bias, a
-        grammar), when a row ends by length with this token, when its next KV block is not free without
-        preempting, or for a linear-attention state unless overlap_states. A row that stops with this token (a
+        grammar), when a row ends by length with this token, or when its next KV block is not free without
+        preempting. A row that stops with this token (a
         stop string, EOS, a cancel) has its row of the next step dropped: its KV write lands in a block it frees,
         and its linear-attention state row (hybrid models) is zeroed by the prefill of the next sequence that
         takes it, queued after this step."""

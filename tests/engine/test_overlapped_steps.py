@@ -88,7 +88,7 @@ def workload(folder, overlap: bool, **options) -> tuple[list, int, set]:
     return results, ahead, cached
 
 
-@pytest.mark.parametrize("name", ["qwen3_moe", "qwen2_moe", "qwen3_5_moe"])  # the last a hybrid (overlap_states)
+@pytest.mark.parametrize("name", ["qwen3_moe", "qwen2_moe", "qwen3_5_moe"])  # the last a hybrid
 def test_overlapped_steps_stream_the_same_events(tiny_model_dir, name):
     folder = tiny_model_dir(name)
     reference, none_ahead, cached = workload(folder, overlap=False)

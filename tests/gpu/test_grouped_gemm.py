@@ -4,7 +4,6 @@ from any slot rows, and a token's bits independent of the other tokens of the st
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch

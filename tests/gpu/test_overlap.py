@@ -31,7 +31,7 @@ def run(folder, overlap: bool, **options) -> tuple[list, int]:
     return [(r.token_ids, r.logprobs, r.reason) for r in alone + batch], ahead
 
 
-@pytest.mark.parametrize("name", ["qwen3_moe", "qwen3_5_moe"])  # the second a hybrid (overlap_states)
+@pytest.mark.parametrize("name", ["qwen3_moe", "qwen3_5_moe"])  # the second a hybrid
 def test_overlapped_steps_are_bitwise_equal_on_cuda(tmp_path, name):
     assert torch.cuda.is_available(), "GPU tests need CUDA"
     folder = write_tiny_model(tmp_path / name, name, dtype=torch.bfloat16)
