@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Quantized dense matrices' long steps (prompts) on the H200: the GEMM that dequantizes weight tiles in its K loop
-# (engine.quant.quant_matmul) against dequantize-then-matmul (WISP_DENSE_GEMM=0):
+# (engine.quant.quant_matmul) against dequantize-then-matmul (quant_matmul.AUTO_MAX_ROWS=0):
 #   bash bench/dense_gemm_h200.sh OUT_DIR
 # 1. its GPU tests; 2. QuantLinear's long step at Qwen3-30B-A3B's attention shapes, 512 and 2048 rows, both ways
 # (CUDA events, median of 5 after 2 warm-ups; lm_head is left out: the engine computes logits for each sequence's
@@ -20,7 +20,7 @@ timeout $(left ${TESTS_S:-20}) python3 -m pytest -q -p no:cacheprovider -m gpu t
     > "$OUT/gpu-tests.txt" 2>&1
 echo "tests rc $? at ${SECONDS}s"; tail -3 "$OUT/gpu-tests.txt" | cut -c1-300
 
-timing() {  # a name for its output file; the tiles are $WISP_DENSE_TILES (or the default)
+timing() {  # a name for its output file; the tiles are $TILES (or the default)
 timeout $(left ${TIMING_S:-20}) python3 - > "$OUT/$1.txt" 2>&1 <<'EOF'
 import json, os, statistics, sys
 import torch
@@ -32,6 +32,7 @@ from engine.quant.types import Q4_K, Q6_K
 
 if not torch.cuda.is_available():
     sys.exit("timing needs CUDA")
+qm.TILES = os.environ.get("TILES") or None
 cuda = torch.device("cuda")
 SHAPES = {"q": (Q4_K, 4096, 2048), "k": (Q4_K, 512, 2048), "v": (Q6_K, 512, 2048), "o": (Q4_K, 2048, 4096)}
 
@@ -56,7 +57,7 @@ with torch.inference_mode():
             x = torch.randn(m, k, device=cuda).bfloat16()
             timing = {}
             for switch in ("1", "0"):
-                os.environ[qm.SWITCH] = switch
+                qm.AUTO_MAX_ROWS = 1 << 30 if switch == "1" else 0
                 timing[switch] = median_ms(lambda: module(x))
                 out = module(x)
                 if switch == "1":
@@ -79,16 +80,18 @@ echo "$1 rc $? at ${SECONDS}s"; cut -c1-300 "$OUT/$1.txt"
 }
 timing timing
 for tiles in ${TILE_SWEEP:-}; do  # e.g. TILE_SWEEP="128,128,8,1 64,64,4,3": other BM,BN,NUM_WARPS,NUM_STAGES
-    WISP_DENSE_TILES=$tiles timing "timing-${tiles//,/-}"
+    TILES=$tiles timing "timing-${tiles//,/-}"
 done
 [ -n "${SKIP_SUITE:-}" ] && { echo "done at ${SECONDS}s"; exit 0; }
 
 for switch in 1 0; do
-    WISP_DENSE_GEMM=$switch timeout $(left ${SUITE_S:-45}) python3 -m engine.bench.suite --shape qwen3-30b-a3b \
+    rows=$([ "$switch" = 1 ] && echo 1073741824 || echo 0)  # every long step runs quant_matmul, or none does
+    timeout $(left ${SUITE_S:-45}) python3 -m bench.params engine.quant.quant_matmul.AUTO_MAX_ROWS=$rows -- \
+        -m engine.bench.suite --shape qwen3-30b-a3b \
         --quant Q4_K_M --trace resources/traces/qwen3-published_chat-carry44.npz --budgets 16 --prompt 512 \
-        --tokens 32 --runs 3 --arms resident,wisp --label "WISP_DENSE_GEMM=$switch" \
+        --tokens 32 --runs 3 --arms resident,wisp --label "dense GEMM $switch" \
         --out "$OUT/suite-gemm$switch" > "$OUT/suite-gemm$switch.txt" 2>&1
-    echo "suite WISP_DENSE_GEMM=$switch rc $? at ${SECONDS}s"
+    echo "suite dense GEMM $switch rc $? at ${SECONDS}s"
     grep -h '"arm"' "$OUT/suite-gemm$switch.txt" | python3 -c "
 import json, sys
 for line in sys.stdin:

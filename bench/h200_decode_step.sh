@@ -2,8 +2,8 @@
 # The fused decode step (engine.triton_support.fused_step) on the H200 in one call
 # (bench/results/2026-12-02-decode-step):  bash bench/h200_decode_step.sh OUT_DIR
 # 1. the fused kernels' GPU tests (bits of the kernels they replace), 2. profile_decode's resident step without and
-# with them (WISP_FUSED_STEP=0,1: timings, then each one's kernel table), 3. the engine's tokens with and without
-# them, and with them (WISP_FUSED_STEP=1) across expert modes and against transformers, in what is left of LIMIT_S.
+# with them (--fused-step 0,1: timings, then each one's kernel table), 3. the engine's tokens with and without
+# them, and with them (the default) across expert modes and against transformers, in what is left of LIMIT_S.
 set -u
 OUT=${1:?usage: bench/h200_decode_step.sh OUT_DIR}
 LIMIT_S=${LIMIT_S:-190}
@@ -22,7 +22,7 @@ timeout $(( $(left) < 105 ? $(left) : 105 )) python -m bench.profile_decode --qu
 grep -E '^\{"arm"' "$OUT/profile-512.txt" | cut -c1-300; tail -2 "$OUT/profile-512.txt" | cut -c1-300
 echo "== engine tests ($SECONDS s, $(left) s left)"
 if [ "$(left)" -gt 15 ]; then
-    WISP_FUSED_STEP=1 timeout $(left) python -m pytest -q -p no:cacheprovider -m gpu -x tests/gpu/test_cuda.py \
+    timeout $(left) python -m pytest -q -p no:cacheprovider -m gpu -x tests/gpu/test_cuda.py \
         -k "fused_step or (qwen3_moe and (expert_modes or greedy)) or eager_static" > "$OUT/gpu-tests.txt" 2>&1
     summary "$OUT/gpu-tests.txt"
 fi

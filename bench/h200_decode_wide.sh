@@ -16,23 +16,24 @@ timeout 80 python bench/quant_gemv_probe.py --steps 32 --tokens 1 --formats Q4_K
     > "$OUT/probe.jsonl" 2> "$OUT/probe.err"
 cut -c1-230 "$OUT/probe.jsonl"; tail -3 "$OUT/probe.err" | cut -c1-300
 SPLITS=$(grep -o '"wide_splits": "[^"]*"' "$OUT/probe.jsonl" | sed 's/.*: "//; s/"$//')
-if [ -n "$SPLITS" ]; then export WISP_WIDE_SPLITS="$SPLITS"; fi
+PARAMS=()  # engine.quant.linear's bench parameters for the runs below (bench/params.py)
+if [ -n "$SPLITS" ]; then PARAMS+=("engine.quant.linear.WIDE_SPLITS=$(python3 -c "import sys; print({k: None if v == 'none' else tuple(map(int, v.split(','))) for k, v in (i.split('=') for i in sys.argv[1].split(';'))})" "$SPLITS")"); fi
 GEMVS=wide,word
 if ! grep -q '"case": "wide_gemv".*"us"' "$OUT/probe.jsonl"; then  # no wide split ran: measure the rest without it
-    export WISP_GEMV=word; GEMVS=word
+    PARAMS+=("engine.quant.linear.GEMV=word"); GEMVS=word
 fi
-echo "WISP_WIDE_SPLITS=${WISP_WIDE_SPLITS:-} WISP_GEMV=${WISP_GEMV:-wide} ($SECONDS s)"
-timeout ${TESTS_S:-120} python -m pytest -v -p no:cacheprovider -m gpu tests/gpu/test_quant_kernels.py > "$OUT/gpu-tests.txt" 2>&1
+echo "params: ${PARAMS[*]:-none} ($SECONDS s)"
+timeout ${TESTS_S:-120} python -m bench.params ${PARAMS[@]+"${PARAMS[@]}"} -- -m pytest -v -p no:cacheprovider -m gpu tests/gpu/test_quant_kernels.py > "$OUT/gpu-tests.txt" 2>&1
 echo "passed $(grep -c PASSED "$OUT/gpu-tests.txt") failed $(grep -c FAILED "$OUT/gpu-tests.txt")"
 grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/gpu-tests.txt" | tail -8 | cut -c1-300
 echo "== profile ($SECONDS s)"
-timeout $(( $(left) < 75 ? $(left) : 75 )) python -m bench.profile_decode --quant Q4_K_M --trace $TRACE \
+timeout $(( $(left) < 75 ? $(left) : 75 )) python -m bench.params ${PARAMS[@]+"${PARAMS[@]}"} -- -m bench.profile_decode --quant Q4_K_M --trace $TRACE \
     --arms resident --tokens 32 --prompt 512 --gemv $GEMVS --out "$OUT/profile.json" > "$OUT/profile.txt" 2>&1
 grep -E '^\{"arm"' "$OUT/profile.txt" | cut -c1-330; tail -2 "$OUT/profile.txt" | cut -c1-300
 echo "== suite ($SECONDS s, $(left) s left)"
 if [ "$(left)" -gt 20 ]; then
-    timeout $(left) python -m engine.bench.suite --shape qwen3-30b-a3b --quant Q4_K_M --trace $TRACE --budgets 12 \
-        --prompt 512 --tokens 64 --runs 3 --arms resident,wisp --label "${WISP_GEMV:-wide} GEMV, splits ${WISP_WIDE_SPLITS:-default}" --out "$OUT/suite" \
+    timeout $(left) python -m bench.params ${PARAMS[@]+"${PARAMS[@]}"} -- -m engine.bench.suite --shape qwen3-30b-a3b --quant Q4_K_M --trace $TRACE --budgets 12 \
+        --prompt 512 --tokens 64 --runs 3 --arms resident,wisp --label "$GEMVS GEMV, splits ${SPLITS:-default}" --out "$OUT/suite" \
         > "$OUT/suite.txt" 2>&1
     grep -E '"arm"' "$OUT/suite.txt" | cut -c1-300; tail -2 "$OUT/suite.txt" | cut -c1-300
 fi

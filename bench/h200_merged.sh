@@ -13,11 +13,11 @@ timeout ${TESTS_S:-300} python -m pytest -v -p no:cacheprovider -m gpu tests/gpu
 grep -c PASSED "$OUT/gpu_tests.log"; grep -E "FAILED|ERROR|passed|failed" "$OUT/gpu_tests.log" | tail -12 | cut -c1-300
 suite() {  # name, then the suite's arguments
     local name=$1; shift
-    timeout ${SUITE_S:-120} python -m engine.bench.suite --shape qwen3-30b-a3b --quant Q4_K_M --trace $TRACE \
+    timeout ${SUITE_S:-120} python -m bench.params ${PARAMS:-} -- -m engine.bench.suite --shape qwen3-30b-a3b --quant Q4_K_M --trace $TRACE \
         --runs 3 --out "$OUT/$name" "$@" > "$OUT/$name.txt" 2>&1
     tail -4 "$OUT/$name.txt" | cut -c1-400
 }
-WISP_WORD_GEMV=0 suite byte-resident --budgets 24 --prompt 512 --tokens 64 --arms resident --label "byte GEMV"
+PARAMS=engine.quant.linear.GEMV=byte suite byte-resident --budgets 24 --prompt 512 --tokens 64 --arms resident --label "byte GEMV"
 SUITE_S=240 suite word --budgets 12 --prompt 512 --tokens 64 --arms resident,wisp --label "merged tree" \
     --also "--prompt 2048" --also "--prompt 8192 --max-len 8448 --tokens 32 --arms resident"
 python -m bench.report "$OUT"/*/*.json > "$OUT/report.txt" 2>&1; tail -30 "$OUT/report.txt" | cut -c1-300

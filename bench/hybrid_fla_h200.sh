@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The gated delta rule on fla's Triton kernels (WISP_LINEAR_ATTENTION=fla) on the H200:
+# The gated delta rule on fla's Triton kernels (the engine's choice where fla imports) on the H200:
 #   bash bench/hybrid_fla_h200.sh OUT_DIR
 # 0. installs fla-core (and einops, which it imports) from the wheels in .whl/ beside the repo's files when they do
 #    not import (the H200 has no network; run with carry [".whl"]); 1. tests/gpu/test_hybrid_fla.py; 2. one

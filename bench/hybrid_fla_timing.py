@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 
@@ -72,7 +71,6 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("timing needs CUDA")
     device, linear = torch.device("cuda"), shape(options.shape).linear
-    os.environ[delta_rule_kernels.ENV_VAR] = "fla"
     fla = delta_rule_kernels.kernels_for("cuda")
     if fla.name != "fla":
         sys.exit("fla does not import")

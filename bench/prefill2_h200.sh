@@ -30,15 +30,15 @@ print(",".join(map(str, min(full, key=full.get)[:5])) if full else "")
 PY
 )
 echo "fastest configuration: ${best:-none (default)}"
-[ -n "$best" ] && export WISP_GROUPED_TILES=$best
+PARAMS=${best:+engine.quant.grouped_gemm.TILES=$best}  # the runs below take it (bench/params.py)
 
-SUITE="python3 -m engine.bench.suite --shape qwen3-30b-a3b --quant Q4_K_M --trace $TRACE --tokens 32 --runs 3"
+SUITE="python3 -m bench.params $PARAMS -- -m engine.bench.suite --shape qwen3-30b-a3b --quant Q4_K_M --trace $TRACE --tokens 32 --runs 3"
 echo "== wisp bench ($(left) s left)"
 timeout $(( $(left) - 60 )) $SUITE --budgets 12 --prompt 512 --arms resident,wisp --out "$OUT/q4" \
     --also "--prompt 2048" --also "--prompt 8192 --max-len 8448 --arms resident --runs 3"
 
 echo "== GPU tests ($(left) s left)"
-timeout $(( $(left) - 3 )) python3 -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_grouped_gemm.py \
+timeout $(( $(left) - 3 )) python3 -m bench.params $PARAMS -- -m pytest -m gpu -q -p no:cacheprovider tests/gpu/test_grouped_gemm.py \
     "tests/gpu/test_quant_kernels.py::test_providers_give_the_same_bits" -k "Q4_K_M or Q6_K or bits or word or providers" 2>&1 | tail -15
 
 [ "${GPT_OSS:-0}" = 1 ] && timeout $(( $(left) - 3 )) python3 -m engine.bench.suite --shape gpt-oss-20b --quant MXFP4_MOE \

@@ -32,7 +32,8 @@ echo "== wisp bench, grouped GEMM ($(left) s left)"
 timeout $(( $(left) - 150 )) $SUITE --budgets 12 --prompt 512 --arms resident,wisp --out "$OUT/q4" \
     --also "--prompt 2048" --also "--prompt 8192 --max-len 8448 --arms resident --runs 3"
 echo "== wisp bench, per-expert path, no protection ($(left) s left)"
-WISP_GROUPED_EXPERTS=0 WISP_PROTECT_WORKING_SET=0 timeout $(( $(left) - 70 )) $SUITE --budgets 12 --prompt 512 \
+BEFORE="engine.quant.grouped_gemm.MAX_ROWS_PER_EXPERT=0 engine.experts.pager.host_pager.PROTECTED_SHARE=0.0"
+timeout $(( $(left) - 70 )) python3 -m bench.params $BEFORE -- -m ${SUITE#python3 -m } --budgets 12 --prompt 512 \
     --arms resident,wisp --out "$OUT/q4-before"
 echo "== wisp bench, gpt-oss-20b MXFP4 ($(left) s left)"
 timeout $(( $(left) - 5 )) python3 -m engine.bench.suite --shape gpt-oss-20b --quant MXFP4_MOE \

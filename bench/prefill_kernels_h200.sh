@@ -21,7 +21,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch, triton; print(torch.__version__, triton.__version__)"
 
 echo "== GPU tests at $TESTED, in the background ($(left) s left)"
-(WISP_GROUPED_TILES=$TESTED timeout 150 python3 -m pytest -m gpu -q -x -p no:cacheprovider \
+(timeout 150 python3 -m bench.params engine.quant.grouped_gemm.TILES=$TESTED -- -m pytest -m gpu -q -x -p no:cacheprovider \
     tests/gpu/test_quant_kernels.py::test_providers_give_the_same_bits tests/gpu/test_grouped_gemm.py \
     > "$OUT/gpu_tests.txt" 2>&1; echo "exit $?" >> "$OUT/gpu_tests.txt") &
 tests=$!

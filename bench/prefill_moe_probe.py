@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import torch
@@ -33,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.experts.formats.activation import SILU_GLU, ClampedSwiGlu, ExpertBias  # noqa: E402
 from engine.quant.dense_layout import DenseLayout  # noqa: E402
 from engine.experts.routing.dispatch import combine_grouped, start_layer  # noqa: E402
+from engine.quant import expert_format  # noqa: E402
 from engine.quant.expert_format import QuantExpertFormat  # noqa: E402
 from engine.quant import grouped_gemm  # noqa: E402
-from engine.quant.grouped_gemm import SWITCH  # noqa: E402
 from engine.quant.synthetic import random_blocks  # noqa: E402
 from engine.runtime.determinism import use_deterministic_kernels  # noqa: E402
 
@@ -120,11 +121,14 @@ def probe(name: str, tokens: int, repeats: int, device) -> dict:
     step = lambda: layout.run_blocks(x, ids, weights, table)  # noqa: E731
     row = {"format": name, "tokens": tokens}
     outputs = {}
-    for path, switch in (("per_expert", "0"), ("grouped", "1")):
-        os.environ[SWITCH] = switch
-        outputs[path] = step()
-        row[f"{path}_ms"] = timed(step, repeats)
-        row[f"{path}_launches"] = launches(step)
+    for path in ("per_expert", "grouped"):
+        with ExitStack() as stack:
+            if path == "per_expert":  # the layouts' per-expert branch: runs_grouped answers no
+                for module in (expert_format, grouped_gemm):
+                    stack.enter_context(mock.patch.object(module, "runs_grouped", lambda *args: False))
+            outputs[path] = step()
+            row[f"{path}_ms"] = timed(step, repeats)
+            row[f"{path}_launches"] = launches(step)
     scale = outputs["per_expert"].float().abs().max().item()
     row["max_diff_rel"] = (outputs["grouped"].float() - outputs["per_expert"].float()).abs().max().item() / scale
     row["grouped_repeatable"] = bool(torch.equal(step(), outputs["grouped"]))
@@ -167,7 +171,7 @@ def kernel_ms(layout, table, x, ids, weights, repeats: int):
 
 
 def sweep(name: str, tokens: int, repeats: int, device, configs, tiny: bool = False) -> list[dict]:
-    """Each configuration (through $WISP_GROUPED_TILES) -> a row: kernel ms, GB/s of the weights read once,
+    """Each configuration (through grouped_gemm.sweep_tiles) -> a row: kernel ms, GB/s of the weights read once,
     shared memory, registers, spills, and whether its bits equal the first configuration's."""
     layout, table, top_k = layer_of(name, device, tiny)
     ids, weights = routed(tokens, table.shape[0], top_k, device)
@@ -175,10 +179,10 @@ def sweep(name: str, tokens: int, repeats: int, device, configs, tiny: bool = Fa
     rows, reference = [], None
     weight_bytes = table[:, :].numel() * table.element_size()  # every expert is touched at these lengths
     for config in configs:
-        os.environ[grouped_gemm.TILES] = ",".join(str(v) for v in config)
         row = {"format": name, "tokens": tokens, "config": list(config)}
         try:
-            row["kernels_ms"], kernels, out = kernel_ms(layout, table, x, ids, weights, repeats)
+            with grouped_gemm.sweep_tiles(",".join(str(v) for v in config)):
+                row["kernels_ms"], kernels, out = kernel_ms(layout, table, x, ids, weights, repeats)
             row["weights_gb_s"] = weight_bytes / row["kernels_ms"] / 1e6
             row["kernels"] = [{"shared": getattr(k.metadata, "shared", None), "registers": getattr(k, "n_regs", None),
                                "spills": getattr(k, "n_spills", None),
@@ -189,7 +193,6 @@ def sweep(name: str, tokens: int, repeats: int, device, configs, tiny: bool = Fa
             row["error"] = f"{type(err).__name__}: {str(err)[:300]}"
         print(json.dumps(row), flush=True)
         rows.append(row)
-    os.environ.pop(grouped_gemm.TILES)
     timed_rows = [r for r in rows if "kernels_ms" in r]
     if timed_rows:
         best = min(timed_rows, key=lambda r: r["kernels_ms"])

@@ -4,7 +4,7 @@
 #   bash bench/prefill_overlap_h200.sh OUT_DIR          # about 130 s, bounded at DEADLINE (150) s
 # 1. the lookahead's GPU tests (paged prompt logits bitwise resident's; ring read after its copies, refilled after
 #    its reads);
-# 2. the WiSP 12 GiB prompt step alone at 512 and 2048 tokens, WISP_PREFILL_OVERLAP=0 and 1 interleaved step by
+# 2. the WiSP 12 GiB prompt step alone at 512 and 2048 tokens, the lookahead off and on interleaved step by
 #    step in one engine (the same-machine A/B);
 # 3. `wisp bench` rows (Qwen3-30B-A3B shape, Q4_K_M experts, bf16 dense, trace-driven routing, batch 1, 32 decode
 #    tokens, 3 runs): resident, then WiSP 12 GiB with the overlap off and on, at 512 and 2048 tokens;

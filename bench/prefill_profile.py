@@ -13,7 +13,7 @@ routing, as `wisp bench`):
    (cProfile), then one step under the torch profiler: top kernels by GPU time, the kernel count, the GPU's busy
    time (union of kernels, copies and memsets) against the step's wall time, its longest idle gaps;
 5. with --paged-budget: 2 (at each tile configuration) and 4 for the WiSP arm at that budget, at the first length;
-   with --overlap too, instead: the WiSP prompt step at each WISP_PREFILL_OVERLAP value (engine.experts.pager.lookahead)
+   with --overlap too, instead: the WiSP prompt step with the lookahead off (0) and on (1) (engine.experts.pager.lookahead)
    and each length, the values interleaved step by step in one engine, with each step's expert copies.
 With --overlap the suite's WiSP rows run once per value (the resident arm at the first), each into suite-overlapV/.
 
@@ -30,7 +30,6 @@ import cProfile
 import gc
 import io
 import json
-import os
 import pstats
 import shlex
 import time
@@ -44,6 +43,7 @@ from engine.bench import suite
 from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
+from engine.quant.grouped_gemm import sweep_tiles
 from engine.config import EngineOptions
 from engine.runtime.builder import assemble_engine
 from engine.traces.format import load as load_trace
@@ -213,7 +213,7 @@ def top_kernels(prof, limit: int = 25) -> list[dict]:
 
 def time_prompt(report: Report, steps: PromptSteps, device, prompt: int, repeats: int, tiles: str = "default") -> None:
     """The prompt step's wall time, synchronised before and after, median of `repeats` (after a compiling step)."""
-    with environment(**({} if tiles == "default" else {"WISP_GROUPED_TILES": tiles})):
+    with sweep_tiles(None if tiles == "default" else tiles):
         steps.once(prompt, 9, None)
         times = []
         for seed in range(repeats):
@@ -249,17 +249,18 @@ def profile_prompt(report: Report, steps: PromptSteps, device, prompt: int, out:
 
 
 @contextmanager
-def environment(**values):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
+def lookahead_rows(value: str | None):
+    """Engines built inside stage large steps' next layer ("1"), or not ("0"); None: the engine's rule."""
+    from unittest import mock
+
+    from engine.experts.pager import host_pager, lookahead
+
+    if value is None:
         yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        return
+    rows = (lambda expert_bytes, device_type: lookahead.gathered_rows(expert_bytes) if value == "1" else 0)
+    with mock.patch.object(host_pager, "configured_rows", rows):
+        yield
 
 
 def tile_memory(report: Report, steps: PromptSteps, device, prompt: int, tiles: str) -> None:
@@ -287,7 +288,7 @@ def tile_memory(report: Report, steps: PromptSteps, device, prompt: int, tiles: 
         caught.append(str(args)[:80])
         original_init(self, *args, **kwargs)
 
-    with environment(**({} if tiles == "default" else {"WISP_GROUPED_TILES": tiles})):
+    with sweep_tiles(None if tiles == "default" else tiles):
         grouped_gemm.launch_both, OutOfResources.__init__ = recorded, counted
         try:
             steps.once(prompt, 30, None)  # compiles this configuration
@@ -380,7 +381,7 @@ def paged_profile(args, host, device, report: Report, prompt: int) -> None:
     the resident step's."""
     steps = PromptSteps(wisp_engine(args, host, device))
     for tiles in ["default"] + list(filter(None, args.time_tiles.split(";"))):  # a same-machine A/B of the tiles
-        with environment(**({} if tiles == "default" else {"WISP_GROUPED_TILES": tiles})):
+        with sweep_tiles(None if tiles == "default" else tiles):
             steps.once(prompt, 0, None)
             times = []
             for seed in range(args.steps):
@@ -402,8 +403,7 @@ def overlap_ab(args, host, device, report: Report, prompts: list[int]) -> None:
     values = args.overlap.split(",")
 
     def set_overlap(value: str) -> None:
-        with environment(**{lookahead.ENV: value}):
-            pager.host_pager.lookahead.rows = lookahead.configured_rows(host.store.expert_bytes)
+        pager.host_pager.lookahead.rows = lookahead.gathered_rows(host.store.expert_bytes) if value == "1" else 0
 
     for prompt in prompts:
         rows = {value: [] for value in values}
@@ -459,7 +459,7 @@ def suite_rows(args, host, device, out: Path, report: Report, started: float) ->
                 continue
             folder = "suite" if value is None else f"suite-overlap{value}"
             session = suite.parse_args(argv + shlex.split(f"--prompt {prompt} --arms {arms} --out {out / folder}"))
-            with environment(**({} if value is None else {"WISP_PREFILL_OVERLAP": value})):
+            with lookahead_rows(value):
                 suite.run_session(session, host, device, {**facts, "trace": session.trace.name})
 
 
@@ -487,7 +487,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--paged-budget", type=float, default=0.0,
                         help="GiB: last, profile the WiSP arm's prompt step at the first --prompts length")
     parser.add_argument("--overlap", default="",
-                        help="WISP_PREFILL_OVERLAP values (e.g. 0,1): the suite's WiSP rows at each, and with "
+                        help="lookahead values (0: off, 1: on, e.g. 0,1): the suite's WiSP rows at each, and with "
                              "--paged-budget the WiSP prompt step at each, interleaved")
     parser.add_argument("--profile", action=argparse.BooleanOptionalAction, default=True,
                         help="the resident prompt step's timings, memory and profiles (and the WiSP step's profile)")

@@ -7,11 +7,11 @@ model of a real shape, as `wisp bench`.
         --arms resident,paged-all --tokens 64
 
 --gemv wide,word times every arm once with each quantized decode GEMV (engine.quant.linear.GEMV) on the same weights;
---fused-step 0,1 times (and tables) every arm without and with the decode step's fused kernels (WISP_FUSED_STEP).
---overlap 0,1 times every arm without and with overlapped decode steps (WISP_OVERLAP: the next step launched on the
+--fused-step 0,1 times (and tables) every arm without and with the decode step's fused kernels (fused_step).
+--overlap 0,1 times every arm without and with overlapped decode steps (LLMEngine.overlap: the next step launched on the
 device's sampled tokens before the host reads them, engine.runtime.llm_engine); the tables run the last.
 --merge-qkv 0,1 times (and tables) every arm with an attention's quantized q, k, v projections in three layers and
-merged where they can share one (WISP_MERGE_QKV, engine.quant.merged_projections): the dense weights are built again
+merged where they can share one (merge_qkv, engine.quant.merged_projections): the dense weights are built again
 for each, from the same seed, so the same values.
 
 resident: every expert on the device; paged-all: the pager with a slot for every expert, all warm (the pager's
@@ -31,8 +31,8 @@ import argparse
 import cProfile
 import gc
 import io
+import importlib.util
 import json
-import os
 import pstats
 from functools import partial
 from pathlib import Path
@@ -40,6 +40,7 @@ from pathlib import Path
 import torch
 
 from bench.phases import parse_list
+from engine import triton_support
 from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB
 from engine.bench.copy_rates import copy_loop_rate
@@ -54,12 +55,17 @@ from engine.runtime.decode_graphs import WholeStepOptions
 from engine.quant import linear
 from engine.traces.format import load as load_trace
 
+OVERLAP: int | None = None  # --overlap's value for the engines built from here on (None: the engine's rule)
+
+
 def engine_for(weights, plan, args, router, warm_all: bool, chunk_layers: int | None = None):
     """An engine on these weights, its decode graphs captured (one short request run first); chunk_layers:
     layers per graph of a whole decode step (None: one graph per step)."""
     engine = assemble_engine(weights, IdOnlyTokenizer(), EngineOptions(device="cuda", experts=plan.mode), plan,
                              torch.device("cuda"), args.max_len)
     engine.runner.padded_decode.set_whole_options(WholeStepOptions(chunk_layers=chunk_layers))
+    if OVERLAP is not None:
+        engine.overlap = bool(OVERLAP)
     if warm_all:
         engine.runner.experts.warm({layer: list(range(weights.args.num_experts)) for layer in weights.store.blocks})
     router.drive(engine)
@@ -164,13 +170,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="time every arm with each of these quantized decode GEMVs (engine.quant.linear.GEMV: "
                              "wide, word, byte); the tables run the first")
     parser.add_argument("--fused-step", type=parse_list(int), default=None,
-                        help="time and table every arm with WISP_FUSED_STEP set to each of these (0: the decode step's "
+                        help="time and table every arm with the fused step at each of these (0: the decode step's "
                              "op-by-op kernels, 1: its fused ones; engine.triton_support.fused_step)")
     parser.add_argument("--merge-qkv", type=parse_list(int), default=None,
-                        help="time and table every arm with WISP_MERGE_QKV set to each of these (0: q, k, v in three "
+                        help="time and table every arm with merge_qkv at each of these (0: q, k, v in three "
                              "quantized layers, 1: merged where they can share one); the dense weights built for each")
     parser.add_argument("--overlap", type=parse_list(int), default=None,
-                        help="time every arm with WISP_OVERLAP set to each of these (0: each decode step waits for "
+                        help="time every arm with overlap at each of these (0: each decode step waits for "
                              "the host to read the last one's tokens, 1: the next is launched first)")
     parser.add_argument("--tables", action=argparse.BooleanOptionalAction, default=True,
                         help="after all the timings, print each arm's cProfile and torch profiler tables")
@@ -205,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
                 linear.GEMV = gemv  # read at each GEMV call: the graphs captured from here on run this kernel
                 for chunk, overlap in [(c, o) for c in args.chunk_layers or [None] for o in args.overlap or [None]]:
                     if overlap is not None:
-                        os.environ["WISP_OVERLAP"] = str(overlap)  # read when an engine is built
+                        set_overlap(overlap)
                     for arm in arms:
                         row = arms_of.run(arm, partial(time_arm, args=args, router=router, chunk_layers=chunk))
                         rows.append(dict(row, gemv=gemv, fused_step=fused, merge_qkv=merge, overlap=overlap))
@@ -225,22 +231,29 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def rebuild_dense(host, merge: int | None, args, device: torch.device) -> None:
-    """(merge given) host's dense weights built again under WISP_MERGE_QKV=merge, from the same seed."""
+    """(merge given) host's dense weights built again with merge_qkv=merge, from the same seed."""
     if merge is None:
         return
     from engine.bench.synthetic import synthetic_dense_weights
 
-    os.environ["WISP_MERGE_QKV"] = str(merge)
     host.model = None  # the previous dense weights go before the next are made
     gc.collect()
     torch.cuda.empty_cache()
-    host.model, host.dense_bytes = synthetic_dense_weights(host.args, host.dtype, device, args.quant)
+    host.model, host.dense_bytes = synthetic_dense_weights(host.args, host.dtype, device, args.quant,
+                                                           merge_qkv=bool(merge))
+
+
+def set_overlap(value: int) -> None:
+    """Overlapped decode steps off (0) or on (1) for the engines engine_for builds from here on."""
+    global OVERLAP
+    OVERLAP = value
 
 
 def set_fused_step(value: int | None) -> None:
-    """WISP_FUSED_STEP for the engines built from here on (None: as the environment has it)."""
+    """The decode step's fused kernels off (0) or on where Triton is (1) for the steps traced from here on (None: the
+    engine's rule): engine.triton_support.fused_step reads HAS_TRITON."""
     if value is not None:
-        os.environ["WISP_FUSED_STEP"] = str(value)
+        triton_support.HAS_TRITON = bool(value) and importlib.util.find_spec("triton") is not None
 
 
 def rows_path(out: Path) -> Path:

@@ -3,9 +3,9 @@
 #   [WISP_GGUF_DIR=DIR] bash bench/qkv_merge_h200.sh OUT_DIR
 # (DIR/peak50: the tiny GGUF files made with llama.cpp, tests/gguf/peaked.py; without it the test makes them.)
 # 1. tests/gpu/test_merged_projections.py: a merged layer's bits against the separate layers' (decode GEMVs,
-#    quant_matmul, dequantized GEMMs) and the engine's tokens and logprobs with WISP_MERGE_QKV=0 and 1;
+#    quant_matmul, dequantized GEMMs) and the engine's tokens and logprobs without and with merge_qkv;
 # 2. profile_decode's resident decode step on the synthetic Qwen3-30B-A3B with llama.cpp's Q4_K_M dense types
-#    (attn_v Q6_K in the use_more_bits layers: q+k merged there, q+k+v elsewhere), WISP_MERGE_QKV=0 then 1 in one
+#    (attn_v Q6_K in the use_more_bits layers: q+k merged there, q+k+v elsewhere), merge_qkv off then on in one
 #    process: decode tok/s, graph_replay_ms, launches per step and the quantized GEMV launches per layer.
 set -u
 OUT=${1:?usage: bench/qkv_merge_h200.sh OUT_DIR}

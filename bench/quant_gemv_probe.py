@@ -151,7 +151,7 @@ def main() -> None:
                 best[key] = min(best.get(key, (row["us"], split)), (row["us"], split))
             else:
                 other[key] = min(other.get(key, row["us"]), row["us"])
-    # the fastest splits as WISP_WIDE_SPLITS takes them (engine.quant.linear), for an end-to-end run to use; "none"
+    # the fastest splits, as engine.quant.linear.WIDE_SPLITS would hold them, for an end-to-end run to use; "none"
     # where another kernel was faster
     splits = {key: ",".join(map(str, split)) if us <= other.get(key, us) else "none"
               for key, (us, split) in best.items()}

@@ -50,6 +50,9 @@ class EngineOptions:
     n_gpu_layers: int | None = None  # GGUF (llama.cpp) only: layers offloaded to the GPU, None = all
     n_cpu_moe: int = 0  # GGUF (llama.cpp) only: the first N layers keep their experts on the CPU (--n-cpu-moe)
     api_key: str | None = field(default=None, repr=False)  # remote servers only (model = http(s)://host:port/v1)
+    # .gguf files on Wisp's engine: an attention's q/k/v projections of one block type merged into one layer (one
+    # decode GEMV launch instead of up to three; the same bits; engine.quant.merged_projections)
+    merge_qkv: bool = False
 
     def __post_init__(self):
         if self.device not in DEVICES:

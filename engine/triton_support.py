@@ -4,15 +4,13 @@ attention, KV writes, the device pager) need it; without it the op-for-op torch 
 from __future__ import annotations
 
 import importlib.util
-import os
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 
 
 def fused_step() -> bool:
-    """The decode step's fused kernels, on wherever Triton is installed (WISP_FUSED_STEP=0 turns them off): a
+    """The decode step's fused kernels, on wherever Triton is installed: a
     router's selection in one kernel (engine.experts.routing.fused_router), a residual add and the next RMSNorm in
     one (engine.model.fused_add_norm), the q/k norm, RoPE and the KV write in one (engine.model.fused_qk_rope). Each
-    call site takes them for CUDA tensors only, so the CPU keeps its torch ops. Read when a step is traced, so a
-    CUDA graph keeps what it was captured with; the same in every expert mode."""
-    return HAS_TRITON and os.environ.get("WISP_FUSED_STEP", "1") != "0"
+    call site takes them for CUDA tensors only, so the CPU keeps its torch ops; the same in every expert mode."""
+    return HAS_TRITON

@@ -18,10 +18,10 @@ WEIGHT_STD = 0.02
 
 
 def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, seed: int = 0,
-                    quant_types: dict[str, str] | None = None) -> MoeTransformer:
+                    quant_types: dict[str, str] | None = None, merge_qkv: bool = False) -> MoeTransformer:
     """Random dense weights in dtype; the parameters quant_types names ({Wisp name: type}, e.g.
-    engine.quant.dense_file_types.dense_types) are random valid blocks of that type in quantized layers (the
-    attention projections merged as a GGUF file's are, engine.quant.merged_projections)."""
+    engine.quant.dense_file_types.dense_types) are random valid blocks of that type in quantized layers (with
+    merge_qkv the attention projections merged as a GGUF file's are, engine.quant.merged_projections)."""
     from engine.quant.dense import dense_spec, install_quantized
     from engine.quant.merged_projections import merge_projections
     from engine.quant.synthetic import random_blocks
@@ -46,7 +46,8 @@ def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, s
             tensor = torch.randn(param.shape, generator=generator, dtype=param_dtype, device=device) * WEIGHT_STD
         state[name] = torch.nn.Parameter(tensor, requires_grad=False)
     model.load_state_dict(state, strict=True, assign=True)
-    merge_projections(model)
+    if merge_qkv:
+        merge_projections(model)
     model.attach_rotary(device)
     return model.eval()
 
@@ -101,13 +102,13 @@ def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
 
 
 def synthetic_dense_weights(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, quant: str | None,
-                            dense_weights: str = "file") -> tuple[MoeTransformer, int | None]:
+                            dense_weights: str = "file", merge_qkv: bool = False) -> tuple[MoeTransformer, int | None]:
     """(the dense model synthetic_weights builds, its device bytes where quantized, else None)."""
     from engine.quant.dense_file_types import dense_types
     from engine.quant.quant_modules import planned_dense_bytes
 
     quant_types = dense_types(quant, meta_model(args), args) if quant and dense_weights == "file" else None
-    model = synthetic_dense(args, dtype, gpu, quant_types=quant_types)
+    model = synthetic_dense(args, dtype, gpu, quant_types=quant_types, merge_qkv=merge_qkv)
     return model, planned_dense_bytes(model, dtype.itemsize) if quant_types else None
 
 

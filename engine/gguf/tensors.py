@@ -8,8 +8,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from engine.quant.types import SUPPORTED
+
 # The quant types Wisp's engine computes with: stored as-is in host memory and device slots.
-SUPPORTED_QTYPES = ("F32", "F16", "BF16", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4")
+SUPPORTED_QTYPES = tuple(t.name for t in SUPPORTED)
 
 
 def qtype_name(qtype: int) -> str:

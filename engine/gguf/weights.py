@@ -77,9 +77,10 @@ def load_gguf_weights(path: Path | str, dtype: torch.dtype, device: torch.device
     return GgufWeights(model.args, state, model.expert_layers(), model, quantized)
 
 
-def dense_model(weights: GgufWeights, dtype: torch.dtype, device: torch.device | str):
-    """The model tree holding the file's dense weights: the quantized layers installed, the rest assigned, the
-    attention projections merged where they can share a layer (engine.quant.merged_projections). The blocks move
+def dense_model(weights: GgufWeights, dtype: torch.dtype, device: torch.device | str, merge_qkv: bool = False):
+    """The model tree holding the file's dense weights: the quantized layers installed, the rest assigned, and with
+    merge_qkv the attention projections merged where they can share a layer (engine.quant.merged_projections,
+    EngineOptions.merge_qkv). The blocks move
     into the model: weights.quantized keeps the names and specs, its blocks replaced by empty tensors, so that the
     merged layers' originals are freed."""
     from engine.model.model_tree import meta_model
@@ -90,6 +91,7 @@ def dense_model(weights: GgufWeights, dtype: torch.dtype, device: torch.device |
     install_quantized(model, weights.quantized, dtype)
     weights.quantized = {param: (blocks.new_empty(0), spec) for param, (blocks, spec) in weights.quantized.items()}
     model.load_state_dict(weights.state_dict, strict=True, assign=True)
-    merge_projections(model)
+    if merge_qkv:
+        merge_projections(model)
     model.attach_rotary(device)
     return model.eval()

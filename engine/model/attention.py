@@ -233,8 +233,8 @@ class Attention(nn.Module):
 
     def is_sink_flash(self, q: torch.Tensor) -> bool:
         """Whether a sink/window layer's prompt rows q [q, H, hd] take engine.model.sink_flash's kernel: wherever
-        decode takes the Triton kernel (CUDA, Ampere on, Triton installed), unless WISP_SINK_FLASH=0. The kernel
-        has no backward, so not where autograd records."""
+        decode takes the Triton kernel (CUDA, Ampere on, Triton installed). The kernel has no backward, so not where
+        autograd records."""
         records = torch.is_grad_enabled() and (q.requires_grad or (self.sinks is not None and self.sinks.requires_grad))
         return (q.shape[0] > 1 and self.decode_kernel == "triton" and q.is_cuda and is_sink_flash_on()
                 and not records)

@@ -1,5 +1,5 @@
 """Prefill attention with learned sinks and a sliding window (gpt-oss) as one Triton flash-attention kernel: the
-engine's choice on CUDA wherever the Triton decode kernel runs (WISP_SINK_FLASH=0 turns it off). The torch formula in
+engine's choice on CUDA wherever the Triton decode kernel runs. The torch formula in
 engine.model.sink_attention stays the CPU path and the reference.
 
 The torch formula takes the queries in chunks that keep the [H, c, L] scores small; on a full layer of a long
@@ -15,13 +15,10 @@ Shapes: q query rows, L context positions, H query heads, KVH KV heads (H = KVH 
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from engine.triton_support import HAS_TRITON
 
-SWITCH = "WISP_SINK_FLASH"  # "0": prefill of sink/window layers on CUDA takes the torch formula, not the kernel
 # head size -> (BLOCK_M, BLOCK_N, num_warps, num_stages)
 TILES = {64: (64, 64, 4, 2), 128: (64, 32, 4, 2)}
 _built: dict = {}
@@ -29,7 +26,7 @@ _built: dict = {}
 
 def is_sink_flash_on() -> bool:
     """Whether prefill of sink/window layers may take the kernel (the caller checks the device)."""
-    return HAS_TRITON and os.environ.get(SWITCH, "1") != "0"
+    return HAS_TRITON
 
 
 def _kernel():

@@ -14,9 +14,9 @@ from torch import nn
 from engine.errors import ModelFormatError
 from engine.quant.linear import QuantLinearSpec, dequantize
 from engine.quant.quant_modules import QuantEmbedding, QuantLinear, scratch_bytes
-from engine.quant.types import quant_type
+from engine.quant.types import BLOCK_TYPES, quant_type
 
-KEPT_TYPES = ("Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4")  # dense tensors of these types stay in their blocks
+KEPT_TYPES = tuple(t.name for t in BLOCK_TYPES)  # dense tensors of these types stay in their blocks
 FLOAT_MODULES = ("kv_b_proj",)  # MLA folds this weight into the query and the output (it reads .weight)
 
 

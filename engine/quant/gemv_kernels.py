@@ -23,9 +23,10 @@ import triton
 import triton.language as tl
 
 from engine.quant.triton_kernels import rounded, store_as
+from engine.quant.types import SUPPORTED
 
 MAGIC = tl.constexpr(0x4B000000)  # the bits of 2^23 as float32: MAGIC | q is 2^23 + q for 0 <= q < 2^23
-WORD_TYPES = {"Q8_0": 3, "Q4_K": 4, "Q5_K": 5, "Q6_K": 6}  # engine.quant.triton_kernels.TYPE_CODE's codes
+WORD_TYPES = {t.name: t.kernel_code for t in SUPPORTED if t.word_gemv}  # type name -> the kernels' type code
 
 
 @triton.jit

@@ -13,8 +13,8 @@ Shapes: M grouped entries (T*K), D hidden size, I expert intermediate size, U ex
 
 from __future__ import annotations
 
-import os
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,8 +47,9 @@ PROMPT_TILES: tuple[tuple[int, tuple[int, ...]], ...] = ()
 FP32_STAGES = 1  # fp32 operands: one buffer of each tile (Triton's default three outgrow shared memory)
 DENSE_TYPES = {torch.bfloat16: BF16, torch.float16: F16, torch.float32: F32}
 WORD_TILES = True  # Q4_K and Q6_K tiles from 32-bit loads where the table is word-aligned (grouped_tiles)
-TILES = "WISP_GROUPED_TILES"  # "BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES[,DOWN_STAGES]": another configuration
-SWITCH = "WISP_GROUPED_EXPERTS"  # "0": large steps run expert by expert (the bench's before/after switch)
+# A sweep's configuration, "BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES[,DOWN_STAGES[,SWAP]]" (set by the bench's
+# probes through sweep_tiles, and by tests); None: the tables above.
+TILES: str | None = None
 # Mean grouped rows per expert above which each expert's own GEMM (dequantized once) is faster: every row tile
 # dequantizes its expert's weights again. H200 (bench/results/2026-12-02-prefill and -prefill-2): gpt-oss-20b's 1024
 # rows per expert took 43.6 ms grouped (64-row tiles) against 16.5 ms per expert; Qwen3's 512 took 4.9 ms grouped
@@ -62,7 +63,7 @@ def runs_grouped(device: torch.device, activation, dispatch: Dispatch | None = N
     the step's dispatch) at most MAX_ROWS_PER_EXPERT rows per expert on average (fits). The choice depends on the
     step's routing and the layer's shape alone, never on where the experts live, so every provider makes the same
     one."""
-    return (HAS_TRITON and device.type == "cuda" and os.environ.get(SWITCH, "1") != "0"
+    return (HAS_TRITON and device.type == "cuda"
             and (activation is SILU_GLU or isinstance(activation, ClampedSwiGlu))
             and (dispatch is None or fits(dispatch.tokens.numel(), dispatch.num_experts or dispatch.experts.size)))
 
@@ -132,12 +133,12 @@ def device_row_tiles(dispatch: Dispatch, bm: int = BM) -> torch.Tensor:
 
 def configuration(entries: int | None = None) -> tuple[int, ...]:
     """(BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES, DOWN_STAGES, SWAP) for a step of `entries` grouped (token, k)
-    rows: $WISP_GROUPED_TILES's (the probe's sweep, tests; without DOWN_STAGES both kernels take NUM_STAGES, without
+    rows: TILES's (the probe's sweep, tests; without DOWN_STAGES both kernels take NUM_STAGES, without
     SWAP the tiles are not swapped), else the first of PROMPT_TILES whose bound holds the step's entries, else the
     module's. The choice reads the step's size alone, never where its experts live, so resident, static and paged
     layers launch the same tiles. None of them changes a row's K order; BM also picks the tensor-core instruction
     (Hopper's wgmma from 64 rows, mma below; SWAP: from 64 weight rows)."""
-    given = os.environ.get(TILES)
+    given = TILES
     if not given:
         for bound, tiles in PROMPT_TILES:
             if entries is not None and entries <= bound:
@@ -145,9 +146,21 @@ def configuration(entries: int | None = None) -> tuple[int, ...]:
         return BM, BN_GATE_UP, BN_DOWN, NUM_WARPS, NUM_STAGES, DOWN_STAGES, 0
     values = tuple(int(v) for v in given.split(","))
     if len(values) not in (5, 6, 7):
-        raise ValueError(f"{TILES}={given!r}: give BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES[,DOWN_STAGES[,SWAP]], "
+        raise ValueError(f"tiles {given!r}: give BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES[,DOWN_STAGES[,SWAP]], "
                          "e.g. 64,32,64,8,3")
     return values if len(values) == 7 else values + (values[4],) * (6 - len(values)) + (0,)
+
+
+@contextmanager
+def sweep_tiles(tiles: str | None):
+    """Inside the block, large steps take this configuration (configuration()'s text; None: the tables): a bench
+    sweep's parameter. Restores the previous one after."""
+    global TILES
+    before, TILES = TILES, tiles
+    try:
+        yield
+    finally:
+        TILES = before
 
 
 def word_aligned(table: torch.Tensor, *matrices: QuantLinearSpec) -> bool:

@@ -4,8 +4,6 @@ the CPU the torch reference (engine.quant.reference) and the same math; the devi
 
 from __future__ import annotations
 
-import os
-
 from dataclasses import dataclass
 
 import torch
@@ -15,14 +13,12 @@ from engine.quant.reference import dequantize_reference
 from engine.quant.types import QuantType, quant_type
 from engine.triton_support import HAS_TRITON
 
-# Which decode GEMV runs where it can (read when the module loads): "wide" (engine.quant.wide_gemv for Q4_K and
-# Q6_K, the word kernel for Q8_0), "word" (engine.quant.gemv_kernels where word_split picks it) or "byte"
-# (engine.quant.triton_kernels everywhere). WISP_WORD_GEMV=0 is "byte".
-GEMV = "byte" if os.environ.get("WISP_WORD_GEMV") == "0" else os.environ.get("WISP_GEMV", "wide")
-# A bench's override of wide_split's choice: "Q4_K:2048=4,8,1;Q6_K:768=none" (type:in_features=BN,SB,warps, or
-# none: not the wide kernel)
-_SPLIT_ITEMS = (item.split("=") for item in os.environ.get("WISP_WIDE_SPLITS", "").split(";") if item)
-WIDE_SPLITS = {key: None if split == "none" else tuple(int(v) for v in split.split(",")) for key, split in _SPLIT_ITEMS}
+# Which decode GEMV runs where it can: "wide" (engine.quant.wide_gemv for Q4_K and Q6_K, the word kernel for Q8_0),
+# "word" (engine.quant.gemv_kernels where word_split picks it) or "byte" (engine.quant.triton_kernels everywhere).
+# "wide" is the engine's; the other two are a bench's parameter (bench/profile_decode.py --gemv) to compare with.
+GEMV = "wide"
+# A bench's override of wide_split's choice, {"type:in_features": (BN, SB, warps) or None: not the wide kernel}
+WIDE_SPLITS: dict[str, tuple[int, int, int] | None] = {}
 
 MAX_GRID_ROWS = 65535  # CUDA's limit on a grid's second axis, where the GEMVs put the matrix's row blocks
 ROWS_PER_PROGRAM = 16  # matrix rows per GEMV program: one fixed split, so every entry reduces the same way
@@ -244,10 +240,10 @@ def wide_split(spec: QuantLinearSpec) -> tuple[int, int, int] | None:
     """(rows per program, super-blocks per step, warps) of engine.quant.wide_gemv for this matrix, or None where it
     does not serve. It serves Q4_K and Q6_K matrices at 16-byte-aligned offsets when GEMV is "wide": on the H200 it
     beat the word and byte kernels at Qwen3-30B-A3B's expert shapes, at two rows a program
-    (bench/results/2026-12-02-decode-3/NOTES.md). Q5_K runs it only through WISP_WIDE_SPLITS (not measured). The
+    (bench/results/2026-12-02-decode-3/NOTES.md). Q5_K runs it only through WIDE_SPLITS (not measured). The
     split depends on the matrix alone, so every entry, batch and provider reduces the same way."""
     name = spec.qtype.name
-    if GEMV != "wide" or name not in ("Q4_K", "Q5_K", "Q6_K") or spec.byte_offset % 16:
+    if GEMV != "wide" or not spec.qtype.wide_gemv or spec.byte_offset % 16:
         return None
     supers = 1 << (_cdiv(spec.in_features, 256) - 1).bit_length()  # super-blocks a row, to a power of two
     default = {"Q4_K": (2, min(8, max(2, supers)), 1), "Q6_K": (2, min(4, supers), 1)}.get(name)

@@ -13,12 +13,10 @@ split fixed by the matrix's type and in_features; quant_matmul's tiles reduce ea
 that dequantizes runs each part as its own layer (QuantLinear.forward, split). The blocks are concatenated once and
 the originals dropped, so the device bytes do not grow (weight_bytes is the same).
 
-Off unless WISP_MERGE_QKV=1 (read at load): its CPU tests pass (the Triton kernels under the interpreter give the
-merged bits of the parts), but it has not yet run on a GPU."""
+Off unless EngineOptions.merge_qkv asks (docs/configuration.md): the merged layers give the parts' bits on the CPU
+and the GPU, but one decode profile could not tell the merged step's time from the separate one's."""
 
 from __future__ import annotations
-
-import os
 
 import torch
 from torch import nn
@@ -26,19 +24,12 @@ from torch import nn
 from engine.quant.linear import QuantLinearSpec
 from engine.quant.quant_modules import QuantLinear
 
-SWITCH = "WISP_MERGE_QKV"
 PROJECTIONS = ("q_proj", "k_proj", "v_proj")  # engine.model.attention.Attention.projection_names before a merge
-
-
-def merges_projections() -> bool:
-    return os.environ.get(SWITCH, "0").strip() == "1"
 
 
 def merge_projections(model: nn.Module) -> None:
     """Merge the projections of every engine.model.attention.Attention in the model (GatedAttention too; MLA has no
-    projection_names) where they can share a layer, when WISP_MERGE_QKV=1. Run once the biases are loaded."""
-    if not merges_projections():
-        return
+    projection_names) where they can share a layer. Run once the biases are loaded."""
     for module in list(model.modules()):  # merging changes the modules under each attention
         if getattr(module, "projection_names", None) == PROJECTIONS:
             merge_attention(module)

@@ -9,21 +9,18 @@ depend on the rows beside it."""
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from engine.quant.grouped_gemm import (FP32_STAGES, SMALL_TILES, WORD_TILES, configuration, launch)
 from engine.quant.linear import QuantLinearSpec
-from engine.quant.types import MXFP4, Q4_K, Q5_K, Q6_K, Q8_0
+from engine.quant.types import BLOCK_TYPES
 from engine.triton_support import HAS_TRITON
 
-SWITCH = "WISP_DENSE_GEMM"  # "1": every long step runs quant_matmul; "0": none (dequantize the weight, then matmul);
-# unset or "auto": steps of at most AUTO_MAX_ROWS rows. On the H200 the GEMM took 0.67-0.76x of the other path's time
-# for each attention matrix at 512 rows and 0.79-1.21x at 2048 (bench/results/2026-12-02-merged-rows-h200).
+# Long steps of at most this many rows run quant_matmul; longer ones dequantize the weight, then matmul (the faster
+# of the two past it: bench/results/2026-12-02-merged-rows-h200). Tests set it to force either path.
 AUTO_MAX_ROWS = 1024
-TILES = "WISP_DENSE_TILES"  # "BM,BN,NUM_WARPS,NUM_STAGES": another tile configuration (sweeps)
-TYPES = (Q4_K, Q5_K, Q6_K, Q8_0, MXFP4)
+TILES: str | None = None  # a sweep's "BM,BN,NUM_WARPS,NUM_STAGES" (bench probes, tests); None: tile_configuration's
+TYPES = BLOCK_TYPES
 # Two stages of 128-row bf16 tiles take ~192 KiB (the H200 has 227 KiB a block); launch() drops to one where they
 # do not fit.
 STAGES = 2
@@ -31,26 +28,23 @@ STAGES = 2
 
 def runs_fused(x: torch.Tensor, spec: QuantLinearSpec) -> bool:
     """A long step of x through this matrix runs quant_matmul: CUDA with Triton, a block type the kernel reads, a
-    float activation dtype, and the switch's rule for the step's row count (the same in every expert mode)."""
+    float activation dtype, and at most AUTO_MAX_ROWS rows (the same rule in every expert mode)."""
     if not (HAS_TRITON and x.device.type == "cuda" and spec.qtype in TYPES
             and x.dtype in (torch.bfloat16, torch.float16, torch.float32)):
         return False
-    switch = os.environ.get(SWITCH, "auto").strip().lower() or "auto"
-    if switch not in ("0", "1", "auto"):
-        raise ValueError(f"{SWITCH}={switch!r}: expected 0, 1 or auto")
-    return switch == "1" or (switch == "auto" and x.shape[0] <= AUTO_MAX_ROWS)
+    return x.shape[0] <= AUTO_MAX_ROWS
 
 
 def tile_configuration() -> tuple[int, int, int, int]:
     """(BM, BN, NUM_WARPS, NUM_STAGES): the grouped down kernel's rows, columns and warps with STAGES, or those of
-    $WISP_DENSE_TILES."""
-    given = os.environ.get(TILES)
+    TILES's."""
+    given = TILES
     if not given:
         bm, _, bn, warps, *_ = configuration()
         return bm, bn, warps, STAGES
     values = tuple(int(v) for v in given.split(","))
     if len(values) != 4:
-        raise ValueError(f"{TILES}={given!r}: give BM,BN,NUM_WARPS,NUM_STAGES, e.g. 128,64,8,2")
+        raise ValueError(f"dense tiles {given!r}: give BM,BN,NUM_WARPS,NUM_STAGES, e.g. 128,64,8,2")
     return values
 
 

@@ -2,9 +2,9 @@
 projections, shared experts, dense MLPs, lm_head) and QuantEmbedding (the token embedding). A step of at most
 GEMV_ROWS rows (decode) runs the quantized GEMV of engine.quant.linear, each row alone and in a fixed order; a
 longer step (a prompt) dequantizes the weight to the activations' dtype, at most DEQUANT_TILE_BYTES of it at a time,
-and multiplies; on CUDA, steps of up to quant_matmul.AUTO_MAX_ROWS rows (or any, or none: WISP_DENSE_GEMM=1|0) run
-the GEMM of engine.quant.quant_matmul instead, which dequantizes weight tiles inside its K loop. Which runs depends on
-the step's row count, the device and the switch alone. On the CPU both are the torch reference with the same math
+and multiplies; on CUDA, steps of up to quant_matmul.AUTO_MAX_ROWS rows run the GEMM of engine.quant.quant_matmul
+instead, which dequantizes weight tiles inside its K loop. Which runs depends on the step's row count and the device
+alone. On the CPU both are the torch reference with the same math
 (fp32 weights, so the dequantized weight is exact)."""
 
 from __future__ import annotations

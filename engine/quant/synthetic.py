@@ -13,7 +13,6 @@ from engine.quant.types import BF16, F16, F32, MXFP4, Q4_K, Q5_K, Q6_K, Q8_0
 
 WEIGHT_SCALE = 0.05  # the largest |weight| a block can hold
 MXFP4_TOP_SCALE = 120  # E8M0 byte: e2m1's largest value 6 times 2^(120 - 127) is 0.047, below WEIGHT_SCALE
-F16_FIELDS = {Q8_0: (0,), Q4_K: (0, 2), Q5_K: (0, 2), Q6_K: (208,), MXFP4: ()}  # byte offsets of a block's f16 scales
 LARGEST_MULTIPLE = {Q8_0: 128, Q4_K: 63 * 15, Q5_K: 63 * 31, Q6_K: 128 * 32}  # of d in a dequantized weight
 FLOAT_TYPES = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16}
 
@@ -25,7 +24,7 @@ def random_blocks(spec: QuantLinearSpec, count: int, generator: torch.Generator,
         return ((values * 2 - 1) * WEIGHT_SCALE).to(FLOAT_TYPES[spec.qtype]).view(torch.uint8)
     blocks = torch.randint(0, 256, (count * spec.nbytes // spec.qtype.block_bytes, spec.qtype.block_bytes),
                            dtype=torch.uint8, generator=generator, device=device)
-    for offset in F16_FIELDS[spec.qtype]:
+    for offset in spec.qtype.f16_scale_offsets:
         scale = torch.rand(blocks.shape[0], 1, generator=generator, device=device)
         scale = (scale * WEIGHT_SCALE / LARGEST_MULTIPLE[spec.qtype]).to(torch.float16)
         blocks[:, offset : offset + 2] = scale.view(torch.uint8)

@@ -17,15 +17,15 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from engine.quant.types import BF16, F16, F32, MXFP4, Q4_K, Q5_K, Q6_K, Q8_0, QuantType
+from engine.quant.types import SUPPORTED, QuantType
 
 TILE = 256  # elements of a row dequantized per step: one k-quant super-block, 8 Q8_0 blocks
-TYPE_CODE = {F32: 0, F16: 1, BF16: 2, Q8_0: 3, Q4_K: 4, Q5_K: 5, Q6_K: 6, MXFP4: 7}
-TILE_SHAPE = {Q6_K: (16, 16)}  # (G, L): Q6_K has a scale per 16 elements; the others per 32 (or none)
+TYPE_CODE = {t: t.kernel_code for t in SUPPORTED}
 
 
 def tile_shape(qtype: QuantType) -> tuple[int, int]:
-    return TILE_SHAPE.get(qtype, (8, 32))
+    """(G, L): a TILE-element step as G groups of L elements, one scale per group (Q6_K: 16 of 16; others 8 of 32)."""
+    return TILE // qtype.scale_group, qtype.scale_group
 
 
 @triton.jit

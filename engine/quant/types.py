@@ -1,4 +1,8 @@
-"""The GGUF tensor types Wisp's engine computes with: ggml type id, elements per block, bytes per block."""
+"""The registry of GGUF tensor types Wisp's engine computes with: each QuantType is a storage format (ggml type id,
+elements and bytes per block) and which of the engine's kernels read it. Every table of types the kernels and the
+loaders use derives from SUPPORTED. Adding a block type is its entry here plus its kernels: the torch reference
+(engine.quant.reference), the Triton dequantization and GEMM (engine.quant.triton_kernels and
+engine.quant.grouped_kernels, by kernel_code) and, where its flags say so, a decode GEMV."""
 
 from __future__ import annotations
 
@@ -9,12 +13,29 @@ from engine.errors import UnsupportedModelError
 
 @dataclass(frozen=True)
 class QuantType:
-    """One ggml storage type: a row of `block_size * n` elements is n blocks of `block_bytes` bytes."""
+    """One ggml storage type: a row of `block_size * n` elements is n blocks of `block_bytes` bytes.
+
+    kernel_code: the type's code in the Triton kernels (a constexpr they branch on; fixed once given).
+    scale_group: elements per scale in a block (the Triton kernels' tile is TILE // scale_group rows of it).
+    f16_scale_offsets: byte offsets of the block's f16 scales (random valid blocks set them, engine.quant.synthetic).
+    word_gemv: engine.quant.gemv_kernels' word-wide decode GEMV reads it.
+    wide_gemv: engine.quant.wide_gemv's wide-load decode GEMV reads it."""
 
     name: str
     ggml_id: int
     block_size: int
     block_bytes: int
+    kernel_code: int
+    scale_group: int = 32
+    f16_scale_offsets: tuple[int, ...] = ()
+    word_gemv: bool = False
+    wide_gemv: bool = False
+
+    @property
+    def is_quantized(self) -> bool:
+        """Blocks with scales (not plain floats): dense tensors of the type stay in their blocks on the device, and
+        long steps through them run engine.quant.quant_matmul."""
+        return self.block_size > 1
 
     def row_bytes(self, num_elements: int) -> int:
         """Bytes of a row of num_elements (a multiple of block_size)."""
@@ -26,16 +47,22 @@ class QuantType:
 
 
 QK_K = 256  # elements of a k-quant super-block
-F32 = QuantType("F32", 0, 1, 4)
-F16 = QuantType("F16", 1, 1, 2)
-Q8_0 = QuantType("Q8_0", 8, 32, 34)
-Q4_K = QuantType("Q4_K", 12, QK_K, 144)  # d, dmin (f16), 12 bytes of 6-bit scales and mins, 128 bytes of nibbles
-Q5_K = QuantType("Q5_K", 13, QK_K, 176)  # as Q4_K plus 32 bytes of fifth bits
-Q6_K = QuantType("Q6_K", 14, QK_K, 210)  # 128 bytes low nibbles, 64 bytes high 2 bits, 16 int8 scales, d (f16)
-BF16 = QuantType("BF16", 30, 1, 2)
-MXFP4 = QuantType("MXFP4", 39, 32, 17)  # an E8M0 scale byte, 16 bytes of e2m1 nibbles (element j low, j + 16 high)
+F32 = QuantType("F32", 0, 1, 4, kernel_code=0)
+F16 = QuantType("F16", 1, 1, 2, kernel_code=1)
+BF16 = QuantType("BF16", 30, 1, 2, kernel_code=2)
+Q8_0 = QuantType("Q8_0", 8, 32, 34, kernel_code=3, f16_scale_offsets=(0,), word_gemv=True)  # d (f16), 32 int8
+# d, dmin (f16), 12 bytes of 6-bit scales and mins, 128 bytes of nibbles
+Q4_K = QuantType("Q4_K", 12, QK_K, 144, kernel_code=4, f16_scale_offsets=(0, 2), word_gemv=True, wide_gemv=True)
+# as Q4_K plus 32 bytes of fifth bits
+Q5_K = QuantType("Q5_K", 13, QK_K, 176, kernel_code=5, f16_scale_offsets=(0, 2), word_gemv=True, wide_gemv=True)
+# 128 bytes low nibbles, 64 bytes high 2 bits, 16 int8 scales, d (f16)
+Q6_K = QuantType("Q6_K", 14, QK_K, 210, kernel_code=6, scale_group=16, f16_scale_offsets=(208,), word_gemv=True,
+                 wide_gemv=True)
+# an E8M0 scale byte, 16 bytes of e2m1 nibbles (element j low, j + 16 high)
+MXFP4 = QuantType("MXFP4", 39, 32, 17, kernel_code=7)
 
 SUPPORTED = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4)
+BLOCK_TYPES = tuple(t for t in SUPPORTED if t.is_quantized)
 _BY_ID = {t.ggml_id: t for t in SUPPORTED}
 _BY_NAME = {t.name: t for t in SUPPORTED}
 

@@ -29,8 +29,9 @@ import triton.language as tl
 
 from engine.quant.gemv_kernels import MAGIC, f16_of, k4_scale_words, small_int
 from engine.quant.triton_kernels import rounded, store_as
+from engine.quant.types import SUPPORTED
 
-WIDE_TYPES = {"Q4_K": 4, "Q5_K": 5, "Q6_K": 6}  # engine.quant.triton_kernels.TYPE_CODE's codes
+WIDE_TYPES = {t.name: t.kernel_code for t in SUPPORTED if t.wide_gemv}  # type name -> the kernels' type code
 
 
 @triton.jit

@@ -24,7 +24,7 @@ def load_gguf(plan: LoadPlan, options: EngineOptions, progress: Progress | None)
     tokenizer: Tokenizer = model_file.tokenizer()
     weights = load_gguf_weights(model_file.path, dtype, device, dequantize=dequantize_dense,
                                 keep_types=plan.keeps_file_types)
-    model = dense_model(weights, dtype, device)
+    model = dense_model(weights, dtype, device, merge_qkv=options.merge_qkv)
     on_host = options.experts.keeps_experts_on_host
     biases = expert_biases(model_file, dtype, device) if args.expert_bias else None
     plan_tier = host_tier_planner(options, device.type)

@@ -52,14 +52,12 @@ class LLMEngine:
         self.host_tier = None  # engine.alloc.host_tier.HostTier of experts kept in host memory (None: on the device)
         self.grammars = GrammarCompiler(tokenizer)
         self._tokenized: dict[str, list[int] | Exception] = {}  # tokenize_ahead's results, by request id
-        # Overlapped decode steps (step()): on by default on CUDA, where the host's work per token would otherwise
-        # leave the GPU idle; WISP_OVERLAP=0 turns them off. On the CPU they only reorder the same work.
-        self.overlap = self.device.type == "cuda" and os.environ.get("WISP_OVERLAP", "1") != "0"
+        # Overlapped decode steps (step()) on CUDA, where the host's work per token would otherwise leave the GPU
+        # idle; rows with a linear-attention state (hybrid models) too: a dropped row's state row is zeroed by the
+        # next prefill that takes it (tests/gpu/test_overlap.py). On the CPU they would only reorder the same work.
+        self.overlap = self.device.type == "cuda"
         self.inflight: LaunchedStep | None = None  # the decode step launched ahead, its tokens not yet read
         self.steps_ahead = 0  # decode steps launched ahead so far
-        # Steps ahead for rows with a linear-attention state (hybrid models) too, unless WISP_OVERLAP_STATES=0: a
-        # dropped row's state row is zeroed by the next prefill that takes it (tests/gpu/test_overlap.py).
-        self.overlap_states = os.environ.get("WISP_OVERLAP_STATES", "1") != "0"
 
     @property
     def memory(self) -> "LLMEngine":
@@ -214,8 +212,8 @@ class LLMEngine:
         """Can the next decode step of exactly these sequences be launched before this one's tokens are read?
         Not when the scheduler would do something else next (a request waits, a prompt is in chunks, a budget
         waits for a barrier), when a row needs its new token on the host to choose the next (penalties, bias, a
-        grammar), when a row ends by length with this token, when its next KV block is not free without
-        preempting, or for a linear-attention state unless overlap_states. A row that stops with this token (a
+        grammar), when a row ends by length with this token, or when its next KV block is not free without
+        preempting. A row that stops with this token (a
         stop string, EOS, a cancel) has its row of the next step dropped: its KV write lands in a block it frees,
         and its linear-attention state row (hybrid models) is zeroed by the prefill of the next sequence that
         takes it, queued after this step."""
@@ -231,8 +229,6 @@ class LLMEngine:
         for seq in seqs:
             active = self.active.get(seq.request_id)
             if active is None or active.grammar is not None or seq.sampling.changes_logits:
-                return False
-            if seq.state_slot >= 0 and not self.overlap_states:
                 return False
             if (seq.num_output_tokens + 1 >= seq.sampling.max_tokens
                     or len(seq.token_ids) + 1 >= min(self.max_model_len, runner.padded_decode.max_len)):

@@ -29,10 +29,10 @@ CASES = [(40, 3, 12, False), (1, 8, 128, False), (17, 2, 32, True), (513, 8, 128
 def test_the_counting_sort_gives_the_stable_sorts_plan(monkeypatch, tokens, top_k, experts, skew):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     ids, weights = routed(tokens, top_k, experts, seed=tokens + experts, skew=skew)
-    monkeypatch.setenv(dispatch.PLAN_SWITCH, "0")
-    torch_plan = dispatch.plan_on_device(ids, weights, experts)
+    with monkeypatch.context() as torch_sort:
+        torch_sort.setattr(dispatch, "runs_plan_kernels", lambda ids: False)
+        torch_plan = dispatch.plan_on_device(ids, weights, experts)
     assert torch_plan.tiles is None
-    monkeypatch.setenv(dispatch.PLAN_SWITCH, "1")
     for bm in (None, 16, 128):
         plan = dispatch.plan_on_device(ids, weights, experts, tile_rows=bm)
         assert torch.equal(plan.tokens, torch_plan.tokens)

@@ -102,17 +102,17 @@ def test_grouped_prefill_is_bitwise_across_modes(tiny_model_dir, monkeypatch):
 
 @pytest.mark.parametrize("rows", [2, 64])
 def test_prefill_lookahead_is_bitwise_resident(tiny_model_dir, monkeypatch, rows):
-    """WISP_PREFILL_OVERLAP=1 with every large step staging (forced: the tiny prompts have a few tokens): paged
+    """The lookahead on the CPU with every large step staging (forced: the tiny prompts have a few tokens): paged
     layers compute the experts staged for them from the lookahead ring, at a ring smaller than a layer's misses and
     at one holding them all; the same tokens and logprobs as resident."""
-    from engine.experts.pager import lookahead
+    from engine.experts.pager import host_pager, lookahead
     from engine.experts.routing import dispatch
 
     folder = tiny_model_dir("qwen3_moe")
     args = read_args(folder)
     monkeypatch.setattr(dispatch, "GATHER_LIMIT_BYTES", 3 * read_args(tiny_model_dir("olmoe")).expert_numel * 4)
     reference = outputs(folder, experts="resident")
-    monkeypatch.setenv(lookahead.ENV, "1")
+    monkeypatch.setattr(host_pager, "configured_rows", lambda expert_bytes, device_type: rows)
     monkeypatch.setattr(lookahead, "MIN_ENTRIES_PER_EXPERT", 1)
     monkeypatch.setattr(lookahead, "gathered_rows", lambda _: rows)
     staged = []

@@ -59,7 +59,7 @@ def workload(folder, overlap: bool, **options) -> tuple[list, int, set]:
     (each request's events, the decode steps launched ahead, the prefix cache's block hashes)."""
     with Engine(EngineOptions(model=str(folder), device="cpu", decode="static", max_model_len=96,
                               **options)) as engine:
-        engine._core.overlap = engine._core.overlap_states = overlap
+        engine._core.overlap = overlap
         results = [streamed(engine, GenerateRequest(prompt=PROMPTS[0], sampling=GREEDY))]
         word = next(text for _, _, _, text in results[0][3:-1] if text.strip())  # a word it streams after 3 tokens
         stop_word = SamplingParams(max_tokens=24, ignore_eos=True, stop=(word,))
@@ -88,7 +88,7 @@ def workload(folder, overlap: bool, **options) -> tuple[list, int, set]:
     return results, ahead, cached
 
 
-@pytest.mark.parametrize("name", ["qwen3_moe", "qwen2_moe", "qwen3_5_moe"])  # the last a hybrid (overlap_states)
+@pytest.mark.parametrize("name", ["qwen3_moe", "qwen2_moe", "qwen3_5_moe"])  # the last a hybrid
 def test_overlapped_steps_stream_the_same_events(tiny_model_dir, name):
     folder = tiny_model_dir(name)
     reference, none_ahead, cached = workload(folder, overlap=False)
@@ -205,15 +205,10 @@ def test_a_drained_engine_holds_no_step_in_flight(tiny_model_dir):
         assert engine._core.steps_ahead > 0 and engine._core.inflight is None
 
 
-def test_hybrid_rows_step_ahead_only_with_overlap_states(tiny_model_dir, monkeypatch):
-    monkeypatch.setenv("WISP_OVERLAP_STATES", "0")
+def test_hybrid_rows_step_ahead(tiny_model_dir):
     with Engine(EngineOptions(model=str(tiny_model_dir("qwen3_5_moe")), device="cpu", decode="static",
                               max_model_len=64)) as engine:
         engine._core.overlap = True
-        assert not engine._core.overlap_states
         request = GenerateRequest(prompt=PROMPTS[0], sampling=SamplingParams(max_tokens=8, ignore_eos=True))
-        engine.generate(request)
-        assert engine._core.steps_ahead == 0
-        engine._core.overlap_states = True
         engine.generate(request)
         assert engine._core.steps_ahead > 0

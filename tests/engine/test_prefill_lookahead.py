@@ -151,15 +151,6 @@ def test_lookahead_keeps_the_working_set(store, stages_40_tokens):
         assert kept[layer] and kept[layer] <= set(lru.slots), layer
 
 
-def test_the_switch_reads_0_or_1(store, monkeypatch):
-    for value, rows in (("0", 0), ("1", lookahead.gathered_rows(store.expert_bytes))):
-        monkeypatch.setenv(lookahead.ENV, value)
-        assert PagedExperts(store, CPU, {layer: 2 for layer in LAYERS}).host_pager.lookahead.rows == rows
-    monkeypatch.setenv(lookahead.ENV, "yes")
-    with pytest.raises(ValueError, match="WISP_PREFILL_OVERLAP"):
-        PagedExperts(store, CPU, {layer: 2 for layer in LAYERS})
-
-
 @pytest.mark.parametrize("expert_bytes", [4096, 3_059_712, 6 * 2**20, 400 * 2**20])
 def test_the_ring_fits_the_plans_gathered_experts_term(expert_bytes):
     """The ring is counted in the workspace's term for a small step's gathered experts (never live at once)."""
@@ -170,7 +161,7 @@ def test_the_ring_fits_the_plans_gathered_experts_term(expert_bytes):
     assert lookahead.gathered_rows(3_059_712) == 64  # Qwen3-30B-A3B's Q4_K_M slots: 187 MiB
 
 
-def test_unset_it_is_on_for_cuda_and_off_elsewhere(monkeypatch):
-    monkeypatch.delenv(lookahead.ENV, raising=False)
+def test_it_is_on_for_cuda_and_off_elsewhere(store):
+    assert PagedExperts(store, CPU, {layer: 2 for layer in LAYERS}).host_pager.lookahead.rows == 0
     assert lookahead.configured_rows(3_059_712, "cuda") == lookahead.gathered_rows(3_059_712) > 0
     assert lookahead.configured_rows(3_059_712, "cpu") == 0

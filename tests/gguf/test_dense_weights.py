@@ -18,7 +18,7 @@ from engine.launch import build_engine
 from engine.model.attention import Attention
 from engine.model.model_tree import meta_model
 from engine.quant.dense import KEPT_TYPES, kept_bytes
-from engine.quant.merged_projections import SWITCH, projection_specs
+from engine.quant.merged_projections import projection_specs
 from engine.quant.quant_modules import QuantEmbedding, QuantLinear, planned_dense_bytes, weight_bytes
 from tests.gguf.engine_runs import mode_options, outputs
 
@@ -30,8 +30,8 @@ def file_options(path, **changes) -> EngineOptions:
                          **changes)
 
 
-def loaded_model(path):
-    core, info = build_engine(file_options(path))
+def loaded_model(path, **changes):
+    core, info = build_engine(file_options(path, **changes))
     return core, info, core.runner.model
 
 
@@ -90,20 +90,19 @@ def test_every_expert_mode_is_bitwise_resident_with_quantized_dense_weights(mode
 
 
 @pytest.mark.parametrize("model_type,ftype", [("qwen3_moe", "Q4_K_M"), ("qwen2_moe", "Q4_K_M"), ("qwen3_next", "Q8_0")])
-def test_merged_projections_generate_what_separate_ones_do(model_type, ftype, gguf_files, monkeypatch):
+def test_merged_projections_generate_what_separate_ones_do(model_type, ftype, gguf_files):
     """The same bits with q, k and v in one layer (engine.quant.merged_projections; qwen2_moe's have biases,
     qwen3_next's q_proj also yields its gate) as in three, greedy, seeded and batched: each GEMV row and each part's
     prompt GEMM is computed as it was alone."""
     path = gguf_files.quantized(model_type, ftype)
     runs, names = {}, {}
-    for switch in ("0", "1"):
-        monkeypatch.setenv(SWITCH, switch)
-        core, _, model = loaded_model(path)
-        names[switch] = {m.projection_names for m in model.modules() if isinstance(m, Attention)}
+    for merge_qkv in (False, True):
+        core, _, model = loaded_model(path, merge_qkv=merge_qkv)
+        names[merge_qkv] = {m.projection_names for m in model.modules() if isinstance(m, Attention)}
         core.close()
-        runs[switch] = outputs(path, experts="resident", dense_weights="file")
-    assert names["0"] == {("q_proj", "k_proj", "v_proj")} and len(names["1"] - names["0"]) >= 1, names
-    assert runs["1"] == runs["0"]
+        runs[merge_qkv] = outputs(path, experts="resident", dense_weights="file", merge_qkv=merge_qkv)
+    assert names[False] == {("q_proj", "k_proj", "v_proj")} and len(names[True] - names[False]) >= 1, names
+    assert runs[True] == runs[False]
 
 
 def test_quantized_dense_weights_generate_what_dequantized_ones_do(gguf_files):
@@ -137,3 +136,14 @@ def test_dense_quant_is_refused_for_a_gguf_file(gguf_files):
     for attempt in (lambda: build_engine(options), lambda: plan_for(open_source(options.model), options)):
         with pytest.raises(RequestError, match="--dense-weights"):
             attempt()
+
+
+def test_merge_qkv_is_off_unless_the_cli_asks():
+    import argparse
+
+    from engine.cli.options import add_engine_options, engine_options
+
+    parser = argparse.ArgumentParser()
+    add_engine_options(parser)
+    assert not engine_options(parser.parse_args(["model.gguf"])).merge_qkv
+    assert engine_options(parser.parse_args(["model.gguf", "--merge-qkv"])).merge_qkv

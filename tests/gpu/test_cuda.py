@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from engine.alloc.memory_plan import GiB
+from engine import triton_support
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.bench.graph_timing import step_gpu_ms
 from engine.model.loader import read_args
@@ -89,8 +90,8 @@ def test_fused_step_keeps_the_tokens(bf16_model_dir, monkeypatch, model_type):
     kernels they replace, with CUDA graphs and paged experts too."""
     folder = bf16_model_dir(model_type)
     outputs = {}
-    for fused in ("0", "1"):
-        monkeypatch.setenv("WISP_FUSED_STEP", fused)
+    for fused in ("0", "1"):  # 0: engine.triton_support.fused_step() off, the kernels they replace
+        monkeypatch.setattr(triton_support, "HAS_TRITON", fused == "1")
         outputs[fused] = [cuda_outputs(folder), cuda_outputs(folder, decode="graphs", experts="paged", expert_slots=3)]
     assert outputs["1"] == outputs["0"]
 

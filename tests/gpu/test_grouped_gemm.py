@@ -4,14 +4,13 @@ from any slot rows, and a token's bits independent of the other tokens of the st
 
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch
 
 from engine.quant.dense_layout import DenseLayout
 from engine.experts.routing.dispatch import combine_grouped, start_layer
-from engine.quant.grouped_gemm import SWITCH, runs_grouped
+from engine.quant.grouped_gemm import runs_grouped
 from tests.quant import test_grouped_gemm as cases
 
 pytestmark = pytest.mark.gpu
@@ -29,13 +28,11 @@ def on(device, layout, table):
     return layout, table.to(device)
 
 
-def per_expert_on_cuda(layout, table, x, ids, weights, monkeypatch):
-    monkeypatch.setenv(SWITCH, "0")
-    assert not runs_grouped(x.device, layout.activation)
+def per_expert_on_cuda(layout, table, x, ids, weights):
+    """The per-expert path (each expert's own GEMMs), called directly: the reference for the grouped kernels."""
     dispatch, out = start_layer(x, ids.cpu().numpy(), weights)
     for u, expert in enumerate(dispatch.experts):
         layout.run_expert(table[int(expert)], dispatch, u, out)
-    monkeypatch.delenv(SWITCH)
     return combine_grouped(out, dispatch, ids)
 
 
@@ -49,9 +46,9 @@ def test_grouped_matches_the_per_expert_path(cuda, case, dtype, monkeypatch):
         dtype = layout.dtype
     cases.cast_bias(layout, dtype)
     x, ids, weights = (t.to(cuda) for t in cases.inputs(layout.hidden, dtype))
-    assert runs_grouped(cuda, layout.activation) and os.environ.get(SWITCH, "1") != "0"
+    assert runs_grouped(cuda, layout.activation)
     got = layout.run_blocks(x, ids, weights, table)
-    expected = per_expert_on_cuda(layout, table, x, ids, weights, monkeypatch).float()
+    expected = per_expert_on_cuda(layout, table, x, ids, weights).float()
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     torch.testing.assert_close(got.float(), expected, rtol=tolerance, atol=tolerance * expected.abs().max().item())
     assert torch.equal(layout.run_blocks(x, ids, weights, table), got)  # repeatable
@@ -96,7 +93,7 @@ def test_launches_that_outgrow_shared_memory_leave_no_garbage(cuda, monkeypatch)
 
     from engine.quant import grouped_gemm
 
-    monkeypatch.setenv(grouped_gemm.TILES, "128,32,64,8,3")  # no DOWN_STAGES: the down kernel asks for three
+    monkeypatch.setattr(grouped_gemm, "TILES", "128,32,64,8,3")  # no DOWN_STAGES: the down kernel asks for three
     layout, table = on(cuda, *cases.CASES["Q4_K_M"]())
     x, ids, weights = (t.to(cuda) for t in cases.inputs(layout.hidden, torch.bfloat16, seed=7))
     layout.run_blocks(x, ids, weights, table)  # the first launch finds the stages that fit

@@ -1,4 +1,4 @@
-"""The gated delta rule on fla's Triton kernels (WISP_LINEAR_ATTENTION=fla) on CUDA:
+"""The gated delta rule on fla's Triton kernels (the engine's choice where fla imports) on CUDA:
 `pytest -m gpu tests/gpu/test_hybrid_fla.py`. Fails (not skips) without a GPU or without fla-core (the `hybrid` extra).
 The kernels against the torch forms within rounding, their bits repeatable, in a batch equal to alone and inside a
 CUDA graph equal to eager. The engine runs fla by default where it imports, so tests/gpu/test_hybrid.py checks the tiny
@@ -23,9 +23,8 @@ TOLERANCE = {torch.float32: 1e-2, torch.bfloat16: 3e-2}
 
 
 @pytest.fixture
-def fla(monkeypatch):
+def fla():
     assert torch.cuda.is_available(), "GPU tests need CUDA"
-    monkeypatch.setenv(delta_rule_kernels.ENV_VAR, "fla")
     kernels = delta_rule_kernels.kernels_for("cuda")
     assert kernels.name == "fla", "fla does not import: pip install 'wisp[hybrid]' (bench/hybrid_fla_h200.sh does)"
     return kernels

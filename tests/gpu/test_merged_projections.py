@@ -1,14 +1,15 @@
 """Merged attention projections on CUDA (engine.quant.merged_projections; `pytest -m gpu
 tests/gpu/test_merged_projections.py`): a merged layer's parts give the separate layers' bits through the decode
 GEMVs (wide Q4_K and Q6_K, word Q8_0), quant_matmul and the dequantized GEMMs; and Wisp's engine on tiny llama.cpp
-Q4_K_M files (qwen2_moe's projections have biases) generates the same tokens with WISP_MERGE_QKV=0 and 1, greedy,
+Q4_K_M files (qwen2_moe's projections have biases) generates the same tokens without and with merge_qkv, greedy,
 seeded and batched, with logprobs within 1e-3 (the same bits where the first test passes)."""
 
 import pytest
 import torch
 
+from engine.quant import quant_matmul
 from engine.quant.linear import QuantLinearSpec
-from engine.quant.merged_projections import SWITCH, merged_linear, mergeable_groups
+from engine.quant.merged_projections import merged_linear, mergeable_groups
 from engine.quant.quant_modules import GEMV_ROWS, QuantLinear
 from engine.quant.synthetic import random_blocks
 from engine.quant.types import Q4_K, Q6_K, Q8_0
@@ -47,7 +48,8 @@ def test_a_merged_layer_gives_the_separate_layers_bits_on_cuda(cuda, types, bias
     groups = mergeable_groups(layers)
     merged = {group: merged_linear([by_name[name] for name in group]) for group in groups if len(group) > 1}
     for rows, gemm in ((1, "auto"), (3, "auto"), (GEMV_ROWS, "auto"), (64, "1"), (300, "0")):
-        monkeypatch.setenv("WISP_DENSE_GEMM", gemm)  # 1: quant_matmul, 0: dequantize then multiply
+        # 1: quant_matmul, 0: dequantize then multiply
+        monkeypatch.setattr(quant_matmul, "AUTO_MAX_ROWS", {"auto": 1024, "1": 1 << 30, "0": 0}[gemm])
         x = torch.randn(rows, 2048, generator=torch.Generator(device=cuda).manual_seed(rows), device=cuda).bfloat16()
         with torch.inference_mode():
             separate = [by_name[name](x) for name in ("q_proj", "k_proj", "v_proj")]
@@ -58,12 +60,11 @@ def test_a_merged_layer_gives_the_separate_layers_bits_on_cuda(cuda, types, bias
 
 
 @pytest.mark.parametrize("model_type", ["qwen3_moe", "qwen2_moe"])
-def test_the_engine_generates_the_same_tokens_merged_and_not(cuda, model_type, greedy_files, monkeypatch):
+def test_the_engine_generates_the_same_tokens_merged_and_not(cuda, model_type, greedy_files):
     path = greedy_files.quantized(model_type, "Q4_K_M")
     runs = {}
     for switch in ("0", "1"):
-        monkeypatch.setenv(SWITCH, switch)
-        runs[switch] = outputs(path, max_tokens=12, device="cuda", experts="resident")
+        runs[switch] = outputs(path, max_tokens=12, device="cuda", experts="resident", merge_qkv=switch == "1")
     for (ids_off, logprobs_off), (ids_on, logprobs_on) in zip(runs["0"], runs["1"]):
         assert ids_on == ids_off
         assert max(abs(a - b) for a, b in zip(logprobs_on, logprobs_off)) <= 1e-3

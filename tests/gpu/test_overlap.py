@@ -1,7 +1,7 @@
 """Overlapped decode steps on CUDA graphs (H200: `pytest -m gpu tests/gpu/test_overlap.py`): each step launched on
 the last one's sampled tokens before the host reads them gives bitwise the tokens and logprobs of steps run one at
 a time, in every expert mode, for greedy and seeded sampling, alone and in a batch, a hybrid model included (its
-rows step ahead with overlap_states, WISP_OVERLAP_STATES=1)."""
+rows step ahead too)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ SAMPLINGS = (SamplingParams(max_tokens=40, ignore_eos=True, top_logprobs=2),
 
 def run(folder, overlap: bool, **options) -> tuple[list, int]:
     with Engine(EngineOptions(model=str(folder), device="cuda", decode="graphs", **options)) as engine:
-        engine._core.overlap = engine._core.overlap_states = overlap
+        engine._core.overlap = overlap
         alone = [engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=s)) for s in SAMPLINGS]
         batch = [h.result() for h in engine.submit_batch(
             [GenerateRequest(prompt=PROMPTS[i % len(PROMPTS)], sampling=s) for i, s in enumerate(SAMPLINGS)])]
@@ -31,7 +31,7 @@ def run(folder, overlap: bool, **options) -> tuple[list, int]:
     return [(r.token_ids, r.logprobs, r.reason) for r in alone + batch], ahead
 
 
-@pytest.mark.parametrize("name", ["qwen3_moe", "qwen3_5_moe"])  # the second a hybrid (overlap_states)
+@pytest.mark.parametrize("name", ["qwen3_moe", "qwen3_5_moe"])  # the second a hybrid
 def test_overlapped_steps_are_bitwise_equal_on_cuda(tmp_path, name):
     assert torch.cuda.is_available(), "GPU tests need CUDA"
     folder = write_tiny_model(tmp_path / name, name, dtype=torch.bfloat16)

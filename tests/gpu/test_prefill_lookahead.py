@@ -1,5 +1,5 @@
-"""Lookahead for large steps on CUDA (`pytest -m gpu tests/gpu/test_prefill_lookahead.py`): with
-WISP_PREFILL_OVERLAP=1 a paged prompt's logits are bitwise resident's, and the quantized grouped kernels read the
+"""Lookahead for large steps on CUDA (`pytest -m gpu tests/gpu/test_prefill_lookahead.py`): with the
+lookahead on (the default) a paged prompt's logits are bitwise resident's, and the quantized grouped kernels read the
 lookahead ring only once its copies have landed and the ring is refilled only once it has been read (both checked
 with the copy stream, then the compute stream, held back by a spin)."""
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from engine.experts.pager import host_pager as host_pager_module
 from engine.experts.pager import lookahead
 from engine.experts.providers.paged import PagedExperts
 from engine.experts.providers.resident import ResidentExperts
@@ -45,8 +46,9 @@ def test_paged_prompt_logits_are_resident_bits(cuda, tiny_model_dir, monkeypatch
     token_ids = np.random.default_rng(5).integers(3, VOCAB, PROMPT).tolist()
     (reference, again), _ = prompt_logits(folder, token_ids, experts="resident")
     assert np.array_equal(again, reference)
-    for overlap in ("0", "1"):
-        monkeypatch.setenv(lookahead.ENV, overlap)
+    for overlap in ("1", "0"):
+        if overlap == "0":  # the lookahead off from here on: no ring rows
+            monkeypatch.setattr(host_pager_module, "configured_rows", lambda expert_bytes, device_type: 0)
         for slots in (2, 5):
             runs, counters = prompt_logits(folder, token_ids, experts="paged", expert_slots=slots)
             for got in runs:

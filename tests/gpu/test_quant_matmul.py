@@ -1,6 +1,6 @@
 """The long-step GEMM through a quantized dense matrix (engine.quant.quant_matmul) on the H200: `pytest -m gpu
 tests/gpu/test_quant_matmul.py`. Fails (not skips) without a GPU. At Qwen3-30B-A3B's attention shapes and a prompt's
-rows: the CPU's fp64 product within bf16 rounding, dequantize-then-matmul (WISP_DENSE_GEMM=0) within rounding,
+rows: the CPU's fp64 product within bf16 rounding, dequantize-then-matmul (AUTO_MAX_ROWS 0) within rounding,
 the same bits run after run, whatever rows share the step and in a replayed CUDA graph, and QuantLinear's long
 step is this GEMM."""
 
@@ -62,16 +62,15 @@ def test_bits_do_not_depend_on_the_run_or_the_rows_beside_them(cuda):
         assert torch.equal(qm.quant_matmul(x[100:400], blocks, spec), whole[100:400])
 
 
-def test_quant_linear_long_steps_run_it_behind_the_switch(cuda, monkeypatch):
+def test_quant_linear_long_steps_run_it_up_to_auto_max_rows(cuda, monkeypatch):
     blocks, spec = matrix(Q6_K, 512, 2048, cuda, seed=2)
     module = QuantLinear(blocks, spec, bias=True)
     module.bias = torch.nn.Parameter(torch.randn(512, device=cuda).bfloat16(), requires_grad=False)
     x = inputs(64, 2048, cuda, seed=2).view(2, 32, 2048)
     with torch.inference_mode():
-        monkeypatch.setenv(qm.SWITCH, "1")
-        fused = module(x)
+        fused = module(x)  # 64 rows: within AUTO_MAX_ROWS
         assert torch.equal(fused.view(64, 512), qm.quant_matmul(x.view(64, 2048), blocks, spec) + module.bias)
-        monkeypatch.setenv(qm.SWITCH, "0")
+        monkeypatch.setattr(qm, "AUTO_MAX_ROWS", 0)  # every long step dequantizes, then multiplies
         dequantized = module(x)
         assert torch.equal(dequantized.view(64, 512), dequantized_linear(x.view(64, 2048), blocks, spec, module.bias))
     scale = dequantized.abs().max().item()
@@ -79,7 +78,7 @@ def test_quant_linear_long_steps_run_it_behind_the_switch(cuda, monkeypatch):
 
 
 def test_a_captured_step_replays_its_bits_after_other_step_shapes(cuda, monkeypatch):
-    monkeypatch.setenv(qm.SWITCH, "1")
+    monkeypatch.setattr(qm, "AUTO_MAX_ROWS", 1 << 30)  # every long step runs quant_matmul
     blocks, spec = matrix(Q4_K, 512, 2048, cuda, seed=3)
     module = QuantLinear(blocks, spec)
     x = inputs(16, 2048, cuda, seed=3)

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.quant.types import BF16, F16, F32, MXFP4, Q4_K, Q5_K, Q6_K, Q8_0, QuantType
+from engine.quant.types import BF16, F16, F32, MXFP4, SUPPORTED, QuantType
 
-# byte offsets of each block's f16 fields
-F16_FIELDS = {Q8_0: (0,), Q4_K: (0, 2), Q5_K: (0, 2), Q6_K: (208,), MXFP4: ()}
-ALL_TYPES = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4)
+ALL_TYPES = SUPPORTED
 
 
 def finite_f16_bits(rng: np.random.Generator, shape, max_exponent: int = 30) -> np.ndarray:
@@ -31,7 +29,7 @@ def random_rows(qtype: QuantType, rows: int, cols: int, seed: int = 0, max_expon
     if qtype is F32:
         return rng.standard_normal((rows, cols), dtype=np.float32).view(np.uint8).reshape(rows, -1)
     blocks = rng.integers(0, 256, size=(rows * cols // qtype.block_size, qtype.block_bytes), dtype=np.uint8)
-    for offset in F16_FIELDS[qtype]:
+    for offset in qtype.f16_scale_offsets:
         field = finite_f16_bits(rng, blocks.shape[0], max_exponent)
         blocks[:, offset : offset + 2] = field.view(np.uint8).reshape(-1, 2)
     if qtype is MXFP4 and max_exponent < 30:

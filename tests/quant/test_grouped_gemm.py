@@ -32,7 +32,7 @@ GPT_OSS = ClampedSwiGlu(1.702, 7.0)
 @pytest.fixture(autouse=True)
 def rows_per_tile(monkeypatch):
     """64-row tiles: an expert's span here covers two (the H200's default is taller, and so slower to interpret)."""
-    monkeypatch.setenv(grouped_gemm.TILES, "64,32,64,8,3")
+    monkeypatch.setattr(grouped_gemm, "TILES", "64,32,64,8,3")
 
 
 def quant_layer(types, hidden=256, intermediate=256, activation=SILU_GLU, with_bias=False):
@@ -191,21 +191,21 @@ def test_long_prompts_run_expert_by_expert():
 
 
 def test_a_tile_configuration_is_five_to_seven_integers(monkeypatch):
-    monkeypatch.setenv(grouped_gemm.TILES, "128,32,64,8,3")
+    monkeypatch.setattr(grouped_gemm, "TILES", "128,32,64,8,3")
     assert grouped_gemm.configuration() == (128, 32, 64, 8, 3, 3, 0)  # both kernels' stages, not swapped
-    monkeypatch.setenv(grouped_gemm.TILES, "128,32,64,8,3,1")
+    monkeypatch.setattr(grouped_gemm, "TILES", "128,32,64,8,3,1")
     assert grouped_gemm.configuration(4096) == (128, 32, 64, 8, 3, 1, 0)
-    monkeypatch.setenv(grouped_gemm.TILES, "32,64,64,4,3,3,1")
+    monkeypatch.setattr(grouped_gemm, "TILES", "32,64,64,4,3,3,1")
     assert grouped_gemm.configuration() == (32, 64, 64, 4, 3, 3, 1)
-    monkeypatch.setenv(grouped_gemm.TILES, "128,32")
+    monkeypatch.setattr(grouped_gemm, "TILES", "128,32")
     with pytest.raises(ValueError, match="BM,BN_GATE_UP,BN_DOWN,NUM_WARPS,NUM_STAGES"):
         grouped_gemm.configuration()
 
 
 def test_the_configuration_follows_the_steps_entries_alone(monkeypatch):
-    """Without $WISP_GROUPED_TILES a step takes the first PROMPT_TILES entry whose bound holds its grouped entries,
+    """Without TILES a step takes the first PROMPT_TILES entry whose bound holds its grouped entries,
     else the module's tiles: one choice per step size, whichever provider runs it."""
-    monkeypatch.delenv(grouped_gemm.TILES)
+    monkeypatch.setattr(grouped_gemm, "TILES", None)
     small, middle = (32, 64, 64, 4, 3, 3, 1), (64, 64, 128, 8, 3, 3, 1)
     monkeypatch.setattr(grouped_gemm, "PROMPT_TILES", ((4096, small), (16384, middle)))
     assert grouped_gemm.configuration(100) == small and grouped_gemm.configuration(4096) == small
@@ -225,7 +225,7 @@ SWAPPED = "32,64,64,4,3,3,1"  # tokens on the tensor cores' N side (grouped_kern
                          ids=["Q4_K_M-bf16", "Q6_K-bf16", "MXFP4-gpt-oss-bf16", "Q8_0-partial", "BF16", "Q4_K_M-f32",
                               "F32-gpt-oss"])
 def test_swapped_tiles_match_the_per_expert_path(case, dtype, monkeypatch):
-    monkeypatch.setenv(grouped_gemm.TILES, SWAPPED)
+    monkeypatch.setattr(grouped_gemm, "TILES", SWAPPED)
     layout, table = CASES[case]()
     cast_bias(layout, dtype)
     x, ids, weights = inputs(layout.hidden, dtype, tokens=FEW_TOKENS)
@@ -237,7 +237,7 @@ def test_swapped_tiles_match_the_per_expert_path(case, dtype, monkeypatch):
 
 @pytest.mark.parametrize("case", ["Q4_K_M", "BF16"])
 def test_swapped_tiles_bits_do_not_depend_on_groups_slots_or_the_plan(case, monkeypatch):
-    monkeypatch.setenv(grouped_gemm.TILES, SWAPPED)
+    monkeypatch.setattr(grouped_gemm, "TILES", SWAPPED)
     layout, table = CASES[case]()
     x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=1)
     whole = grouped(layout, table, x, ids, weights)
@@ -255,7 +255,7 @@ def test_tiles_too_large_for_the_gpu_fall_back_to_small_ones(monkeypatch):
     x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=5, tokens=FEW_TOKENS)
     small = grouped(layout, table, x, ids, weights)  # the fixture's 64-row configuration is SMALL_TILES
     assert grouped_gemm.configuration() == grouped_gemm.SMALL_TILES
-    monkeypatch.setenv(grouped_gemm.TILES, "128,32,64,8,3")
+    monkeypatch.setattr(grouped_gemm, "TILES", "128,32,64,8,3")
     launch, sizes = grouped_gemm.launch, []
 
     def small_gpu(kernel, grid, *args, **options):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from engine.quant.linear import QuantLinearSpec
-from engine.quant.merged_projections import SWITCH, merged_linear, mergeable_groups, projection_specs
+from engine.quant.merged_projections import merged_linear, mergeable_groups, projection_specs
 from engine.quant.quant_modules import GEMV_ROWS, QuantLinear, planned_dense_bytes, weight_bytes
 from engine.quant.types import Q4_K, Q6_K, Q8_0
 from tests.quant.blocks import random_matrix
@@ -64,9 +64,9 @@ def test_layers_that_differ_in_width_or_bias_stay_apart():
     assert mergeable_groups(layers) == [("q_proj",), ("k_proj",), ("v_proj",)]
 
 
-def tiny_models(monkeypatch):
+def tiny_models():
     """(separate, merged): the same random Q4_K_M model (k-quant rows: hidden 256) of 4 layers, whose last two
-    attn_v tensors are Q6_K (llama.cpp's use_more_bits), built with WISP_MERGE_QKV=0 and 1."""
+    attn_v tensors are Q6_K (llama.cpp's use_more_bits), built without and with merge_qkv."""
     from engine.bench.synthetic import synthetic_dense
     from engine.model.model_tree import meta_model
     from engine.model.shapes import shape
@@ -74,15 +74,12 @@ def tiny_models(monkeypatch):
 
     args = replace(shape("qwen3-topology-tiny", num_layers=4), hidden_size=256, num_experts=4, num_experts_per_tok=2)
     types = dense_types("Q4_K_M", meta_model(args), args)
-    models = []
-    for switch in ("0", "1"):
-        monkeypatch.setenv(SWITCH, switch)
-        models.append(synthetic_dense(args, torch.float32, torch.device("cpu"), quant_types=types))
-    return models
+    return [synthetic_dense(args, torch.float32, torch.device("cpu"), quant_types=types, merge_qkv=merge_qkv)
+            for merge_qkv in (False, True)]
 
 
-def test_a_merged_model_holds_and_plans_the_same_bytes_and_projects_the_same(monkeypatch):
-    separate, merged = tiny_models(monkeypatch)
+def test_a_merged_model_holds_and_plans_the_same_bytes_and_projects_the_same():
+    separate, merged = tiny_models()
     assert weight_bytes(merged) == weight_bytes(separate)
     assert planned_dense_bytes(merged, 2) == planned_dense_bytes(separate, 2)
     assert [layer.self_attn.projection_names for layer in merged.layers] == [("qkv_proj",)] * 2 + [

@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 from engine.quant.linear import QuantLinearSpec, dequantize
-from engine.quant.quant_matmul import TILES, quant_matmul
+from engine.quant import quant_matmul as qm
+from engine.quant.quant_matmul import quant_matmul
 from engine.quant.types import MXFP4, Q4_K, Q5_K, Q6_K, Q8_0
 from engine.triton_support import HAS_TRITON
 from tests.quant.blocks import random_matrix
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.skipif(not HAS_TRITON or os.environ.get("TRITON_INTERPR
 @pytest.fixture(autouse=True)
 def small_tiles(monkeypatch):
     """16-row, 32-column tiles: the shapes here cover several of each (and interpret quickly)."""
-    monkeypatch.setenv(TILES, "16,32,4,1")
+    monkeypatch.setattr(qm, "TILES", "16,32,4,1")
 
 
 def matrix(qtype, out_features, in_features, seed=0, lead_bytes=0):

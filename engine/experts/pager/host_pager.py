@@ -17,7 +17,6 @@ queued, so the link keeps copying while this layer computes."""
 
 from __future__ import annotations
 
-import os
 from typing import Callable
 
 import numpy as np
@@ -42,8 +41,7 @@ class HostPager:
         self.lru = {layer: ExpertLRU(0) for layer in host.blocks}
         self.copies = CopyEngine(device, counters)
         self.rows = RowCopier(host, self.copies, counters, device)
-        # "0": large steps evict as small ones do and touch every expert they use (the bench's before/after switch)
-        self.protected_share = PROTECTED_SHARE if os.environ.get("WISP_PROTECT_WORKING_SET", "1") != "0" else 0.0
+        self.protected_share = PROTECTED_SHARE
         self.lookahead = Lookahead(self, configured_rows(host.expert_bytes, torch.device(device).type))
 
     @property

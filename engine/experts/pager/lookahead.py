@@ -22,7 +22,6 @@ sits and when it arrived differ."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,16 +30,12 @@ import torch
 from engine.alloc.memory_plan import gathered_rows
 
 MIN_ENTRIES_PER_EXPERT = 16  # (token, expert) entries per expert of a step that stages: 256 tokens of Qwen3's top-8/128
-ENV = "WISP_PREFILL_OVERLAP"  # "1": large steps stage their next layer; "0": they do not; unset: on CUDA only
 
 
 def configured_rows(expert_bytes: int, device_type: str = "cuda") -> int:
-    """Ring rows from WISP_PREFILL_OVERLAP: the plan's gathered rows when "1", none when "0"; unset, "1" on CUDA
-    (where a copy stream runs beside compute) and "0" elsewhere (the CPU's copies are done when issued)."""
-    value = os.environ.get(ENV, "1" if device_type == "cuda" else "0")
-    if value not in ("0", "1"):
-        raise ValueError(f"{ENV}={value!r}: expected 0 (off) or 1 (large steps stage the next layer's experts)")
-    return gathered_rows(expert_bytes) if value == "1" else 0
+    """Ring rows: the plan's gathered rows on CUDA (where a copy stream runs beside compute), none elsewhere (the
+    CPU's copies are done when issued). Tests give a pager rows on the CPU to run the staging there."""
+    return gathered_rows(expert_bytes) if device_type == "cuda" else 0
 
 
 @dataclass

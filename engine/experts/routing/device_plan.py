@@ -6,7 +6,7 @@ its chunk of entries (count_chunks); one program turns the counts into each expe
 first place in its experts' spans, and lists the row tiles (scan_chunks); each program then places its chunk's
 entries, in entry order within an expert (place_chunks). Entry order within an expert is what the stable sort gives,
 so the plan is the same, entry for entry (engine.experts.routing.dispatch.plan_on_device keeps the torch ops as the
-reference, WISP_DEVICE_PLAN=0).
+reference).
 
 Shapes: M = T*K entries, E experts of the layer, P chunks of CH entries. Imported only where Triton is installed."""
 

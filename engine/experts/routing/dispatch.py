@@ -30,7 +30,6 @@ import torch.nn.functional as F
 from engine.alloc.memory_plan import GATHER_LIMIT_BYTES, GATHER_MAX_ENTRIES  # the gathered buffer is workspace
 from engine.triton_support import HAS_TRITON, fused_step
 
-PLAN_SWITCH = "WISP_DEVICE_PLAN"  # "0": a device plan by torch's sort (the bench's before/after switch)
 
 
 def route(router_logits: torch.Tensor, top_k: int, normalize: bool, weights_fp32: bool):
@@ -94,7 +93,7 @@ def plan_on_device(ids: torch.Tensor, weights: torch.Tensor, num_experts: int,
     """plan_dispatch's entries computed where ids [T, K] are (a stable sort, so the same order), with each expert
     id's span bounds instead of the host's list of experts: no host sync. Where Triton runs (CUDA, or its
     interpreter) a counting sort in three launches (engine.experts.routing.device_plan), which also lists the
-    grouped GEMM's tiles of tile_rows rows when given; elsewhere, or with WISP_DEVICE_PLAN=0, torch's sort."""
+    grouped GEMM's tiles of tile_rows rows when given; elsewhere torch's sort."""
     if runs_plan_kernels(ids):
         from engine.experts.routing import device_plan
 
@@ -111,8 +110,8 @@ def plan_on_device(ids: torch.Tensor, weights: torch.Tensor, num_experts: int,
 
 def runs_plan_kernels(ids: torch.Tensor) -> bool:
     """plan_on_device runs engine.experts.routing.device_plan's kernels: Triton on CUDA (or its interpreter on the
-    CPU), unless WISP_DEVICE_PLAN=0."""
-    return (HAS_TRITON and os.environ.get(PLAN_SWITCH, "1") != "0"
+    CPU)."""
+    return (HAS_TRITON
             and (ids.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"))
 
 
