@@ -12,6 +12,24 @@ from engine.request_checks import INT32_MAX, check_float, check_int
 MAX_TOP_LOGPROBS = 20
 MAX_LOGIT_BIAS_ENTRIES = 1024  # OpenAI takes up to 300 tokens; a bigger table is a mistake or an attack
 MAX_REPETITION_PENALTY = 10.0
+MAX_SCHEMA_NESTING = 64  # pydantic's deepest generated schemas nest ~12; deeper is an attack on the compiler
+
+
+def nesting(value: object) -> int:
+    """How deep lists and objects nest (iteratively: the depth is what is being checked)."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_SCHEMA_NESTING:
+                todo.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def check_nesting(schema: object, field: str) -> None:
+    if nesting(schema) > MAX_SCHEMA_NESTING:
+        raise RequestError(f"the JSON schema nests deeper than {MAX_SCHEMA_NESTING} levels", field)
 
 
 def check_penalties(repetition: object, presence: object, frequency: object) -> None:
@@ -52,3 +70,4 @@ def check_json_schema(schema: object) -> None:
         raise RequestError(f"json_schema is not valid JSON: {error}", "json_schema") from None
     if not isinstance(value, (dict, bool)):
         raise RequestError("a JSON schema is an object (or true)", "json_schema")
+    check_nesting(value, "json_schema")

@@ -88,7 +88,8 @@ def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: Serve
     if (sampling.json_schema is not None or choice is not None) and thinking is None:
         thinking = False  # the grammar holds from the first token: no room for a <think> block before the JSON
     request = GenerateRequest(messages=messages, sampling=sampling, reasoning_effort=body.reasoning_effort,
-                              enable_thinking=thinking, tools=tools, tool_choice=choice)
+                              enable_thinking=thinking, tools=tools, tool_choice=choice,
+                              parallel_tool_calls=body.parallel_tool_calls)
     return Prepared(request, body.stream, body.include_usage, body.logprobs, body.return_tokens_as_token_ids, warnings,
                     body.n)
 

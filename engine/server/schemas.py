@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from engine.server.api_errors import bad_request
 
@@ -17,14 +17,24 @@ class _Body(BaseModel):
     # strict: JSON types as written (true is not the number 1, "5" is not 5); nested objects tolerate extras
     model_config = ConfigDict(extra="ignore", strict=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def null_is_default(cls, data: object) -> object:
+        """An explicit null is the field's default, as on OpenAI, vLLM and llama.cpp (the openai SDK sends null
+        for a None argument); a required field sent as null is missing."""
+        return {key: value for key, value in data.items() if value is not None} if isinstance(data, dict) else data
+
 
 class StreamOptions(_Body):
     include_usage: bool = False
 
 
-class TextPart(_Body):
-    type: Literal["text"]
-    text: str
+class ContentPart(_Body):
+    """One part of a message's content; only text parts are read (engine.server.tools.content_text)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    type: str
+    text: str | None = None
 
 
 class FunctionCall(_Body):
@@ -40,15 +50,10 @@ class ToolCallIn(_Body):
 
 class ChatMessage(_Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: Union[str, list[TextPart], None] = None  # None only in an assistant turn that calls tools
+    content: Union[str, list[ContentPart], None] = None  # None only in an assistant turn that calls tools
     tool_calls: list[ToolCallIn] | None = None  # an assistant turn's calls
     tool_call_id: str | None = None  # a tool turn: which call it answers
     name: str | None = None
-
-    def text(self) -> str:
-        if self.content is None:
-            return ""
-        return self.content if isinstance(self.content, str) else "".join(part.text for part in self.content)
 
 
 class SamplingFields(_Body):
@@ -95,7 +100,7 @@ class ChatCompletionRequest(SamplingFields):
     function_call: Union[str, dict, None] = None
     audio: dict | None = None  # refused: text only
     modalities: list[str] | None = None
-    parallel_tool_calls: object = None  # accepted and ignored: hints that change nothing without tools
+    parallel_tool_calls: bool = True  # with tool_choice "required": several calls allowed
     prompt_cache_key: object = None
     safety_identifier: object = None
     reasoning_effort: object = None  # checked in convert: low, medium or high
