@@ -37,6 +37,7 @@ def sampling_from_options(body: dict, served: ServedModel, limits: ServerLimits)
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise bad_request("options must be an object", "options")
+    options = {key: value for key, value in options.items() if value is not None}  # null: Ollama's default
     values = {name: options.get(option, DEFAULT_OPTIONS.get(option)) for option, name in OPTION_FIELDS.items()}
     values = {name: value for name, value in values.items() if value is not None}
     cap = min(limits.max_tokens, served.max_model_len) if served.max_model_len else limits.max_tokens
@@ -50,6 +51,9 @@ def sampling_from_options(body: dict, served: ServedModel, limits: ServerLimits)
     if not isinstance(stop, list) or len(stop) > limits.max_stop_strings:
         raise bad_request(f"stop takes up to {limits.max_stop_strings} strings", "options.stop")
     ignored = check_extra_fields({key: value for key, value in options.items() if key not in TAKEN})
+    if not isinstance(options.get("logit_bias", {}), dict):
+        raise bad_request('logit_bias is an object of token ids and biases, such as {"1234": -100}',
+                          "options.logit_bias")
     sampling = SamplingParams(max_tokens=wanted if wanted and wanted > 0 else cap, stop=tuple(stop),
                               logit_bias=logit_bias(options.get("logit_bias")),
                               json_schema=format_schema(body.get("format")), **values)
@@ -97,7 +101,7 @@ def thinking_flag(body: dict) -> bool | None:
 def chat_request(body: dict, served: ServedModel, limits: ServerLimits, warnings: list[str]) -> OllamaPrepared:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise bad_request("messages must be a non-empty list", "messages")
+        raise bad_request("messages must be a non-empty list (an empty one only loads the model)", "messages")
     sampling, ignored = sampling_from_options(body, served, limits)
     tools = body.get("tools") or None
     if tools and not served.tool_calls:

@@ -12,6 +12,8 @@ from engine.server.api_errors import bad_request
 from engine.server.schemas import ChatCompletionRequest, ChatMessage
 from engine.server.served_model import ServedModel
 
+MEDIA_KINDS = ("image", "audio", "video", "file")  # what content parts other than text carry
+
 
 def offered_tools(body: ChatCompletionRequest, served: ServedModel) -> tuple[dict, ...] | None:
     """The tools to render (None when none are offered or tool_choice is "none"); 400 for what Wisp cannot do."""
@@ -43,7 +45,8 @@ def forced_tool_choice(body: ChatCompletionRequest) -> str | None:
 def template_message(message: ChatMessage, index: int) -> dict:
     """One turn as chat templates take it: text content, and an assistant's calls with their arguments as objects
     (templates write them with tojson) where the JSON text parses."""
-    turn = {"role": "system" if message.role == "developer" else message.role, "content": message.text()}
+    turn = {"role": "system" if message.role == "developer" else message.role,
+            "content": content_text(message, index)}
     if message.content is None and not (message.role == "assistant" and message.tool_calls):
         raise bad_request("content is required (only an assistant turn that calls tools may leave it out)",
                           f"messages.{index}.content")
@@ -61,6 +64,21 @@ def template_message(message: ChatMessage, index: int) -> dict:
     if message.name is not None:
         turn["name"] = message.name
     return turn
+
+
+def content_text(message: ChatMessage, index: int) -> str:
+    """The turn's text: its content, or its text parts joined; 400 naming the part for images, audio or files."""
+    if message.content is None or isinstance(message.content, str):
+        return message.content or ""
+    for number, part in enumerate(message.content):
+        field = f"messages.{index}.content.{number}"
+        if part.type != "text":
+            kind = next((kind for kind in MEDIA_KINDS if kind in part.type), part.type[:40])
+            raise bad_request(f"this model reads text only and does not take {kind} parts: send the content as text "
+                              "(a string, or parts of type \"text\")", field)
+        if part.text is None:
+            raise bad_request("a text part needs its text", f"{field}.text")
+    return "".join(part.text for part in message.content)
 
 
 def arguments(text: str) -> object:
