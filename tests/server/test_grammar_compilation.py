@@ -82,22 +82,27 @@ def test_old_grammars_leave_the_cache():
 def test_a_stream_keeps_its_pace_while_a_big_schema_compiles(demo_engine):
     pytest.importorskip("llguidance")
     from engine.api import GenerateRequest, SamplingParams
-    from engine.events import TokenEvent
+    from engine.events import FinishEvent, TokenEvent
 
     def big_schema(tag: str) -> str:  # ~50,000 strings, unique per call: never in the cache
         return json.dumps({"type": "object", "properties": {"pick": {"enum": [f"{tag}{n}x" for n in range(50_000)]}},
                            "required": ["pick"]})
 
     stream = demo_engine.submit(GenerateRequest(prompt="Once upon a time", sampling=SamplingParams(
-        max_tokens=120, ignore_eos=True)))
-    times, handles = [], []
+        max_tokens=2000, ignore_eos=True)))
+    times, finishes = [], []
     for event in stream:
-        if isinstance(event, TokenEvent):
-            times.append(time.monotonic())
-            if len(times) in (10, 30):
-                sampling = SamplingParams(max_tokens=4, json_schema=big_schema(f"t{len(times)}-"))
-                handles.append(demo_engine.submit(GenerateRequest(prompt="Pick one:", sampling=sampling)))
-    results = [handle.result() for handle in handles]
+        if not isinstance(event, TokenEvent):
+            break
+        times.append(time.monotonic())
+        if len(times) in (10, 30):
+            sampling = SamplingParams(max_tokens=4, json_schema=big_schema(f"t{len(times)}-"))
+            demo_engine.submit(GenerateRequest(prompt="Pick one:", sampling=sampling),
+                               lambda event: finishes.append(event) if isinstance(event, FinishEvent) else None)
+        if len(finishes) == 2 and len(times) > 40:
+            demo_engine.cancel(stream.request_id)  # both schemas compiled and answered while the stream ran
     gaps = [later - earlier for earlier, later in zip(times, times[1:])]
-    assert max(gaps[5:]) < 0.3, f"the stream stalled {max(gaps[5:]):.2f} s while a schema compiled"
-    assert all(result.error is None for result in results), [result.error for result in results]
+    for finish in finishes:  # answered, or (on a machine too busy to compile it in time) refused alone
+        assert finish.reason == "length" or "did not compile within" in finish.error, finish.error
+    worst = max(range(5, len(gaps)), key=gaps.__getitem__)
+    assert gaps[worst] < 0.3, f"the stream stalled {gaps[worst]:.2f} s after token {worst + 1} of {len(times)}"
