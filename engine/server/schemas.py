@@ -9,6 +9,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from engine.sampling import OPENAI_DEFAULTS
 from engine.server.api_errors import bad_request
 
 __all__ = ["ChatCompletionRequest", "CompletionRequest", "parse_body", "ValidationError"]
@@ -63,9 +64,10 @@ class SamplingFields(_Body):
     model_config = ConfigDict(extra="allow", strict=True)
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    top_k: int = Field(default=0, ge=-1)
+    # sampling values: types here, ranges in engine.sampling_checks (one range for every surface)
+    temperature: float = OPENAI_DEFAULTS["temperature"]
+    top_p: float = OPENAI_DEFAULTS["top_p"]
+    top_k: int = 0  # -1 (vLLM's spelling) or 0: no top-k filter
     min_p: float = 0.0
     repetition_penalty: float = 1.0
     seed: int | None = None
