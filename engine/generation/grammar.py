@@ -57,8 +57,8 @@ class GrammarCompiler:
 
     def for_request(self, request) -> "GrammarMatcher | None":
         """The matcher a GenerateRequest asks for: its JSON schema, or a forced tool call; None for free text.
-        Engine thread: a prepared request's grammar is only copied (schema to grammar text takes ~0.1 s at the
-        sizes the limits allow, compiling it ~0.4 s)."""
+        Engine thread: a prepared request's compiled grammar is only copied; one that was not prepared is compiled
+        (on a worker) while this thread waits."""
         compiled = self._prepared.pop(request.request_id, None)
         if compiled is None:
             grammar = self.grammar_for(request)
@@ -75,11 +75,6 @@ class GrammarCompiler:
         if request.sampling.json_schema is not None:
             return request.sampling.json_schema, "json_schema"
         return None
-
-    def matcher(self, schema: str) -> "GrammarMatcher":
-        """A fresh matcher for the JSON schema text; RequestError when llguidance cannot compile it."""
-        compiled = self._compiled.get(schema, "json_schema")
-        return GrammarMatcher(compiled.deep_copy(), self.tokenizer.vocab_size)
 
     def tool_call_grammar(self, tools: tuple[dict, ...], choice: str, is_parallel: bool = True) -> str:
         """`<tool_call>{"name": ..., "arguments": ...}</tool_call>` blocks whose arguments follow the tool's
