@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from engine.events import ToolCall
+from engine.events import ToolCall, ToolCallDelta
 from engine.server.api_errors import bad_request
 from engine.server.schemas import ChatCompletionRequest, ChatMessage
 from engine.server.served_model import ServedModel
@@ -92,5 +92,39 @@ def arguments(text: str) -> object:
 
 def tool_calls_out(calls: tuple[ToolCall, ...]) -> list[dict]:
     """The calls a reply made, in OpenAI's message shape (each with a fresh id); stream deltas add `index`."""
-    return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-             "function": {"name": call.name, "arguments": call.arguments}} for call in calls]
+    return [{"id": new_call_id(), "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            for call in calls]
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class StreamedToolCalls:
+    """A streamed reply's tool calls in OpenAI's delta shape: a call's first delta has its id, type and name, the
+    next ones pieces of its arguments, all with the call's index; `rest` ends them with what the finished calls
+    have beyond what was streamed (all of a call whose format could not be followed as it was generated)."""
+
+    def __init__(self):
+        self._sent: dict[int, str] = {}  # index -> the arguments streamed
+
+    def pieces(self, deltas: tuple[ToolCallDelta, ...]) -> list[dict]:
+        return [self._piece(delta) for delta in deltas]
+
+    def _piece(self, delta: ToolCallDelta) -> dict:
+        if delta.name is not None:
+            self._sent[delta.index] = delta.arguments
+            return {"index": delta.index, "id": new_call_id(), "type": "function",
+                    "function": {"name": delta.name, "arguments": delta.arguments}}
+        self._sent[delta.index] = self._sent.get(delta.index, "") + delta.arguments
+        return {"index": delta.index, "function": {"arguments": delta.arguments}}
+
+    def rest(self, calls: tuple[ToolCall, ...]) -> list[dict]:
+        out = []
+        for index, call in enumerate(calls):
+            if index not in self._sent:
+                out.append({"index": index, "id": new_call_id(), "type": "function",
+                            "function": {"name": call.name, "arguments": call.arguments}})
+            elif call.arguments.startswith(self._sent[index]) and call.arguments != self._sent[index]:
+                out.append({"index": index, "function": {"arguments": call.arguments[len(self._sent[index]):]}})
+        return out
