@@ -78,31 +78,50 @@ def test_old_grammars_leave_the_cache():
     assert compiler.calls == ["a", "b", "c", "a"]
 
 
+WARMUP_TOKENS, BASELINE_TOKENS, TOKENS_BETWEEN_SCHEMAS = 5, 80, 20
+
+
+def big_schema(tag: str) -> str:  # ~50,000 strings, unique per call: never in the cache
+    return json.dumps({"type": "object", "properties": {"pick": {"enum": [f"{tag}{n}x" for n in range(50_000)]}},
+                       "required": ["pick"]})
+
+
 @pytest.mark.slow
-def test_a_stream_keeps_its_pace_while_a_big_schema_compiles(demo_engine):
+def test_a_stream_keeps_its_pace_while_big_schemas_compile(demo_engine):
+    """One stream: its worst gap between tokens with nothing else running (the machine's own pace: a busy CI
+    machine stalls too), then while two big schemas compile. Compiled on the engine thread the stream stops for
+    each compile (0.35-1.1 s); off it, the worst gap stays under 0.3 s or twice the baseline's worst gap."""
     pytest.importorskip("llguidance")
     from engine.api import GenerateRequest, SamplingParams
     from engine.events import FinishEvent, TokenEvent
 
-    def big_schema(tag: str) -> str:  # ~50,000 strings, unique per call: never in the cache
-        return json.dumps({"type": "object", "properties": {"pick": {"enum": [f"{tag}{n}x" for n in range(50_000)]}},
-                           "required": ["pick"]})
-
     stream = demo_engine.submit(GenerateRequest(prompt="Once upon a time", sampling=SamplingParams(
         max_tokens=2000, ignore_eos=True)))
-    times, finishes = [], []
+    times, finishes, both_finished = [], [], threading.Event()  # finishes: (its end, the stream's tokens by then)
+
+    def on_grammar_event(event) -> None:
+        if isinstance(event, FinishEvent):
+            finishes.append((event, len(times)))
+            if len(finishes) == 2:
+                both_finished.set()
+
+    first_schema_at = WARMUP_TOKENS + BASELINE_TOKENS
     for event in stream:
         if not isinstance(event, TokenEvent):
             break
         times.append(time.monotonic())
-        if len(times) in (10, 30):
+        if len(times) in (first_schema_at, first_schema_at + TOKENS_BETWEEN_SCHEMAS):
             sampling = SamplingParams(max_tokens=4, json_schema=big_schema(f"t{len(times)}-"))
-            demo_engine.submit(GenerateRequest(prompt="Pick one:", sampling=sampling),
-                               lambda event: finishes.append(event) if isinstance(event, FinishEvent) else None)
-        if len(finishes) == 2 and len(times) > 40:
+            demo_engine.submit(GenerateRequest(prompt="Pick one:", sampling=sampling), on_grammar_event)
+        if both_finished.is_set() and len(times) > finishes[-1][1] + 5:
             demo_engine.cancel(stream.request_id)  # both schemas compiled and answered while the stream ran
-    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
-    for finish in finishes:  # answered, or (on a machine too busy to compile it in time) refused alone
+    assert both_finished.wait(timeout=60), "the grammar requests never finished"
+    for finish, _ in finishes:  # compiled and answered; or compiled all through the budget (a very busy machine)
         assert finish.reason == "length" or "did not compile within" in finish.error, finish.error
-    worst = max(range(5, len(gaps)), key=gaps.__getitem__)
-    assert gaps[worst] < 0.3, f"the stream stalled {gaps[worst]:.2f} s after token {worst + 1} of {len(times)}"
+    gaps = [later - earlier for earlier, later in zip(times, times[1:])]  # gaps[i]: token i+1 to token i+2
+    baseline = max(gaps[WARMUP_TOKENS:first_schema_at - 1])
+    during = gaps[first_schema_at - 1:max(at for _, at in finishes)]
+    worst = max(range(len(during)), key=during.__getitem__)
+    allowed = max(0.3, 2 * baseline + 0.05)
+    assert during[worst] < allowed, (f"the stream stalled {during[worst]:.2f} s after token {first_schema_at + worst}"
+                                     f" (allowed {allowed:.2f} s; worst gap before the schemas {baseline:.2f} s)")
