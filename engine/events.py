@@ -38,10 +38,22 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of the `index`-th tool call of a reply as it is generated: its `name` in the first piece (None
+    after), then pieces of its arguments text; the pieces joined, plus what the FinishEvent's call has beyond
+    them, are its arguments."""
+
+    index: int
+    name: str | None
+    arguments: str
+
+
+@dataclass(frozen=True)
 class TokenEvent:
     """One generated token; `text` is the newly completed answer text (may be empty while a character or a
     marker is incomplete); `reasoning` the newly completed reasoning of a reasoning model's chat reply;
-    `top_logprobs` the most likely (token id, logprob) alternatives when the request asked for them."""
+    `top_logprobs` the most likely (token id, logprob) alternatives when the request asked for them;
+    `tool_call_deltas` what the token adds to the reply's tool calls."""
 
     request_id: str
     token_id: int
@@ -49,6 +61,7 @@ class TokenEvent:
     logprob: float
     reasoning: str = ""
     top_logprobs: tuple[tuple[int, float], ...] = ()
+    tool_call_deltas: tuple[ToolCallDelta, ...] = ()
 
 
 class ErrorKind(str, Enum):

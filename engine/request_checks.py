@@ -9,9 +9,7 @@ import math
 
 from engine.errors import RequestError
 
-SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1  # what torch.Generator.manual_seed takes
 INT32_MAX = 2**31 - 1  # token ids, token counts and top_k: torch indexes with them
-MAX_STOP_CHARS = 1024  # no real stop string comes near; each one is matched on every generated token
 REASONING_EFFORTS = ("low", "medium", "high")  # what gpt-oss's chat template and the OpenAI API take
 
 
@@ -42,22 +40,6 @@ def check_float(value: object, field: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise RequestError(f"{field} must be a finite number, got {shorten(value)}", field)
     return float(value)
-
-
-def check_seed(seed: object) -> None:
-    if seed is not None:
-        check_int(seed, "seed", SEED_MIN, SEED_MAX)
-
-
-def check_stop(stop: object) -> None:
-    if not isinstance(stop, (tuple, list)):
-        raise RequestError(f"stop must be a sequence of strings, got {type(stop).__name__}", "stop")
-    for index, text in enumerate(stop):
-        if not check_text(text, f"stop.{index}"):
-            raise RequestError("stop strings must not be empty", f"stop.{index}")
-        if len(text) > MAX_STOP_CHARS:
-            raise RequestError(f"a stop string may hold at most {MAX_STOP_CHARS} characters, "
-                               f"got {len(text)}", f"stop.{index}")
 
 
 def check_messages(messages: object) -> None:

@@ -23,7 +23,8 @@ class GenerateRequest:
     reasoning_effort: str | None = None  # low, medium or high, for chat templates that take it (gpt-oss)
     enable_thinking: bool | None = None  # False: no thinking, for chat templates that take it (Qwen3)
     tools: tuple[dict, ...] | None = None  # OpenAI-style function tools offered to the model (chat only)
-    tool_choice: str | None = None  # None: the model decides; "required": it calls one tool; a tool's name: that one
+    tool_choice: str | None = None  # None: the model decides; "required": one or more calls; a tool's name: that one
+    parallel_tool_calls: bool = True  # with tool_choice "required": the reply may make several calls
     suffix: str | None = None  # with a raw prompt: the text after the cursor (fill-in-the-middle, for FIM models)
 
     def __post_init__(self):
@@ -48,6 +49,8 @@ class GenerateRequest:
         if self.tools is not None:
             check_tools(self.tools)
         check_tool_choice(self.tool_choice, self.tools)
+        if not isinstance(self.parallel_tool_calls, bool):
+            raise RequestError("parallel_tool_calls must be true or false", "parallel_tool_calls")
         if self.suffix is not None:
             check_text(self.suffix, "suffix")
             if self.prompt is None:

@@ -4,18 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.errors import RequestError
-from engine.request_checks import INT32_MAX, check_float, check_int, check_seed, check_stop
-from engine.sampling_checks import MAX_TOP_LOGPROBS, check_json_schema, check_logit_bias, check_penalties
+from engine.sampling_checks import check_sampling
 
 # Below this temperature sampling is greedy: logits / 1e-40 overflow fp32 to inf (and 5e-324 rounds to 0.0),
 # and softmax of those is NaN; at 1e-5 the top token holds practically all the mass unless logits tie.
 MIN_TEMPERATURE = 1e-5
 
+# One default per surface. The engine, the CLI and engine.api sample greedily (SamplingParams' own defaults:
+# repeatable unless asked otherwise); each protocol keeps the defaults its clients expect; the app keeps its own.
+OPENAI_DEFAULTS = {"temperature": 1.0, "top_p": 1.0}  # OpenAI's API reference
+OLLAMA_DEFAULTS = {"temperature": 0.8, "top_p": 0.9, "top_k": 40}  # Ollama's, where a Modelfile sets none
+
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """temperature 0 (or below MIN_TEMPERATURE) is greedy; top_k 0, top_p 1 and min_p 0 disable those filters; seed makes sampling repeatable.
+    """temperature 0 (or below MIN_TEMPERATURE) is greedy; top_k 0, top_p 1 and min_p 0 disable those filters;
+    seed makes sampling repeatable. Every value is checked when it is made (engine.sampling_checks).
 
     The penalties and logit_bias change the logits before any of that (greedy included): repetition_penalty
     (vLLM's and transformers': > 1 divides the positive logits and multiplies the negative ones of every token in
@@ -41,22 +45,7 @@ class SamplingParams:
     json_schema: str | None = None
 
     def __post_init__(self):
-        check_int(self.max_tokens, "max_tokens", 1, INT32_MAX)
-        if not 0.0 <= check_float(self.temperature, "temperature") <= 100.0:
-            raise RequestError(f"temperature must be between 0 and 100, got {self.temperature}", "temperature")
-        if not 0.0 < check_float(self.top_p, "top_p") <= 1.0:
-            raise RequestError(f"top_p must be in (0, 1], got {self.top_p}", "top_p")
-        check_int(self.top_k, "top_k", 0, INT32_MAX)
-        check_seed(self.seed)
-        check_stop(self.stop)
-        if not isinstance(self.ignore_eos, bool):
-            raise RequestError("ignore_eos must be true or false", "ignore_eos")
-        if not 0.0 <= check_float(self.min_p, "min_p") <= 1.0:
-            raise RequestError(f"min_p must be between 0 and 1, got {self.min_p}", "min_p")
-        check_penalties(self.repetition_penalty, self.presence_penalty, self.frequency_penalty)
-        check_logit_bias(self.logit_bias)
-        check_int(self.top_logprobs, "top_logprobs", 0, MAX_TOP_LOGPROBS)
-        check_json_schema(self.json_schema)
+        check_sampling(self)
 
     @property
     def is_greedy(self) -> bool:

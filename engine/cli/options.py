@@ -14,7 +14,8 @@ from pathlib import Path
 
 from engine.config import BACKENDS, DENSE_QUANTS, DENSE_WEIGHTS, EngineOptions
 from engine.errors import RequestError, WispError
-from engine.request_checks import INT32_MAX, REASONING_EFFORTS, SEED_MAX, SEED_MIN, check_int, check_text
+from engine.request_checks import INT32_MAX, REASONING_EFFORTS, check_int, check_text
+from engine.sampling_checks import SEED_MAX, SEED_MIN
 from engine.sampling import SamplingParams
 from engine.units import parse_size
 from engine.expert_modes import ExpertMode, names as expert_mode_names

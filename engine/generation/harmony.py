@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from engine.events import ToolCall
+from engine.events import ToolCall, ToolCallDelta
 from engine.generation.reasoning import Parsed, ReasoningFormat, held_marker_prefix
 
 START, END, MESSAGE, CHANNEL = "<|start|>", "<|end|>", "<|message|>", "<|channel|>"
@@ -50,6 +50,7 @@ class HarmonyParser:
         self._buffer = ""
         self._message: _Message | None = None  # None while a header is being read
         self._has_field_text = {"content": False, "reasoning": False}
+        self._num_calls = 0
         self.is_ended = False
 
     def feed(self, text: str) -> Parsed:
@@ -100,12 +101,16 @@ class HarmonyParser:
             return False
         self._message = _Message(self._buffer[:at])
         self._buffer = self._buffer[at + len(MESSAGE):]
+        if self._message.field == "tool_call":  # a call streams from its header on, its arguments as written
+            parsed.tool_call_deltas.append(ToolCallDelta(self._num_calls, self._message.tool_call().name, ""))
         return True
 
     def _emit(self, parsed: Parsed, text: str) -> None:
         message = self._message
         if message.field == "tool_call":
             message.arguments.append(text)
+            if text:
+                parsed.tool_call_deltas.append(ToolCallDelta(self._num_calls, None, text))
         elif text:
             separator = MESSAGE_SEPARATOR if not message.has_text and self._has_field_text[message.field] else ""
             message.has_text = True
@@ -119,6 +124,7 @@ class HarmonyParser:
     def _close(self, parsed: Parsed) -> None:
         if self._message.field == "tool_call":
             parsed.tool_calls.append(self._message.tool_call())
+            self._num_calls += 1
         self._message = None
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from engine.events import ToolCall
+from engine.events import ToolCall, ToolCallDelta
 
 PROMPT_TAIL_TOKENS = 8  # enough of the prompt's end to see whether the template left a `<think>` open
 
@@ -25,6 +25,7 @@ class Parsed:
     content: str = ""
     reasoning: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_deltas: list[ToolCallDelta] = field(default_factory=list)  # the calls as they are generated
 
 
 class ReasoningParser(Protocol):

@@ -37,7 +37,7 @@ class RequestState:
         self.output_ids.append(token)
         self.logprobs.append(logprob)
         delta = self.stream.push(token)
-        event = TokenEvent(self.request_id, token, delta.text, logprob, delta.reasoning, top)
+        event = TokenEvent(self.request_id, token, delta.text, logprob, delta.reasoning, top, delta.tool_call_deltas)
         return event, self.finish_reason(delta.stopped or is_complete, is_end_token, max_model_len)
 
     def finish_reason(self, stopped: bool, is_end_token: bool, max_model_len: int) -> str | None:

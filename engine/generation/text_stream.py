@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from engine.detokenizer import IncrementalDetokenizer, StopStringMatcher
-from engine.events import ToolCall
+from engine.events import ToolCall, ToolCallDelta
 from engine.generation.reasoning import Parsed, ReasoningParser
 from engine.generation.reasoning_formats import reasoning_format
 from engine.generation.tool_calls import ToolCallTags, writes_tool_call_tags
@@ -16,11 +16,13 @@ from engine.requests import GenerateRequest
 
 @dataclass(frozen=True)
 class StreamDelta:
-    """What one token adds: answer text, reasoning text, and whether the request should stop now."""
+    """What one token adds: answer text, reasoning text, whether the request should stop now, and the tool calls'
+    pieces."""
 
     text: str
     reasoning: str
     stopped: bool
+    tool_call_deltas: tuple[ToolCallDelta, ...] = ()
 
 
 class TextStream:
@@ -59,7 +61,7 @@ class TextStream:
         parsed = self._parse(text)
         if self.parser is not None and self.parser.is_ended and not self.ignore_end:
             self.stopped = True
-        return StreamDelta(parsed.content, parsed.reasoning, self.stopped)
+        return StreamDelta(parsed.content, parsed.reasoning, self.stopped, tuple(parsed.tool_call_deltas))
 
     def final_text(self) -> str:
         """All answer text of the request; flushes what was held back (an incomplete character, a possible
@@ -89,7 +91,8 @@ class TextStream:
         """Keep a parsed piece (its tool-call blocks taken out first); -> what it adds to the stream."""
         if self.tool_tags is not None and not is_tagged:
             tagged = self.tool_tags.feed(parsed.content)
-            parsed = Parsed(tagged.content, parsed.reasoning, parsed.tool_calls + tagged.tool_calls)
+            parsed = Parsed(tagged.content, parsed.reasoning, parsed.tool_calls + tagged.tool_calls,
+                            parsed.tool_call_deltas + tagged.tool_call_deltas)
         self.parts.append(parsed.content)
         self.reasoning_parts.append(parsed.reasoning)
         self.tool_calls += parsed.tool_calls

@@ -9,14 +9,14 @@ from __future__ import annotations
 import json
 import re
 
-from engine.events import ToolCall
+from engine.events import ToolCall, ToolCallDelta
 from engine.generation.harmony import HARMONY
 from engine.generation.reasoning import Parsed, held_marker_prefix
 from engine.generation.reasoning_formats import reasoning_format
+from engine.generation.tool_call_stream import XML_PARAMETER, CallStream, json_or_text
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 XML_FUNCTION = re.compile(r"\s*<function=([^>\s]+)>(.*?)</function>\s*", re.S)
-XML_PARAMETER = re.compile(r"<parameter=([^>\s]+)>\n?(.*?)\n?</parameter>", re.S)
 
 
 def writes_tool_call_tags(tokenizer) -> bool:
@@ -41,13 +41,6 @@ def parse_xml_call(body: str) -> ToolCall | None:
     return ToolCall(match.group(1), json.dumps(arguments, ensure_ascii=False))
 
 
-def json_or_text(value: str):
-    try:
-        return json.loads(value)
-    except (ValueError, RecursionError):
-        return value
-
-
 def parse_call(body: str) -> ToolCall | None:
     """`{"name": str, "arguments": object or JSON text}` or the XML function form -> the call (arguments as JSON
     text); None otherwise."""
@@ -65,11 +58,14 @@ def parse_call(body: str) -> ToolCall | None:
 
 
 class ToolCallTags:
-    """One request's answer text (engine thread): `feed` the answer as it streams, `flush` at the end."""
+    """One request's answer text (engine thread): `feed` the answer as it streams, `flush` at the end. A call
+    streams as it is generated (Parsed.tool_call_deltas) from the moment its name is known."""
 
     def __init__(self):
         self._buffer = ""
         self._is_inside = False
+        self._num_calls = 0
+        self._call = CallStream()
 
     def feed(self, text: str) -> Parsed:
         parsed = Parsed()
@@ -78,13 +74,12 @@ class ToolCallTags:
             if self._is_inside:
                 at = self._buffer.find(CLOSE)
                 if at < 0:
+                    self._stream_call(parsed, self._buffer[:len(self._buffer) - held_marker_prefix(
+                        self._buffer, (CLOSE,))])
                     return parsed
                 body, self._buffer, self._is_inside = self._buffer[:at], self._buffer[at + len(CLOSE):], False
-                call = parse_call(body)
-                if call is None:
-                    parsed.content += OPEN + body + CLOSE
-                else:
-                    parsed.tool_calls.append(call)
+                self._stream_call(parsed, body)
+                self._end_call(parsed, body)
                 continue
             at = self._buffer.find(OPEN)
             if at >= 0:
@@ -95,6 +90,22 @@ class ToolCallTags:
             parsed.content += self._buffer[:settled]
             self._buffer = self._buffer[settled:]
             return parsed
+
+    def _stream_call(self, parsed: Parsed, body: str) -> None:
+        name, arguments = self._call.feed(body)
+        if name is not None or arguments:
+            parsed.tool_call_deltas.append(ToolCallDelta(self._num_calls, name, arguments))
+
+    def _end_call(self, parsed: Parsed, body: str) -> None:
+        """A block that is no call stays answer text (one whose start streamed as a call too: the next call reuses
+        its index, as the reply's calls are numbered)."""
+        call = parse_call(body)
+        if call is None:
+            parsed.content += OPEN + body + CLOSE
+        else:
+            parsed.tool_calls.append(call)
+            self._num_calls += 1
+        self._call = CallStream()
 
     def flush(self) -> Parsed:
         """What is left: an unfinished call stays text."""

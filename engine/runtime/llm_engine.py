@@ -106,8 +106,10 @@ class LLMEngine:
     def tokenize_ahead(self, request: GenerateRequest) -> None:
         """api.Engine's tokenizer thread: tokenise the prompt before it is queued, so that a megabyte prompt does
         not hold the engine thread (and every stream) while it is read. The tokenizer (tokenizers, jinja2) is
-        thread-safe, and its encode releases the GIL."""
+        thread-safe, and its encode releases the GIL. The request's grammar is compiled here too (on the grammar
+        workers), so that admitting it on the engine thread only copies the compiled matcher."""
         try:
+            self.grammars.prepare(request)
             self._tokenized[request.request_id] = prompt_token_ids(request, self.tokenizer, self.max_model_len)
         except Exception as err:  # noqa: BLE001 - raised again when the engine thread admits the request
             self._tokenized[request.request_id] = err

@@ -20,6 +20,7 @@ ERROR_TYPES = {
     415: "invalid_request_error",
     429: "rate_limit_error",
     500: "server_error",
+    501: "invalid_request_error",
     503: "service_unavailable_error",
 }
 
@@ -57,8 +58,10 @@ async def on_api_error(request: Request, error: ApiError) -> JSONResponse:
 
 
 async def on_http_exception(request: Request, error: HTTPException) -> JSONResponse:
-    """Starlette's own 404/405 (unknown route, wrong method) in the OpenAI shape."""
+    """Starlette's own 404/405 (unknown route, wrong method) in the OpenAI shape, or Ollama's under /api."""
     message = f"{request.method} {request.url.path}: {error.detail}"
+    if request.url.path.startswith("/api/"):
+        return ErrorResponse({"error": message}, status_code=error.status_code)
     return error_response(ApiError(error.status_code, message, code="not_found" if error.status_code == 404 else None))
 
 

@@ -37,9 +37,11 @@ def create_app(engine, api_key: str | None = None, limits: ServerLimits | None =
             Route("/v1/models/{model_id:path}", routes.model, methods=["GET"]),
             Route("/v1/chat/completions", routes.chat_completions, methods=["POST"]),
             Route("/v1/completions", routes.completions, methods=["POST"]),
+            Route("/v1/embeddings", routes.embeddings, methods=["POST"]),
             *(Route(path, handler, methods=methods) for path, handler, methods in ollama.routes()),
         ],
-        middleware=cors(limits) + [Middleware(GuardMiddleware, api_key=api_key, is_checking_host=not api_key)],
+        middleware=cors(limits) + [Middleware(GuardMiddleware, api_key=api_key, is_checking_host=not api_key,
+                                                          cors_origins=limits.cors_origins)],
         exception_handlers={ApiError: on_api_error, RequestError: on_request_error, HTTPException: on_http_exception,
                             ClientDisconnect: on_client_disconnect, Exception: on_unexpected},
     )

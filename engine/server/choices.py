@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from engine.events import Event, FinishEvent
-from engine.request_checks import SEED_MAX
+from engine.sampling_checks import SEED_MAX
 from engine.requests import GenerateRequest
 from engine.server.answer import collect, raise_if_failed
 from engine.server.api_errors import CLIENT_CLOSED

@@ -66,7 +66,8 @@ def sampling_params(body: SamplingFields, max_tokens: int | None, served: Served
         raise bad_request(f"stop takes up to {limits.max_stop_strings} non-empty strings", "stop")
     # SamplingParams refuses seeds and stop strings the engine cannot take (a RequestError: 400 naming the field).
     return SamplingParams(max_tokens=max_tokens or cap, temperature=body.temperature, top_p=body.top_p,
-                          top_k=max(body.top_k, 0), seed=body.seed, stop=tuple(stop), ignore_eos=body.ignore_eos,
+                          top_k=0 if body.top_k == -1 else body.top_k, seed=body.seed, stop=tuple(stop),
+                          ignore_eos=body.ignore_eos,
                           min_p=body.min_p, repetition_penalty=body.repetition_penalty,
                           presence_penalty=body.presence_penalty, frequency_penalty=body.frequency_penalty,
                           logit_bias=logit_bias(body.logit_bias), top_logprobs=top_logprobs,
@@ -88,7 +89,8 @@ def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: Serve
     if (sampling.json_schema is not None or choice is not None) and thinking is None:
         thinking = False  # the grammar holds from the first token: no room for a <think> block before the JSON
     request = GenerateRequest(messages=messages, sampling=sampling, reasoning_effort=body.reasoning_effort,
-                              enable_thinking=thinking, tools=tools, tool_choice=choice)
+                              enable_thinking=thinking, tools=tools, tool_choice=choice,
+                              parallel_tool_calls=body.parallel_tool_calls)
     return Prepared(request, body.stream, body.include_usage, body.logprobs, body.return_tokens_as_token_ids, warnings,
                     body.n)
 

@@ -51,7 +51,12 @@ class OllamaRoutes:
     def routes(self) -> list[tuple[str, Callable, list[str]]]:
         return [("/api/version", self.version, ["GET"]), ("/api/tags", self.tags, ["GET"]),
                 ("/api/ps", self.ps, ["GET"]), ("/api/show", self.show, ["POST"]),
-                ("/api/chat", self.chat, ["POST"]), ("/api/generate", self.generate, ["POST"])]
+                ("/api/chat", self.chat, ["POST"]), ("/api/generate", self.generate, ["POST"]),
+                ("/api/embed", self.embed, ["POST"]), ("/api/embeddings", self.embed, ["POST"])]
+
+    async def embed(self, request: Request) -> JSONResponse:
+        return JSONResponse({"error": f"embeddings are not supported: '{self.served.id}' is served for generation "
+                                      "only (use an embedding model's own server)"}, status_code=501)
 
     async def version(self, request: Request) -> JSONResponse:
         return JSONResponse({"version": OLLAMA_API_VERSION})
@@ -70,6 +75,9 @@ class OllamaRoutes:
     @answered_in_ollama_shape
     async def chat(self, request: Request) -> Response:
         body = await self.body(request)
+        if body.get("messages") == []:  # Ollama's "load the model" request
+            return JSONResponse({"model": ollama_name(self.served), "created_at": timestamp(),
+                                 "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "load"})
         prepared = chat_request(body, self.served, self.limits, self.name_warning(body))
         return await self.answer(request, prepared, ChatLines(self.served))
 

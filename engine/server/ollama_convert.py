@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from engine.request_checks import check_text
 from engine.requests import GenerateRequest
-from engine.sampling import SamplingParams
+from engine.sampling import OLLAMA_DEFAULTS, SamplingParams
 from engine.server.api_errors import bad_request
 from engine.server.convert import logit_bias
 from engine.server.extra_fields import check_extra_fields, ignored_warning
@@ -17,8 +17,6 @@ from engine.server.limits import ServerLimits
 from engine.server.served_model import ServedModel
 from engine.server.structured import ANY_JSON_OBJECT, schema_text
 
-# Ollama's documented defaults where a Modelfile sets none
-DEFAULT_OPTIONS = {"temperature": 0.8, "top_p": 0.9, "top_k": 40}
 # Ollama option -> SamplingParams field
 OPTION_FIELDS = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "min_p": "min_p",
                  "seed": "seed", "repeat_penalty": "repetition_penalty", "presence_penalty": "presence_penalty",
@@ -37,7 +35,8 @@ def sampling_from_options(body: dict, served: ServedModel, limits: ServerLimits)
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise bad_request("options must be an object", "options")
-    values = {name: options.get(option, DEFAULT_OPTIONS.get(option)) for option, name in OPTION_FIELDS.items()}
+    options = {key: value for key, value in options.items() if value is not None}  # null: Ollama's default
+    values = {name: options.get(option, OLLAMA_DEFAULTS.get(option)) for option, name in OPTION_FIELDS.items()}
     values = {name: value for name, value in values.items() if value is not None}
     cap = min(limits.max_tokens, served.max_model_len) if served.max_model_len else limits.max_tokens
     wanted = options.get("num_predict")
@@ -50,6 +49,9 @@ def sampling_from_options(body: dict, served: ServedModel, limits: ServerLimits)
     if not isinstance(stop, list) or len(stop) > limits.max_stop_strings:
         raise bad_request(f"stop takes up to {limits.max_stop_strings} strings", "options.stop")
     ignored = check_extra_fields({key: value for key, value in options.items() if key not in TAKEN})
+    if not isinstance(options.get("logit_bias", {}), dict):
+        raise bad_request('logit_bias is an object of token ids and biases, such as {"1234": -100}',
+                          "options.logit_bias")
     sampling = SamplingParams(max_tokens=wanted if wanted and wanted > 0 else cap, stop=tuple(stop),
                               logit_bias=logit_bias(options.get("logit_bias")),
                               json_schema=format_schema(body.get("format")), **values)
@@ -97,9 +99,11 @@ def thinking_flag(body: dict) -> bool | None:
 def chat_request(body: dict, served: ServedModel, limits: ServerLimits, warnings: list[str]) -> OllamaPrepared:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise bad_request("messages must be a non-empty list", "messages")
+        raise bad_request("messages must be a non-empty list (an empty one only loads the model)", "messages")
     sampling, ignored = sampling_from_options(body, served, limits)
     tools = body.get("tools") or None
+    if tools is not None and not isinstance(tools, list):
+        raise bad_request("tools must be a list of function tools", "tools")
     if tools and not served.tool_calls:
         raise bad_request(f"model '{served.id}' does not take tools", "tools")
     thinking = thinking_flag(body)

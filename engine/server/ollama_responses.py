@@ -9,6 +9,7 @@ import time
 from datetime import datetime, timezone
 
 from engine.events import FinishEvent
+from engine.server.model_size import parameter_size
 from engine.server.served_model import ServedModel
 from engine.server.tools import arguments
 
@@ -26,12 +27,12 @@ def timestamp(seconds: float | None = None) -> str:
 
 def details(served: ServedModel) -> dict:
     return {"parent_model": "", "format": "safetensors", "family": served.family, "families": [served.family],
-            "parameter_size": "", "quantization_level": ""}
+            "parameter_size": parameter_size(served.num_parameters), "quantization_level": ""}
 
 
 def model_card(served: ServedModel, created: float) -> dict:
     name = ollama_name(served)
-    return {"name": name, "model": name, "modified_at": timestamp(created), "size": 0,
+    return {"name": name, "model": name, "modified_at": timestamp(created), "size": served.size_bytes,
             "digest": hashlib.sha256(served.id.encode()).hexdigest(), "details": details(served)}
 
 

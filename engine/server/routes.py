@@ -44,6 +44,10 @@ class Routes:
                            param="model", code="model_not_found")
         return JSONResponse(model_card(self.served, self.created))
 
+    async def embeddings(self, request: Request) -> JSONResponse:
+        raise ApiError(501, f"embeddings are not supported: '{self.served.id}' is served for generation only "
+                            "(use an embedding model's own server)", code="not_implemented")
+
     async def chat_completions(self, request: Request) -> Response:
         body = parse_body(ChatCompletionRequest, await read_json(request, self.limits.max_body_bytes))
         return await self.answer(request, chat_request(body, self.served, self.limits), is_chat=True)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from engine.sampling import OPENAI_DEFAULTS
 from engine.server.api_errors import bad_request
 
 __all__ = ["ChatCompletionRequest", "CompletionRequest", "parse_body", "ValidationError"]
@@ -17,14 +18,24 @@ class _Body(BaseModel):
     # strict: JSON types as written (true is not the number 1, "5" is not 5); nested objects tolerate extras
     model_config = ConfigDict(extra="ignore", strict=True)
 
+    @model_validator(mode="before")
+    @classmethod
+    def null_is_default(cls, data: object) -> object:
+        """An explicit null is the field's default, as on OpenAI, vLLM and llama.cpp (the openai SDK sends null
+        for a None argument); a required field sent as null is missing."""
+        return {key: value for key, value in data.items() if value is not None} if isinstance(data, dict) else data
+
 
 class StreamOptions(_Body):
     include_usage: bool = False
 
 
-class TextPart(_Body):
-    type: Literal["text"]
-    text: str
+class ContentPart(_Body):
+    """One part of a message's content; only text parts are read (engine.server.tools.content_text)."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+    type: str
+    text: str | None = None
 
 
 class FunctionCall(_Body):
@@ -40,15 +51,10 @@ class ToolCallIn(_Body):
 
 class ChatMessage(_Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: Union[str, list[TextPart], None] = None  # None only in an assistant turn that calls tools
+    content: Union[str, list[ContentPart], None] = None  # None only in an assistant turn that calls tools
     tool_calls: list[ToolCallIn] | None = None  # an assistant turn's calls
     tool_call_id: str | None = None  # a tool turn: which call it answers
     name: str | None = None
-
-    def text(self) -> str:
-        if self.content is None:
-            return ""
-        return self.content if isinstance(self.content, str) else "".join(part.text for part in self.content)
 
 
 class SamplingFields(_Body):
@@ -58,9 +64,10 @@ class SamplingFields(_Body):
     model_config = ConfigDict(extra="allow", strict=True)
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
-    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
-    top_p: float = Field(default=1.0, gt=0.0, le=1.0)
-    top_k: int = Field(default=0, ge=-1)
+    # sampling values: types here, ranges in engine.sampling_checks (one range for every surface)
+    temperature: float = OPENAI_DEFAULTS["temperature"]
+    top_p: float = OPENAI_DEFAULTS["top_p"]
+    top_k: int = 0  # -1 (vLLM's spelling) or 0: no top-k filter
     min_p: float = 0.0
     repetition_penalty: float = 1.0
     seed: int | None = None
@@ -95,7 +102,7 @@ class ChatCompletionRequest(SamplingFields):
     function_call: Union[str, dict, None] = None
     audio: dict | None = None  # refused: text only
     modalities: list[str] | None = None
-    parallel_tool_calls: object = None  # accepted and ignored: hints that change nothing without tools
+    parallel_tool_calls: bool = True  # with tool_choice "required": several calls allowed
     prompt_cache_key: object = None
     safety_identifier: object = None
     reasoning_effort: object = None  # checked in convert: low, medium or high

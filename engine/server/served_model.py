@@ -9,7 +9,7 @@ from engine.errors import RequestError
 from engine.generation.fim import fim_prompt_ids, fim_token_ids
 from engine.model_path import DEMO_MODEL
 from engine.server.api_errors import bad_request
-
+from engine.server.model_size import model_size
 
 
 def served_model_id(info) -> str:
@@ -25,14 +25,17 @@ class ServedModel:
     tool_calls: bool = False  # the model takes tools and the engine reads its calls (ModelInfo.tool_calls)
     has_chat_template: bool = True
     family: str = ""  # the HF model_type (Ollama's details.family)
+    size_bytes: int = 0  # the weight files on disk (0: unknown, e.g. a remote backend)
+    num_parameters: int = 0  # from the safetensors headers (0: unknown)
 
     @classmethod
     def of(cls, engine, model_id: str | None = None) -> "ServedModel":
         tokenizer = getattr(engine, "tokenizer", None)
         info = engine.info
+        size_bytes, num_parameters = model_size(str(getattr(info, "path", "") or ""))
         return cls(model_id or served_model_id(info), info.max_model_len, tokenizer,
                    bool(getattr(info, "tool_calls", False)), bool(getattr(info, "has_chat_template", True)),
-                   str(getattr(info, "model_type", "")))
+                   str(getattr(info, "model_type", "")), size_bytes, num_parameters)
 
     @property
     def chat_template(self) -> str:

@@ -14,7 +14,7 @@ from engine.server.api_errors import error_body
 from engine.server.bridge import Generation, wait_for_disconnect
 from engine.server.outcome import finish_error
 from engine.server.responses import Shape, chat_chunk, chat_delta, completion_chunk, finish_reason, usage_chunk
-from engine.server.tools import tool_calls_out
+from engine.server.tools import StreamedToolCalls
 
 DONE = b"data: [DONE]\n\n"
 DEFAULT_SEND_TIMEOUT_S = 60.0
@@ -90,17 +90,20 @@ def ending(shape: Shape, finish: FinishEvent, include_usage: bool) -> list[dict]
 async def chat_stream(generation: Generation, first: Event, shape: Shape, include_usage: bool) -> AsyncIterator[bytes]:
     yield sse(chat_chunk(shape, {"role": "assistant", "content": ""}, []))
     num_sent = num_reasoning_sent = 0
+    calls = StreamedToolCalls()
     async for event in events_from(generation, first):
         if isinstance(event, TokenEvent):
-            if event.text or event.reasoning or shape.logprobs:
-                delta = chat_delta(event.text, event.reasoning) or {"content": ""}
+            if event.text or event.reasoning or event.tool_call_deltas or shape.logprobs:
+                delta = chat_delta(event.text, event.reasoning) or ({} if event.tool_call_deltas else {"content": ""})
+                if event.tool_call_deltas:
+                    delta["tool_calls"] = calls.pieces(event.tool_call_deltas)
                 yield sse(chat_chunk(shape, delta, [event]))
                 num_sent, num_reasoning_sent = num_sent + len(event.text), num_reasoning_sent + len(event.reasoning)
             continue
         if event.reason != "error":  # a cancelled stream (the server is stopping) ends with finish_reason abort
             delta = chat_delta(event.text[num_sent:], event.reasoning[num_reasoning_sent:])
-            if event.tool_calls:
-                delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(tool_calls_out(event.tool_calls))]
+            if rest := calls.rest(event.tool_calls):
+                delta["tool_calls"] = rest
             yield sse(chat_chunk(shape, delta, [], finish_reason(event)))
         for obj in ending(shape, event, include_usage):
             yield sse(obj)

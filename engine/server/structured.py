@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from engine.server.api_errors import bad_request
+from engine.server.api_errors import ApiError, bad_request
+from engine.server.body import parse_json
 
 ANY_JSON_OBJECT = '{"type": "object"}'
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
@@ -41,9 +42,9 @@ def extension_schema(extra: dict | None) -> str | None:
         value = (extra or {}).get(name)
         if isinstance(value, str):
             try:
-                value = json.loads(value)
-            except ValueError as error:
-                raise bad_request(f"{name} is not valid JSON: {error}", name) from None
+                value = parse_json(value.encode("utf-8", "surrogatepass"))
+            except ApiError as error:
+                raise bad_request(f"{name}: {error.message.replace('the body', 'the schema')}", name) from None
         if value is not None:
             return schema_text(value, name)
     return None

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import uuid
 
-from engine.events import ToolCall
+from engine.events import ToolCall, ToolCallDelta
 from engine.server.api_errors import bad_request
 from engine.server.schemas import ChatCompletionRequest, ChatMessage
 from engine.server.served_model import ServedModel
+
+MEDIA_KINDS = ("image", "audio", "video", "file")  # what content parts other than text carry
 
 
 def offered_tools(body: ChatCompletionRequest, served: ServedModel) -> tuple[dict, ...] | None:
@@ -43,7 +45,8 @@ def forced_tool_choice(body: ChatCompletionRequest) -> str | None:
 def template_message(message: ChatMessage, index: int) -> dict:
     """One turn as chat templates take it: text content, and an assistant's calls with their arguments as objects
     (templates write them with tojson) where the JSON text parses."""
-    turn = {"role": "system" if message.role == "developer" else message.role, "content": message.text()}
+    turn = {"role": "system" if message.role == "developer" else message.role,
+            "content": content_text(message, index)}
     if message.content is None and not (message.role == "assistant" and message.tool_calls):
         raise bad_request("content is required (only an assistant turn that calls tools may leave it out)",
                           f"messages.{index}.content")
@@ -63,6 +66,21 @@ def template_message(message: ChatMessage, index: int) -> dict:
     return turn
 
 
+def content_text(message: ChatMessage, index: int) -> str:
+    """The turn's text: its content, or its text parts joined; 400 naming the part for images, audio or files."""
+    if message.content is None or isinstance(message.content, str):
+        return message.content or ""
+    for number, part in enumerate(message.content):
+        field = f"messages.{index}.content.{number}"
+        if part.type != "text":
+            kind = next((kind for kind in MEDIA_KINDS if kind in part.type), part.type[:40])
+            raise bad_request(f"this model reads text only and does not take {kind} parts: send the content as text "
+                              "(a string, or parts of type \"text\")", field)
+        if part.text is None:
+            raise bad_request("a text part needs its text", f"{field}.text")
+    return "".join(part.text for part in message.content)
+
+
 def arguments(text: str) -> object:
     """A call's JSON arguments as an object, or the text as written when it is not a JSON object."""
     try:
@@ -74,5 +92,39 @@ def arguments(text: str) -> object:
 
 def tool_calls_out(calls: tuple[ToolCall, ...]) -> list[dict]:
     """The calls a reply made, in OpenAI's message shape (each with a fresh id); stream deltas add `index`."""
-    return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-             "function": {"name": call.name, "arguments": call.arguments}} for call in calls]
+    return [{"id": new_call_id(), "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            for call in calls]
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+class StreamedToolCalls:
+    """A streamed reply's tool calls in OpenAI's delta shape: a call's first delta has its id, type and name, the
+    next ones pieces of its arguments, all with the call's index; `rest` ends them with what the finished calls
+    have beyond what was streamed (all of a call whose format could not be followed as it was generated)."""
+
+    def __init__(self):
+        self._sent: dict[int, str] = {}  # index -> the arguments streamed
+
+    def pieces(self, deltas: tuple[ToolCallDelta, ...]) -> list[dict]:
+        return [self._piece(delta) for delta in deltas]
+
+    def _piece(self, delta: ToolCallDelta) -> dict:
+        if delta.name is not None:
+            self._sent[delta.index] = delta.arguments
+            return {"index": delta.index, "id": new_call_id(), "type": "function",
+                    "function": {"name": delta.name, "arguments": delta.arguments}}
+        self._sent[delta.index] = self._sent.get(delta.index, "") + delta.arguments
+        return {"index": delta.index, "function": {"arguments": delta.arguments}}
+
+    def rest(self, calls: tuple[ToolCall, ...]) -> list[dict]:
+        out = []
+        for index, call in enumerate(calls):
+            if index not in self._sent:
+                out.append({"index": index, "id": new_call_id(), "type": "function",
+                            "function": {"name": call.name, "arguments": call.arguments}})
+            elif call.arguments.startswith(self._sent[index]) and call.arguments != self._sent[index]:
+                out.append({"index": index, "function": {"arguments": call.arguments[len(self._sent[index]):]}})
+        return out

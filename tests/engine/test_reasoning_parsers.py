@@ -38,6 +38,16 @@ def test_harmony_tool_call_is_neither_reasoning_nor_answer():
         "", "Need the weather.", [ToolCall("get_weather", '{"city": "Paris"}')], True)
 
 
+def test_harmony_tool_call_streams_its_name_then_its_arguments_as_written():
+    reply = ("<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
+             "to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\", \"days\": 3}<|call|>")
+    parser = HarmonyParser()
+    deltas = [delta for char in characters(reply) for delta in parser.feed(char).tool_call_deltas]
+    assert (deltas[0].index, deltas[0].name, deltas[0].arguments) == (0, "get_weather", "")
+    assert {delta.index for delta in deltas} == {0} and all(delta.name is None for delta in deltas[1:])
+    assert len(deltas) > 10 and "".join(delta.arguments for delta in deltas) == '{"city": "Paris", "days": 3}'
+
+
 def test_harmony_recipient_before_the_channel_is_a_tool_call_too():
     reply = "<|start|>assistant to=functions.lookup<|channel|>commentary json<|message|>{}<|call|>"
     assert parse(HarmonyParser(), [reply])[2] == [ToolCall("lookup", "{}")]

@@ -12,12 +12,13 @@ from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.generation import text_stream
 from engine.generation.sampler import FAILED_TOKEN, sample
 from engine.sampling import MIN_TEMPERATURE
+from engine.sampling_checks import MAX_TEMPERATURE
 
 VOCAB = 64
 
 
 @settings(max_examples=300, deadline=None)
-@given(temperature=st.floats(0.0, 100.0), top_p=st.floats(0.0, 1.0, exclude_min=True),
+@given(temperature=st.floats(0.0, MAX_TEMPERATURE), top_p=st.floats(0.0, 1.0, exclude_min=True),
        top_k=st.integers(0, 2**31 - 1), scale=st.sampled_from([1.0, 1e3, 1e30]), seed=st.integers(0, 2**32))
 @example(temperature=1e-40, top_p=1.0, top_k=0, scale=1.0, seed=0)
 @example(temperature=5e-324, top_p=1.0, top_k=0, scale=1.0, seed=0)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine.detokenizer import StopStringMatcher
-from engine.request_checks import MAX_STOP_CHARS
+from engine.sampling_checks import MAX_STOP_CHARS
 
 ALPHABET = "ab\n😀"
 

@@ -120,3 +120,44 @@ def test_the_xml_function_form_of_qwen3_5_is_read_as_a_call():
     assert content == "Checking.\n"
     assert calls == [ToolCall("get_weather", '{"city": "Paris", "days": 3}')]
     assert read(["<tool_call><function=broken></tool_call>"])[1] == []
+
+
+def streamed(parser, pieces: list[str]) -> dict[int, list]:
+    """index -> [name, argument pieces...] as the deltas of `parser` give them."""
+    calls: dict[int, list] = {}
+    for piece in pieces:
+        for delta in parser.feed(piece).tool_call_deltas:
+            if delta.name is not None:
+                assert delta.index not in calls and delta.index == len(calls)  # each call starts once, in order
+                calls[delta.index] = [delta.name]
+            calls[delta.index].append(delta.arguments)
+    return calls
+
+
+LONG_CALLS = ('Sure.<tool_call>\n{"name": "search", "arguments": {"query":  "caf\\u00e9 \\"best\\"\\n\\ud83d\\ude00",'
+              ' "limit":10,"filters":[1.5e2, true, null, {"a": []}]}}\n</tool_call>\n<tool_call>\n<function=get_weather>'
+              '\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>')
+
+
+@settings(max_examples=300, deadline=None)
+@given(splits(LONG_CALLS))
+def test_streamed_arguments_join_to_the_final_arguments_whatever_the_split(pieces):
+    tags = ToolCallTags()
+    calls = streamed(tags, pieces)
+    _, final = read(pieces)
+    assert [(name, "".join(arguments)) for name, *arguments in calls.values()] == [
+        (call.name, call.arguments) for call in final]
+    assert [call.name for call in final] == ["search", "get_weather"]
+
+
+def test_a_call_streams_its_arguments_token_by_token():
+    calls = streamed(ToolCallTags(), list(LONG_CALLS))
+    assert len([piece for piece in calls[0][1:] if piece]) > 10
+    assert calls[1][1:] == ["", '{"city": "Paris"', ', "days": 3', "}"]  # the XML form: a parameter at a time
+
+
+def test_a_call_whose_name_comes_after_its_arguments_or_whose_arguments_are_a_string_streams_nothing():
+    for text in ('<tool_call>{"arguments": {"a": 1}, "name": "f"}</tool_call>',
+                 '<tool_call>{"name": "f", "arguments": "{\\"a\\": 1}"}</tool_call>'):
+        deltas = [delta for char in text for delta in ToolCallTags().feed(char).tool_call_deltas]
+        assert not [delta for delta in deltas if delta.arguments]

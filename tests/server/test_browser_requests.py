@@ -1,5 +1,6 @@
-"""What a web page can make a local server do: nothing without CORS. A body a browser sends without asking
-the server first (text/plain, forms) is refused, and Access-Control-* answers only `--cors` origins."""
+"""What a web page can make a local server do: nothing without CORS. A page elsewhere is refused outright
+(tests/server/test_origins.py); a body a browser sends without asking the server first (text/plain, forms) is
+refused even from a page on this machine, and Access-Control-* answers only `--cors` origins."""
 
 import httpx
 import pytest
@@ -14,7 +15,7 @@ PAGE = "http://localhost:3000"
 
 
 def post_as(server, content_type: str, key: str | None = API_KEY) -> httpx.Response:
-    headers = {"Content-Type": content_type, "Origin": "https://evil.example"}
+    headers = {"Content-Type": content_type, "Origin": PAGE}  # a page on this machine: its origin is let in
     if key:
         headers["Authorization"] = f"Bearer {key}"
     return httpx.post(server.url + "/chat/completions", content=BODY, headers=headers, timeout=30)

@@ -63,7 +63,7 @@ def test_wrong_or_missing_key_is_401(server):
 
 
 def test_unknown_route_is_404_in_openai_shape(server):
-    response = httpx.post(server.url + "/embeddings", json={"input": "x"},
+    response = httpx.post(server.url + "/audio/speech", json={"input": "x"},
                           headers={"Authorization": f"Bearer {API_KEY}"})
     assert response.status_code == 404 and response.json()["error"]["type"] == "not_found_error"
 

@@ -67,6 +67,21 @@ def test_openai_tools_with_a_required_choice(tool_server):
     assert call.function.name == "Forecast" and Forecast.model_validate_json(call.function.arguments)
 
 
+def test_openai_streams_a_tool_calls_arguments_as_they_are_generated(tool_server):
+    client = openai.OpenAI(base_url=tool_server.url, api_key=API_KEY, max_retries=0)
+    ask = dict(model="gpt-4o-mini", messages=CHAT, tools=[openai.pydantic_function_tool(Forecast)],
+               tool_choice="required", max_tokens=60, temperature=0)
+    (whole,) = client.chat.completions.create(**ask).choices[0].message.tool_calls
+    pieces = [call for chunk in client.chat.completions.create(**ask, stream=True) if chunk.choices
+              for call in chunk.choices[0].delta.tool_calls or ()]
+    first, rest = pieces[0], pieces[1:]
+    assert (first.index, first.type, first.function.name) == (0, "function", "Forecast") and first.id
+    assert len([piece for piece in rest if piece.function.arguments]) > 1
+    assert all(piece.index == 0 and piece.id is None for piece in rest)
+    arguments = "".join(piece.function.arguments or "" for piece in pieces)
+    assert arguments == whole.function.arguments and json.loads(arguments) == json.loads(whole.function.arguments)
+
+
 def test_langchain_with_structured_output_and_bound_tools(server, tool_server):
     langchain_openai = pytest.importorskip("langchain_openai")
     demo = langchain_openai.ChatOpenAI(base_url=server.url, api_key=API_KEY, model="gpt-4o-mini", temperature=0,
