@@ -27,6 +27,8 @@ from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner, budget_change, plan_change
 from engine.runtime.scheduler import Scheduler
 from engine.runtime.sequence import Sequence
+from engine.runtime.speculation import Speculation
+from engine.runtime.verify_step import propose_drafts, run_verify_step
 from engine.tokenizer import Tokenizer
 
 
@@ -60,6 +62,7 @@ class LLMEngine:
         # Steps ahead for rows with a linear-attention state (hybrid models) too, unless WISP_OVERLAP_STATES=0: a
         # dropped row's state row is zeroed by the next prefill that takes it (tests/gpu/test_overlap.py).
         self.overlap_states = os.environ.get("WISP_OVERLAP_STATES", "1") != "0"
+        self.speculation: Speculation | None = None  # drafts verified by decode steps (--speculative)
 
     @property
     def memory(self) -> "LLMEngine":
@@ -176,6 +179,8 @@ class LLMEngine:
             seqs, is_prefill = self.scheduler.schedule()
             if not seqs:
                 return []
+            if not is_prefill and self.speculation is not None and propose_drafts(self, seqs):
+                return run_verify_step(self, seqs)
             launched = self._launch(seqs, is_prefill)
             if launched is None:
                 return []
@@ -220,7 +225,8 @@ class LLMEngine:
         and its linear-attention state row (hybrid models) is zeroed by the prefill of the next sequence that
         takes it, queued after this step."""
         runner, scheduler, seqs = self.runner, self.scheduler, launched.seqs
-        if launched.is_prefill or runner.padded_decode is None or runner.routing_observer is not None:
+        if (launched.is_prefill or runner.padded_decode is None or runner.routing_observer is not None
+                or self.speculation is not None):  # drafts are proposed from the tokens on the host
             return False
         if scheduler.waiting or self.pending_budget is not None or len(scheduler.running) != len(seqs):
             return False
@@ -301,6 +307,8 @@ class LLMEngine:
 
     def _finish(self, active: Active, reason: str, error: str | None = None) -> FinishEvent:
         self.scheduler.finish(active.seq)
+        if self.speculation is not None:
+            self.speculation.forget(active.seq.request_id)
         del self.active[active.seq.request_id]
         return active.state.finish(reason, active.seq.num_preemptions, error)
 

@@ -1,0 +1,38 @@
+"""The engine's speculative decoding (engine thread): before a decode step, drafts for the sequences that can take
+them (prompt lookup); after it, what was accepted feeds the draft-length rule and the counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.generation.speculative.draft_length import DraftLength
+from engine.generation.speculative.ngram import NgramIndex
+
+
+
+@dataclass
+class SpecCounters:
+    num_proposed: int = 0  # drafts verified
+    num_accepted: int = 0  # drafts the model agreed with
+    num_verify_steps: int = 0
+    verify_misses: int = 0  # expert misses of the verify steps (the union of their positions' experts)
+
+
+class Speculation:
+    def __init__(self, max_draft_tokens: int):
+        self.draft_length = DraftLength(max_draft_tokens)
+        self.indexes: dict[str, NgramIndex] = {}  # by request id
+        self.counters = SpecCounters()
+
+    def propose(self, request_id: str, token_ids: list[int], max_tokens: int) -> list[int]:
+        """Drafts of at most min(max_tokens, the rule's length) tokens after token_ids."""
+        index = self.indexes.setdefault(request_id, NgramIndex())
+        return index.propose(token_ids, min(max_tokens, self.draft_length.choose()))
+
+    def observe(self, num_proposed: int, num_accepted: int) -> None:
+        self.counters.num_proposed += num_proposed
+        self.counters.num_accepted += num_accepted
+        self.draft_length.observe_drafts(num_proposed, num_accepted)
+
+    def forget(self, request_id: str) -> None:
+        self.indexes.pop(request_id, None)
