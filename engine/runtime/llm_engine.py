@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
-
 import torch
 
 from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.online_controller import predicted_curve
 from engine.errors import PromptTooLongError
 from engine.events import Event, FinishEvent
-from engine.generation.grammar import GrammarCompiler, GrammarMatcher
+from engine.generation.grammar import GrammarCompiler
 from engine.generation.logits_processors import RowContext, check_token_ids_in_vocabulary, top_alternative_tensors
 from engine.generation.plan_event import PlanEvent
 from engine.generation.prompt import prompt_token_ids
@@ -22,6 +20,7 @@ from engine.generation.sampler import FAILED_TOKEN, sample_tensors
 from engine.generation.text_stream import TextStream
 from engine.generation.throughput import Throughput
 from engine.requests import GenerateRequest
+from engine.runtime.active_request import Active, row_context
 from engine.runtime.launched_step import LaunchedStep, read_back
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner, budget_change, plan_change
@@ -30,13 +29,6 @@ from engine.runtime.sequence import Sequence
 from engine.runtime.speculation import Speculation
 from engine.runtime.verify_step import propose_drafts, run_verify_step
 from engine.tokenizer import Tokenizer
-
-
-@dataclass
-class Active:
-    seq: Sequence  # what the scheduler and the runner see
-    state: RequestState  # the output, its events and stats; its generator is on the engine's device
-    grammar: GrammarMatcher | None = None  # structured output: where the reply is in its JSON schema
 
 
 class LLMEngine:
@@ -311,12 +303,3 @@ class LLMEngine:
             self.speculation.forget(active.seq.request_id)
         del self.active[active.seq.request_id]
         return active.state.finish(reason, active.seq.num_preemptions, error)
-
-
-def row_context(active: Active, width: int, device: torch.device) -> RowContext | None:
-    """What the sampler's processors read for this row; None when nothing changes its logits."""
-    seq = active.seq
-    if not seq.sampling.changes_logits and active.grammar is None:
-        return None
-    allowed = active.grammar.allowed(width, device) if active.grammar is not None else None
-    return RowContext(seq.token_ids, seq.num_prompt_tokens, allowed)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from engine.generation.speculative.draft_length import DraftLength
 from engine.generation.speculative.ngram import NgramIndex
+from engine.generation.speculative.replay import AcceptanceReplay
 
 
 
@@ -19,15 +20,18 @@ class SpecCounters:
 
 
 class Speculation:
-    def __init__(self, max_draft_tokens: int):
+    def __init__(self, max_draft_tokens: int, replay: AcceptanceReplay | None = None, vocab_size: int = 0):
         self.draft_length = DraftLength(max_draft_tokens)
+        self.replay, self.vocab_size = replay, vocab_size  # benchmarks: a stated acceptance on random weights
         self.indexes: dict[str, NgramIndex] = {}  # by request id
         self.counters = SpecCounters()
 
     def propose(self, request_id: str, token_ids: list[int], max_tokens: int) -> list[int]:
         """Drafts of at most min(max_tokens, the rule's length) tokens after token_ids."""
-        index = self.indexes.setdefault(request_id, NgramIndex())
-        return index.propose(token_ids, min(max_tokens, self.draft_length.choose()))
+        num_drafts = min(max_tokens, self.draft_length.choose())
+        if self.replay is not None:
+            return self.replay.drafts(self.vocab_size, num_drafts)
+        return self.indexes.setdefault(request_id, NgramIndex()).propose(token_ids, num_drafts)
 
     def observe(self, num_proposed: int, num_accepted: int) -> None:
         self.counters.num_proposed += num_proposed

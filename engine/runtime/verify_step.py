@@ -6,20 +6,16 @@ steps (attention never reads past a sequence's length) and a linear-attention st
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
-
 import torch
 
 from engine.events import Event
 from engine.generation.sampler import sample_tensors
 from engine.generation.speculative.verify import verify_drafts
+from engine.runtime.active_request import Active, row_context
 from engine.runtime.sequence import Sequence
 
-if TYPE_CHECKING:
-    from engine.runtime.llm_engine import Active, LLMEngine
 
-
-def can_draft(engine: LLMEngine, seq: Sequence) -> bool:
+def can_draft(engine, seq: Sequence) -> bool:
     """Rows whose logits depend on the tokens before them (penalties, bias, a grammar) or that ask for top
     alternatives decode one token a step."""
     active = engine.active.get(seq.request_id)
@@ -27,7 +23,7 @@ def can_draft(engine: LLMEngine, seq: Sequence) -> bool:
             and not seq.sampling.top_logprobs)
 
 
-def propose_drafts(engine: LLMEngine, seqs: list[Sequence]) -> bool:
+def propose_drafts(engine, seqs: list[Sequence]) -> bool:
     """Give the scheduled decode step's sequences their drafts, with KV blocks for their positions -> any?"""
     blocks = engine.scheduler.block_manager
     for seq in seqs:
@@ -43,7 +39,7 @@ def propose_drafts(engine: LLMEngine, seqs: list[Sequence]) -> bool:
     return any(seq.draft_ids for seq in seqs)
 
 
-def run_verify_step(engine: LLMEngine, seqs: list[Sequence]) -> list[Event]:
+def run_verify_step(engine, seqs: list[Sequence]) -> list[Event]:
     started = time.perf_counter()
     misses_before = engine.runner.experts.counters.misses
     logits = engine.runner.run(seqs, False)  # [sum of 1 + drafts, V]
@@ -67,11 +63,11 @@ def run_verify_step(engine: LLMEngine, seqs: list[Sequence]) -> list[Event]:
     return events
 
 
-def choose_tokens(engine: LLMEngine, active: Active, logits: torch.Tensor) -> tuple[list[int], list[float]]:
+def choose_tokens(engine, active: Active, logits: torch.Tensor) -> tuple[list[int], list[float]]:
     """logits [1 + drafts, V] of one sequence -> (its tokens to emit, their log-probabilities)."""
-    from engine.runtime.llm_engine import row_context
-
     seq, generator = active.seq, active.state.generator
+    if seq.draft_ids and engine.speculation.replay is not None:
+        return engine.speculation.replay.tokens(logits, seq.draft_ids)
     if seq.draft_ids:
         return verify_drafts(logits, seq.draft_ids, seq.sampling, generator)
     context = row_context(active, logits.shape[-1], logits.device)
@@ -79,7 +75,7 @@ def choose_tokens(engine: LLMEngine, active: Active, logits: torch.Tensor) -> tu
     return tokens.tolist(), logprobs.tolist()
 
 
-def accept_verified(engine: LLMEngine, active: Active, tokens: list[int], logprobs: list[float],
+def accept_verified(engine, active: Active, tokens: list[int], logprobs: list[float],
                     now: float) -> list[Event]:
     """Accept a sequence's emitted tokens in order until one ends it; then drop what followed the last accepted
     position."""
