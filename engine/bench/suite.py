@@ -269,6 +269,7 @@ def attach_speculation(engine, args, vocab_size: int) -> dict:
     from engine.runtime.speculation import Speculation
 
     engine.speculation = Speculation(args.draft_tokens, AcceptanceReplay(args.accept_rate), vocab_size)
+    engine.drafts_by_default = True
     return {"speculative": mode, "assumed_accept_rate": args.accept_rate, "draft_tokens_max": args.draft_tokens}
 
 

@@ -18,6 +18,7 @@ class Active:
     seq: Sequence  # what the scheduler and the runner see
     state: RequestState  # the output, its events and stats; its generator is on the engine's device
     grammar: GrammarMatcher | None = None  # structured output: where the reply is in its JSON schema
+    drafts: bool = False  # speculative decoding: its decode steps verify drafts
 
 
 def row_context(active: Active, width: int, device: torch.device) -> RowContext | None:

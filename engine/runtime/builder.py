@@ -65,7 +65,7 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
         raise UnsupportedModelError(f"{source.location}: Wisp's engine loads model folders and GGUF files")
     engine, info = finish_engine(weights, tokenizer, options, plan, memory)
     if drafting is not None:
-        engine.speculation = Speculation(options.draft_tokens)
+        engine.speculation, engine.drafts_by_default = Speculation(options.draft_tokens), True
     return engine, info
 
 

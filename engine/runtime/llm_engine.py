@@ -26,7 +26,7 @@ from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner, budget_change, plan_change
 from engine.runtime.scheduler import Scheduler
 from engine.runtime.sequence import Sequence
-from engine.runtime.speculation import Speculation
+from engine.runtime.speculation import DEFAULT_DRAFT_TOKENS, Speculation
 from engine.runtime.verify_step import propose_drafts, run_verify_step
 from engine.tokenizer import Tokenizer
 
@@ -55,6 +55,7 @@ class LLMEngine:
         # dropped row's state row is zeroed by the next prefill that takes it (tests/gpu/test_overlap.py).
         self.overlap_states = os.environ.get("WISP_OVERLAP_STATES", "1") != "0"
         self.speculation: Speculation | None = None  # drafts verified by decode steps (--speculative)
+        self.drafts_by_default = False  # --speculative: requests that do not say draft
 
     @property
     def memory(self) -> "LLMEngine":
@@ -127,8 +128,16 @@ class LLMEngine:
         generator = torch.Generator(device=self.device).manual_seed(seed)
         stream = TextStream.for_request(self.tokenizer, request, seq.token_ids)
         state = RequestState(request.request_id, request.sampling, len(seq.token_ids), stream, generator)
-        self.active[request.request_id] = Active(seq, state, self.grammars.for_request(request))
+        self.active[request.request_id] = Active(seq, state, self.grammars.for_request(request),
+                                                 self._drafts(request))
         self.scheduler.add(seq)
+
+    def _drafts(self, request: GenerateRequest) -> bool:
+        """Does the request draft? Prompt lookup needs nothing loaded, so a request may ask for it on any engine."""
+        drafts = self.drafts_by_default if request.speculative is None else request.speculative != "off"
+        if drafts and self.speculation is None:
+            self.speculation = Speculation(DEFAULT_DRAFT_TOKENS)
+        return drafts
 
     def cancel(self, request_id: str) -> list[Event]:
         self._tokenized.pop(request_id, None)
@@ -217,8 +226,7 @@ class LLMEngine:
         and its linear-attention state row (hybrid models) is zeroed by the prefill of the next sequence that
         takes it, queued after this step."""
         runner, scheduler, seqs = self.runner, self.scheduler, launched.seqs
-        if (launched.is_prefill or runner.padded_decode is None or runner.routing_observer is not None
-                or self.speculation is not None):  # drafts are proposed from the tokens on the host
+        if launched.is_prefill or runner.padded_decode is None or runner.routing_observer is not None:
             return False
         if scheduler.waiting or self.pending_budget is not None or len(scheduler.running) != len(seqs):
             return False
@@ -229,6 +237,8 @@ class LLMEngine:
         for seq in seqs:
             active = self.active.get(seq.request_id)
             if active is None or active.grammar is not None or seq.sampling.changes_logits:
+                return False
+            if active.drafts:  # drafts are proposed from its tokens on the host
                 return False
             if seq.state_slot >= 0 and not self.overlap_states:
                 return False

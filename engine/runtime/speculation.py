@@ -9,6 +9,8 @@ from engine.generation.speculative.draft_length import DraftLength
 from engine.generation.speculative.ngram import NgramIndex
 from engine.generation.speculative.replay import AcceptanceReplay
 
+DEFAULT_DRAFT_TOKENS = 8  # --draft-tokens' default: most drafts a step verifies
+
 
 
 @dataclass

@@ -16,10 +16,10 @@ from engine.runtime.sequence import Sequence
 
 
 def can_draft(engine, seq: Sequence) -> bool:
-    """Rows whose logits depend on the tokens before them (penalties, bias, a grammar) or that ask for top
-    alternatives decode one token a step."""
+    """Does the sequence's request draft? Rows whose logits depend on the tokens before them (penalties, bias, a
+    grammar) or that ask for top alternatives decode one token a step."""
     active = engine.active.get(seq.request_id)
-    return (active is not None and active.grammar is None and not seq.sampling.changes_logits
+    return (active is not None and active.drafts and active.grammar is None and not seq.sampling.changes_logits
             and not seq.sampling.top_logprobs)
 
 

@@ -88,7 +88,7 @@ def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: Serve
     if (sampling.json_schema is not None or choice is not None) and thinking is None:
         thinking = False  # the grammar holds from the first token: no room for a <think> block before the JSON
     request = GenerateRequest(messages=messages, sampling=sampling, reasoning_effort=body.reasoning_effort,
-                              enable_thinking=thinking, tools=tools, tool_choice=choice)
+                              enable_thinking=thinking, tools=tools, tool_choice=choice, speculative=body.speculative)
     return Prepared(request, body.stream, body.include_usage, body.logprobs, body.return_tokens_as_token_ids, warnings,
                     body.n)
 
@@ -113,7 +113,7 @@ def completion_request(body: CompletionRequest, served: ServedModel, limits: Ser
         raise bad_request(f"logprobs takes 0 to {MAX_TOP_LOGPROBS} alternatives per token", "logprobs")
     sampling = sampling_params(body, body.max_tokens or COMPLETIONS_DEFAULT_MAX_TOKENS, served, limits,
                                body.logprobs or 0)
-    request = GenerateRequest(**prompt_fields(body, served), sampling=sampling)
+    request = GenerateRequest(**prompt_fields(body, served), sampling=sampling, speculative=body.speculative)
     return Prepared(request, body.stream, body.include_usage, body.logprobs is not None,
                     body.return_tokens_as_token_ids, warnings, body.n)
 
