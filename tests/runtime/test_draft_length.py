@@ -2,7 +2,7 @@
 
 import pytest
 
-from engine.generation.speculative.draft_length import DraftLength, expected_tokens
+from engine.generation.speculative.draft_length import PROBE_INTERVAL, DraftLength, expected_tokens
 
 
 def test_expected_tokens_of_the_geometric_model():
@@ -31,11 +31,21 @@ def test_cheap_positions_and_high_acceptance_take_the_cap():
     assert rule.choose() == 8
 
 
-def test_costly_positions_and_low_acceptance_take_one():
+def test_drafts_that_do_not_pay_are_declined_but_probed():
     rule = DraftLength(8)
     timed(rule, base=1.0, per_position=0.5)  # each position costs half a step: misses of a growing union
     for _ in range(50):
         rule.observe_drafts(4, 0)
+    choices = [rule.choose() for _ in range(4 * PROBE_INTERVAL)]
+    assert choices.count(1) == 4 and choices.count(0) == 4 * PROBE_INTERVAL - 4
+
+
+def test_costly_positions_with_some_acceptance_take_one():
+    rule = DraftLength(8)
+    timed(rule, base=1.0, per_position=0.5)
+    for _ in range(50):
+        rule.observe_drafts(4, 3)  # a = 3/4: one draft 1.75 tokens in 1.5 steps' time, two 2.31 in 2, three 2.73 in 2.5
+    assert rule.acceptance == pytest.approx(0.75, abs=0.02)
     assert rule.choose() == 1
 
 

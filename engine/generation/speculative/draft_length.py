@@ -8,7 +8,8 @@ a change of text.
 Cost: a step's time grows with the positions per sequence q = 1 + k it verifies; on a paged MoE mostly through the
 expert misses of the union of their experts, which stall the step. Step times are fitted to t(q) = t1 + (q - 1) d
 by decayed least squares over every decode step (verifying or not), so the misses the union costs are in d as
-measured. Until two different q have been timed, k is max_tokens. The misses of each verify step are counted too
+measured. Until two different q have been timed, k is max_tokens. When no k beats one token per t(1), k is 0
+(no drafts) except every PROBE_INTERVAL-th choice, which drafts one token so the estimates stay current. The misses of each verify step are counted too
 (SpecCounters) so that the cost can be read beside the acceptance."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 DECAY = 0.95  # weight of the past per step: the estimates follow about the last 20 steps
+PROBE_INTERVAL = 16  # while drafting does not pay, one choice in this many still drafts (one token)
 
 
 @dataclass
@@ -55,6 +57,7 @@ class DraftLength:
         self.max_tokens = max_tokens
         self.accepted, self.rejections = 1.0, 1.0  # the prior: a = 1/2
         self.step_times = DecayedFit()
+        self.num_declined = 0  # choices of 0 so far
 
     @property
     def acceptance(self) -> float:
@@ -69,6 +72,7 @@ class DraftLength:
         self.step_times.add(positions_per_seq, seconds)
 
     def choose(self) -> int:
+        """The number of drafts the next verify step checks for a sequence (0: decode it one token)."""
         line = self.step_times.line()
         if line is None:
             return self.max_tokens
@@ -77,4 +81,8 @@ class DraftLength:
         base = max(intercept + per_position, 1e-9)  # t(1): a step of one position per sequence
         rates = {k: expected_tokens(self.acceptance, k) / (base + k * per_position)
                  for k in range(1, self.max_tokens + 1)}
-        return max(rates, key=rates.get)
+        best = max(rates, key=rates.get)
+        if rates[best] > 1.0 / base:
+            return best
+        self.num_declined += 1
+        return 1 if self.num_declined % PROBE_INTERVAL == 0 else 0
