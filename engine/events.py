@@ -110,3 +110,8 @@ class EngineStats:
     page_cache_reads: int = 0
     page_cache_bytes: int = 0
     page_cache_gb_per_s: float = 0.0
+    # Speculative decoding since load: drafts verified, drafts accepted (their ratio: the acceptance rate), and the
+    # expert misses of the verify steps (the union of their positions' experts).
+    spec_proposed: int = 0
+    spec_accepted: int = 0
+    spec_verify_misses: int = 0

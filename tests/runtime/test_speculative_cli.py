@@ -41,3 +41,17 @@ def test_draft_layers_of_published_configs():
     assert count_draft_layers({"num_nextn_predict_layers": 1}) == 1  # DeepSeek-V3, GLM-4.5
     assert count_draft_layers({"text_config": {"mtp_num_hidden_layers": 1}}) == 1  # Qwen3.5 (multimodal)
     assert count_draft_layers({"num_hidden_layers": 4}) == 0
+
+
+def test_engine_stats_count_drafts_for_the_memory_panel(tiny_model_dir):
+    from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+    from tests.server.conftest import wait_until
+
+    with Engine(EngineOptions(model=str(tiny_model_dir("qwen3_moe")), device="cpu")) as engine:
+        assert engine.stats().spec_proposed == 0
+        finish = engine.generate(GenerateRequest(prompt="a b c a b c a b", speculative="ngram",
+                                                 sampling=SamplingParams(max_tokens=12)))
+        assert wait_until(lambda: engine.stats().spec_proposed == finish.stats.spec_proposed)  # published on drain
+        stats = engine.stats()
+    assert stats.spec_proposed > 0
+    assert stats.spec_accepted == finish.stats.spec_accepted
