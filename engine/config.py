@@ -15,6 +15,8 @@ DTYPE_CHOICES = ("auto", "bfloat16", "float16", "float32")
 DEFAULT_MAX_MODEL_LEN = 4096  # context when neither the options nor a smaller model limit it
 BACKENDS = ("auto", "wisp", "llama.cpp")  # which engine runs a .gguf file (engine.gguf.backend_choice)
 DENSE_WEIGHTS = ("auto", "file", "dtype")  # a .gguf file's dense weights on Wisp's engine (engine.quant.dense)
+SPECULATIVE_MODES = ("off", "ngram", "mtp", "auto")  # how drafts are made (engine.runtime.speculation)
+MAX_DRAFT_TOKENS = 64  # most drafts one verify step may check
 DENSE_QUANTS = ("q8_0",)  # what a checkpoint's dense weights may be quantized to at load (engine.quant.dense_quant)
 
 
@@ -53,6 +55,10 @@ class EngineOptions:
     # .gguf files on Wisp's engine: an attention's q/k/v projections of one block type merged into one layer (one
     # decode GEMV launch instead of up to three; the same bits; engine.quant.merged_projections)
     merge_qkv: bool = False
+    # Speculative decoding (Wisp's engine): "ngram" drafts from n-grams of the prompt and the reply, "mtp" from the
+    # model's own draft layers, "auto" the model's draft layers where Wisp runs them, else ngram; verified losslessly.
+    speculative: str = "off"
+    draft_tokens: int = 8  # most drafts a step verifies; the engine picks fewer when they do not pay
 
     def __post_init__(self):
         if self.device not in DEVICES:
@@ -68,6 +74,10 @@ class EngineOptions:
         if self.dense_quant is not None and self.dense_quant not in DENSE_QUANTS:
             raise RequestError(f"dense quant must be one of {', '.join(DENSE_QUANTS)} (or none), "
                                f"got '{self.dense_quant}'")
+        if self.speculative not in SPECULATIVE_MODES:
+            raise RequestError(f"speculative must be one of {', '.join(SPECULATIVE_MODES)}, got '{self.speculative}'")
+        if not 1 <= self.draft_tokens <= MAX_DRAFT_TOKENS:
+            raise RequestError(f"draft tokens must be 1 to {MAX_DRAFT_TOKENS}, got {self.draft_tokens}")
         if self.backend not in BACKENDS:
             raise RequestError(f"backend must be one of {', '.join(BACKENDS)}, got '{self.backend}'")
         object.__setattr__(self, "experts", ExpertMode.parse(self.experts))

@@ -15,10 +15,13 @@ class RequestStats:
     decode_tok_s: float
     total_s: float
     num_preemptions: int
+    spec_proposed: int = 0  # speculative decoding: drafts verified
+    spec_accepted: int = 0  # and of them, accepted
 
     @classmethod
     def timed(cls, arrival: float, first_token: float | None, end: float, prompt_tokens: int, generated_tokens: int,
-              cached_prompt_tokens: int = 0, num_preemptions: int = 0) -> RequestStats:
+              cached_prompt_tokens: int = 0, num_preemptions: int = 0, spec_proposed: int = 0,
+              spec_accepted: int = 0) -> RequestStats:
         """From the request's arrival, first token and end (perf_counter seconds; no first token: the end);
         decode speed counts the tokens after the first, every backend alike."""
         first = end if first_token is None else first_token
@@ -26,7 +29,8 @@ class RequestStats:
         return cls(prompt_tokens=prompt_tokens, cached_prompt_tokens=cached_prompt_tokens,
                    generated_tokens=generated_tokens, ttft_s=first - arrival,
                    decode_tok_s=decode_tokens / (end - first) if decode_tokens and end > first else 0.0,
-                   total_s=end - arrival, num_preemptions=num_preemptions)
+                   total_s=end - arrival, num_preemptions=num_preemptions, spec_proposed=spec_proposed,
+                   spec_accepted=spec_accepted)
 
 
 @dataclass(frozen=True)
@@ -119,3 +123,8 @@ class EngineStats:
     page_cache_reads: int = 0
     page_cache_bytes: int = 0
     page_cache_gb_per_s: float = 0.0
+    # Speculative decoding since load: drafts verified, drafts accepted (their ratio: the acceptance rate), and the
+    # expert misses of the verify steps (the union of their positions' experts).
+    spec_proposed: int = 0
+    spec_accepted: int = 0
+    spec_verify_misses: int = 0

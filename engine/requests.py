@@ -26,6 +26,9 @@ class GenerateRequest:
     tool_choice: str | None = None  # None: the model decides; "required": one or more calls; a tool's name: that one
     parallel_tool_calls: bool = True  # with tool_choice "required": the reply may make several calls
     suffix: str | None = None  # with a raw prompt: the text after the cursor (fill-in-the-middle, for FIM models)
+    # Speculative decoding for this request: "off", or "ngram" / "auto" (drafts from n-grams of the prompt and the
+    # reply; lossless); None: as the engine was started (--speculative).
+    speculative: str | None = None
 
     def __post_init__(self):
         given = [x is not None for x in (self.prompt, self.messages, self.prompt_token_ids)]
@@ -55,6 +58,9 @@ class GenerateRequest:
             check_text(self.suffix, "suffix")
             if self.prompt is None:
                 raise RequestError("suffix fills in the middle of a raw prompt: send prompt, not messages", "suffix")
+        if self.speculative not in (None, "off", "ngram", "auto"):
+            raise RequestError(f"speculative takes off, ngram or auto per request, got {self.speculative!r}"
+                               " (mtp is chosen when the engine starts: --speculative mtp)", "speculative")
         for name in ("reasoning_effort", "enable_thinking", "tools"):
             if getattr(self, name) is not None and self.messages is None:
                 raise RequestError(f"{name} goes into the chat template: send messages, not a raw prompt", name)

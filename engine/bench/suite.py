@@ -238,8 +238,13 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
     if online:  # the online MV-WSA controller re-splits at the drained barrier after every request
         attach_online(engine, weights, args, device)
     router.drive(engine)
+    spec_facts = attach_speculation(engine, args, weights.args.vocab_size)
     result = measure(engine, provider, argparse.Namespace(**{**vars(args), "runs": runs or args.runs}), tokens)
     result["plan_changes"] = engine.plan_changes if online else 0
+    if engine.speculation is not None:  # measured over every run: the drafts replayed and the union's misses
+        counters = engine.speculation.counters
+        result.update(spec_proposed=counters.num_proposed, spec_accepted=counters.num_accepted,
+                      verify_steps=counters.num_verify_steps, verify_misses=counters.verify_misses)
     if device.type == "cuda":  # last: it replays the step (see step_gpu_ms)
         result["step_gpu_ms"] = step_gpu_ms(engine, args.batch)
     # expert_share is that of the plan the arm starts with (wisp-online may re-split it: plan_changes).
@@ -247,11 +252,25 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
            "prompt": args.prompt, "num_tokens": tokens, "mode": plan.mode, "expert_share": expert_share(plan),
            "slots_per_layer_min": plan.min_layer_slots, "slots_total": sum(plan.layer_slots),
            "offloaded_layers": plan.offloaded_layers, "kv_gib": plan.kv_bytes / GiB, "plan_gib": plan.total_bytes / GiB,
-           "peak_gib": peak_gib(device), **result}
+           "peak_gib": peak_gib(device), **spec_facts, **result}
     engine.close()
     del engine
     print(json.dumps({k: v for k, v in row.items() if k not in ("tokens", "logprobs")}), flush=True)
     return row
+
+
+def attach_speculation(engine, args, vocab_size: int) -> dict:
+    """--speculative: drafts verified k+1 positions a step, accepted at the stated rate (random weights accept
+    nothing of their own) -> the row's fields that say what it assumes."""
+    mode = getattr(args, "speculative", "off")
+    if mode == "off":
+        return {}
+    from engine.generation.speculative.replay import AcceptanceReplay
+    from engine.runtime.speculation import Speculation
+
+    engine.speculation = Speculation(args.draft_tokens, AcceptanceReplay(args.accept_rate), vocab_size)
+    engine.drafts_by_default = True
+    return {"speculative": mode, "assumed_accept_rate": args.accept_rate, "draft_tokens_max": args.draft_tokens}
 
 
 def attach_online(engine, weights, args, device) -> None:
@@ -303,6 +322,17 @@ def git_commit() -> str | None:
     return done.stdout.strip() or None
 
 
+def rate(text: str) -> float:
+    """An argparse type: a fraction 0..1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"an acceptance rate is 0 to 1, got {text}")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="wisp bench")
     add_shape_options(parser)
@@ -338,6 +368,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="pace host->device expert copies to this many GB/s (25: PCIe4 x16, 12: PCIe3 x16); the "
                              "floors and the planner use it. It cannot show a desktop GPU's memory bandwidth or the "
                              "host's DDR speed (engine.experts.pager.link_pace)")
+    parser.add_argument("--speculative", default="off", choices=("off", "ngram", "mtp"),
+                        help="verify drafts k+1 positions a step; on random weights the drafts are accepted at "
+                             "--accept-rate (rows say they assume it)")
+    parser.add_argument("--accept-rate", type=rate, default=0.6,
+                        help="with --speculative: the acceptance each draft is given (0..1)")
+    parser.add_argument("--draft-tokens", type=int, default=8, help="with --speculative: most drafts a step")
     parser.add_argument("--label", default="", help="free text stored in the JSON facts (e.g. what changed)")
     parser.add_argument("--out", type=Path, required=True)
     return parser.parse_args(argv)

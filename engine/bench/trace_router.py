@@ -54,7 +54,9 @@ class TraceRouter:
             if is_prefill:
                 rows.append(self.rows(stream, seq.prefill_start, seq.prefill_end - seq.prefill_start, True))
             else:
-                rows.append(self.rows(stream, len(seq.token_ids) - 1 - seq.num_prompt_tokens + lookahead, 1, False))
+                positions = 1 + len(seq.draft_ids)  # a verify step: the drafts' positions are the next decode rows
+                rows.append(self.rows(stream, len(seq.token_ids) - 1 - seq.num_prompt_tokens + lookahead, positions,
+                                      False))
         ids = torch.from_numpy(np.concatenate(rows).astype(np.int64))  # [T, L, K]
         if tuple(ids.shape) not in self.buffers:  # one buffer per shape: a captured graph keeps reading its own
             self.buffers[tuple(ids.shape)] = torch.empty_like(ids, device=self.device)

@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-from engine.config import BACKENDS, DENSE_QUANTS, DENSE_WEIGHTS, EngineOptions
+from engine.config import BACKENDS, DENSE_QUANTS, DENSE_WEIGHTS, MAX_DRAFT_TOKENS, SPECULATIVE_MODES, EngineOptions
 from engine.errors import RequestError, WispError
 from engine.request_checks import INT32_MAX, REASONING_EFFORTS, check_int, check_text
 from engine.sampling_checks import SEED_MAX, SEED_MIN
@@ -121,6 +121,13 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--merge-qkv", action="store_true",
                         help=".gguf on Wisp's engine: q, k and v projections of one quant type in one layer (one "
                              "decode GEMV launch instead of up to three; the same outputs)")
+    parser.add_argument("--speculative", default="off", choices=list(SPECULATIVE_MODES),
+                        help="speculative decoding, lossless: ngram drafts tokens from n-grams of the prompt and the "
+                             "reply (fast where the reply copies the prompt: code edits, re-sent files); mtp from the "
+                             "model's own draft layers; auto picks (default: off)")
+    parser.add_argument("--draft-tokens", type=whole(1, MAX_DRAFT_TOKENS), default=8, metavar="K",
+                        help="with --speculative: most drafts a step verifies (the engine picks fewer when they do "
+                             "not pay)")
     parser.add_argument("--n-gpu-layers", type=whole(0, INT32_MAX), default=None,
                         help=".gguf on llama.cpp: layers offloaded to the GPU (default: all)")
     parser.add_argument("--n-cpu-moe", type=whole(0, INT32_MAX), default=0,
@@ -215,6 +222,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         n_cpu_moe=getattr(args, "n_cpu_moe", 0), backend=getattr(args, "backend", "auto"),
         dense_weights=getattr(args, "dense_weights", "auto"), dense_quant=getattr(args, "dense_quant", None),
         merge_qkv=getattr(args, "merge_qkv", False),
+        speculative=getattr(args, "speculative", "off"), draft_tokens=getattr(args, "draft_tokens", 8),
     )
 
 

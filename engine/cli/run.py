@@ -86,6 +86,8 @@ def run_result(finish: FinishEvent, before, after, peak: int | None) -> dict:
             "page_cache_reads": after.page_cache_reads - before.page_cache_reads,
             "page_cache_bytes": after.page_cache_bytes - before.page_cache_bytes,
             "device_peak_bytes": peak,
+            "spec_proposed": stats.spec_proposed,
+            "spec_accepted": stats.spec_accepted,
         },
     }
 

@@ -27,6 +27,8 @@ class RequestState:
     logprobs: list[float] = field(default_factory=list)
     cached_prompt_tokens: int = 0  # prompt tokens whose KV came from the prefix cache
     first_token_time: float | None = None
+    num_spec_proposed: int = 0  # drafts verified for this request (speculative decoding)
+    num_spec_accepted: int = 0  # drafts the model agreed with
 
     def accept(self, token: int, logprob: float, now: float, *, is_end_token: bool, max_model_len: int,
                top: tuple[tuple[int, float], ...] = (), is_complete: bool = False) -> tuple[TokenEvent, str | None]:
@@ -61,4 +63,4 @@ class RequestState:
     def stats(self, num_preemptions: int = 0) -> RequestStats:
         return RequestStats.timed(self.arrival_time, self.first_token_time, time.perf_counter(),
                                   self.num_prompt_tokens, len(self.output_ids), self.cached_prompt_tokens,
-                                  num_preemptions)
+                                  num_preemptions, self.num_spec_proposed, self.num_spec_accepted)

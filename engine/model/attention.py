@@ -26,6 +26,9 @@ class SeqSpan:
     q_len: int
     kv_slots: torch.Tensor  # [kv_len] flat cache slots, oldest first
     state_slot: int = -1  # the sequence's row in a linear-attention state cache (engine.model.state_cache)
+    # A decode step verifying drafts: its rows step the linear-attention state one position at a time and keep the
+    # state after each, so the state can be rolled back to the last accepted position (HybridCache.roll_back).
+    is_verify: bool = False
 
     @cached_property
     def decode_index(self) -> tuple[torch.Tensor, torch.Tensor]:

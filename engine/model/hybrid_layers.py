@@ -122,7 +122,10 @@ class GatedDeltaNet(nn.Module):
         if steps:
             out[rows] = self.decode(slots, mixed[rows], g[rows], beta[rows], cache)
         for span in prompts:
-            self.prefill(span, mixed, g, beta, out, cache)
+            if span.is_verify:
+                self.verify(span, mixed, g, beta, out, cache)
+            else:
+                self.prefill(span, mixed, g, beta, out, cache)
         return self.output(out, z)
 
     def forward_padded(self, x: torch.Tensor, meta: PaddedDecodeMetadata, cache: HybridCache) -> torch.Tensor:
@@ -151,6 +154,14 @@ class GatedDeltaNet(nn.Module):
         q, k, v = self.split_heads(conv_out)
         chunked = kernels_for(out.device.type).chunked
         out[rows], cache.recurrent[layer][slot] = chunked(q, k, v, g[rows], beta[rows], state)
+
+    def verify(self, span: SeqSpan, mixed, g, beta, out, cache: HybridCache) -> None:
+        """A sequence's last token and its drafts: the recurrent form one position at a time (as decode steps
+        compute them), the state after each position kept for HybridCache.roll_back."""
+        slots = torch.full((1,), span.state_slot, dtype=torch.long, device=out.device)
+        for row in range(span.q_start, span.q_start + span.q_len):
+            out[row : row + 1] = self.decode(slots, mixed[row : row + 1], g[row : row + 1], beta[row : row + 1], cache)
+            cache.keep_verified_state(self.state_layer, span.state_slot)
 
     def decode(self, slots: torch.Tensor, mixed, g, beta, cache: HybridCache) -> torch.Tensor:
         """One new token of each of B sequences at once (their inputs [B, ...] and state slots [B]): the recurrent

@@ -25,6 +25,8 @@ class HybridCache(KVCache):
         self.conv = [torch.zeros(conv_shape, dtype=dtype, device=device) for _ in range(args.num_linear_layers)]
         self.recurrent = [torch.zeros(state_shape, dtype=torch.float32, device=device)
                           for _ in range(args.num_linear_layers)]
+        # A verify step's states after each of its positions: (linear layer, state slot) -> [(conv, recurrent)].
+        self.verified_states: dict[tuple[int, int], list[tuple[torch.Tensor, torch.Tensor]]] = {}
 
     @property
     def state_bytes(self) -> int:
@@ -42,3 +44,22 @@ class HybridCache(KVCache):
         else:
             self.conv[layer].index_copy_(0, slots, conv.to(self.conv[layer].dtype))
             self.recurrent[layer].index_copy_(0, slots, recurrent)
+
+    def keep_verified_state(self, layer: int, slot: int) -> None:
+        """Keep a copy of the slot's state after a verified position (GatedDeltaNet.verify)."""
+        kept = (self.conv[layer][slot].clone(), self.recurrent[layer][slot].clone())
+        self.verified_states.setdefault((layer, slot), []).append(kept)
+
+    def roll_back(self, slot: int, position: int) -> None:
+        """Set the slot's states of every linear layer to those after the verify step's position (0: its first
+        row); then forget what that step kept for the slot."""
+        for (layer, kept_slot), states in list(self.verified_states.items()):
+            if kept_slot != slot:
+                continue
+            conv, recurrent = states[position]
+            self.conv[layer][slot].copy_(conv)
+            self.recurrent[layer][slot].copy_(recurrent)
+            del self.verified_states[(layer, kept_slot)]
+
+    def forget_verified_states(self) -> None:
+        self.verified_states.clear()

@@ -28,6 +28,8 @@ from engine.model_path import DEMO_MODEL
 from engine.runtime.llm_engine import LLMEngine
 from engine.runtime.decode_graphs import DecodeGraphs
 from engine.runtime.host_tier_rule import host_tier_planner
+from engine.runtime.draft_layers import drafting_kind
+from engine.runtime.speculation import Speculation
 from engine.runtime.determinism import use_deterministic_kernels
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner
@@ -51,6 +53,8 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
     is refused before anything large is read, then loaded and assembled from that plan."""
     plan = plan_for(source, options)
     memory = plan.memory  # BudgetError naming the minimum
+    drafting = drafting_kind(options.speculative, source.path if source.is_local_folder else None,
+                             display_name(source.path))
     if source.kind is SourceKind.GGUF:
         from engine.runtime.gguf_build import load_gguf
 
@@ -59,7 +63,10 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
         weights, tokenizer = load_checkpoint(plan, options, progress)
     else:
         raise UnsupportedModelError(f"{source.location}: Wisp's engine loads model folders and GGUF files")
-    return finish_engine(weights, tokenizer, options, plan, memory)
+    engine, info = finish_engine(weights, tokenizer, options, plan, memory)
+    if drafting is not None:
+        engine.speculation, engine.drafts_by_default = Speculation(options.draft_tokens), True
+    return engine, info
 
 
 def load_checkpoint(plan: LoadPlan, options: EngineOptions, progress: Progress | None):

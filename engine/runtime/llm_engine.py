@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
-
 import torch
 
 from engine.alloc.memory_plan import MemoryPlan
 from engine.alloc.online_controller import predicted_curve
 from engine.errors import PromptTooLongError
 from engine.events import Event, FinishEvent
-from engine.generation.grammar import GrammarCompiler, GrammarMatcher
+from engine.generation.grammar import GrammarCompiler
 from engine.generation.logits_processors import RowContext, check_token_ids_in_vocabulary, top_alternative_tensors
 from engine.generation.plan_event import PlanEvent
 from engine.generation.prompt import prompt_token_ids
@@ -22,19 +20,15 @@ from engine.generation.sampler import FAILED_TOKEN, sample_tensors
 from engine.generation.text_stream import TextStream
 from engine.generation.throughput import Throughput
 from engine.requests import GenerateRequest
+from engine.runtime.active_request import Active, row_context
 from engine.runtime.launched_step import LaunchedStep, read_back
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner, budget_change, plan_change
 from engine.runtime.scheduler import Scheduler
 from engine.runtime.sequence import Sequence
+from engine.runtime.speculation import DEFAULT_DRAFT_TOKENS, Speculation
+from engine.runtime.verify_step import propose_drafts, run_verify_step
 from engine.tokenizer import Tokenizer
-
-
-@dataclass
-class Active:
-    seq: Sequence  # what the scheduler and the runner see
-    state: RequestState  # the output, its events and stats; its generator is on the engine's device
-    grammar: GrammarMatcher | None = None  # structured output: where the reply is in its JSON schema
 
 
 class LLMEngine:
@@ -58,6 +52,8 @@ class LLMEngine:
         self.overlap = self.device.type == "cuda"
         self.inflight: LaunchedStep | None = None  # the decode step launched ahead, its tokens not yet read
         self.steps_ahead = 0  # decode steps launched ahead so far
+        self.speculation: Speculation | None = None  # drafts verified by decode steps (--speculative)
+        self.drafts_by_default = False  # --speculative: requests that do not say draft
 
     @property
     def memory(self) -> "LLMEngine":
@@ -132,8 +128,16 @@ class LLMEngine:
         generator = torch.Generator(device=self.device).manual_seed(seed)
         stream = TextStream.for_request(self.tokenizer, request, seq.token_ids)
         state = RequestState(request.request_id, request.sampling, len(seq.token_ids), stream, generator)
-        self.active[request.request_id] = Active(seq, state, self.grammars.for_request(request))
+        self.active[request.request_id] = Active(seq, state, self.grammars.for_request(request),
+                                                 self._drafts(request))
         self.scheduler.add(seq)
+
+    def _drafts(self, request: GenerateRequest) -> bool:
+        """Does the request draft? Prompt lookup needs nothing loaded, so a request may ask for it on any engine."""
+        drafts = self.drafts_by_default if request.speculative is None else request.speculative != "off"
+        if drafts and self.speculation is None:
+            self.speculation = Speculation(DEFAULT_DRAFT_TOKENS)
+        return drafts
 
     def cancel(self, request_id: str) -> list[Event]:
         self._tokenized.pop(request_id, None)
@@ -176,6 +180,8 @@ class LLMEngine:
             seqs, is_prefill = self.scheduler.schedule()
             if not seqs:
                 return []
+            if not is_prefill and self.speculation is not None and propose_drafts(self, seqs):
+                return run_verify_step(self, seqs)
             launched = self._launch(seqs, is_prefill)
             if launched is None:
                 return []
@@ -231,6 +237,8 @@ class LLMEngine:
         for seq in seqs:
             active = self.active.get(seq.request_id)
             if active is None or active.grammar is not None or seq.sampling.changes_logits:
+                return False
+            if active.drafts:  # drafts are proposed from its tokens on the host
                 return False
             if (seq.num_output_tokens + 1 >= seq.sampling.max_tokens
                     or len(seq.token_ids) + 1 >= min(self.max_model_len, runner.padded_decode.max_len)):
@@ -299,14 +307,7 @@ class LLMEngine:
 
     def _finish(self, active: Active, reason: str, error: str | None = None) -> FinishEvent:
         self.scheduler.finish(active.seq)
+        if self.speculation is not None:
+            self.speculation.forget(active.seq.request_id)
         del self.active[active.seq.request_id]
         return active.state.finish(reason, active.seq.num_preemptions, error)
-
-
-def row_context(active: Active, width: int, device: torch.device) -> RowContext | None:
-    """What the sampler's processors read for this row; None when nothing changes its logits."""
-    seq = active.seq
-    if not seq.sampling.changes_logits and active.grammar is None:
-        return None
-    allowed = active.grammar.allowed(width, device) if active.grammar is not None else None
-    return RowContext(seq.token_ids, seq.num_prompt_tokens, allowed)

@@ -35,35 +35,38 @@ class ModelRunner:
         self.lookahead = 0
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool):
-        """-> (input ids [T], positions [T], metadata, row of each sequence's last token)."""
-        ids, positions, slot_lists, spans_host, last_rows = [], [], [], [], []
+        """-> (input ids [T], positions [T], metadata, the rows whose logits the step returns). A prefill returns
+        each sequence's last row; a decode step its last token's row and one row per draft after it."""
+        ids, positions, slot_lists, spans_host, logit_rows = [], [], [], [], []
         q_start = 0
         for seq in seqs:
             start = seq.prefill_start if is_prefill else len(seq.token_ids) - 1
-            num_tokens = seq.prefill_end if is_prefill else len(seq.token_ids)  # a prompt's chunk ends before its end
+            new_ids = seq.token_ids[start : seq.prefill_end] if is_prefill else seq.token_ids[start:] + seq.draft_ids
+            num_tokens = start + len(new_ids)  # a prompt's chunk ends before its end
             slots = kv_slots(seq.block_table, num_tokens, self.block_manager.block_size)
-            ids.extend(seq.token_ids[start:num_tokens])
+            ids.extend(new_ids)
             positions.append(np.arange(start, num_tokens))
             slot_lists.append(slots)
-            spans_host.append((q_start, num_tokens - start, num_tokens, seq.state_slot))
-            q_start += num_tokens - start
-            last_rows.append(q_start - 1)
+            spans_host.append((q_start, len(new_ids), num_tokens, seq.state_slot, bool(seq.draft_ids)))
+            q_start += len(new_ids)
+            logit_rows.extend(range(q_start - (1 if is_prefill else len(new_ids)), q_start))
         host = np.concatenate([np.asarray(ids, dtype=np.int64), *positions, *slot_lists])
         packed = to_device(host, self.device)  # one host->device copy per step, queued without a host sync
         T = len(ids)
         input_ids, pos = packed[:T], packed[T : 2 * T]
         spans, slot_mapping, offset = [], [], 2 * T
-        for (start_row, q_len, num_tokens, state_slot) in spans_host:
+        for (start_row, q_len, num_tokens, state_slot, is_verify) in spans_host:
             seq_slots = packed[offset : offset + num_tokens]
-            spans.append(SeqSpan(start_row, q_len, seq_slots, state_slot))
+            spans.append(SeqSpan(start_row, q_len, seq_slots, state_slot, is_verify))
             slot_mapping.append(seq_slots[num_tokens - q_len :])
             offset += num_tokens
         meta = AttentionMetadata(slot_mapping=torch.cat(slot_mapping), spans=spans)
-        return input_ids, pos, meta, last_rows
+        return input_ids, pos, meta, logit_rows
 
     @torch.inference_mode()
     def run(self, seqs: list[Sequence], is_prefill: bool, ahead: torch.Tensor | None = None) -> torch.Tensor:
-        """-> fp32 logits of each sequence's last position [B, V]. ahead [B] (decode steps with static shapes only):
+        """-> fp32 logits [R, V] of each sequence's last position, and after it of each of its drafts (a decode step
+        with drafts runs eagerly: the static-shape path computes one position per sequence). ahead [B] (decode steps with static shapes only):
         each sequence's next token as the previous step sampled it, still on the device: this step computes it at
         the position after token_ids' last, whose KV block the caller has reserved."""
         self.lookahead = 0 if ahead is None else 1
@@ -71,13 +74,13 @@ class ModelRunner:
         if self.step_hook is not None:
             self.step_hook(seqs, is_prefill)
         context = MoeContext(self.experts, self.routing_observer, self.routing_override)
-        if self.padded_decode is not None and not is_prefill:
+        if self.padded_decode is not None and not is_prefill and not any(seq.draft_ids for seq in seqs):
             return self.model.logits(self.decode_padded(seqs, context, ahead))
         if ahead is not None:
             raise ValueError("a step ahead of its sequences' tokens runs only as a decode step with static shapes")
-        input_ids, positions, meta, last_rows = self.prepare(seqs, is_prefill)
+        input_ids, positions, meta, logit_rows = self.prepare(seqs, is_prefill)
         hidden = self.model(input_ids, positions, meta, self.cache, context)  # [T, D]
-        return self.model.logits(hidden[last_rows])
+        return self.model.logits(hidden[logit_rows])
 
     def decode_padded(self, seqs: list[Sequence], context: MoeContext, ahead: torch.Tensor | None = None
                       ) -> torch.Tensor:

@@ -31,6 +31,9 @@ class Sequence:
     prefill_start: int = 0
     prefill_end: int = 0
     is_prefilling: bool = False
+    # Drafts of the tokens after token_ids' last, verified by the next decode step (speculative decoding): that step
+    # computes the last token's position and theirs, and they are dropped once it is read.
+    draft_ids: list[int] = field(default_factory=list)
 
     def __post_init__(self):
         self.num_prompt_tokens = len(self.token_ids)

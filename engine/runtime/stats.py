@@ -12,6 +12,7 @@ from engine.events import EngineStats
 from engine.generation.throughput import Throughput
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.scheduler import Scheduler
+from engine.runtime.speculation import SpecCounters, Speculation
 
 
 class Observed(Protocol):
@@ -25,6 +26,7 @@ class Observed(Protocol):
     host_tier: HostTier | None
     pending_budget: tuple[int | None, str] | None  # a budget waiting for the next drained barrier, and why
     wsa_curve: tuple[tuple[float, float], ...] | None  # MV-WSA's predicted (expert share, tok/s) points
+    speculation: Speculation | None  # drafts and their counters (None: no request has drafted)
 
 
 def collect_stats(core: Observed) -> EngineStats:
@@ -34,6 +36,7 @@ def collect_stats(core: Observed) -> EngineStats:
     peak = torch.cuda.max_memory_allocated(core.device) if core.device.type == "cuda" else None
     core.throughput.prune()
     tier = core.host_tier
+    spec = core.speculation.counters if core.speculation is not None else SpecCounters()
     return EngineStats(
         plan=core.plan, expert_hits=counters.hits, expert_misses=counters.misses, expert_hit_rate=counters.hit_rate,
         h2d_bytes=counters.h2d_bytes, h2d_gb_per_s=counters.h2d_gb_per_s, decode_tok_s=core.throughput.decode_tok_s,
@@ -42,5 +45,6 @@ def collect_stats(core: Observed) -> EngineStats:
         device_peak_bytes=peak, wsa_curve=core.wsa_curve,
         host_pinned_bytes=tier.in_memory_bytes if tier else 0, host_mapped_bytes=tier.mapped_bytes if tier else 0,
         page_cache_reads=counters.page_cache_reads, page_cache_bytes=counters.page_cache_bytes,
-        page_cache_gb_per_s=counters.page_cache_gb_per_s,
+        page_cache_gb_per_s=counters.page_cache_gb_per_s, spec_proposed=spec.num_proposed,
+        spec_accepted=spec.num_accepted, spec_verify_misses=spec.verify_misses,
     )

@@ -41,7 +41,9 @@ def combined_usage(finishes: list[FinishEvent]) -> dict:
     """The prompt once (the choices share it), every choice's completion tokens."""
     prompt = usage(finishes[0].stats)["prompt_tokens"]
     completion = sum(finish.stats.generated_tokens for finish in finishes)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "spec_proposed": sum(finish.stats.spec_proposed for finish in finishes),
+            "spec_accepted": sum(finish.stats.spec_accepted for finish in finishes)}
 
 
 async def answer_choices(bridge: EngineBridge, request: Request, prepared: Prepared, shape: Shape) -> Response:

@@ -90,7 +90,8 @@ def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: Serve
         thinking = False  # the grammar holds from the first token: no room for a <think> block before the JSON
     request = GenerateRequest(messages=messages, sampling=sampling, reasoning_effort=body.reasoning_effort,
                               enable_thinking=thinking, tools=tools, tool_choice=choice,
-                              parallel_tool_calls=body.parallel_tool_calls)
+                              parallel_tool_calls=body.parallel_tool_calls,
+                              speculative=body.speculative)
     return Prepared(request, body.stream, body.include_usage, body.logprobs, body.return_tokens_as_token_ids, warnings,
                     body.n)
 
@@ -115,7 +116,7 @@ def completion_request(body: CompletionRequest, served: ServedModel, limits: Ser
         raise bad_request(f"logprobs takes 0 to {MAX_TOP_LOGPROBS} alternatives per token", "logprobs")
     sampling = sampling_params(body, body.max_tokens or COMPLETIONS_DEFAULT_MAX_TOKENS, served, limits,
                                body.logprobs or 0)
-    request = GenerateRequest(**prompt_fields(body, served), sampling=sampling)
+    request = GenerateRequest(**prompt_fields(body, served), sampling=sampling, speculative=body.speculative)
     return Prepared(request, body.stream, body.include_usage, body.logprobs is not None,
                     body.return_tokens_as_token_ids, warnings, body.n)
 

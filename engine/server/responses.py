@@ -35,7 +35,8 @@ class Shape:
 
 def usage(stats: RequestStats) -> dict:
     return {"prompt_tokens": stats.prompt_tokens, "completion_tokens": stats.generated_tokens,
-            "total_tokens": stats.prompt_tokens + stats.generated_tokens}
+            "total_tokens": stats.prompt_tokens + stats.generated_tokens,
+            "spec_proposed": stats.spec_proposed, "spec_accepted": stats.spec_accepted}
 
 
 def finish_reason(finish: FinishEvent) -> str:

@@ -85,6 +85,7 @@ class SamplingFields(_Body):
     metadata: object = None
     store: object = None
     service_tier: object = None
+    speculative: str | None = None  # Wisp's: "off", "ngram" or "auto" drafting for this request (lossless)
 
     @property
     def include_usage(self) -> bool:

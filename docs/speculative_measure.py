@@ -1,0 +1,48 @@
+"""CPU seconds (process time, one torch thread: robust to other processes on the machine) per generated token of
+the bundled demo, --speculative off vs ngram, on the code workload's prompts and a code-editing prompt.
+From the repository root: python docs/speculative_measure.py [REPEATS] [WORKLOAD-SETTING,...] [GATHER-ENTRIES]
+(GATHER-ENTRIES: an experiment, steps of more expert entries than this take the per-expert path)."""
+import json, statistics, sys, time
+import torch
+torch.set_num_threads(1)
+from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+
+code = json.load(open("resources/traces/workloads.json"))["code"]
+source = open("engine/generation/speculative/ngram.py").read().split("class NgramIndex")[1][:900]
+edit = "# The file, as it is:\nclass NgramIndex" + source + "\n\n# The same file again, unchanged:\nclass NgramIndex"
+workloads = {"code": code, "edit": [edit]}
+settings = {"greedy": SamplingParams(max_tokens=128, ignore_eos=True),
+            "T0.8": SamplingParams(max_tokens=128, ignore_eos=True, temperature=0.8, seed=0)}
+repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+only = sys.argv[2].split(",") if len(sys.argv) > 2 else None
+
+def run(engine, prompts, sampling):
+    tokens, seconds, ids, proposed, accepted = 0, 0.0, [], 0, 0
+    for p in prompts:
+        start = time.process_time()
+        r = engine.generate(GenerateRequest(prompt=p, sampling=sampling))
+        seconds += time.process_time() - start
+        tokens += r.stats.generated_tokens
+        ids.append(r.token_ids); proposed += r.stats.spec_proposed; accepted += r.stats.spec_accepted
+    return tokens / seconds, ids, proposed, accepted
+
+if len(sys.argv) > 3:  # an experiment: steps of more than this many expert entries take the per-expert path
+    from engine.experts.routing import dispatch
+engines = {mode: Engine(EngineOptions(device="cpu", speculative=mode)) for mode in ("off", "ngram")}
+if len(sys.argv) > 3:
+    dispatch.GATHER_LIMIT_BYTES = int(sys.argv[3]) * engines["off"].info.plan.expert_bytes
+    print("gather limit", dispatch.GATHER_LIMIT_BYTES, flush=True)
+for (name, prompts), (setting, sampling) in [(w, s) for w in workloads.items() for s in settings.items()]:
+    if only and f"{name}-{setting}" not in only: continue
+    rates = {"off": [], "ngram": []}
+    for _ in range(repeats):
+        for mode, engine in engines.items():
+            rate, ids, proposed, accepted = run(engine, prompts, sampling)
+            rates[mode].append(rate)
+            if mode == "off": plain = ids
+            else: same = ids == plain; counts = (proposed, accepted)
+    off, on = statistics.median(rates["off"]), statistics.median(rates["ngram"])
+    print(f"{name} {setting}: off {off:.1f} tok/cpu-s, ngram {on:.1f} tok/cpu-s, x{on/off:.2f}; drafts proposed "
+          f"{counts[0]}, accepted {counts[1]} ({counts[1]/max(counts[0],1):.0%}); ids identical: {same}; "
+          f"runs off {[round(r,1) for r in rates['off']]} ngram {[round(r,1) for r in rates['ngram']]}", flush=True)
+for engine in engines.values(): engine.close()

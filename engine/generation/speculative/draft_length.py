@@ -1,0 +1,88 @@
+"""How many drafts a verify step checks, by rule: the k in 1..max_tokens that maximises the expected tokens a step
+emits per second of step time.
+
+Acceptance: each draft is taken as accepted with the same probability a, given the ones before it were (a
+geometric model), so a step that verifies k drafts emits E(k) = (1 - a^(k+1)) / (1 - a) tokens. a is estimated
+from the steps so far as accepted / (accepted + rejections), with one of each as a prior, decayed so it follows
+a change of text.
+Cost: a step's time grows with the positions per sequence q = 1 + k it verifies; on a paged MoE mostly through the
+expert misses of the union of their experts, which stall the step. Step times are fitted to t(q) = t1 + (q - 1) d
+by decayed least squares over every decode step (verifying or not), so the misses the union costs are in d as
+measured. Until two different q have been timed, k is max_tokens. When no k beats one token per t(1), k is 0
+(no drafts) except every PROBE_INTERVAL-th choice, which drafts one token so the estimates stay current. The misses of each verify step are counted too
+(SpecCounters) so that the cost can be read beside the acceptance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DECAY = 0.95  # weight of the past per step: the estimates follow about the last 20 steps
+PROBE_INTERVAL = 16  # while drafting does not pay, one choice in this many still drafts (one token)
+
+
+@dataclass
+class DecayedFit:
+    """Least squares of y against x with exponentially decayed weights."""
+
+    weight: float = 0.0
+    sum_x: float = 0.0
+    sum_y: float = 0.0
+    sum_xx: float = 0.0
+    sum_xy: float = 0.0
+
+    def add(self, x: float, y: float) -> None:
+        self.weight, self.sum_x, self.sum_y = DECAY * self.weight + 1, DECAY * self.sum_x + x, DECAY * self.sum_y + y
+        self.sum_xx, self.sum_xy = DECAY * self.sum_xx + x * x, DECAY * self.sum_xy + x * y
+
+    def line(self) -> tuple[float, float] | None:
+        """(intercept, slope), or None while the x seen do not spread."""
+        if self.weight == 0:
+            return None
+        mean_x, mean_y = self.sum_x / self.weight, self.sum_y / self.weight
+        variance = self.sum_xx / self.weight - mean_x * mean_x
+        if variance < 1e-6:
+            return None
+        slope = (self.sum_xy / self.weight - mean_x * mean_y) / variance
+        return mean_y - slope * mean_x, slope
+
+
+def expected_tokens(acceptance: float, num_drafts: int) -> float:
+    if acceptance >= 1.0:
+        return num_drafts + 1.0
+    return (1.0 - acceptance ** (num_drafts + 1)) / (1.0 - acceptance)
+
+
+class DraftLength:
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens
+        self.accepted, self.rejections = 1.0, 1.0  # the prior: a = 1/2
+        self.step_times = DecayedFit()
+        self.num_declined = 0  # choices of 0 so far
+
+    @property
+    def acceptance(self) -> float:
+        return self.accepted / (self.accepted + self.rejections)
+
+    def observe_drafts(self, num_proposed: int, num_accepted: int) -> None:
+        """One sequence's verified drafts: the first num_accepted of num_proposed were taken."""
+        self.accepted = DECAY * self.accepted + num_accepted
+        self.rejections = DECAY * self.rejections + (num_accepted < num_proposed)
+
+    def observe_step(self, positions_per_seq: float, seconds: float) -> None:
+        self.step_times.add(positions_per_seq, seconds)
+
+    def choose(self) -> int:
+        """The number of drafts the next verify step checks for a sequence (0: decode it one token)."""
+        line = self.step_times.line()
+        if line is None:
+            return self.max_tokens
+        intercept, per_position = line
+        per_position = max(per_position, 0.0)
+        base = max(intercept + per_position, 1e-9)  # t(1): a step of one position per sequence
+        rates = {k: expected_tokens(self.acceptance, k) / (base + k * per_position)
+                 for k in range(1, self.max_tokens + 1)}
+        best = max(rates, key=rates.get)
+        if rates[best] > 1.0 / base:
+            return best
+        self.num_declined += 1
+        return 1 if self.num_declined % PROBE_INTERVAL == 0 else 0

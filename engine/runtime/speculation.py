@@ -1,0 +1,44 @@
+"""The engine's speculative decoding (engine thread): before a decode step, drafts for the sequences that can take
+them (prompt lookup); after it, what was accepted feeds the draft-length rule and the counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.generation.speculative.draft_length import DraftLength
+from engine.generation.speculative.ngram import NgramIndex
+from engine.generation.speculative.replay import AcceptanceReplay
+
+DEFAULT_DRAFT_TOKENS = 8  # --draft-tokens' default: most drafts a step verifies
+
+
+
+@dataclass
+class SpecCounters:
+    num_proposed: int = 0  # drafts verified
+    num_accepted: int = 0  # drafts the model agreed with
+    num_verify_steps: int = 0
+    verify_misses: int = 0  # expert misses of the verify steps (the union of their positions' experts)
+
+
+class Speculation:
+    def __init__(self, max_draft_tokens: int, replay: AcceptanceReplay | None = None, vocab_size: int = 0):
+        self.draft_length = DraftLength(max_draft_tokens)
+        self.replay, self.vocab_size = replay, vocab_size  # benchmarks: a stated acceptance on random weights
+        self.indexes: dict[str, NgramIndex] = {}  # by request id
+        self.counters = SpecCounters()
+
+    def propose(self, request_id: str, token_ids: list[int], max_tokens: int) -> list[int]:
+        """Drafts of at most min(max_tokens, the rule's length) tokens after token_ids."""
+        num_drafts = min(max_tokens, self.draft_length.choose())
+        if self.replay is not None:
+            return self.replay.drafts(self.vocab_size, num_drafts)
+        return self.indexes.setdefault(request_id, NgramIndex()).propose(token_ids, num_drafts)
+
+    def observe(self, num_proposed: int, num_accepted: int) -> None:
+        self.counters.num_proposed += num_proposed
+        self.counters.num_accepted += num_accepted
+        self.draft_length.observe_drafts(num_proposed, num_accepted)
+
+    def forget(self, request_id: str) -> None:
+        self.indexes.pop(request_id, None)

@@ -1,0 +1,45 @@
+"""Speculative decoding on CUDA (the lent GPU: `pytest -m gpu -p no:xdist tests/runtime/test_speculative_gpu.py`):
+decode steps on CUDA graphs, verify steps eager, and greedy token ids equal to decoding without drafts in every
+expert mode, logprobs within 1e-4 in fp32, a hybrid model's states rolled back."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.model.loader import read_args
+from tests.engine.test_expert_modes import mode_options
+from tests.runtime.test_speculative_engine import PROMPTS, OracleDrafts, requests
+from tests.tiny_models import write_tiny_model
+from engine.api import Engine, EngineOptions, SamplingParams
+
+pytestmark = pytest.mark.gpu
+GREEDY = SamplingParams(max_tokens=32, ignore_eos=True)
+
+
+def run(folder, reference=None, **options):
+    with Engine(EngineOptions(model=str(folder), device="cuda", decode="graphs", **options)) as engine:
+        if reference is not None:
+            engine._core.speculation.propose = OracleDrafts(engine, reference)
+        results = [h.result() for h in engine.submit_batch(requests(PROMPTS, GREEDY))]
+    assert all(r.error is None for r in results), [r.error for r in results]
+    return {r.request_id: (list(r.token_ids), list(r.logprobs)) for r in results}, \
+        sum(r.stats.spec_accepted for r in results)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", ["qwen3_moe", "qwen3_5_moe"])
+def test_drafting_is_lossless_on_cuda_in_every_expert_mode(tmp_path, name, dtype):
+    assert torch.cuda.is_available(), "GPU tests need CUDA"
+    folder = write_tiny_model(tmp_path / name, name, dtype=dtype)
+    args = read_args(folder)
+    modes = {"resident": {}, **mode_options(args.num_experts_per_tok, args.num_experts)}
+    plain, _ = run(folder)
+    reference = {rid: ids for rid, (ids, _) in plain.items()}
+    for mode, options in modes.items():
+        drafted, accepted = run(folder, reference, speculative="ngram", **options)
+        assert accepted > 0, mode
+        for rid, (ids, logprobs) in plain.items():
+            assert drafted[rid][0] == ids, (mode, rid)
+            if dtype == torch.float32:
+                assert drafted[rid][1] == pytest.approx(logprobs, abs=1e-4), (mode, rid)
