@@ -8,9 +8,9 @@ from __future__ import annotations
 from types import ModuleType
 
 import engine.api
-from engine.api import REASONING_EFFORTS, ExpertMode, format_bytes, parse_size
+from engine.api import MAX_TEMPERATURE, REASONING_EFFORTS, ExpertMode, format_bytes, parse_size
 
-__all__ = ["api", "format_bytes", "parse_size", "REASONING_EFFORTS", "ExpertMode"]
+__all__ = ["api", "format_bytes", "parse_size", "MAX_TEMPERATURE", "REASONING_EFFORTS", "ExpertMode"]
 
 
 def api() -> ModuleType:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import QTimer, QUrl, Qt, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QScrollArea, QSplitter, QVBoxLayout, QWidget
@@ -62,7 +64,8 @@ class MainWindowWidget(QMainWindow):
         self.conversation = ConversationModel(self.store, self)
         self.tools = ToolsController(self.settings.mcp_servers, self)
         self.generation = GenerationController(self.conversation, self.bridge, lambda: self.loader.engine,
-                                               lambda: self.chat.settings_bar.settings(), self,
+                                               lambda: replace(self.chat.settings_bar.settings(),
+                                                               speculative=self.settings.speculative), self,
                                                policy_source=lambda: self.conversation.context_policy,
                                                tools=self.tools.runner, attached_source=self._attached_context)
         self._build_widgets()
@@ -126,6 +129,7 @@ class MainWindowWidget(QMainWindow):
         actions.repeatable.toggled.connect(self.set_repeatable)
         actions.host_memory.triggered.connect(self.open_host_budget_dialog)
         actions.dense_q8_0.toggled.connect(self.set_q8_0_dense_weights)
+        actions.speculative.toggled.connect(self.set_speculative)
         for name, action in actions.gguf_engines.items():
             action.triggered.connect(lambda _=False, name=name: self.set_gguf_engine(name))
         actions.chat_mode.triggered.connect(lambda: self.chat.set_mode("chat"))
@@ -176,6 +180,7 @@ class MainWindowWidget(QMainWindow):
         self.window_actions.themes[settings.theme].setChecked(True)
         self.window_actions.repeatable.setChecked(settings.repeatable)
         self.window_actions.dense_q8_0.setChecked(settings.dense_quant == "q8_0")
+        self.window_actions.speculative.setChecked(settings.speculative)
         self.window_actions.gguf_engines[settings.gguf_engine].setChecked(True)
         restore_geometry(self, settings.window_geometry)
         if settings.last_conversation_id is not None:
@@ -256,6 +261,12 @@ class MainWindowWidget(QMainWindow):
         request = self.loader.request
         if request is not None and not request.is_remote and not request.is_gguf and self.loader.engine is not None:
             self.load_model(request.model)
+
+    def set_speculative(self, enabled: bool) -> None:
+        """Prompt-lookup drafts for the next requests (each request says whether it drafts: nothing reloads)."""
+        if enabled != self.settings.speculative:
+            self._save_settings(speculative=enabled)
+        self.window_actions.speculative.setChecked(enabled)
 
     def open_host_budget_dialog(self) -> HostBudgetDialog:
         self._host_budget_dialog = HostBudgetDialog(self.settings.host_budget_bytes, self._host_total_bytes, self)

@@ -21,6 +21,7 @@ class WindowActions:
     repeatable: QAction
     host_memory: QAction
     dense_q8_0: QAction
+    speculative: QAction
     gguf_auto: QAction
     gguf_wisp: QAction
     gguf_llama_cpp: QAction
@@ -70,6 +71,11 @@ def create_actions(window: QMainWindow) -> WindowActions:
                            tip="Checkpoint folders: attention, shared experts, dense layers, lm_head and the embedding "
                            "quantized to Q8_0 at load (about half of bf16's memory, left for experts and context); "
                            "the replies change by the rounding. GGUF files keep their own types; reloads the model"),
+        speculative=_action(window, "&Draft tokens from the conversation",
+                            tip="Speculative decoding by prompt lookup: the model checks several tokens copied from "
+                            "the prompt and the reply so far in one step (faster where replies repeat code or text "
+                            "you sent; the reply is exactly the same). Wisp's engine only; the memory panel shows "
+                            "how many drafts were accepted"),
         gguf_auto=_action(window, "&Auto", tip="GGUF files run on Wisp's engine (experts paged) when it supports "
                           "the file's architecture and quant types, on llama.cpp otherwise; reloads a GGUF model"),
         gguf_wisp=_action(window, "&Wisp's engine", tip="GGUF files run on Wisp's engine, experts paged within the "
@@ -94,6 +100,7 @@ def create_actions(window: QMainWindow) -> WindowActions:
             group.addAction(action)
     actions.repeatable.setCheckable(True)
     actions.dense_q8_0.setCheckable(True)
+    actions.speculative.setCheckable(True)
     return actions
 
 
@@ -111,6 +118,7 @@ def build_menus(window: QMainWindow, actions: WindowActions) -> None:
     model_menu.addAction(actions.repeatable)
     model_menu.addAction(actions.host_memory)
     model_menu.addAction(actions.dense_q8_0)
+    model_menu.addAction(actions.speculative)
     gguf_menu = model_menu.addMenu("&GGUF engine")
     for action in actions.gguf_engines.values():
         gguf_menu.addAction(action)

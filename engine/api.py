@@ -27,6 +27,7 @@ from engine.generation.plan_event import PlanEvent
 from engine.request_checks import REASONING_EFFORTS
 from engine.requests import GenerateRequest
 from engine.sampling import SamplingParams
+from engine.sampling_checks import MAX_TEMPERATURE
 from engine.units import format_bytes, parse_size
 
 __all__ = [
@@ -35,7 +36,7 @@ __all__ = [
     "ModelEntry", "scan_models", "fit_summary", "engine_plan", "budget_marks", "BudgetMarks",
     "ModelSource", "SourceKind", "open_source", "plan_for", "LoadPlan",
     "HardwareInfo", "detect_hardware", "parse_size", "format_bytes", "start_server", "is_remote_url",
-    "REASONING_EFFORTS", "ExpertMode", "ErrorKind",
+    "REASONING_EFFORTS", "MAX_TEMPERATURE", "ExpertMode", "ErrorKind",
 ]
 
 EventCallback = Callable[[Event], None]

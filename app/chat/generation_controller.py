@@ -37,6 +37,12 @@ class GenerationSettings:
     reasoning_effort: str | None = None  # low, medium, high; None: the chat template's default
     enable_thinking: bool | None = None  # False: no thinking (Qwen3's switch); None: the chat template's default
     extras: SamplingExtras = SamplingExtras()  # top-k, min-p, penalties, JSON output
+    speculative: bool = False  # prompt-lookup drafts (Model → Draft tokens from the conversation)
+
+
+def drafts(settings: GenerationSettings) -> str:
+    """GenerateRequest.speculative for these settings: prompt lookup, or none."""
+    return "ngram" if settings.speculative else "off"
 
 
 def finish_info(event) -> dict:
@@ -248,15 +254,13 @@ class GenerationController(ToolTurns, QObject):
         problem = settings.extras.schema_problem()
         if problem:
             raise engine_api.WispError(problem)
-        problem = settings.extras.schema_problem()
-        if problem:
-            raise engine_api.WispError(problem)
         sampling = engine_api.SamplingParams(max_tokens=settings.max_tokens, temperature=settings.temperature,
                                              top_p=settings.top_p, **settings.extras.sampling_fields())
         self._context_info = {}
         if history[-1].kind == "completion":  # a chat model closing its code block ends the continuation
             return engine_api.GenerateRequest(prompt=history[-1].content, sampling=replace(sampling, stop=CODE_STOPS),
-                                              suffix=history[-1].info.get("suffix"))
+                                              suffix=history[-1].info.get("suffix"),
+                                              speculative=drafts(settings))
         sent = [i for i, message in enumerate(history) if not message.is_empty_failure]
         fit = self._fit([history[i] for i in sent])
         if fit.dropped is not None:
@@ -270,7 +274,8 @@ class GenerationController(ToolTurns, QObject):
         return engine_api.GenerateRequest(messages=tuple(self._chat_messages(messages)),
                                           sampling=sampling or engine_api.SamplingParams(),
                                           reasoning_effort=settings.reasoning_effort,
-                                          enable_thinking=settings.enable_thinking, tools=self._offered_tools())
+                                          enable_thinking=settings.enable_thinking, tools=self._offered_tools(),
+                                          speculative=drafts(settings))
 
     def _chat_messages(self, messages: list[Message]) -> list[dict]:
         prompt = self._settings_source().system_prompt

@@ -13,6 +13,7 @@ from PySide6.QtCore import QTimer, Signal, Slot
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from app.memory.budget_slider_widget import BudgetSliderWidget
+from app.memory.drafts_text import drafts_text
 from app.memory.host_tier_text import host_tier_text
 from app.memory.memory_bar_widget import MemoryBarWidget
 from app.memory.memory_segments import SEGMENT_LABELS, expert_share, memory_segments
@@ -56,6 +57,9 @@ class MemoryPanelWidget(QFrame):
         self.hit_rate_chart = SparklineWidget("Expert hit rate", lambda v: f"{v:.1%}", self, fixed_maximum=1.0)
         self.decode_chart = SparklineWidget("Decode", lambda v: f"{v:.1f} tok/s", self)
         self.h2d_chart = SparklineWidget("Host → device", lambda v: f"{v:.2f} GB/s", self)
+        self.drafts_label = QLabel("", self, objectName="mutedLabel", wordWrap=True)
+        self.drafts_label.setAccessibleName("Speculative decoding")
+        self.drafts_label.setVisible(False)
         self.curve = ThroughputCurveWidget(self)
         self.curve_title = QLabel("MV-WSA: predicted tok/s vs expert share", self, objectName="panelTitle")
         self.controller_label = QLabel("", self, objectName="mutedLabel", wordWrap=True)
@@ -87,6 +91,7 @@ class MemoryPanelWidget(QFrame):
         layout.addWidget(QLabel("Live", self, objectName="panelTitle"))
         for chart in (self.hit_rate_chart, self.decode_chart, self.h2d_chart):
             layout.addWidget(chart)
+        layout.addWidget(self.drafts_label)
         layout.addWidget(self.curve_title)
         layout.addWidget(self.curve)
         layout.addWidget(QLabel("Controller decisions", self, objectName="panelTitle"))
@@ -177,6 +182,8 @@ class MemoryPanelWidget(QFrame):
         budget = "no budget" if plan.budget_bytes is None else f"budget {self._format_bytes(plan.budget_bytes)}"
         self.plan_label.setText(f"{plan.mode} · {budget} · {plan_summary(plan, self._format_bytes)}")
         self.host_label.setText(host_tier_text(stats, self._format_bytes))
+        self.drafts_label.setText(drafts_text(stats))
+        self.drafts_label.setVisible(bool(self.drafts_label.text()))
 
     def _set_local_parts_visible(self, is_local: bool, has_pager: bool = True) -> None:
         """The bar and its legend describe local device memory (a remote engine has none); the hit rate, transfer
