@@ -5,8 +5,9 @@ from __future__ import annotations
 
 def drafts_text(stats) -> str:
     """'' until a step verified drafts; then the share accepted and the verify steps' expert misses."""
-    if not stats.spec_proposed:
+    proposed, accepted, verify_misses = (getattr(stats, name, 0) for name in
+                                         ("spec_proposed", "spec_accepted", "spec_verify_misses"))
+    if not proposed:  # stats of a backend without speculation carry no such counters
         return ""
-    share = stats.spec_accepted / stats.spec_proposed
-    misses = f" · {stats.spec_verify_misses:,} expert misses in verify steps" if stats.spec_verify_misses else ""
-    return (f"Drafts: {share:.0%} accepted ({stats.spec_accepted:,} of {stats.spec_proposed:,} tokens){misses}")
+    misses = f" · {verify_misses:,} expert misses in verify steps" if verify_misses else ""
+    return f"Drafts: {accepted / proposed:.0%} accepted ({accepted:,} of {proposed:,} tokens){misses}"

@@ -10,6 +10,7 @@ import time
 from typing import Callable
 
 from PySide6.QtCore import QTimer, Signal, Slot
+from PySide6.QtGui import QTextDocumentFragment
 from PySide6.QtWidgets import QFrame, QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from app.memory.budget_slider_widget import BudgetSliderWidget
@@ -184,6 +185,10 @@ class MemoryPanelWidget(QFrame):
         self.host_label.setText(host_tier_text(stats, self._format_bytes))
         self.drafts_label.setText(drafts_text(stats))
         self.drafts_label.setVisible(bool(self.drafts_label.text()))
+
+    def legend_text(self, key: str) -> str:
+        """A legend entry as the user reads it (its rich text without the markup)."""
+        return QTextDocumentFragment.fromHtml(self.legend_labels[key].text()).toPlainText()
 
     def _set_local_parts_visible(self, is_local: bool, has_pager: bool = True) -> None:
         """The bar and its legend describe local device memory (a remote engine has none); the hit rate, transfer

@@ -19,12 +19,13 @@ class RecentRates:
         self._samples.clear()
 
     def add(self, now: float, stats) -> None:
-        """A poll of engine.api.EngineStats at time `now` (seconds, monotonic). An idle engine (nothing running
-        or waiting: a reply ended or was stopped) starts the window afresh, so the rates read idle at once
-        instead of averaging the last seconds of work."""
-        if stats.running == 0 and stats.waiting == 0:
+        """A poll of engine.api.EngineStats at time `now` (seconds, monotonic). A poll whose counters have not
+        moved since the last one (the reply ended or was stopped) starts the window afresh, so the rates read idle
+        at once instead of averaging the last seconds of work; the poll that saw the last work still shows it."""
+        counters = (stats.expert_hits, stats.expert_misses, stats.h2d_bytes)
+        if self._samples and self._samples[-1][1:] == counters:
             self._samples.clear()
-        self._samples.append((now, stats.expert_hits, stats.expert_misses, stats.h2d_bytes))
+        self._samples.append((now, *counters))
         while len(self._samples) > 2 and now - self._samples[1][0] >= self._window_s:
             self._samples.popleft()  # keep one sample at least window_s old: the window's start
 

@@ -66,7 +66,7 @@ def test_a_gguf_on_wisps_engine_pages_experts_live_and_llama_cpp_reloads_it(qtbo
     assert slots_text(stats.plan) in panel.plan_label.text()
     filled = next(s for s in memory_segments(stats.plan, stats) if s.key == "experts")
     assert filled.num_bytes == min(stats.expert_misses, plan.min_layer_slots * plan.num_moe_layers) * plan.expert_bytes
-    assert f"Expert slots, filled {panel._format_bytes(filled.num_bytes)}" in panel.legend_labels["experts"].text()
+    assert f"Expert slots, filled {panel._format_bytes(filled.num_bytes)}" in panel.legend_text("experts")
 
     assert picker_fit(qtbot, window, gguf_model) == (
         f"pages experts ({plan.min_layer_slots} of {num_experts} slots per layer)")

@@ -73,7 +73,7 @@ def check_numbers(window) -> None:
     assert panel.decode_chart.values[-1] == stats.decode_tok_s == 0.0  # idle after every step, Stop included
     assert f"KV {format_bytes(plan.kv_bytes)}" in panel.plan_label.text()
     for segment in memory_segments(plan, stats):
-        assert panel.legend_labels[segment.key].text().endswith(f"{segment.label} {format_bytes(segment.num_bytes)}")
+        assert panel.legend_text(segment.key).endswith(f"{segment.label} {format_bytes(segment.num_bytes)}")
     used, maximum = re.match(r"Context ([\d,]+) / ([\d,]+) tokens", window.status.context_label.text()).groups()
     assert int(maximum.replace(",", "")) == engine.info.max_model_len > int(used.replace(",", ""))
     assert engine.info.name in window.status.model_label.text()

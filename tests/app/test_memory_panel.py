@@ -56,7 +56,7 @@ def test_the_panel_polls_live_counters(qtbot, start_app):
     wait_until_idle(qtbot, window)
     qtbot.waitUntil(lambda: any(panel.hit_rate_chart.values), timeout=5000)  # idle samples are None
     assert {segment.key for segment in panel.bar.segments} >= {"dense", "experts", "kv_free", "workspace"}
-    assert "Expert slots, filled" in panel.legend_labels["experts"].text()
+    assert "Expert slots, filled" in panel.legend_text("experts")
     assert not panel.curve.is_available  # no MV-WSA model in the engine yet: said, not faked
 
 

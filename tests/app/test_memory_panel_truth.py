@@ -166,7 +166,7 @@ def test_shared_experts_are_shown_inside_the_dense_weights(panel, tmp_path, mode
     poll(panel, engine)
     shared = f"shared experts {shared_plan.shared_expert_bytes / GiB:.1f} GiB, resident with the dense weights"
     assert shared in panel.plan_label.text()
-    assert f"Dense weights {shared_plan.dense_bytes / GiB:.1f} GiB" in panel.legend_labels["dense"].text()
+    assert f"Dense weights {shared_plan.dense_bytes / GiB:.1f} GiB" in panel.legend_text("dense")
     engine.current = Stats(plan())
     poll(panel, engine)
     assert "shared experts" not in panel.plan_label.text()
