@@ -33,6 +33,8 @@ def start_app(qtbot, data_dir, tiny_model):
         window = MainWindowWidget(LaunchOptions(**{**options, **overrides}))
         qtbot.addWidget(window)
         window.show()
+        # On a real screen (Xvfb) window shortcuts (Esc, Ctrl+N) reach only the active window, as for a person
+        window.activateWindow()
         if is_ready_awaited:
             qtbot.waitUntil(lambda: window.loader.engine is not None, timeout=LOAD_TIMEOUT_MS)
         return window
