@@ -13,11 +13,9 @@ import json
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
-from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,18 +27,10 @@ from app.main_window import MainWindowWidget  # noqa: E402
 from engine.tokenizer import Tokenizer  # noqa: E402
 from tests.engine.tool_fixtures import TOOL_TEMPLATE  # noqa: E402
 
+from make_screenshots import pause, wait_until  # noqa: E402  (docs/ is this script's folder)
+
 CALL = '<tool_call>\n{"name": "calculate", "arguments": {"expression": "1234 * 5678"}}\n</tool_call>'
 ANSWER = "1234 × 5678 = 7,006,652."
-
-
-def wait_until(condition, timeout_s: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the app did not get there in time")
-        loop = QEventLoop()
-        QTimer.singleShot(20, loop.quit)
-        loop.exec()
 
 
 def tools_demo(folder: Path) -> Path:
@@ -72,15 +62,13 @@ def main() -> None:
     window.chat.composer.editor.setPlainText("What is 1234 * 5678? Use the calculator.")
     window.chat.composer.send_button.click()
     wait_until(lambda: window.tools.approval_box is not None and window.tools.approval_box.isVisible())
-    end = time.monotonic() + 1.0
-    wait_until(lambda: time.monotonic() > end)
+    pause(1.0)
     screen = window.screen().grabWindow(0, window.x(), window.y(), window.width(), window.height())
     screen.save(str(ROOT / "docs" / "screenshot-tool-approval.png"))  # the screen: the question is its own window
     box = window.tools.approval_box
     next(button for button in box.buttons() if button.text() == "Run").click()
     wait_until(lambda: not window.generation.is_busy)
-    end = time.monotonic() + 1.0
-    wait_until(lambda: time.monotonic() > end)
+    pause(1.0)
     window.grab().save(str(ROOT / "docs" / "screenshot-tool-call.png"))
     window.close()
     application.quit()
