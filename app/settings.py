@@ -1,7 +1,8 @@
 """The user's settings (budget, model folders, remote servers, theme, last model, generation defaults), kept as
 JSON in platformdirs' config folder. Unknown entries are ignored; a malformed one falls back to its default alone
 (app.settings_entries).
-Remote servers' API keys (and MCP servers' env and headers) are stored in this file as plain text (written owner-only, see atomic_write)."""
+Remote servers' API keys (and MCP servers' env and headers) are stored in this file as plain text (written
+owner-only, see atomic_write)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class AppSettings:
     gguf_engine: str = "auto"  # which engine runs a .gguf file (one of GGUF_ENGINES)
     dense_quant: str | None = None  # checkpoints' dense weights quantized at load (DENSE_QUANTS); changes outputs
     window_geometry: str | None = None  # QWidget.saveGeometry(), base64: size, position and maximized state
-    speculative: bool = False  # Model → Draft tokens from the conversation: prompt-lookup drafts, verified losslessly
+    speculative: bool = False  # Model → Draft tokens from the conversation: prompt-lookup drafts, lossless
     mcp_servers: tuple[McpServerConfig, ...] = ()  # MCP servers whose tools tool-capable models are offered
 
     def with_changes(self, **changes) -> "AppSettings":

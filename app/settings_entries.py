@@ -101,7 +101,8 @@ def sampling_extras(value: Any) -> SamplingExtras:
 CHECKS: dict[str, Callable[[Any], Any]] = {
     "budget_bytes": optional(whole(1)), "host_budget_bytes": optional(whole(1)), "model_folders": folders,
     "theme": one_of(THEMES), "last_model": optional(text), "mode": one_of(MODES),
-    "temperature": real(0.0, MAX_TEMPERATURE), "top_p": real(0.0, 1.0, is_low_open=True), "max_tokens": whole(1, 2**31 - 1),
+    "temperature": real(0.0, MAX_TEMPERATURE), "top_p": real(0.0, 1.0, is_low_open=True),
+    "max_tokens": whole(1, 2**31 - 1),
     "reasoning_effort": optional(one_of(REASONING_EFFORTS)), "thinking": switch,
     "last_conversation_id": optional(whole(0)), "remote_servers": servers, "server_port": whole(0, 65535),
     "repeatable": switch, "speculative": switch, "gguf_engine": one_of(GGUF_ENGINES), "window_geometry": optional(text),

@@ -1,4 +1,5 @@
-"""The memory panel's line on speculative decoding: how many drafted tokens the model accepted (engine.api.EngineStats)."""
+"""The memory panel's line on speculative decoding: how many drafted tokens the model accepted
+(engine.api.EngineStats)."""
 
 from __future__ import annotations
 

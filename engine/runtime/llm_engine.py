@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+
 import torch
 
 from engine.alloc.memory_plan import MemoryPlan

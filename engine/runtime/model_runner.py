@@ -66,9 +66,9 @@ class ModelRunner:
     @torch.inference_mode()
     def run(self, seqs: list[Sequence], is_prefill: bool, ahead: torch.Tensor | None = None) -> torch.Tensor:
         """-> fp32 logits [R, V] of each sequence's last position, and after it of each of its drafts (a decode step
-        with drafts runs eagerly: the static-shape path computes one position per sequence). ahead [B] (decode steps with static shapes only):
-        each sequence's next token as the previous step sampled it, still on the device: this step computes it at
-        the position after token_ids' last, whose KV block the caller has reserved."""
+        with drafts runs eagerly: the static-shape path computes one position per sequence). ahead [B] (decode steps
+        with static shapes only): each sequence's next token as the previous step sampled it, still on the device:
+        this step computes it at the position after token_ids' last, whose KV block the caller has reserved."""
         self.lookahead = 0 if ahead is None else 1
         self.experts.begin_step(is_prefill)
         if self.step_hook is not None:
