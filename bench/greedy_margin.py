@@ -17,7 +17,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM
 
     from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-    from tests.engine.test_expert_modes import PROMPTS
+    from tests.experts.test_expert_modes import PROMPTS
     from tests.tiny_models import write_tiny_model
 
     parser = argparse.ArgumentParser(description=__doc__)

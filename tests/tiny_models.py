@@ -154,7 +154,7 @@ def deepseek_model(model_type: str, common: dict):
 
 
 # model_type -> its tiny model's builder (transformers' class, a config of the shared `common` fields): one entry
-# per family puts it in every parametrised test (tests/engine/test_models.py: token-exact against transformers)
+# per family puts it in every parametrised test (tests/model/test_models.py: token-exact against transformers)
 TINY_MODELS = {
     "qwen3_moe": qwen3_moe_model,
     "qwen2_moe": qwen2_moe_model,

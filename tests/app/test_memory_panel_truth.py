@@ -156,7 +156,7 @@ def test_shared_experts_are_shown_inside_the_dense_weights(panel, tmp_path, mode
     weights, the legend's dense segment holds them and the plan says so; a model without them says nothing."""
     from engine.api import EngineOptions, engine_plan
     from engine.model.published_configs import GLM_45_AIR
-    from tests.engine.test_fit_estimates import QWEN15_MOE_A27B, config_folder
+    from tests.model.test_fit_estimates import QWEN15_MOE_A27B, config_folder
 
     config = {"Qwen1.5-MoE-A2.7B": QWEN15_MOE_A27B, "GLM-4.5-Air": GLM_45_AIR}[model]
     shared_plan = engine_plan(EngineOptions(model=config_folder(tmp_path, config), budget_bytes=budget_gib * GiB,

@@ -8,7 +8,7 @@ from app.chat.generation_controller import GenerationController, GenerationSetti
 from app.engine_bridge import EngineBridge
 from app.settings import SettingsStore
 from tests.app.driving import type_and_send, use_greedy_sampling, wait_until_idle
-from tests.engine.reasoning_fixtures import write_reasoning_model
+from tests.generation.reasoning_fixtures import write_reasoning_model
 from tests.scripted_engine import REASONING_REPLY, ScriptedEngine
 
 

@@ -1,6 +1,6 @@
 """A reasoning model as a GGUF file: its harmony vocabulary and chat template come from the file's metadata,
 and both engines (llama.cpp, Wisp's own) split the reasoning from the answer. Sampling follows a script of token
-ids, as in tests/engine/test_reasoning_engine.py."""
+ids, as in tests/generation/test_reasoning_engine.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import engine.runtime.llm_engine as llm_engine
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.gguf.convert import convert
 from engine.tokenizer import Tokenizer
-from tests.engine.reasoning_fixtures import HARMONY_TOKENS, write_reasoning_model
+from tests.generation.reasoning_fixtures import HARMONY_TOKENS, write_reasoning_model
 
 REPLY = "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Done.<|call|>"
 REQUEST = GenerateRequest(messages=({"role": "user", "content": "Hi"},), sampling=SamplingParams(max_tokens=100))

@@ -12,7 +12,7 @@ from engine import triton_support
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.bench.graph_timing import step_gpu_ms
 from engine.model.loader import read_args
-from tests.engine.test_expert_modes import GREEDY, PROMPTS, SEEDED, mode_options
+from tests.experts.test_expert_modes import GREEDY, PROMPTS, SEEDED, mode_options
 from tests.tiny_models import write_tiny_model
 
 pytestmark = pytest.mark.gpu

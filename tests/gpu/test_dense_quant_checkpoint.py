@@ -11,7 +11,7 @@ import torch
 from engine.api import Engine, EngineOptions
 from engine.model.loader import read_args
 from engine.quant.quant_modules import QuantLinear, planned_dense_bytes, weight_bytes
-from tests.engine.test_expert_modes import mode_options
+from tests.experts.test_expert_modes import mode_options
 from tests.gguf.engine_logits import agreement, prefill_logits
 from tests.gpu.test_cuda import bf16_model_dir, cuda_outputs  # noqa: F401 (bf16_model_dir is a fixture)
 

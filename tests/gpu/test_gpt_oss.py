@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from tests.engine.test_expert_modes import PROMPTS, SEEDED
+from tests.experts.test_expert_modes import PROMPTS, SEEDED
 from tests.tiny_models import write_tiny_model
 
 pytestmark = pytest.mark.gpu

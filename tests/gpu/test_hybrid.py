@@ -14,8 +14,8 @@ import torch
 from engine.alloc.memory_plan import GiB
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.model.loader import read_args
-from tests.engine.test_expert_modes import mode_options
-from tests.engine.test_hybrid import LONG_PROMPT
+from tests.experts.test_expert_modes import mode_options
+from tests.model.test_hybrid import LONG_PROMPT
 from tests.tiny_models import HYBRID_TYPES, write_tiny_model
 
 pytestmark = pytest.mark.gpu

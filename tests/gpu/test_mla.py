@@ -13,7 +13,7 @@ from engine.api import Engine, EngineOptions, GenerateRequest
 from engine.model.latent_cache import LatentKVCache
 from engine.model.loader import read_args
 from engine.model.mla_decode import absorb_output, absorb_query, latent_decode
-from tests.engine.test_expert_modes import GREEDY, PROMPTS, SEEDED
+from tests.experts.test_expert_modes import GREEDY, PROMPTS, SEEDED
 from tests.tiny_models import write_tiny_model
 
 pytestmark = pytest.mark.gpu

@@ -10,7 +10,7 @@ import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.model.loader import read_args
-from tests.engine.test_expert_modes import PROMPTS, mode_options
+from tests.experts.test_expert_modes import PROMPTS, mode_options
 from tests.tiny_models import write_tiny_model
 
 pytestmark = pytest.mark.gpu

@@ -17,7 +17,7 @@ from engine.experts.providers.paged import PagedExperts
 from engine.experts.providers.resident import ResidentExperts
 from engine.quant.synthetic import synthetic_quant_experts
 from tests.gguf.engine_logits import prefill_logits
-from tests.engine.test_prefill_lookahead import before_groups
+from tests.experts.test_prefill_lookahead import before_groups
 from tests.quant import test_quant_providers as providers
 from tests.tiny_models import VOCAB
 

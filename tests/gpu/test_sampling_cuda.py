@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from engine.model.loader import read_args
-from tests.engine.test_expert_modes import mode_options
-from tests.engine.test_sampling_modes import outputs
+from tests.experts.test_expert_modes import mode_options
+from tests.generation.test_sampling_modes import outputs
 from tests.tiny_models import write_tiny_model
 
 pytestmark = pytest.mark.gpu

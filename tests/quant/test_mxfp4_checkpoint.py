@@ -17,7 +17,7 @@ from engine.model.loader import load_weights
 from engine.model.sizes import model_sizes
 from engine.quant.layout import QuantLayout
 from engine.model.checkpoint_quant import expert_quant
-from tests.engine.test_expert_modes import GREEDY, PROMPTS, mode_options, outputs
+from tests.experts.test_expert_modes import GREEDY, PROMPTS, mode_options, outputs
 from tests.quant.mxfp4_models import write_mxfp4_pair
 from tests.tiny_models import write_tiny_model
 

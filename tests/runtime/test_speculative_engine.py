@@ -12,7 +12,7 @@ import pytest
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.model.loader import read_args
-from tests.engine.test_expert_modes import mode_options
+from tests.experts.test_expert_modes import mode_options
 
 PROMPTS = ["def add(a, b):\n    return a + b\n\ndef add(a, b):\n", "one two three one two three one two",
            "héllo wörld héllo wörld héllo"]

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from engine.api import Engine, EngineOptions
 from engine.server import start_server
-from tests.engine.tool_fixtures import write_tool_model
+from tests.generation.tool_fixtures import write_tool_model
 from tests.server.conftest import API_KEY
 
 openai = pytest.importorskip("openai")

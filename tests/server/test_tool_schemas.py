@@ -16,7 +16,7 @@ import engine.runtime.llm_engine as llm_engine  # noqa: E402
 from engine.api import Engine, EngineOptions  # noqa: E402
 from engine.server.app import create_app  # noqa: E402
 from engine.tokenizer import Tokenizer  # noqa: E402
-from tests.engine.tool_fixtures import WEATHER, write_tool_model  # noqa: E402
+from tests.generation.tool_fixtures import WEATHER, write_tool_model  # noqa: E402
 
 ASK = [{"role": "user", "content": "Send it to Paris."}]
 ADDRESS = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8},

@@ -46,7 +46,7 @@ To add an architecture (docs/adding-an-architecture.md says it in full):
    its examples, layers (the docs' table) and any published config as a benchmark shape.
 2. One line in registry.py's FAMILIES.
 3. Its tiny model in tests/tiny_models.py's TINY_MODELS (written with transformers' own class), which puts it in
-   the token-exact tests against transformers (tests/engine/test_models.py); add it to GGUF_MODEL_TYPES when it
+   the token-exact tests against transformers (tests/model/test_models.py); add it to GGUF_MODEL_TYPES when it
    has a GGUF format whose tensors are the checkpoint's (a family that transforms them, as gpt_oss and the
    hybrids, has its own tests). Then regenerate the table in docs/models.md (tests/model/test_registry.py).
 """

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from engine.events import ToolCall
 from engine.generation.harmony import HarmonyParser
 from engine.generation.think_tags import ThinkTagParser
-from tests.engine.reasoning_fixtures import HARMONY_PIECES, parse
+from tests.generation.reasoning_fixtures import HARMONY_PIECES, parse
 
 
 def characters(text):

@@ -15,7 +15,7 @@ import torch
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.bench.trace_router import TraceRouter
 from engine.events import FinishEvent
-from tests.engine.test_expert_modes import PROMPTS
+from tests.experts.test_expert_modes import PROMPTS
 from engine.traces.format import Trace, TraceHeader
 
 GREEDY = SamplingParams(max_tokens=20, ignore_eos=True, top_logprobs=2)

@@ -16,7 +16,7 @@ from engine.events import ToolCall
 from engine.generation.prompt import prompt_token_ids
 from engine.generation.tool_calls import ToolCallTags
 from engine.tokenizer import Tokenizer
-from tests.engine.tool_fixtures import CALL_REPLY, WEATHER, write_tool_model
+from tests.generation.tool_fixtures import CALL_REPLY, WEATHER, write_tool_model
 from tests.tiny_models import VOCAB, write_tiny_model
 
 ASK = ({"role": "user", "content": "Weather in Paris?"},)

@@ -9,7 +9,7 @@ import pytest
 from engine.alloc.memory_plan import GiB, MiB
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.kv.block_manager import BlockManager
-from tests.engine.test_block_manager import Seq
+from tests.kv.test_block_manager import Seq
 
 
 def plan_events(engine):

@@ -8,8 +8,8 @@ import torch
 
 from engine.model.decode_attention import decode_attention
 from engine.model.sink_attention import MAX_SCORE_ELEMENTS, eager_attention, padded_eager_attention
-from tests.engine.test_decode_attention import H, KVH, D
-from tests.engine.test_decode_attention import case as decode_case
+from tests.model.test_decode_attention import H, KVH, D
+from tests.model.test_decode_attention import case as decode_case
 
 
 def transformers_attention(q, k, v, sinks, window):

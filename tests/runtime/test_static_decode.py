@@ -5,7 +5,7 @@ import pytest
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.model.loader import read_args
-from tests.engine.test_expert_modes import PROMPTS, mode_options
+from tests.experts.test_expert_modes import PROMPTS, mode_options
 
 SAMPLING = SamplingParams(max_tokens=16, ignore_eos=True)
 

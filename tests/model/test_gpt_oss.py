@@ -11,7 +11,7 @@ import torch
 from engine.errors import ModelFormatError
 from engine.model.families import parse_config
 from engine.model.sizes import dense_params
-from tests.engine.test_models import hf_reference
+from tests.model.test_models import hf_reference
 
 # a prompt longer than the tiny model's sliding window, so prefill and decode both cross it
 PROMPT = "class Stack:\n    def push(self, item):\n        self.items.append(item)\n"

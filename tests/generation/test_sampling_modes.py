@@ -10,7 +10,7 @@ import pytest
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.model.loader import read_args
-from tests.engine.test_expert_modes import PROMPTS, mode_options
+from tests.experts.test_expert_modes import PROMPTS, mode_options
 
 FULL = SamplingParams(max_tokens=16, temperature=0.9, top_k=30, top_p=0.95, min_p=0.02, repetition_penalty=1.3,
                       presence_penalty=0.4, frequency_penalty=0.3, logit_bias=((7, 4.0), (11, -100.0)), seed=5,

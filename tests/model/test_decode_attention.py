@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from engine.errors import RequestError
 from engine.model.decode_attention import decode_attention
 from engine.model.kv_store import store_kv
-from tests.engine.test_static_decode import SAMPLING, run_all
+from tests.runtime.test_static_decode import SAMPLING, run_all
 
 H, KVH, D, SLOTS = 8, 2, 16, 700
 

@@ -1,4 +1,4 @@
-"""Speculative decoding on CUDA (the lent GPU: `pytest -m gpu -p no:xdist tests/runtime/test_speculative_gpu.py`):
+"""Speculative decoding on CUDA (the lent GPU: `pytest -m gpu -p no:xdist tests/gpu/test_speculative_gpu.py`):
 decode steps on CUDA graphs, verify steps eager, and greedy token ids equal to decoding without drafts in every
 expert mode, logprobs within 1e-4 in fp32, a hybrid model's states rolled back."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from engine.model.loader import read_args
-from tests.engine.test_expert_modes import mode_options
+from tests.experts.test_expert_modes import mode_options
 from tests.runtime.test_speculative_engine import PROMPTS, OracleDrafts, requests
 from tests.tiny_models import write_tiny_model
 from engine.api import Engine, EngineOptions, SamplingParams

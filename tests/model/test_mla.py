@@ -18,7 +18,7 @@ from engine.model.families import parse_config
 from engine.model.sizes import dense_params, model_sizes
 from engine.model.transformer import MoeContext
 from engine.tokenizer import Tokenizer
-from tests.engine.test_models import hf_reference
+from tests.model.test_models import hf_reference
 from tests.tiny_models import write_tiny_model
 
 MLA_TYPES = ["deepseek_v2", "deepseek_v3"]

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from engine.model.loader import load_weights, read_args, resolve_dtype
-from tests.engine.test_models import prompt_logits
+from tests.model.test_models import prompt_logits
 from tests.tiny_models import save_tokenizer
 
 IDS = [5, 17, 42, 99, 100, 7, 250, 3]

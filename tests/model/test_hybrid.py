@@ -1,6 +1,6 @@
 """The hybrid linear-attention models (qwen3_next, qwen3_5_moe): the Gated DeltaNet math against transformers'
 torch fallback, long prompts that cross its chunks, the state cache under batching and preemption, and what the
-planner counts. The shared runner (tests/engine/test_models.py and the others) covers the rest."""
+planner counts. The shared runner (tests/model/test_models.py and the others) covers the rest."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.model import gated_deltanet
 from engine.model.config_file import read_args
 from engine.model.sizes import model_sizes
-from tests.engine.test_models import alone_and_together
+from tests.model.test_models import alone_and_together
 from tests.tiny_models import HYBRID_TYPES
 
 LONG_PROMPT = "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n" * 6  # > 64 tokens: two chunks
@@ -165,8 +165,8 @@ def test_a_budget_change_while_requests_run_loses_no_state(tiny_model_dir):
 @pytest.mark.parametrize("model_type", HYBRID_TYPES)
 def test_thinking_switch_and_tool_calls_as_for_qwen3(tmp_path, model_type):
     from engine.generation.prompt import prompt_token_ids
-    from tests.engine.reasoning_fixtures import write_reasoning_model
-    from tests.engine.tool_fixtures import WEATHER, write_tool_model
+    from tests.generation.reasoning_fixtures import write_reasoning_model
+    from tests.generation.tool_fixtures import WEATHER, write_tool_model
 
     ask = ({"role": "user", "content": "Weather in Paris?"},)
     think = write_reasoning_model(tmp_path / "think", "think", model_type)
@@ -185,7 +185,7 @@ def test_thinking_switch_and_tool_calls_as_for_qwen3(tmp_path, model_type):
 def test_the_host_tier_reads_a_vision_checkpoints_expert_rows_through_the_page_cache(tiny_model_dir):
     """qwen3_5_moe's experts live under model.language_model.*: rows left in the file are read by those names."""
     from engine.alloc.host_tier import STAGING_ROWS
-    from tests.engine.test_host_tier import generate, row_bytes
+    from tests.experts.test_host_tier import generate, row_bytes
 
     folder = tiny_model_dir("qwen3_5_moe")
     reference, _ = generate(folder, expert_slots=2)

@@ -1,4 +1,4 @@
-"""glm4_moe beyond the shared runner (tests/engine/test_models.py and test_expert_modes.py run it too): the CLI's
+"""glm4_moe beyond the shared runner (tests/model/test_models.py and test_expert_modes.py run it too): the CLI's
 JSON against transformers, GLM-4.5-Air's own settings, both config spellings, the weights of overridden ids
 (trace-driven benchmarks), and the plan that counts shared experts and the first dense layers as dense weights."""
 
@@ -21,7 +21,7 @@ from engine.model.families import parse_config
 from engine.model.sizes import model_sizes
 from engine.model.transformer import MoeContext
 from engine.tokenizer import Tokenizer
-from tests.engine.test_models import PROMPTS, hf_reference, prompt_logits
+from tests.model.test_models import PROMPTS, hf_reference, prompt_logits
 from tests.tiny_models import write_tiny_model
 
 CPU = torch.device("cpu")
