@@ -15,7 +15,7 @@ from engine.model.kv_store import store_kv
 from engine.model.layers import RMSNorm, apply_rope
 from engine.model.sink_attention import eager_attention, padded_eager_attention
 from engine.model.sink_flash import is_sink_flash_on, sink_flash_attention
-from engine.triton_support import HAS_TRITON, fused_step
+from engine.system.triton_support import HAS_TRITON, fused_step
 
 
 @dataclass

@@ -24,7 +24,7 @@ from torch import nn
 from engine.experts.routing.dispatch import route as softmax_route
 from engine.experts.routing.grouped_routing import GroupedRouting
 from engine.model.args import ModelArgs
-from engine.triton_support import fused_step
+from engine.system.triton_support import fused_step
 
 
 class SoftmaxTopK:
