@@ -15,6 +15,7 @@ from app.chat.conversation_list_widget import ConversationListWidget
 from app.chat.conversation_model import ConversationModel
 from app.chat.store_opening import open_store
 from app.chat.generation_controller import GenerationController
+from app.chat.image_parts import sees_images
 from app.chat.token_counter import TokenCounter
 from app.engine_api import api, format_bytes, parse_size
 from app.engine_bridge import EngineBridge
@@ -340,6 +341,7 @@ class MainWindowWidget(QMainWindow):
         self.chat.set_ready(True)
         self.chat.settings_bar.set_reasoning_available(info.reasoning_effort, info.thinking_switch)
         self.chat.composer.set_fill_in_middle(info.fill_in_middle)
+        self.chat.composer.set_sees_images(sees_images(self.loader.engine))
         self.status.show_model(info)
         self.tools.set_model_info(info)
         self.server_panel.set_model_ready()
@@ -358,6 +360,7 @@ class MainWindowWidget(QMainWindow):
     @Slot()
     def _on_loader_unloaded(self) -> None:
         self.chat.set_ready(False)
+        self.chat.composer.set_sees_images(False)
         self.status.clear_context()
         self.status.show_no_model()
         self.server_panel.set_no_model()

@@ -15,6 +15,7 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from app.chat.image_parts import content_with_images, estimated_tokens, is_remote, sees_images
 from app.chat.context_fit import DEFAULT_POLICY, ContextFit, ContextFullError, fit_context
 from app.chat.conversation_model import ConversationModel, why_not_saved
 from app.chat.conversation_store import Message
@@ -59,7 +60,7 @@ def finish_info(event) -> dict:
 
 def estimate_tokens(messages: list[dict]) -> int:
     """Where the engine cannot count (a remote server): about four characters a token, a few per message."""
-    return sum(len(m["content"]) // 4 + 4 for m in messages)
+    return sum(estimated_tokens(m["content"]) + 4 for m in messages)
 
 
 def prompt_content(message: Message) -> str:
@@ -128,10 +129,19 @@ class GenerationController(ToolTurns, QObject):
     def can_send(self) -> bool:
         return not self.is_busy and self._engine_source() is not None
 
-    def send(self, text: str, context: str = "", attachments: tuple[str, ...] = ()) -> bool:
+    def send(self, text: str, context: str = "", attachments: tuple[str, ...] = (), images: tuple[bytes, ...] = ()
+             ) -> bool:
         """Ask `text`; `context` (attached files, formatted) goes to the model before it, and the message keeps
-        it in its info with the attached paths, so that the bubble shows the question and chips, not the files."""
+        it in its info with the attached paths, so that the bubble shows the question and chips, not the files.
+        `images` (encoded files) go with the text; the conversation store keeps them and the message their digests."""
         info = {"context": context, "attachments": list(attachments)} if context else {}
+        if images and self.can_send():
+            try:
+                info["images"] = [self._model.store.images.put(data) for data in images]
+            except OSError as err:  # nothing was sent: the text and the images stay in the input box
+                self.failed.emit(f"Your message was not sent because its images could not be saved: "
+                                 f"{err.strerror or err}. It is still in the input box.")
+                return False
         return self._ask(Message("user", text, info=info))
 
     def continue_code(self, code: str) -> bool:
@@ -185,7 +195,7 @@ class GenerationController(ToolTurns, QObject):
         self._set_request(None)
 
     def _ask(self, message: Message) -> bool:
-        if not self.can_send() or not message.content.strip():
+        if not self.can_send() or not (message.content.strip() or message.info.get("images")):
             return False
         self._tool_rounds = 0
         settings = self._settings_source()
@@ -281,7 +291,16 @@ class GenerationController(ToolTurns, QObject):
         prompt = self._settings_source().system_prompt
         system = [{"role": "system", "content": prompt}] if prompt.strip() else []
         # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
-        return system + [template_turn(m) for m in messages]
+        return system + [self._with_images(template_turn(m), m) for m in messages]
+
+    def _with_images(self, turn: dict, message: Message) -> dict:
+        """The turn with its message's images, for a model that takes them (to one that does not, the text alone)."""
+        engine = self._engine_source()
+        digests = message.info.get("images") if message.role == "user" else None
+        if not digests or not sees_images(engine):
+            return turn
+        images = [data for data in map(self._model.store.images.get, digests) if data is not None]
+        return {**turn, "content": content_with_images(turn["content"], images, is_remote(engine))}
 
     def _count(self, messages: list[Message]) -> int:
         """Tokens of a prompt made of these messages, counted by the engine (its template and tokenizer)."""
