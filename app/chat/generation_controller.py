@@ -21,6 +21,7 @@ from app.chat.conversation_model import ConversationModel, why_not_saved
 from app.chat.conversation_store import Message
 from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import api
+from app.speculation_choice import request_mode
 from app.chat.tool_turns import TOOL_PHASE, ToolTurns
 
 log = logging.getLogger(__name__)
@@ -38,12 +39,12 @@ class GenerationSettings:
     reasoning_effort: str | None = None  # low, medium, high; None: the chat template's default
     enable_thinking: bool | None = None  # False: no thinking (Qwen3's switch); None: the chat template's default
     extras: SamplingExtras = SamplingExtras()  # top-k, min-p, penalties, JSON output
-    speculative: bool = False  # prompt-lookup drafts (Model → Draft tokens from the conversation)
+    speculative: str = "off"  # Model → Draft tokens (app.speculation_choice.SPECULATIVE_CHOICES)
 
 
 def drafts(settings: GenerationSettings) -> str:
-    """GenerateRequest.speculative for these settings: prompt lookup, or none."""
-    return "ngram" if settings.speculative else "off"
+    """GenerateRequest.speculative for these settings."""
+    return request_mode(settings.speculative)
 
 
 def finish_info(event) -> dict:
