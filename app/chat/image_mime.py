@@ -19,8 +19,9 @@ class OfferedImages:
 
 
 def has_offered_files(mime: QMimeData) -> bool:
-    """Does the data hold local files or an image (not text, which the message box takes as it is)?"""
-    return mime.hasImage() or any(url.isLocalFile() for url in mime.urls())
+    """Does the data hold local files, or an image without text? (Office programs copy text with a picture of it:
+    the message box takes that as the text.)"""
+    return any(url.isLocalFile() for url in mime.urls()) or (mime.hasImage() and not mime.hasText())
 
 
 def offered_images(mime: QMimeData) -> OfferedImages:
@@ -29,7 +30,7 @@ def offered_images(mime: QMimeData) -> OfferedImages:
     if paths:
         for path in paths:
             add(offered, lambda path=path: read_image(path))
-    elif mime.hasImage():
+    elif mime.hasImage() and not mime.hasText():
         add(offered, lambda: checked_image(png_bytes(mime.imageData()), "the pasted image"))
     return offered
 

@@ -14,8 +14,8 @@ def is_remote(engine) -> bool:
 
 
 def sees_images(engine) -> bool:
-    """Does the loaded model take images? A remote server's model says so itself when it is asked."""
-    return engine is not None and bool(getattr(engine, "sees_images", is_remote(engine)))
+    """Does the loaded model take images? (A remote server's model answers for itself when it is sent one.)"""
+    return engine is not None and (is_remote(engine) or bool(getattr(engine, "sees_images", False)))
 
 
 def image_part(data: bytes, is_for_remote: bool) -> dict:

@@ -17,6 +17,7 @@ from app.chat.conversation_store import ConversationStore
 from app.chat.export import to_json, to_markdown
 from app.chat.generation_controller import GenerationController, GenerationSettings
 from app.chat.image_mime import png_bytes
+from app.chat.image_parts import sees_images
 from app.chat.images import NO_IMAGES
 from app.chat.markdown_render import RenderStyle
 from app.engine_bridge import EngineBridge
@@ -40,7 +41,7 @@ def chat_parts(qtbot, database, engine):
     chat = ChatWidget(model, controller, STYLE)
     qtbot.addWidget(chat)
     chat.set_ready(True)
-    chat.composer.set_sees_images(getattr(engine, "sees_images", False))
+    chat.composer.set_sees_images(sees_images(engine))
     chat.show()
     chat.activateWindow()  # shortcuts (Ctrl+Shift+A) reach the active window
     qtbot.waitUntil(chat.isActiveWindow)
@@ -153,13 +154,16 @@ def test_a_model_without_images_disables_attaching_and_says_why(qtbot, tmp_path)
 
 
 def test_a_remote_server_gets_data_urls(qtbot, tmp_path, image_parts_accepted):
-    engine = ScriptedEngine([("Ok", "")], sees_images=True)
-    engine.info.model_type = "remote"
-    parts = chat_parts(qtbot, tmp_path / "chats.sqlite", engine)
+    scripted = ScriptedEngine([("Ok", "")], sees_images=True)
+    # a remote server's engine cannot know what the server's model takes: the app sends, the server answers
+    remote = SimpleNamespace(info=SimpleNamespace(**{**vars(scripted.info), "model_type": "remote"}),
+                             submit=scripted.submit, cancel=scripted.cancel)
+    parts = chat_parts(qtbot, tmp_path / "chats.sqlite", remote)
+    assert parts.composer.attach_button.isEnabled()
     image = picture(4, 4)
     parts.controller.send("Describe", images=(image,))
     qtbot.waitUntil(lambda: not parts.controller.is_busy, timeout=10_000)
-    image_part, text_part = engine.requests[-1].messages[-1]["content"]
+    image_part, text_part = scripted.requests[-1].messages[-1]["content"]
     assert image_part == {"type": "image_url",
                           "image_url": {"url": "data:image/png;base64," + base64.b64encode(image).decode()}}
     assert text_part == {"type": "text", "text": "Describe"}
@@ -191,3 +195,13 @@ def test_the_app_with_a_text_only_model_offers_no_attaching(qtbot, start_app, tm
     (tmp_path / "a.png").write_bytes(picture(5, 5))
     drop(window.chat.view.viewport(), [tmp_path / "a.png"])
     assert composer.images() == [] and composer.notice_label.text() == NO_IMAGES
+
+
+def test_text_copied_with_a_picture_of_it_is_pasted_as_text(qtbot, tmp_path):
+    parts = chat_parts(qtbot, tmp_path / "chats.sqlite", ScriptedEngine([("Ok", "")], sees_images=True))
+    mime = QMimeData()
+    mime.setText("a1\tb1")
+    mime.setImageData(QImage.fromData(picture(4, 4)))  # as a spreadsheet copies cells
+    QGuiApplication.clipboard().setMimeData(mime)
+    parts.composer.editor.paste()
+    assert parts.composer.editor.toPlainText() == "a1\tb1" and parts.composer.images() == []
