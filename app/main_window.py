@@ -36,10 +36,10 @@ from app.picker.model_picker_dialog import ModelPickerDialog
 from app.server_controller import ServerController
 from app.server_widget import ServerWidget
 from app.settings import SettingsStore
+from app.speculation_choice import has_draft_layers, load_mode
 from app.status_bar_widget import StatusBarWidget
 from app.theme import apply_theme, resolve_theme
 from app.window_geometry import GeometrySaver, restore_geometry
-from app.speculation_choice import has_draft_layers, load_mode
 from app.window_actions import MTP_TIP, NO_MTP_TIP, build_menus, build_tool_bar, create_actions
 
 CONTEXT_RECOUNT_MS = 150  # the status bar's context count follows typing in the system prompt at this pace

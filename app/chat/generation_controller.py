@@ -15,10 +15,10 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from app.chat.image_parts import content_with_images, estimated_tokens, is_remote, sees_images
 from app.chat.context_fit import DEFAULT_POLICY, ContextFit, ContextFullError, fit_context
 from app.chat.conversation_model import ConversationModel, why_not_saved
 from app.chat.conversation_store import Message
+from app.chat.image_parts import content_with_images, estimated_tokens, is_remote, sees_images
 from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import api
 from app.speculation_choice import request_mode
