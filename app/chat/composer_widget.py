@@ -178,8 +178,12 @@ class ComposerWidget(QWidget):
 
     @Slot()
     def _on_editor_submitted(self) -> None:
-        if self.send_button.isEnabled() and (self.text().strip() or self._images):
-            self.send_requested.emit(self.text())
+        if not self.send_button.isEnabled() or not (self.text().strip() or self._images):
+            return
+        if self._images and not self._sees_images:  # attached for an earlier model: the user chooses
+            self._show_notice(f"{NO_IMAGES}. Remove the images to send the text alone.")
+            return
+        self.send_requested.emit(self.text())
 
     @Slot("qint64")
     def _on_image_strip_removed(self, index: int) -> None:

@@ -205,3 +205,21 @@ def test_text_copied_with_a_picture_of_it_is_pasted_as_text(qtbot, tmp_path):
     QGuiApplication.clipboard().setMimeData(mime)
     parts.composer.editor.paste()
     assert parts.composer.editor.toPlainText() == "a1\tb1" and parts.composer.images() == []
+
+
+def test_images_waiting_when_the_model_changes_to_one_without_images_are_not_dropped_silently(qtbot, tmp_path):
+    engine = ScriptedEngine([("Ok", "")], sees_images=True)
+    parts = chat_parts(qtbot, tmp_path / "chats.sqlite", engine)
+    (tmp_path / "a.png").write_bytes(picture(5, 5))
+    drop(parts.composer.editor.viewport(), [tmp_path / "a.png"])
+    engine.sees_images = False
+    parts.composer.set_sees_images(False)  # another model was loaded
+    parts.composer.editor.setPlainText("What is this?")
+    parts.composer.send_button.click()
+    assert engine.requests == [] and parts.model.messages == []
+    assert "Remove the images" in parts.composer.notice_label.text()
+    assert parts.composer.images() == [picture(5, 5)] and parts.composer.text() == "What is this?"
+    parts.composer.image_strip.remove_buttons[0].click()
+    with qtbot.waitSignal(parts.bridge.finished, timeout=10_000):
+        parts.composer.send_button.click()
+    assert engine.requests[-1].messages[-1]["content"] == "What is this?"
