@@ -24,6 +24,7 @@ CORPUS = [
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 384
 HYBRID_TYPES = ("qwen3_next", "qwen3_5_moe")
+ZERO_CENTRED_NORM_TYPES = (*HYBRID_TYPES, "qwen3_5_moe_text")
 # those engine.gguf.convert writes as the checkpoint's tensors (gpt_oss and HYBRID_TYPES: in layouts of their own)
 GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe"]
 # gpt-oss-20b's published RoPE; a window and a SwiGLU limit small enough that the tiny model's prompts cross the
@@ -89,13 +90,16 @@ def hybrid_model(model_type: str, common: dict):
     """Four layers (three Gated DeltaNet, one gated full attention, as published), twice as many value heads as
     key heads, and prompts long enough to cross the chunked form's 64-token chunks. qwen3_5_moe as the hub
     publishes it: a vision-language model with a (tiny) vision tower."""
-    from transformers import Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration, Qwen3NextConfig, Qwen3NextForCausalLM
+    from transformers import (Qwen3_5MoeConfig, Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration,
+                              Qwen3_5MoeTextConfig, Qwen3NextConfig, Qwen3NextForCausalLM)
 
     hybrid = dict(common, num_hidden_layers=4, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
                   shared_expert_intermediate_size=48, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
                   linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4)
     if model_type == "qwen3_next":
         return Qwen3NextForCausalLM(Qwen3NextConfig(**hybrid, intermediate_size=96, norm_topk_prob=True))
+    if model_type == "qwen3_5_moe_text":  # the language model alone, as Qwen3_5MoeForCausalLM saves it
+        return Qwen3_5MoeForCausalLM(Qwen3_5MoeTextConfig(**hybrid))
     vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64)
     return Qwen3_5MoeForConditionalGeneration(Qwen3_5MoeConfig(text_config=hybrid, vision_config=vision))
 
@@ -166,6 +170,7 @@ TINY_MODELS = {
     "deepseek_v3": partial(deepseek_model, "deepseek_v3"),
     "qwen3_next": partial(hybrid_model, "qwen3_next"),
     "qwen3_5_moe": partial(hybrid_model, "qwen3_5_moe"),
+    "qwen3_5_moe_text": partial(hybrid_model, "qwen3_5_moe_text"),
 }
 MODEL_TYPES = list(TINY_MODELS)
 
@@ -178,7 +183,7 @@ def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.f
         for name, param in model.named_parameters():
             if "norm" not in name:
                 param.normal_(0.0, 0.15)  # larger than the init default so the tiny model has decisive logits
-            elif model_type in HYBRID_TYPES:
+            elif model_type in ZERO_CENTRED_NORM_TYPES:
                 # zero-centred norms: a weight of zeros would not test the (1 + w); the gated norm's is centred on 1
                 param.normal_(float(name.endswith("linear_attn.norm.weight")), 0.1)
     randomize_correction_bias(model)
