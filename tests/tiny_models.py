@@ -157,6 +157,35 @@ def deepseek_model(model_type: str, common: dict):
                                                   routed_scaling_factor=2.5, norm_topk_prob=True))
 
 
+def ernie4_5_moe_model(common: dict):
+    """Three layers, MoE from the second on (as published), shared experts."""
+    from transformers import Ernie4_5_MoeConfig, Ernie4_5_MoeForCausalLM
+
+    config = dict(common, num_hidden_layers=3, moe_num_experts=8, moe_k=2, moe_intermediate_size=32,
+                  intermediate_size=96, moe_num_shared_experts=2, moe_layer_start_index=1)
+    return Ernie4_5_MoeForCausalLM(Ernie4_5_MoeConfig(**config))
+
+
+def glm4_moe_lite_model(common: dict):
+    """GLM-4.7-Flash's layers at toy width: MLA with a q LoRA, a dense first layer, one routing group as published,
+    its routed_scaling_factor."""
+    from transformers import Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM
+
+    config = dict(common, num_key_value_heads=common["num_attention_heads"], kv_lora_rank=32, q_lora_rank=24,
+                  qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12, intermediate_size=96, n_routed_experts=8,
+                  num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1, routed_scaling_factor=1.8,
+                  mlp_layer_types=["dense"] + ["sparse"] * (common["num_hidden_layers"] - 1))
+    return Glm4MoeLiteForCausalLM(Glm4MoeLiteConfig(**config))
+
+
+def minimax_m2_model(common: dict):
+    """Partial RoPE given as the published rotary_dim (half of each head), q/k norms over the full projections."""
+    from transformers import MiniMaxM2Config, MiniMaxM2ForCausalLM
+
+    return MiniMaxM2ForCausalLM(MiniMaxM2Config(**common, num_local_experts=8, num_experts_per_tok=2,
+                                                intermediate_size=32, head_dim=16, rotary_dim=8))
+
+
 # model_type -> its tiny model's builder (transformers' class, a config of the shared `common` fields): one entry
 # per family puts it in every parametrised test (tests/model/test_models.py: token-exact against transformers)
 TINY_MODELS = {
@@ -171,6 +200,9 @@ TINY_MODELS = {
     "qwen3_next": partial(hybrid_model, "qwen3_next"),
     "qwen3_5_moe": partial(hybrid_model, "qwen3_5_moe"),
     "qwen3_5_moe_text": partial(hybrid_model, "qwen3_5_moe_text"),
+    "ernie4_5_moe": ernie4_5_moe_model,
+    "glm4_moe_lite": glm4_moe_lite_model,
+    "minimax_m2": minimax_m2_model,
 }
 MODEL_TYPES = list(TINY_MODELS)
 
