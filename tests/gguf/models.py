@@ -45,6 +45,10 @@ def hf_config(model_type: str):
                              intermediate_size=512, head_dim=64, partial_rotary_factor=0.5, first_k_dense_replace=1,
                              n_shared_experts=1, n_group=1, topk_group=1, routed_scaling_factor=2.5,
                              norm_topk_prob=True, attention_bias=True)
+    if model_type == "minimax_m2":  # a quarter of each head turned, as published (64 of 128)
+        from transformers import MiniMaxM2Config
+
+        return MiniMaxM2Config(**common, num_local_experts=4, intermediate_size=K_ROW, head_dim=64, rotary_dim=32)
     if model_type in ("qwen3_next", "qwen3_5_moe"):
         return hybrid_config(model_type, common)
     raise ValueError(model_type)
