@@ -26,7 +26,7 @@ VOCAB = 384
 HYBRID_TYPES = ("qwen3_next", "qwen3_5_moe")
 ZERO_CENTRED_NORM_TYPES = (*HYBRID_TYPES, "qwen3_5_moe_text")
 # those engine.gguf.convert writes as the checkpoint's tensors (gpt_oss and HYBRID_TYPES: in layouts of their own)
-GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe", "minimax_m2"]
+GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe", "minimax_m2", "ernie4_5_moe"]
 # gpt-oss-20b's published RoPE; a window and a SwiGLU limit small enough that the tiny model's prompts cross the
 # window and its activations reach the clamp
 GPT_OSS_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,

@@ -49,6 +49,11 @@ def hf_config(model_type: str):
         from transformers import MiniMaxM2Config
 
         return MiniMaxM2Config(**common, num_local_experts=4, intermediate_size=K_ROW, head_dim=64, rotary_dim=32)
+    if model_type == "ernie4_5_moe":  # a dense first layer, then experts with shared ones, as published
+        from transformers import Ernie4_5_MoeConfig
+
+        return Ernie4_5_MoeConfig(**{**common, "num_hidden_layers": 3}, moe_num_experts=4, moe_intermediate_size=K_ROW,
+                                  intermediate_size=512, moe_num_shared_experts=2, moe_layer_start_index=1)
     if model_type in ("qwen3_next", "qwen3_5_moe"):
         return hybrid_config(model_type, common)
     raise ValueError(model_type)
