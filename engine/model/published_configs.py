@@ -67,3 +67,13 @@ GLM_47_FLASH = {  # zai-org/GLM-4.7-Flash (its geometry is transformers' Glm4Moe
     "hidden_act": "silu", "rms_norm_eps": 1e-05, "max_position_embeddings": 202752, "tie_word_embeddings": False,
     "torch_dtype": "bfloat16", "eos_token_id": [154820, 154827, 154829], "pad_token_id": 154820,
 }
+
+ERNIE_45_21B_A3B = {  # baidu/ERNIE-4.5-21B-A3B-PT (its geometry is transformers' Ernie4_5_MoeConfig default)
+    "architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe", "vocab_size": 103424,
+    "hidden_size": 2560, "num_hidden_layers": 28, "num_attention_heads": 20, "num_key_value_heads": 4,
+    "head_dim": 128, "rope_theta": 500000, "use_bias": False, "intermediate_size": 12288, "moe_intermediate_size": 1536,
+    "moe_num_experts": 64, "moe_k": 6, "moe_num_shared_experts": 2, "moe_layer_start_index": 1,
+    "moe_layer_end_index": 27, "moe_layer_interval": 1, "moe_norm_min": 1e-12, "hidden_act": "silu",
+    "rms_norm_eps": 1e-05, "max_position_embeddings": 131072, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+    "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
+}

@@ -20,6 +20,7 @@ from engine.model.args import ModelArgs, common_args, require
 from engine.model.biased_softmax_args import BiasedSoftmaxArgs
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_keys import GgufKeys
+from engine.model.published_configs import ERNIE_45_21B_A3B
 from engine.model.weight_names import MoeWeightNames
 
 MODEL_TYPE, ARCH = "ernie4_5_moe", "ernie4_5-moe"
@@ -136,4 +137,5 @@ FAMILY = Family(
     examples=("ERNIE-4.5-21B-A3B", "ERNIE-4.5-300B-A47B"),
     layers=("GQA, RoPE over interleaved pairs; softmax router with a correction bias for the choice (fp32); "
             "ungated shared experts; MoE from a start layer on"),
+    shapes={"ernie-4.5-21b-a3b": ERNIE_45_21B_A3B},
 )
