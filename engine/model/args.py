@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.errors import ModelFormatError, UnsupportedModelError
+from engine.model.biased_softmax_args import BiasedSoftmaxArgs
 from engine.model.linear_args import LinearAttentionArgs
 from engine.model.yarn_config import Yarn, parse_yarn
 
@@ -69,6 +70,7 @@ class ModelArgs:
     # qwen3_next, qwen3_5_moe: layer_types mixes "linear_attention" (Gated DeltaNet) with "full_attention"
     linear: LinearAttentionArgs | None = None
     attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output
+    biased_softmax: BiasedSoftmaxArgs | None = None  # set with router "biased_softmax_topk"
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):

@@ -70,13 +70,17 @@ def dense_params(args: ModelArgs) -> int:
 
 
 def router_params(args: ModelArgs) -> int:
-    """One MoE layer's router: its weight, and the correction bias of DeepSeek-V3-style (noaux_tc) routing."""
-    return args.num_experts * args.hidden_size + (args.num_experts if args.topk_method == "noaux_tc" else 0)
+    """One MoE layer's router: its weight, and the correction bias of DeepSeek-V3-style (noaux_tc) and biased
+    softmax routing."""
+    has_bias = args.topk_method == "noaux_tc" or args.biased_softmax is not None
+    return args.num_experts * args.hidden_size + (args.num_experts if has_bias else 0)
 
 
 def dense_bytes(args: ModelArgs, dtype_bytes: int) -> int:
-    """dense_params in the model's dtype, except DeepSeek-style routers, which stay fp32 (engine.model.routers.Fp32Gate)."""
-    fp32_params = router_params(args) * args.num_moe_layers if args.topk_method is not None else 0
+    """dense_params in the model's dtype, except the DeepSeek-style and biased softmax routers, which stay fp32
+    (engine.model.routers.Fp32Gate, engine.model.biased_softmax_router.BiasedFp32Gate)."""
+    fp32_router = args.topk_method is not None or args.biased_softmax is not None
+    fp32_params = router_params(args) * args.num_moe_layers if fp32_router else 0
     return dense_params(args) * dtype_bytes + fp32_params * (4 - dtype_bytes)
 
 
