@@ -37,6 +37,13 @@ def new_kv_cache(args: ModelArgs, num_slots: int, dtype, device, num_seqs: int =
         from engine.model.state_cache import HybridCache
 
         return HybridCache(args, num_slots, num_seqs, dtype, device)
+    if args.sandwich is not None:
+        from engine.model.layer_shaped_cache import LayerShapedKVCache
+        from engine.model.sandwich_attention import is_full_layer
+
+        shapes = [args.sandwich.head_shape((args.num_key_value_heads, args.head_dim), is_full_layer(args, layer))
+                  for layer in range(args.num_hidden_layers)]
+        return LayerShapedKVCache(shapes, num_slots, dtype, device)
     if args.is_mla:
         return LatentKVCache(args.num_hidden_layers, num_slots, args.kv_lora_rank + args.head_dim, dtype, device)
     return KVCache(args.num_hidden_layers, num_slots, args.num_key_value_heads, args.head_dim, dtype, device)
