@@ -96,3 +96,24 @@ def test_static_decode_is_bitwise_equal_across_expert_modes(tiny_model_dir):
     reference = run_all(folder, decode="static")
     for name, options in mode_options(args.num_experts_per_tok, args.num_experts).items():
         assert run_all(folder, decode="static", **options) == reference, name
+
+
+def test_the_whole_step_path_is_bitwise_equal_to_the_host_pager(tiny_model_dir):
+    """The path a whole-step CUDA graph captures (device LRU, routing ring), eagerly under Triton's interpreter, one
+    layer per chunk: the sandwich layers' finish() on it gives the host pager's outputs."""
+    pytest.importorskip("triton", reason="the device pager's kernels need Triton")
+    from engine.runtime.decode_graphs import WholeStepOptions
+
+    folder = tiny_model_dir("gemma4")
+
+    def run(whole: bool):
+        with Engine(EngineOptions(model=str(folder), device="cpu", max_model_len=128, decode="static",
+                                  experts="paged", expert_slots=3)) as engine:
+            engine._core.runner.padded_decode.set_whole_options(WholeStepOptions(chunk_layers=1, eager=whole))
+            result = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SamplingParams(max_tokens=6,
+                                                                                                 ignore_eos=True)))
+            used = any(getattr(s, "whole_steps", 0) for s in engine._core.runner.padded_decode.by_batch.values())
+        return (result.token_ids, result.logprobs), used
+
+    (reference, _), (whole, used) = run(False), run(True)
+    assert used and whole == reference
