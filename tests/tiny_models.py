@@ -153,17 +153,20 @@ def deepseek_model(model_type: str, common: dict):
                                                   routed_scaling_factor=2.5, norm_topk_prob=True))
 
 
-def gemma4_model(common: dict):
-    """Gemma 4 as the hub publishes the 26B-A4B: a vision-language model (a tiny vision tower) whose language model
-    has MoE blocks; two sliding layers (a window the prompts cross) then a full one with wider heads, one key/value
-    head and keys as values; soft-capped logits, tied embeddings."""
-    from transformers import Gemma4Config, Gemma4ForConditionalGeneration
+def gemma4_model(model_type: str, common: dict):
+    """Gemma 4 as the hub publishes the 26B-A4B (gemma4): a vision-language model (a tiny vision tower) whose language
+    model has MoE blocks; gemma4_text: that language model alone, as Gemma4ForCausalLM saves it. Two sliding layers (a
+    window the prompts cross) then a full one with wider heads, one key/value head and keys as values; soft-capped
+    logits, tied embeddings."""
+    from transformers import Gemma4Config, Gemma4ForCausalLM, Gemma4ForConditionalGeneration, Gemma4TextConfig
 
     text = dict(common, num_hidden_layers=3, head_dim=16, global_head_dim=32, num_global_key_value_heads=1,
                 attention_k_eq_v=True, sliding_window=8, intermediate_size=96, moe_intermediate_size=32,
                 num_experts=8, top_k_experts=2, enable_moe_block=True, hidden_size_per_layer_input=0,
                 final_logit_softcapping=30.0, tie_word_embeddings=True,
                 layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+    if model_type == "gemma4_text":
+        return Gemma4ForCausalLM(Gemma4TextConfig(**text))
     vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
                   num_key_value_heads=2, head_dim=16)
     return Gemma4ForConditionalGeneration(Gemma4Config(text_config=text, vision_config=vision, audio_config=None,
@@ -183,7 +186,8 @@ TINY_MODELS = {
     "deepseek_v3": partial(deepseek_model, "deepseek_v3"),
     "qwen3_next": partial(hybrid_model, "qwen3_next"),
     "qwen3_5_moe": partial(hybrid_model, "qwen3_5_moe"),
-    "gemma4": gemma4_model,
+    "gemma4": partial(gemma4_model, "gemma4"),
+    "gemma4_text": partial(gemma4_model, "gemma4_text"),
 }
 MODEL_TYPES = list(TINY_MODELS)
 
@@ -199,7 +203,7 @@ def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.f
             elif model_type in HYBRID_TYPES:
                 # zero-centred norms: a weight of zeros would not test the (1 + w); the gated norm's is centred on 1
                 param.normal_(float(name.endswith("linear_attn.norm.weight")), 0.1)
-            elif model_type == "gemma4":
+            elif model_type in ("gemma4", "gemma4_text"):
                 param.normal_(1.0, 0.1)  # norms multiply by their weight: a weight of ones would not test it
         for name, buffer in model.named_buffers():
             if name.endswith("layer_scalar"):  # gemma4's learned per-layer output scale, a saved buffer
