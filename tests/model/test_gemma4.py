@@ -117,3 +117,17 @@ def test_the_whole_step_path_is_bitwise_equal_to_the_host_pager(tiny_model_dir):
 
     (reference, _), (whole, used) = run(False), run(True)
     assert used and whole == reference
+
+
+def test_the_router_gives_given_ids_the_weights_of_its_own_choice(tiny_model_dir):
+    """Trace-driven benchmarks hand the router their ids (MoeContext.override): it weights them as its own."""
+    import torch
+
+    from engine.model.loader import load_weights
+
+    router = load_weights(tiny_model_dir("gemma4"), torch.device("cpu"), "float32").model.layers[1].router
+    x = torch.randn(5, router.proj.in_features, generator=torch.Generator().manual_seed(0))
+    ids, weights = router(x)
+    assert weights.dtype == torch.float32 and not torch.allclose(router.per_expert_scale, torch.ones(8))
+    given_ids, given_weights = router(x, ids)
+    assert torch.equal(given_ids, ids) and torch.equal(given_weights, weights)
