@@ -131,3 +131,13 @@ def test_the_router_gives_given_ids_the_weights_of_its_own_choice(tiny_model_dir
     assert weights.dtype == torch.float32 and not torch.allclose(router.per_expert_scale, torch.ones(8))
     given_ids, given_weights = router(x, ids)
     assert torch.equal(given_ids, ids) and torch.equal(given_weights, weights)
+
+
+def test_quantized_dense_weights_keep_the_router_float():
+    """As llama.cpp keeps ffn_gate_inp: `--dense-quant` and benchmarks' quantized files leave the router unquantized."""
+    from engine.quant.dense_file_types import dense_types
+
+    args = read_config(GEMMA_4_26B_A4B)
+    types = dense_types("Q4_K_M", meta_model(args), args)
+    assert "layers.0.router.proj.weight" not in types and "layers.0.mlp.gate_proj.weight" in types
+    assert "layers.5.self_attn.q_proj.weight" in types
