@@ -22,7 +22,10 @@ class SandwichArgs:
         """(kv heads, head dim) of a layer, from the sliding layers' (kv heads, head dim)."""
         return (self.full_kv_heads, self.full_head_dim) if is_full else heads_and_dim
 
+    def layer_shapes(self, layer_types: tuple[str, ...], kv_heads: int, head_dim: int) -> list[tuple[int, int]]:
+        """(kv heads, head dim) of every layer, from the sliding layers' kv_heads and head_dim."""
+        return [self.head_shape((kv_heads, head_dim), kind == "full_attention") for kind in layer_types]
+
     def kv_bytes_per_token(self, layer_types: tuple[str, ...], kv_heads: int, head_dim: int, dtype_bytes: int) -> int:
         """K and V of every layer: the full layers' keys are stored twice too (as keys, and normed as values)."""
-        shapes = (self.head_shape((kv_heads, head_dim), kind == "full_attention") for kind in layer_types)
-        return sum(2 * heads * dim * dtype_bytes for heads, dim in shapes)
+        return sum(2 * heads * dim * dtype_bytes for heads, dim in self.layer_shapes(layer_types, kv_heads, head_dim))
