@@ -186,6 +186,26 @@ def minimax_m2_model(common: dict):
                                                 intermediate_size=32, head_dim=16, rotary_dim=8))
 
 
+def gemma4_model(model_type: str, common: dict):
+    """Gemma 4 as the hub publishes the 26B-A4B (gemma4): a vision-language model (a tiny vision tower) whose language
+    model has MoE blocks; gemma4_text: that language model alone, as Gemma4ForCausalLM saves it. Two sliding layers (a
+    window the prompts cross) then a full one with wider heads, one key/value head and keys as values; soft-capped
+    logits, tied embeddings."""
+    from transformers import Gemma4Config, Gemma4ForCausalLM, Gemma4ForConditionalGeneration, Gemma4TextConfig
+
+    text = dict(common, num_hidden_layers=3, head_dim=16, global_head_dim=32, num_global_key_value_heads=1,
+                attention_k_eq_v=True, sliding_window=8, intermediate_size=96, moe_intermediate_size=32,
+                num_experts=8, top_k_experts=2, enable_moe_block=True, hidden_size_per_layer_input=0,
+                final_logit_softcapping=30.0, tie_word_embeddings=True,
+                layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+    if model_type == "gemma4_text":
+        return Gemma4ForCausalLM(Gemma4TextConfig(**text))
+    vision = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                  num_key_value_heads=2, head_dim=16)
+    return Gemma4ForConditionalGeneration(Gemma4Config(text_config=text, vision_config=vision, audio_config=None,
+                                                       tie_word_embeddings=True))
+
+
 # model_type -> its tiny model's builder (transformers' class, a config of the shared `common` fields): one entry
 # per family puts it in every parametrised test (tests/model/test_models.py: token-exact against transformers)
 TINY_MODELS = {
@@ -203,6 +223,10 @@ TINY_MODELS = {
     "ernie4_5_moe": ernie4_5_moe_model,
     "glm4_moe_lite": glm4_moe_lite_model,
     "minimax_m2": minimax_m2_model,
+
+
+    "gemma4": partial(gemma4_model, "gemma4"),
+    "gemma4_text": partial(gemma4_model, "gemma4_text"),
 }
 MODEL_TYPES = list(TINY_MODELS)
 
@@ -218,6 +242,11 @@ def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.f
             elif model_type in ZERO_CENTRED_NORM_TYPES:
                 # zero-centred norms: a weight of zeros would not test the (1 + w); the gated norm's is centred on 1
                 param.normal_(float(name.endswith("linear_attn.norm.weight")), 0.1)
+            elif model_type in ("gemma4", "gemma4_text"):
+                param.normal_(1.0, 0.1)  # norms multiply by their weight: a weight of ones would not test it
+        for name, buffer in model.named_buffers():
+            if name.endswith("layer_scalar"):  # gemma4's learned per-layer output scale, a saved buffer
+                buffer.uniform_(0.5, 1.5)
     randomize_correction_bias(model)
     model.save_pretrained(folder)
     if model_type == "glm4_moe":

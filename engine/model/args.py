@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.biased_softmax_args import BiasedSoftmaxArgs
 from engine.model.linear_args import LinearAttentionArgs
+from engine.model.sandwich_args import SandwichArgs
 from engine.model.yarn_config import Yarn, parse_yarn
 
 
@@ -46,7 +47,7 @@ class ModelArgs:
     router: str = "softmax_topk"  # engine.model.routers.ROUTERS: "softmax_topk" | "topk_softmax" | "grouped"
     router_bias: bool = False
     expert_bias: bool = False  # per-expert gate_up and down biases, resident beside the dense weights
-    expert_activation: str = "silu_glu"  # or "clamped_swiglu" (gpt_oss)
+    expert_activation: str = "silu_glu"  # or "clamped_swiglu" (gpt_oss), "gelu_tanh_glu" (gemma4)
     swiglu_alpha: float = 1.702
     swiglu_limit: float = 7.0
     norm_weight_fp32: bool = False  # RMSNorm multiplies by its weight in fp32, then casts (gpt_oss)
@@ -71,6 +72,7 @@ class ModelArgs:
     linear: LinearAttentionArgs | None = None
     attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output
     biased_softmax: BiasedSoftmaxArgs | None = None  # set with router "biased_softmax_topk"
+    sandwich: SandwichArgs | None = None  # gemma4: engine.model.sandwich's decoder
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
@@ -130,6 +132,9 @@ class ModelArgs:
         shares one block table, so a sliding layer keeps (and is planned for) positions its window no longer reads."""
         if self.is_mla:  # one compressed row per layer: normed c_kv and the rotated shared k_pe
             return self.num_hidden_layers * (self.kv_lora_rank + self.head_dim) * dtype_bytes
+        if self.sandwich is not None:  # layers of two shapes
+            return self.sandwich.kv_bytes_per_token(self.layer_types, self.num_key_value_heads, self.head_dim,
+                                                    dtype_bytes)
         return 2 * self.num_kv_layers * self.num_key_value_heads * self.head_dim * dtype_bytes
 
 

@@ -118,6 +118,7 @@ class Attention(nn.Module):
         self.layer = layer
         self.decode_kernel = "sdpa"  # or "triton": decode reads the KV cache in place (set by the engine builder)
         self.num_heads, self.num_kv_heads, self.head_dim = args.num_attention_heads, args.num_key_value_heads, args.head_dim
+        self.scale = self.head_dim**-0.5  # the softmax's
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         self.q_proj = nn.Linear(args.hidden_size, q_size, bias=args.attention_bias)
         self.k_proj = nn.Linear(args.hidden_size, kv_size, bias=args.attention_bias)
@@ -209,7 +210,7 @@ class Attention(nn.Module):
             if span.q_len == 1 and self.decode_kernel == "triton":  # the same kernel (and bits) as static decode
                 index, lengths = span.decode_index
                 out[rows] = decode_attention(q[rows], cache.k[self.layer], cache.v[self.layer], index, lengths,
-                                             self.head_dim**-0.5, self.window, self.sinks)
+                                             self.scale, self.window, self.sinks)
                 continue
             slots = span.kv_slots
             if self.window is not None:  # a sliding layer gathers only the keys its window reaches
@@ -226,15 +227,15 @@ class Attention(nn.Module):
         """q [B, H, hd], one new token per sequence, over its cached context (padded) -> [B, H, hd]."""
         if self.decode_kernel == "triton":  # the cache read in place (engine.model.decode_attention)
             return decode_attention(q, cache.k[self.layer], cache.v[self.layer], meta.kv_index, meta.lengths,
-                                    self.head_dim**-0.5, self.window, self.sinks)
+                                    self.scale, self.window, self.sinks)
         keys = cache.k[self.layer][meta.kv_index].transpose(1, 2)  # [B, KVH, L, hd]
         values = cache.v[self.layer][meta.kv_index].transpose(1, 2)
         if self.is_eager:
-            return padded_eager_attention(q, keys, values, meta.lengths, self.head_dim**-0.5, self.sinks, self.window)
+            return padded_eager_attention(q, keys, values, meta.lengths, self.scale, self.sinks, self.window)
         positions = torch.arange(meta.kv_index.shape[1], device=q.device)
         mask = (positions[None, :] < meta.lengths[:, None])[:, None, None, :]  # [B, 1, 1, L]
         o = F.scaled_dot_product_attention(q[:, :, None, :], keys, values, attn_mask=mask,
-                                           scale=self.head_dim**-0.5, enable_gqa=True)  # [B, H, 1, hd]
+                                           scale=self.scale, enable_gqa=True)  # [B, H, 1, hd]
         return o[:, :, 0]
 
     def is_sink_flash(self, q: torch.Tensor) -> bool:
@@ -249,8 +250,8 @@ class Attention(nn.Module):
         """q [q, H, hd] are the last q positions of a context whose keys/values are k, v [L, KVH, hd]."""
         if self.is_eager:
             if self.is_sink_flash(q):
-                return sink_flash_attention(q, k, v, self.head_dim**-0.5, self.sinks, self.window)
-            return eager_attention(q, k, v, self.head_dim**-0.5, self.sinks, self.window)
+                return sink_flash_attention(q, k, v, self.scale, self.sinks, self.window)
+            return eager_attention(q, k, v, self.scale, self.sinks, self.window)
         q_len, kv_len = q.shape[0], k.shape[0]
         mask, is_causal = None, False
         if q_len > 1 and q_len == kv_len:
@@ -265,5 +266,5 @@ class Attention(nn.Module):
             groups = self.num_heads // self.num_kv_heads
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         o = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k, v, attn_mask=mask, is_causal=is_causal,
-                                           scale=self.head_dim**-0.5, enable_gqa=q_len == 1)  # [1, H, q, hd]
+                                           scale=self.scale, enable_gqa=q_len == 1)  # [1, H, q, hd]
         return o[0].transpose(0, 1)

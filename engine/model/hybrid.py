@@ -11,7 +11,7 @@ from engine.model.attention import AttentionMetadata, PaddedDecodeMetadata
 from engine.model.hybrid_layers import GatedAttention, GatedDeltaNet, centred_norm
 from engine.model.layers import DenseMLP
 from engine.model.state_cache import HybridCache
-from engine.model.transformer import MoeBlock, MoeContext, MoeTransformer
+from engine.model.transformer import DecoderLayer, MoeBlock, MoeContext, MoeTransformer
 
 
 def cache_index(args: ModelArgs, layer: int) -> int:
@@ -51,6 +51,8 @@ class HybridDecoderLayer(nn.Module):
         if not self.is_moe:
             return x + self.mlp(h)
         return (x, h, *self.mlp.route(h, context))
+
+    finish = DecoderLayer.finish
 
 
 class HybridTransformer(MoeTransformer):

@@ -32,11 +32,17 @@ class LatentKVCache(KVCache):
 
 def new_kv_cache(args: ModelArgs, num_slots: int, dtype, device, num_seqs: int = 1) -> KVCache:
     """The cache a model's attention reads: latent rows for MLA, per-head K and V otherwise (of the full-attention
-    layers only in a hybrid model, whose linear layers keep a state for each of num_seqs sequences)."""
+    layers only in a hybrid model, whose linear layers keep a state for each of num_seqs sequences; of each layer's
+    own shape in a sandwich-norm model)."""
     if args.is_hybrid:
         from engine.model.state_cache import HybridCache
 
         return HybridCache(args, num_slots, num_seqs, dtype, device)
+    if args.sandwich is not None:
+        from engine.model.layer_shaped_cache import LayerShapedKVCache
+
+        shapes = args.sandwich.layer_shapes(args.layer_types, args.num_key_value_heads, args.head_dim)
+        return LayerShapedKVCache(shapes, num_slots, dtype, device)
     if args.is_mla:
         return LatentKVCache(args.num_hidden_layers, num_slots, args.kv_lora_rank + args.head_dim, dtype, device)
     return KVCache(args.num_hidden_layers, num_slots, args.num_key_value_heads, args.head_dim, dtype, device)

@@ -10,7 +10,7 @@ import torch
 from engine.alloc.host_tier import TierPlanner
 from engine.alloc.memory_plan import ModelSizes
 from engine.config import Progress
-from engine.experts.formats.activation import SILU_GLU, ClampedSwiGlu
+from engine.experts.formats.activation import GELU_TANH_GLU, SILU_GLU, ClampedSwiGlu
 from engine.quant.dense_layout import DenseLayout
 from engine.quant.dense import install_quantized, sizes_in_blocks
 from engine.quant.dense_quant import quantize_weight, quantized_types
@@ -105,6 +105,8 @@ def expert_activation(args: ModelArgs):
     """What runs between an expert's projections (engine.experts.formats.activation)."""
     if args.expert_activation == "clamped_swiglu":
         return ClampedSwiGlu(args.swiglu_alpha, args.swiglu_limit)
+    if args.expert_activation == "gelu_tanh_glu":
+        return GELU_TANH_GLU
     return SILU_GLU
 
 

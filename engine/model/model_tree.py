@@ -1,5 +1,5 @@
-"""The empty module tree of a model, for a loader to fill: the shared MoE stack, or the hybrid one for models
-with linear-attention layers."""
+"""The empty module tree of a model, for a loader to fill: the shared MoE stack, the hybrid one for models
+with linear-attention layers, or the sandwich-norm one (gemma4)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 
 from engine.model.args import ModelArgs
 from engine.model.hybrid import HybridTransformer
+from engine.model.sandwich import SandwichTransformer
 from engine.model.transformer import MoeTransformer
 
 
@@ -18,6 +19,9 @@ def meta_model(args: ModelArgs) -> MoeTransformer:
     their callers' locals: without the collect, a closed Engine's device memory stayed allocated until the
     next cyclic garbage collection."""
     with torch.device("meta"):
-        model = HybridTransformer(args) if args.is_hybrid else MoeTransformer(args)
+        if args.sandwich is not None:
+            model = SandwichTransformer(args)
+        else:
+            model = HybridTransformer(args) if args.is_hybrid else MoeTransformer(args)
     gc.collect()
     return model

@@ -77,3 +77,23 @@ ERNIE_45_21B_A3B = {  # baidu/ERNIE-4.5-21B-A3B-PT (its geometry is transformers
     "rms_norm_eps": 1e-05, "max_position_embeddings": 131072, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
     "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
 }
+
+GEMMA_4_26B_A4B = {  # google/gemma-4-26B-A4B-it: the language model of the vision-language checkpoint
+    "architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4", "tie_word_embeddings": True,
+    "eos_token_id": [1, 106], "dtype": "bfloat16",
+    "text_config": {
+        "model_type": "gemma4_text", "vocab_size": 262144, "hidden_size": 2816, "num_hidden_layers": 30,
+        "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "num_global_key_value_heads": 2,
+        "global_head_dim": 512, "attention_k_eq_v": True, "attention_bias": False,
+        "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 5, "sliding_window": 1024,
+        "rope_parameters": {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0,
+                                               "rope_type": "proportional"},
+                            "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+        "intermediate_size": 2112, "enable_moe_block": True, "num_experts": 128, "top_k_experts": 8,
+        "moe_intermediate_size": 704, "hidden_activation": "gelu_pytorch_tanh", "final_logit_softcapping": 30.0,
+        "hidden_size_per_layer_input": 0, "num_kv_shared_layers": 0, "use_double_wide_mlp": False,
+        "use_bidirectional_attention": "vision", "rms_norm_eps": 1e-06, "max_position_embeddings": 262144,
+        "tie_word_embeddings": True, "dtype": "bfloat16", "eos_token_id": 1, "pad_token_id": 0,
+    },
+    "vision_config": {"model_type": "gemma4_vision"},
+}

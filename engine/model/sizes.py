@@ -53,10 +53,23 @@ def expert_bias_params(args: ModelArgs) -> int:
     return (E if args.router_bias else 0) + (E * (2 * I + D) if args.expert_bias else 0)
 
 
+def sandwich_layer_params(args: ModelArgs, layer: int) -> int:
+    """A layer of engine.model.sandwich: its attention (the layer kind's shape; full layers' keys may be the values;
+    q/k norms), seven norms, the dense MLP, the scaled router (weight, scale, per-expert scale), the layer scalar."""
+    D, H, E, spec = args.hidden_size, args.num_attention_heads, args.num_experts, args.sandwich
+    is_full = args.layer_types[layer] == "full_attention"
+    kv_heads, head_dim = spec.head_shape((args.num_key_value_heads, args.head_dim), is_full)
+    values = 0 if is_full and spec.full_keys_are_values else D * kv_heads * head_dim
+    attention = 2 * D * H * head_dim + D * kv_heads * head_dim + values + 2 * head_dim
+    return attention + 7 * D + 3 * D * args.intermediate_size + (E * D + D + E) + 1
+
+
 def dense_params(args: ModelArgs) -> int:
     """Everything but the routed experts: embeddings, attention, norms, routers, shared experts, dense MLPs."""
     D = args.hidden_size
     params = args.vocab_size * D * (1 if args.tie_word_embeddings else 2) + D
+    if args.sandwich is not None:
+        return params + sum(sandwich_layer_params(args, layer) for layer in range(args.num_hidden_layers))
     for layer, is_moe in enumerate(args.moe_layers):
         params += token_mixer_params(args, layer) + 2 * D
         if is_moe:

@@ -89,6 +89,12 @@ class DecoderLayer(nn.Module):
             return x + self.mlp(h)
         return (x, h, *self.mlp.route(h, context))
 
+    def finish(self, parts, context: MoeContext, out: torch.Tensor | None = None) -> torch.Tensor:
+        """A MoE layer's dense_part output -> the layer's output (into out if given), its routed experts through
+        the context's provider."""
+        x, h, ids, weights, shared = parts
+        return torch.add(x, self.mlp.experts(h, ids, weights, shared, context), out=out)
+
 
 class MoeTransformer(nn.Module):
     """input ids of all scheduled tokens, flattened [T] -> final hidden states [T, D]."""
@@ -107,11 +113,15 @@ class MoeTransformer(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
                 context: MoeContext):
-        x = self.embed_tokens(input_ids)  # [T, D]
+        x = self.embed(input_ids)  # [T, D]
         rope = self.rotary(positions, x.dtype)
         for layer in self.layers:
             x = layer(x, rope, meta, cache, context)
         return self.norm(x)
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """input ids [T] -> the first layer's input [T, D]."""
+        return self.embed_tokens(input_ids)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden [B, D] -> fp32 logits [B, V] (computed in the weights' dtype, as transformers does; lm_head may be

@@ -15,7 +15,7 @@ from __future__ import annotations
 from engine.errors import UnsupportedModelError
 from engine.quant.file_types import FILE_TYPES, use_more_bits
 
-NOT_QUANTIZED = ("mlp.gate.weight", "shared_expert_gate.weight")
+NOT_QUANTIZED = ("mlp.gate.weight", "shared_expert_gate.weight", "router.proj.weight")  # routers stay float
 
 
 def _layer(param: str) -> int:

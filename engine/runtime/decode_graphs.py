@@ -54,8 +54,8 @@ class PaddedDecode:
                                          state_slots=self.packed[4 * batch : 5 * batch])
         self.x = [torch.zeros(batch, args.hidden_size, dtype=dtype, device=device)
                   for _ in range(args.num_hidden_layers + 1)]  # x[l]: input of layer l; x[L]: final
-        rope_dtype = model.rotary.output_dtype(dtype)
-        self.rope = tuple(torch.zeros(batch, args.rotary_dim, dtype=rope_dtype, device=device) for _ in range(2))
+        # the rotary's (cos, sin) tables, as many and as wide as it gives
+        self.rope = tuple(torch.zeros_like(table) for table in model.rotary(self.positions, dtype))
         self.graphs: list[torch.cuda.CUDAGraph] | None = None
         self.outputs: list = []
         self.whole: list[torch.cuda.CUDAGraph] | None = None  # the whole step's graphs, where the provider allows
@@ -96,14 +96,13 @@ class PaddedDecode:
             out = self.run_whole(path, top_k)
             if out is not None:
                 return out
-        self.x[0].copy_(model.embed_tokens(self.input_ids))
+        self.x[0].copy_(model.embed(self.input_ids))
         for static, value in zip(self.rope, model.rotary(self.positions, self.x[0].dtype)):
             static.copy_(value)
         for index, layer in enumerate(model.layers):
             out = self.graph_output(index) if self.graphs else self.dense_part(index)
             if layer.is_moe:
-                x_attn, h, ids, weights, shared = out
-                torch.add(x_attn, layer.mlp.experts(h, ids, weights, shared, context), out=self.x[index + 1])
+                layer.finish(out, context, out=self.x[index + 1])
             elif not self.graphs:
                 self.x[index + 1].copy_(out)
         if self.use_graphs and self.graphs is None:
@@ -159,15 +158,14 @@ class PaddedDecode:
         """Layers start..end-1 from x[start]: into x[end], or the final hidden states after the last layer."""
         model = self.model
         if start == 0:
-            self.x[0].copy_(model.embed_tokens(self.input_ids))
+            self.x[0].copy_(model.embed(self.input_ids))
             for static, value in zip(self.rope, model.rotary(self.positions, self.x[0].dtype)):
                 static.copy_(value)
         x = self.x[start]
         for layer in model.layers[start:end]:
             out = layer.dense_part(x, self.rope, self.meta, self.cache, self.graphed_context)
             if layer.is_moe:
-                x_attn, h, ids, weights, shared = out
-                x = x_attn + layer.mlp.experts(h, ids, weights, shared, self.graphed_context)
+                x = layer.finish(out, self.graphed_context)
             else:
                 x = out
         if end == len(model.layers):

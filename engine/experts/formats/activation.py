@@ -40,7 +40,16 @@ class ClampedSwiGlu:
         return (up + 1) * glu
 
 
+class GeluTanhGlu:
+    """GeGLU: gelu(gate, tanh approximation) * up (Gemma 4)."""
+
+    def __call__(self, gate_up: torch.Tensor) -> torch.Tensor:
+        gate, up = gate_up.chunk(2, dim=-1)  # [n, I] x2
+        return F.gelu(gate, approximate="tanh") * up
+
+
 SILU_GLU = SiluGlu()
+GELU_TANH_GLU = GeluTanhGlu()
 
 
 @dataclass

@@ -6,7 +6,7 @@ first layer dense when the config has none: transformers reads no first_k_dense_
 layer a checkpoint may carry (num_nextn_predict_layers) is not read."""
 
 from engine.errors import ModelFormatError, UnsupportedModelError
-from engine.model.args import ModelArgs, common_args, first_present, require, rope_params
+from engine.model.args import ModelArgs, common_args, first_present, rope_params
 from engine.model.families.deepseek_config import deepseek_moe_fields
 from engine.model.families.family import Family
 from engine.model.families.mla_config import mla_args

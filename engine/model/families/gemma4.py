@@ -1,0 +1,35 @@
+"""Gemma 4 MoE (model_type "gemma4", the 26B-A4B): the sandwich-norm decoder (engine.model.sandwich). Five sliding-
+window layers to one full-attention layer; the full layers have wider heads, fewer key/value heads whose keys are
+also the values, and a RoPE of their own (transformers' "proportional": a quarter of the pairs turn). Every layer
+runs a dense GELU MLP beside 128 experts (top-8, GELU-gated) routed from its input by a scaled router. The published
+checkpoints are vision-language models: Wisp runs their language model (text_config; tensors under
+model.language_model.*, engine.model.checkpoint) and says that images are not supported. Gemma 4's smaller models
+(per-layer embeddings, shared KV layers, no experts) are refused by name (engine.model.families.sandwich_config)."""
+
+from dataclasses import replace
+
+from engine.model.args import ModelArgs
+from engine.model.families.family import Family
+from engine.model.families.multimodal_config import IMAGES_UNSUPPORTED, text_config
+from engine.model.families.sandwich_config import WEIGHT_NAMES, sandwich_model_args
+from engine.model.published_configs import GEMMA_4_26B_A4B
+
+MODEL_TYPE = "gemma4"
+
+
+def read_config(config: dict) -> ModelArgs:
+    args = sandwich_model_args(text_config(config), MODEL_TYPE)
+    if config.get("vision_config") or config.get("audio_config"):
+        args = replace(args, extra={"warning": IMAGES_UNSUPPORTED})
+    return args
+
+
+FAMILY = Family(
+    model_type=MODEL_TYPE,
+    read_config=read_config,
+    weight_names=WEIGHT_NAMES,
+    examples=("gemma-4-26B-A4B",),
+    layers="sliding-window and wider full attention (keys as values), a dense GELU MLP beside 128 experts top-8, "
+           "sandwich norms, soft-capped logits (the language model of the vision-language checkpoint)",
+    shapes={"gemma-4-26b-a4b": GEMMA_4_26B_A4B},
+)
