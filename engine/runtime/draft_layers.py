@@ -1,5 +1,5 @@
-"""Which drafting a model gets for --speculative: its own multi-token-prediction (MTP / nextn) layers where its
-checkpoint has them and Wisp runs them, else n-grams of the prompt and the reply."""
+"""Which drafting a model gets for --speculative: its own multi-token-prediction (MTP / nextn) layer where its
+checkpoint holds one that Wisp runs, else n-grams of the prompt and the reply."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 from engine.errors import RequestError
+from engine.model.args import ModelArgs
+from engine.model.mtp_names import DraftLayerNames
 
 DRAFT_LAYER_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")  # Qwen3.5/Qwen3-Next; DeepSeek-V3/GLM-4.5
 
@@ -25,13 +27,30 @@ def folder_draft_layers(folder: Path | None) -> int:
         return 0  # a GGUF file, or no readable config: no draft layers Wisp can run
 
 
-def drafting_kind(mode: str, folder: Path | None, model_name: str) -> str | None:
-    """--speculative MODE for this model -> "ngram", or None for off; a RequestError for mtp where it cannot run."""
+def runnable_draft_layer(folder: Path | None, args: ModelArgs) -> tuple[DraftLayerNames | None, str]:
+    """(the layout of the draft layer the checkpoint in folder holds and Wisp runs, or None; why not, if None)."""
+    from engine.model.checkpoint import Checkpoint
+    from engine.model.families import family
+    from engine.model.mtp_loader import has_draft_layer
+
+    if folder is None:
+        return None, "Wisp reads draft layers from safetensors checkpoints only, not GGUF files"
+    names = family(args.model_type).draft_layer
+    if not folder_draft_layers(folder) or names is None:
+        return None, "has no draft (MTP) layers"
+    if not has_draft_layer(Checkpoint(folder), args, names):
+        return None, "declares draft (MTP) layers, but its files hold no draft-layer tensors"
+    return names, ""
+
+
+def drafting_kind(mode: str, draft_layer: DraftLayerNames | None, model_name: str, why_not: str = "") -> str | None:
+    """--speculative MODE for this model -> "mtp", "ngram", or None for off; a RequestError for mtp where it cannot
+    run. auto: mtp where the model has a draft layer Wisp runs, else ngram."""
     if mode == "off":
         return None
-    if mode == "mtp":
-        if not folder_draft_layers(folder):
-            raise RequestError(f"--speculative mtp: {model_name} has no draft (MTP) layers; use --speculative ngram")
-        raise RequestError(f"--speculative mtp: drafting from {model_name}'s MTP layers is not supported yet; use "
-                           "--speculative ngram (or auto)")
-    return "ngram"  # auto: MTP layers are not run yet, so every model drafts by prompt lookup
+    if mode == "mtp" and draft_layer is None:
+        raise RequestError(f"--speculative mtp: {model_name} {why_not or 'has no draft (MTP) layers'}; "
+                           "use --speculative ngram")
+    if mode == "ngram" or draft_layer is None:
+        return "ngram"
+    return "mtp"
