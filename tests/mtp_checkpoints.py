@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
@@ -77,3 +78,14 @@ def write_mtp_model(tiny_folder: Path, folder: Path, model_type: str, copying: b
         config["num_nextn_predict_layers"] = 1
     config_path.write_text(json.dumps(config, indent=2))
     return folder
+
+
+@pytest.fixture
+def mtp_model_dir(run_artifact, tiny_model_dir):
+    """(model_type, copying=False) -> a read-only tiny checkpoint with a draft layer, built once per test run."""
+
+    def get(model_type: str, copying: bool = False) -> Path:
+        name = f"mtp-{model_type}-{'copying' if copying else 'random'}"
+        return run_artifact(name, lambda folder: write_mtp_model(tiny_model_dir(model_type), folder, model_type,
+                                                                 copying))
+    return get

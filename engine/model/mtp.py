@@ -6,8 +6,6 @@ Shape legend: T positions, D hidden, V vocabulary."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 from torch import nn
 
@@ -16,16 +14,8 @@ from engine.model.attention import AttentionMetadata, KVCache
 from engine.model.hybrid import HybridDecoderLayer
 from engine.model.hybrid_layers import centred_norm
 from engine.model.layers import RMSNorm
-from engine.model.mtp_names import DraftLayerNames
+from engine.model.mtp_names import DraftLayerNames, draft_layer_args
 from engine.model.transformer import DecoderLayer, MoeContext, MoeTransformer
-
-
-def draft_layer_args(args: ModelArgs) -> ModelArgs:
-    """The model's args with the draft layer appended at index num_hidden_layers: a MoE layer with full attention,
-    whose attention reads the KV pool add_draft_pool appends (the next index among the KV layers)."""
-    layer_types = args.layer_types + ("full_attention",) if args.layer_types else ()
-    return replace(args, num_hidden_layers=args.num_hidden_layers + 1, moe_layers=args.moe_layers + (True,),
-                   layer_types=layer_types)
 
 
 def add_draft_pool(cache: KVCache) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import json
+from pathlib import Path
 
 import torch
 
@@ -18,9 +20,43 @@ from engine.model.weight_names import MoeWeightNames
 from engine.quant.dense_layout import DenseLayout
 
 
+DRAFT_LAYER_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")  # Qwen3.5/Qwen3-Next; DeepSeek-V3/GLM-4.5
+
+
+def count_draft_layers(config: dict) -> int:
+    """The draft layers a checkpoint's config.json declares (a multimodal config's text_config included)."""
+    found = [int(config.get(key) or 0) for key in DRAFT_LAYER_KEYS]
+    nested = config.get("text_config")
+    return max(found + ([count_draft_layers(nested)] if isinstance(nested, dict) else []))
+
+
+def folder_draft_layers(folder: Path | None) -> int:
+    try:
+        return count_draft_layers(json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")))
+    except (OSError, TypeError, ValueError):
+        return 0  # a GGUF file, or no readable config
+
+
 def has_draft_layer(ckpt: Checkpoint, args: ModelArgs, names: DraftLayerNames | None) -> bool:
     """Does the checkpoint hold the draft layer's tensors? (transformers drops them when it saves a model.)"""
     return names is not None and ckpt.has(names.marker(args.num_hidden_layers))
+
+
+def runnable_draft_layer(folder: Path | None, args: ModelArgs) -> tuple[DraftLayerNames | None, str, bool]:
+    """(the layout of the draft layer the checkpoint in folder holds and Wisp runs, or None; why not, where None;
+    whether it has its own output head)."""
+    from engine.model.families import family
+
+    if folder is None:
+        return None, "Wisp reads draft layers from safetensors checkpoints only, not GGUF files", False
+    names = family(args.model_type).draft_layer
+    if not folder_draft_layers(folder) or names is None:
+        return None, "has no draft (MTP) layers", False
+    ckpt = Checkpoint(folder)
+    if not has_draft_layer(ckpt, args, names):
+        return None, "declares draft (MTP) layers, but its files hold no draft-layer tensors", False
+    head = names.head_name(args.num_hidden_layers)
+    return names, "", head is not None and ckpt.has(head)
 
 
 def layer_tensor_name(param: str, args: ModelArgs, weights: MoeWeightNames, names: DraftLayerNames) -> str:

@@ -6,11 +6,14 @@ concatenation [embedding | hidden], one full-attention decoder layer under `mtp.
 embedding and lm_head are the model's.
 nextn (DeepSeek-V3, GLM-4.5/4.6): the layer at index num_hidden_layers, `model.layers.{N}.`: enorm, hnorm,
 eh_proj over [embedding | hidden], the decoder layer's own tensors, shared_head.norm and shared_head.head (the
-model's lm_head where the file leaves it out); the embedding is the model's."""
+model's lm_head where the file leaves it out); the embedding is the model's.
+The layer itself is a MoE decoder layer with full attention at index num_hidden_layers (draft_layer_args)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from engine.model.args import ModelArgs
 
 
 @dataclass(frozen=True)
@@ -42,3 +45,11 @@ class DraftLayerNames:
 
 MTP = DraftLayerNames("mtp")
 NEXTN = DraftLayerNames("nextn")
+
+
+def draft_layer_args(args: ModelArgs) -> ModelArgs:
+    """The model's args with the draft layer appended at index num_hidden_layers: a MoE layer with full attention,
+    whose attention reads the KV pool add_draft_pool appends (the next index among the KV layers)."""
+    layer_types = args.layer_types + ("full_attention",) if args.layer_types else ()
+    return replace(args, num_hidden_layers=args.num_hidden_layers + 1, moe_layers=args.moe_layers + (True,),
+                   layer_types=layer_types)

@@ -56,7 +56,7 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
     is refused before anything large is read, then loaded and assembled from that plan."""
     plan = plan_for(source, options)
     memory = plan.memory  # BudgetError naming the minimum
-    draft_layer, why_not = runnable_draft_layer(source.path if source.is_local_folder else None, plan.args)
+    draft_layer, why_not, _ = runnable_draft_layer(source.path if source.is_local_folder else None, plan.args)
     drafting = drafting_kind(options.speculative, draft_layer, display_name(source.path), why_not)
     if source.kind is SourceKind.GGUF:
         from engine.runtime.gguf_build import load_gguf
