@@ -67,7 +67,9 @@ def write_mtp_model(tiny_folder: Path, folder: Path, model_type: str, copying: b
     if copying:
         tensors = {name: (t.zero_() if name.endswith(ZEROED) and "visual" not in name else t)
                    for name, t in tensors.items()}
-    save_file({**tensors, **{name: t.contiguous() for name, t in added.items()}}, str(shard), metadata={"format": "pt"})
+    dtype = next(t.dtype for name, t in tensors.items() if name.endswith("embed_tokens.weight"))
+    added = {name: t.to(dtype).contiguous() for name, t in added.items()}  # in the checkpoint's dtype, as published
+    save_file({**tensors, **added}, str(shard), metadata={"format": "pt"})
     config_path = folder / "config.json"
     config = json.loads(config_path.read_text())
     if model_type == "qwen3_5_moe":

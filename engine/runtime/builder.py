@@ -81,10 +81,10 @@ def attach_drafter(engine: LLMEngine, weights: LoadedWeights, plan: LoadPlan, dr
     from engine.model.mtp_loader import load_draft_model
 
     runner, args = engine.runner, weights.args
-    kernel = getattr(weights.model.layers[-1], "self_attn", None)
+    kernel = next((layer.self_attn.decode_kernel for layer in weights.model.layers if hasattr(layer, "self_attn")),
+                  "sdpa")  # the model's attention decode kernel (assemble_engine's choice)
     draft = load_draft_model(plan.source.path, args, family(args.model_type).weight_names, draft_layer,
-                             weights.model, runner.cache, expert_activation(args), weights.dtype, plan.device,
-                             getattr(kernel, "decode_kernel", "sdpa"))
+                             weights.model, runner.cache, expert_activation(args), weights.dtype, plan.device, kernel)
     drafter = MtpDrafter(draft, engine.scheduler.block_manager, lambda seq: can_draft(engine, seq))
     runner.hidden_observer = drafter.observe
     return drafter

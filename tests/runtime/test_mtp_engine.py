@@ -88,3 +88,60 @@ def test_the_plan_counts_the_draft_layer(mtp_model_dir):  # noqa: F811
     assert plans["mtp"].dense_bytes - plans["off"].dense_bytes == loaded
     kv_layers = read_args(folder).num_kv_layers
     assert plans["mtp"].kv_block_bytes * kv_layers == plans["off"].kv_block_bytes * (kv_layers + 1)
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_5_moe", "glm4_moe"])
+def test_static_shape_decode_steps_feed_the_draft_layer(mtp_model_dir, model_type):  # noqa: F811
+    """The CUDA-graph path's shapes on the CPU: decode steps without drafts hand over copies of their rows."""
+    folder = mtp_model_dir(model_type, copying=True)
+    plain, _, _ = run(folder, PROMPTS[:2], decode="static")
+    drafted, proposed, accepted = run(folder, PROMPTS[:2], decode="static", speculative="mtp")
+    assert_same(drafted, plain)
+    assert proposed > 0 and accepted >= 0.8 * proposed
+
+
+@pytest.mark.parametrize("decode", ["dynamic", "static"])
+@pytest.mark.parametrize("model_type", ["qwen3_next", "deepseek_v3"])
+def test_the_draft_layers_kv_follows_the_sequence(mtp_model_dir, model_type, decode):  # noqa: F811
+    """The drafter's incremental bookkeeping (hidden states waiting from prefills, plain decode steps and verify
+    steps with rejections; the draft layer's KV written a stretch at a time) gives the first draft of every verify
+    step the input a recomputation over the whole sequence gives it."""
+    import itertools
+
+    import torch
+
+    from engine.model.attention import AttentionMetadata, SeqSpan
+    from tests.runtime.test_mtp_layer import hf_parts
+
+    folder = mtp_model_dir(model_type)
+    with Engine(EngineOptions(model=str(folder), device="cpu", speculative="mtp", decode=decode)) as engine:
+        speculation = engine._core.speculation
+        lengths = itertools.cycle([3, 0, 0, 2, 0, 1, 0, 0, 0, 4])
+        speculation.draft_length.choose = lambda: next(lengths)  # plain decode steps between verify steps
+        drafter, caught_up = speculation.drafter, []
+        propose, run_layer = drafter.propose, drafter.run
+
+        def recording_propose(request_id, token_ids, num_drafts):
+            caught_up.append([list(token_ids), None])
+            return propose(request_id, token_ids, num_drafts)
+
+        def recording_run(seq, next_tokens, hidden, start):
+            outputs = run_layer(seq, next_tokens, hidden, start)
+            if caught_up[-1][1] is None:
+                caught_up[-1][1] = outputs[1][-1].clone()  # the catch-up's last row: the first draft's input
+            return outputs
+
+        drafter.propose, drafter.run = recording_propose, recording_run
+        result = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SamplingParams(max_tokens=24,
+                                                                                            ignore_eos=True)))
+        checked = [(tokens, row) for tokens, row in caught_up if row is not None]
+        assert result.error is None and len(checked) >= 4
+        draft = drafter.draft
+        tokens, row = checked[-1]
+        *_, hidden = hf_parts(folder, engine.info.model_type, tokens[:-1])
+        count = len(tokens) - 1
+        slots = torch.arange(count)
+        with torch.inference_mode():
+            _, head_input = draft.forward(torch.tensor(tokens[1:]), hidden, torch.arange(count),
+                                          AttentionMetadata(slot_mapping=slots, spans=[SeqSpan(0, count, slots)]))
+    torch.testing.assert_close(row, head_input[-1], atol=1e-4, rtol=1e-4)

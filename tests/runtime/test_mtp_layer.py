@@ -22,8 +22,8 @@ def rms(x: torch.Tensor, weight: torch.Tensor, eps: float, centred: bool) -> tor
     return normed * (1.0 + weight if centred else weight)
 
 
-def hf_parts(folder, model_type: str):
-    """(text config, embedding, rotary, lm_head, main model's final hidden states [T, D] of TOKENS)."""
+def hf_parts(folder, model_type: str, tokens: list[int] = TOKENS):
+    """(text config, embedding, rotary, lm_head, main model's final hidden states [T, D] of tokens)."""
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     if model_type == "qwen3_5_moe":
@@ -32,7 +32,7 @@ def hf_parts(folder, model_type: str):
     else:
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
         text = model.model
-    ids = torch.tensor([TOKENS])
+    ids = torch.tensor([tokens])
     with torch.no_grad():
         hidden = text(input_ids=ids).last_hidden_state[0]
     return text.config, text.embed_tokens, text.rotary_emb, model.lm_head, hidden
