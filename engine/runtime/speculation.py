@@ -1,5 +1,6 @@
 """The engine's speculative decoding (engine thread): before a decode step, drafts for the sequences that can take
-them (prompt lookup, or the model's own draft layer); after it, what was accepted feeds the draft-length rule and the counters."""
+them (prompt lookup, or the model's own draft layer); after it, what was accepted feeds the draft-length rule and
+the counters."""
 
 from __future__ import annotations
 

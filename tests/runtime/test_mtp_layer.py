@@ -57,7 +57,7 @@ def hf_decoder_layer(config, model_type: str, tensors: dict, prefix: str):
     state = {key: t for key, t in state.items() if not key.startswith(("enorm", "hnorm", "eh_proj", "shared_head"))}
     if any(key.startswith("mlp.experts.0.") for key in state) and hasattr(layer.mlp.experts, "gate_up_proj"):
         experts = range(config.num_experts if hasattr(config, "num_experts") else config.n_routed_experts)
-        gate_up = [torch.cat([state.pop(f"mlp.experts.{e}.gate_proj.weight"), state.pop(f"mlp.experts.{e}.up_proj.weight")])
+        gate_up = [torch.cat([state.pop(f"mlp.experts.{e}.{name}_proj.weight") for name in ("gate", "up")])
                    for e in experts]
         state["mlp.experts.gate_up_proj"] = torch.stack(gate_up)
         state["mlp.experts.down_proj"] = torch.stack([state.pop(f"mlp.experts.{e}.down_proj.weight") for e in experts])
@@ -82,7 +82,8 @@ def reference_logits(folder, model_type: str) -> torch.Tensor:
         embeds = embed(torch.tensor(TOKENS[1:]))  # [T, D]: the token after each position
         if not hybrid:
             embeds[positions == 0] = 0.0  # DeepSeek's MTP masks the embedding at position 0
-        x = torch.cat([rms(embeds, embed_norm, eps, hybrid), rms(hidden[:count], hidden_norm, eps, hybrid)], -1) @ proj.T
+        inputs = [rms(embeds, embed_norm, eps, hybrid), rms(hidden[:count], hidden_norm, eps, hybrid)]
+        x = torch.cat(inputs, dim=-1) @ proj.T  # [T, D]
         layer = hf_decoder_layer(config, model_type, tensors, prefix + "layers.0." if hybrid else prefix)
         rope = rotary(x[None], positions[None])
         mask = torch.full((count, count), float("-inf")).triu(1)[None, None]
