@@ -145,3 +145,14 @@ def test_the_draft_layers_kv_follows_the_sequence(mtp_model_dir, model_type, dec
             _, head_input = draft.forward(torch.tensor(tokens[1:]), hidden, torch.arange(count),
                                           AttentionMetadata(slot_mapping=slots, spans=[SeqSpan(0, count, slots)]))
     torch.testing.assert_close(row, head_input[-1], atol=1e-4, rtol=1e-4)
+
+
+def test_sampled_requests_take_drafts_by_rejection_sampling(mtp_model_dir):  # noqa: F811
+    """With sampling, a draft is kept with the model's probability of it (verify.sampled_tokens): a draft layer that
+    predicts the model's argmax is mostly kept at a low temperature, and a seed repeats its tokens."""
+    folder = mtp_model_dir("qwen3_next", copying=True)
+    sampled = SamplingParams(max_tokens=24, temperature=0.3, seed=3, ignore_eos=True)
+    with Engine(EngineOptions(model=str(folder), device="cpu", speculative="mtp")) as engine:
+        first, second = (engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=sampled)) for _ in range(2))
+    assert first.error is None and first.token_ids == second.token_ids
+    assert first.stats.spec_accepted > 0

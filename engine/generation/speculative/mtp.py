@@ -58,12 +58,15 @@ class MtpDrafter:
         length = len(token_ids)
         if waiting is None or num_drafts < 1 or waiting.start > length - 2:
             return []
+        ready = waiting.hidden[: length - 1 - waiting.start]  # positions start..L-2: accepted by the model
+        if ready.shape[0] != length - 1 - waiting.start:  # a stretch the model has not handed over: no drafts
+            del self.waiting[request_id]
+            return []
         seq = waiting.seq
         num_drafts = self.reserve(seq, length, num_drafts)
         if num_drafts < 1:
             return []
         del self.waiting[request_id]
-        ready = waiting.hidden[: length - 1 - waiting.start]  # positions start..L-2: accepted by the model
         with torch.inference_mode():
             hidden, head_input = self.run(seq, token_ids[waiting.start + 1 : length], ready, waiting.start)
             drafts = [int(torch.argmax(self.draft.logits(head_input[-1:]), dim=-1))]
