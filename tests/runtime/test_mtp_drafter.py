@@ -72,3 +72,15 @@ def test_a_sequence_that_does_not_draft_keeps_nothing():
     drafter.wants = lambda seq: False
     drafter.observe(seq, 0, rows(0, 4))
     assert drafter.waiting == {}
+
+
+def test_a_draft_layer_out_of_device_memory_gives_no_drafts_and_the_step_goes_on():
+    drafter, seq, draft = drafter_and_seq(5)
+
+    def out_of_memory(*args):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    draft.forward = out_of_memory
+    drafter.observe(seq, 0, rows(0, 4))
+    assert drafter.propose("r", seq.token_ids, 3) == []
+    assert drafter.num_failures == 1

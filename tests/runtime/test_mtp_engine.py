@@ -149,10 +149,11 @@ def test_the_draft_layers_kv_follows_the_sequence(mtp_model_dir, model_type, dec
 
 def test_sampled_requests_take_drafts_by_rejection_sampling(mtp_model_dir):  # noqa: F811
     """With sampling, a draft is kept with the model's probability of it (verify.sampled_tokens): a draft layer that
-    predicts the model's argmax is mostly kept at a low temperature, and a seed repeats its tokens."""
+    predicts the model's argmax is mostly kept at a low temperature. (A seed does not repeat its tokens from run to
+    run here: the draft lengths follow measured step times, and so does the number of random draws.)"""
     folder = mtp_model_dir("qwen3_next", copying=True)
-    sampled = SamplingParams(max_tokens=24, temperature=0.3, seed=3, ignore_eos=True)
+    sampled = SamplingParams(max_tokens=24, temperature=0.05, seed=3, ignore_eos=True)
     with Engine(EngineOptions(model=str(folder), device="cpu", speculative="mtp")) as engine:
-        first, second = (engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=sampled)) for _ in range(2))
-    assert first.error is None and first.token_ids == second.token_ids
-    assert first.stats.spec_accepted > 0
+        result = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=sampled))
+    assert result.error is None and len(result.token_ids) == 24
+    assert result.stats.spec_accepted >= 0.5 * result.stats.spec_proposed > 0, result.stats

@@ -35,6 +35,7 @@ class MtpDrafter:
         self.draft, self.blocks = draft, blocks  # blocks: the engine's BlockManager (its block size, reserve)
         self.wants = wants  # does this sequence draft? (the others' hidden states are not kept)
         self.waiting: dict[str, Waiting] = {}
+        self.num_failures = 0  # proposals the draft layer failed (the steps went on without drafts)
 
     def observe(self, seq, first_position: int, hidden: torch.Tensor) -> None:
         """A model step computed hidden [n, D] of seq at positions first_position..: they replace what waited at
@@ -67,14 +68,24 @@ class MtpDrafter:
         if num_drafts < 1:
             return []
         del self.waiting[request_id]
-        with torch.inference_mode():
-            hidden, head_input = self.run(seq, token_ids[waiting.start + 1 : length], ready, waiting.start)
-            drafts = [int(torch.argmax(self.draft.logits(head_input[-1:]), dim=-1))]
-            hidden = hidden[-1:]
-            for position in range(length - 1, length - 2 + num_drafts):
-                hidden, head_input = self.run(seq, drafts[-1:], hidden, position)
-                drafts.append(int(torch.argmax(self.draft.logits(head_input), dim=-1)))
-        return drafts
+        try:
+            return self.draft_tokens(seq, token_ids[waiting.start + 1 : length], ready, waiting.start, num_drafts)
+        except torch.OutOfMemoryError:  # the draft layer ran out of device memory: this step verifies no drafts
+            self.num_failures += 1
+            return []
+
+    @torch.inference_mode()
+    def draft_tokens(self, seq, next_tokens: list[int], ready: torch.Tensor, start: int, num_drafts: int):
+        """The catch-up over the accepted positions, then one draft-layer step per further draft; the drafts stay
+        on the device until the last is drawn (one host sync)."""
+        ids = torch.tensor(next_tokens, dtype=torch.long, device=ready.device)
+        hidden, head_input = self.run(seq, ids, ready, start)
+        drafts = [torch.argmax(self.draft.logits(head_input[-1:]), dim=-1)]  # [1]
+        hidden = hidden[-1:]
+        for position in range(start + len(next_tokens), start + len(next_tokens) - 1 + num_drafts):
+            hidden, head_input = self.run(seq, drafts[-1], hidden, position)
+            drafts.append(torch.argmax(self.draft.logits(head_input), dim=-1))
+        return torch.cat(drafts).tolist()
 
     def reserve(self, seq, length: int, num_drafts: int) -> int:
         """KV blocks for the draft steps' positions (the verify step's need more: they are reserved too)."""
@@ -84,14 +95,13 @@ class MtpDrafter:
         blocks.reserve(seq, length + num_drafts)
         return num_drafts
 
-    def run(self, seq, next_tokens: list[int], hidden: torch.Tensor, start: int):
-        """The draft layer at positions start.. of seq (next_tokens: the token after each) -> its outputs."""
-        device, count = hidden.device, len(next_tokens)
+    def run(self, seq, next_tokens: torch.Tensor, hidden: torch.Tensor, start: int):
+        """The draft layer at positions start.. of seq (next_tokens [n]: the token after each) -> its outputs."""
+        device, count = hidden.device, next_tokens.shape[0]
         end = start + count
         size = self.blocks.block_size
         slots = (np.asarray(seq.block_table, dtype=np.int64)[:, None] * size + np.arange(size)).reshape(-1)[:end]
         slots = torch.from_numpy(slots).to(device)
         meta = AttentionMetadata(slot_mapping=slots[start:], spans=[SeqSpan(0, count, slots)])
-        ids = torch.tensor(next_tokens, dtype=torch.long, device=device)
         positions = torch.arange(start, end, device=device)
-        return self.draft.forward(ids, hidden, positions, meta)
+        return self.draft.forward(next_tokens, hidden, positions, meta)
