@@ -37,6 +37,8 @@ def test_mtp_drafting_is_lossless_on_cuda_in_every_expert_mode(tmp_path, model_t
     folder = write_mtp_model(tiny, tmp_path / "mtp", model_type, copying)
     args = read_args(folder)
     modes = {"resident": {}, **mode_options(args.num_experts_per_tok, args.num_experts)}
+    if copying:  # its experts compute zeros (the copying model's down projections): two modes say enough
+        modes = {name: modes[name] for name in ("resident", "paged-top_k")}
     plain, _, _ = run(folder)
     for mode, options in modes.items():
         drafted, proposed, accepted = run(folder, speculative="mtp", **options)
