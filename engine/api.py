@@ -140,6 +140,12 @@ class Engine:
         return self._on_engine_thread(lambda: len(prompt_token_ids(request, tokenizer, UNLIMITED_CONTEXT)))
 
     @property
+    def has_draft_layers(self) -> bool:
+        """The loaded model's checkpoint holds a multi-token-prediction layer Wisp drafts from (--speculative mtp;
+        auto takes it). Any thread."""
+        return getattr(self.info, "has_draft_layers", False)
+
+    @property
     def tokenizer(self):
         """The loaded model's tokenizer (engine.text.tokenizer.Tokenizer, or a GGUF file's), None for a remote server.
         Any thread: encoding and decoding keep no state between calls."""

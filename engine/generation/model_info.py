@@ -28,3 +28,4 @@ class ModelInfo:
     thinking_switch: bool = False  # the chat template takes enable_thinking (Qwen3: thinking on or off)
     tool_calls: bool = False  # the model takes tools and Wisp reads its calls (harmony or <tool_call> blocks)
     fill_in_middle: bool = False  # the tokenizer has FIM tokens: GenerateRequest.suffix works
+    has_draft_layers: bool = False  # the checkpoint holds an MTP layer Wisp runs (--speculative mtp/auto)

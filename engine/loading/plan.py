@@ -13,6 +13,7 @@ from engine.config import EngineOptions
 from engine.errors import RequestError, UnsupportedModelError
 from engine.loading.source import ModelSource, SourceKind
 from engine.model.args import ModelArgs
+from engine.model.mtp_sizes import with_draft_layer
 from engine.model.sizes import model_sizes
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ def plan_for(source: ModelSource, options: EngineOptions) -> LoadPlan:
     dtype = resolve_dtype(options.dtype, args, device)
     keep = model_file is not None and options.keeps_file_types(device.type)
     sizes = planned_sizes(args, model_file, dtype.itemsize, keep, options.dense_quant)
+    if options.speculative in ("mtp", "auto") and model_file is None and source.is_local_folder:
+        sizes = with_draft_layer(sizes, args, source.path)  # loaded only for these modes (engine.model.mtp)
     return LoadPlan(source, args, device, dtype, sizes, options.plan_request(args.max_position_embeddings),
                     model_file, keep, options.dense_quant)
 

@@ -3,6 +3,7 @@ pick the expert provider, size the KV cache."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -28,8 +29,10 @@ from engine.loading.model_path import DEMO_MODEL
 from engine.runtime.llm_engine import LLMEngine
 from engine.runtime.decode_graphs import DecodeGraphs
 from engine.runtime.host_tier_rule import host_tier_planner
-from engine.runtime.draft_layers import drafting_kind
+from engine.runtime.draft_layers import drafting_kind, runnable_draft_layer
 from engine.runtime.speculation import Speculation
+from engine.runtime.verify_step import can_draft
+from engine.generation.speculative.mtp import MtpDrafter
 from engine.runtime.determinism import use_deterministic_kernels
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner
@@ -53,8 +56,8 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
     is refused before anything large is read, then loaded and assembled from that plan."""
     plan = plan_for(source, options)
     memory = plan.memory  # BudgetError naming the minimum
-    drafting = drafting_kind(options.speculative, source.path if source.is_local_folder else None,
-                             display_name(source.path))
+    draft_layer, why_not, _ = runnable_draft_layer(source.path if source.is_local_folder else None, plan.args)
+    drafting = drafting_kind(options.speculative, draft_layer, display_name(source.path), why_not)
     if source.kind is SourceKind.GGUF:
         from engine.runtime.gguf_build import load_gguf
 
@@ -65,8 +68,26 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
         raise UnsupportedModelError(f"{source.location}: Wisp's engine loads model folders and GGUF files")
     engine, info = finish_engine(weights, tokenizer, options, plan, memory)
     if drafting is not None:
-        engine.speculation, engine.drafts_by_default = Speculation(options.draft_tokens), True
-    return engine, info
+        drafter = attach_drafter(engine, weights, plan, draft_layer) if drafting == "mtp" else None
+        engine.speculation = Speculation(options.draft_tokens, drafter=drafter)
+        engine.drafts_by_default = True
+    return engine, replace(info, has_draft_layers=draft_layer is not None)
+
+
+def attach_drafter(engine: LLMEngine, weights: LoadedWeights, plan: LoadPlan, draft_layer) -> MtpDrafter:
+    """The checkpoint's draft layer on the device, its KV pool beside the model's, fed the runner's hidden states."""
+    from engine.model.families import family
+    from engine.model.loader import expert_activation
+    from engine.model.mtp_loader import load_draft_model
+
+    runner, args = engine.runner, weights.args
+    kernel = next((layer.self_attn.decode_kernel for layer in weights.model.layers if hasattr(layer, "self_attn")),
+                  "sdpa")  # the model's attention decode kernel (assemble_engine's choice)
+    draft = load_draft_model(plan.source.path, args, family(args.model_type).weight_names, draft_layer,
+                             weights.model, runner.cache, expert_activation(args), weights.dtype, plan.device, kernel)
+    drafter = MtpDrafter(draft, engine.scheduler.block_manager, lambda seq: can_draft(engine, seq))
+    runner.hidden_observer = drafter.observe
+    return drafter
 
 
 def load_checkpoint(plan: LoadPlan, options: EngineOptions, progress: Progress | None):

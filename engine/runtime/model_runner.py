@@ -33,6 +33,8 @@ class ModelRunner:
         # Positions the running step's sequences are ahead of their token_ids: 1 for a decode step launched before
         # the token it reads was read back (LLMEngine's overlapped steps), else 0. Step hooks read it.
         self.lookahead = 0
+        # (seq, first position, final hidden states [n, D]) after every forward: the MTP drafter's input
+        self.hidden_observer = None
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool):
         """-> (input ids [T], positions [T], metadata, the rows whose logits the step returns). A prefill returns
@@ -75,11 +77,19 @@ class ModelRunner:
             self.step_hook(seqs, is_prefill)
         context = MoeContext(self.experts, self.routing_observer, self.routing_override)
         if self.padded_decode is not None and not is_prefill and not any(seq.draft_ids for seq in seqs):
-            return self.model.logits(self.decode_padded(seqs, context, ahead))
+            hidden = self.decode_padded(seqs, context, ahead)  # [B, D]
+            if self.hidden_observer is not None:
+                for row, seq in enumerate(seqs):  # a copy: a graph's output buffer is rewritten by its next replay
+                    self.hidden_observer(seq, len(seq.token_ids) - 1 + self.lookahead, hidden[row : row + 1].clone())
+            return self.model.logits(hidden)
         if ahead is not None:
             raise ValueError("a step ahead of its sequences' tokens runs only as a decode step with static shapes")
         input_ids, positions, meta, logit_rows = self.prepare(seqs, is_prefill)
         hidden = self.model(input_ids, positions, meta, self.cache, context)  # [T, D]
+        if self.hidden_observer is not None:
+            for seq, span in zip(seqs, meta.spans):
+                first = span.kv_slots.numel() - span.q_len
+                self.hidden_observer(seq, first, hidden[span.q_start : span.q_start + span.q_len])
         return self.model.logits(hidden[logit_rows])
 
     def decode_padded(self, seqs: list[Sequence], context: MoeContext, ahead: torch.Tensor | None = None

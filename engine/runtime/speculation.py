@@ -1,11 +1,13 @@
 """The engine's speculative decoding (engine thread): before a decode step, drafts for the sequences that can take
-them (prompt lookup); after it, what was accepted feeds the draft-length rule and the counters."""
+them (prompt lookup, or the model's own draft layer); after it, what was accepted feeds the draft-length rule and
+the counters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from engine.generation.speculative.draft_length import DraftLength
+from engine.generation.speculative.mtp import MtpDrafter
 from engine.generation.speculative.ngram import NgramIndex
 from engine.generation.speculative.replay import AcceptanceReplay
 
@@ -22,8 +24,10 @@ class SpecCounters:
 
 
 class Speculation:
-    def __init__(self, max_draft_tokens: int, replay: AcceptanceReplay | None = None, vocab_size: int = 0):
+    def __init__(self, max_draft_tokens: int, replay: AcceptanceReplay | None = None, vocab_size: int = 0,
+                 drafter: MtpDrafter | None = None):
         self.draft_length = DraftLength(max_draft_tokens)
+        self.drafter = drafter  # the model's own draft layer; None: prompt lookup
         self.replay, self.vocab_size = replay, vocab_size  # benchmarks: a stated acceptance on random weights
         self.indexes: dict[str, NgramIndex] = {}  # by request id
         self.counters = SpecCounters()
@@ -33,6 +37,8 @@ class Speculation:
         num_drafts = min(max_tokens, self.draft_length.choose())
         if self.replay is not None:
             return self.replay.drafts(self.vocab_size, num_drafts)
+        if self.drafter is not None:
+            return self.drafter.propose(request_id, token_ids, num_drafts)
         return self.indexes.setdefault(request_id, NgramIndex()).propose(token_ids, num_drafts)
 
     def observe(self, num_proposed: int, num_accepted: int) -> None:
@@ -42,3 +48,5 @@ class Speculation:
 
     def forget(self, request_id: str) -> None:
         self.indexes.pop(request_id, None)
+        if self.drafter is not None:
+            self.drafter.forget(request_id)

@@ -18,8 +18,13 @@ def timed(rule: DraftLength, base: float, per_position: float, ks=(0, 1, 2, 4)) 
             rule.observe_step(1 + k, base + k * per_position)
 
 
-def test_until_the_cost_is_measured_the_cap_is_used():
-    assert DraftLength(6).choose() == 6
+def test_until_the_cost_is_measured_the_cap_and_one_alternate():
+    rule = DraftLength(6)
+    assert [rule.choose() for _ in range(4)] == [6, 1, 6, 1]
+    timed(rule, base=1.0, per_position=0.01, ks=(0, 5))
+    for _ in range(50):
+        rule.observe_drafts(4, 4)
+    assert rule.choose() == 6
 
 
 def test_cheap_positions_and_high_acceptance_take_the_cap():

@@ -8,9 +8,10 @@ a change of text.
 Cost: a step's time grows with the positions per sequence q = 1 + k it verifies; on a paged MoE mostly through the
 expert misses of the union of their experts, which stall the step. Step times are fitted to t(q) = t1 + (q - 1) d
 by decayed least squares over every decode step (verifying or not), so the misses the union costs are in d as
-measured. Until two different q have been timed, k is max_tokens. When no k beats one token per t(1), k is 0
-(no drafts) except every PROBE_INTERVAL-th choice, which drafts one token so the estimates stay current. The misses of each verify step are counted too
-(SpecCounters) so that the cost can be read beside the acceptance."""
+measured. Until two different q have been timed, k alternates between max_tokens and 1 (a drafter that always
+fills k, as the MTP layer does, would otherwise time one q only). When no k beats one token per t(1), k is 0
+(no drafts) except every PROBE_INTERVAL-th choice, which drafts one token so the estimates stay current. The
+misses of each verify step are counted too (SpecCounters) so that the cost can be read beside the acceptance."""
 
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ class DraftLength:
         self.accepted, self.rejections = 1.0, 1.0  # the prior: a = 1/2
         self.step_times = DecayedFit()
         self.num_declined = 0  # choices of 0 so far
+        self.num_unmeasured = 0  # choices made before the step times spread
 
     @property
     def acceptance(self) -> float:
@@ -75,7 +77,8 @@ class DraftLength:
         """The number of drafts the next verify step checks for a sequence (0: decode it one token)."""
         line = self.step_times.line()
         if line is None:
-            return self.max_tokens
+            self.num_unmeasured += 1
+            return self.max_tokens if self.num_unmeasured % 2 else 1
         intercept, per_position = line
         per_position = max(per_position, 0.0)
         base = max(intercept + per_position, 1e-9)  # t(1): a step of one position per sequence

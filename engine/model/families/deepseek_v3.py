@@ -6,6 +6,7 @@ from engine.model.args import ModelArgs, common_args
 from engine.model.families.deepseek_config import deepseek_moe_fields
 from engine.model.families.family import Family
 from engine.model.families.mla_config import mla_args
+from engine.model.mtp_names import NEXTN
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE = "deepseek_v3"
@@ -28,6 +29,7 @@ FAMILY = Family(  # no GGUF reading yet
     model_type=MODEL_TYPE,
     read_config=read_config,
     weight_names=QWEN_STYLE,
+    draft_layer=NEXTN,  # its multi-token-prediction layer, read for --speculative mtp/auto
     examples=("Moonlight-16B-A3B", "DeepSeek-V3"),
     layers=(
         "multi-head latent attention, interleaved RoPE pairs; grouped sigmoid router (noaux_tc); ungated "

@@ -9,6 +9,7 @@ from typing import Callable, Mapping
 from engine.model.args import ModelArgs
 from engine.model.families.gguf_keys import GgufKeys
 from engine.model.families.tensor_spec import TensorSpec
+from engine.model.mtp_names import DraftLayerNames
 from engine.model.weight_names import MoeWeightNames
 
 
@@ -68,3 +69,4 @@ class Family:
     # the checkpoint stacks each layer's experts with gate and up interleaved column by column (gpt_oss), loaded by
     # engine.model.interleaved_experts; otherwise per-expert tensors or transformers' stacked [gate | up]
     interleaved_experts: bool = False
+    draft_layer: DraftLayerNames | None = None  # where a checkpoint keeps its MTP layer (engine.model.mtp_names)

@@ -17,6 +17,7 @@ from engine.model.families.deepseek_config import deepseek_moe_fields
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_keys import GgufKeys
 from engine.model.published_configs import GLM_45_AIR
+from engine.model.mtp_names import NEXTN
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE, ARCH = "glm4_moe", "glm4moe"
@@ -115,6 +116,7 @@ FAMILY = Family(
     model_type=MODEL_TYPE,
     read_config=read_config,
     weight_names=QWEN_STYLE,
+    draft_layer=NEXTN,  # its multi-token-prediction layer, read for --speculative mtp/auto
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, layer_modules=GGUF_LAYER_MODULES,
                     check_convertible=check_convertible, write_metadata=write_gguf_metadata,
                     trailing_layers=True, module_order=True),

@@ -15,6 +15,7 @@ from engine.model.families.family import Family, GgufFormat
 from engine.model.families.hybrid_config import hybrid_args
 from engine.model.linear_args import QKV_Z_B_A
 from engine.model.published_configs import QWEN3_5_35B_A3B
+from engine.model.mtp_names import MTP
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE, ARCH = "qwen3_5_moe", "qwen35moe"
@@ -59,6 +60,7 @@ FAMILY = Family(
     model_type=MODEL_TYPE,
     read_config=read_config,
     weight_names=QWEN_STYLE,
+    draft_layer=MTP,  # its multi-token-prediction layer, read for --speculative mtp/auto
     gguf=GgufFormat(arch=ARCH, read_metadata=partial(hybrid_gguf.read_gguf, model_type=MODEL_TYPE,
                                                      projections=QKV_Z_B_A, tiled=True),
                     layer_modules=hybrid_gguf.LAYER_MODULES, layer_params=hybrid_gguf.LAYER_PARAMS,

@@ -13,6 +13,7 @@ from engine.model.families.gguf_keys import GgufKeys
 from engine.model.families.hybrid_config import hybrid_args
 from engine.model.linear_args import QKVZ_BA, QKV_Z_BA
 from engine.model.published_configs import QWEN3_NEXT_80B_A3B
+from engine.model.mtp_names import MTP
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE, ARCH = "qwen3_next", "qwen3next"
@@ -33,6 +34,7 @@ FAMILY = Family(
     model_type=MODEL_TYPE,
     read_config=read_config,
     weight_names=QWEN_STYLE,
+    draft_layer=MTP,  # its multi-token-prediction layer, read for --speculative mtp/auto
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf,
                     layer_modules=hybrid_gguf.LAYER_MODULES, layer_params=hybrid_gguf.LAYER_PARAMS,
                     check_convertible=partial(hybrid_gguf.check_convertible, arch=ARCH),

@@ -1,0 +1,120 @@
+"""Read a safetensors checkpoint's draft (MTP / nextn) layer into engine.model.mtp's modules, on the device."""
+
+from __future__ import annotations
+
+import gc
+import json
+from pathlib import Path
+
+import torch
+
+from engine.errors import ModelFormatError
+from engine.model.args import ModelArgs
+from engine.model.attention import KVCache
+from engine.model.checkpoint import Checkpoint
+from engine.model.fp32_parameters import fp32_parameter_names
+from engine.model.mtp import DraftExperts, DraftLayer, DraftModel, add_draft_pool
+from engine.model.mtp_names import DraftLayerNames
+from engine.model.transformer import MoeTransformer
+from engine.model.weight_names import MoeWeightNames
+from engine.quant.dense_layout import DenseLayout
+
+
+DRAFT_LAYER_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")  # Qwen3.5/Qwen3-Next; DeepSeek-V3/GLM-4.5
+
+
+def count_draft_layers(config: dict) -> int:
+    """The draft layers a checkpoint's config.json declares (a multimodal config's text_config included)."""
+    found = [int(config.get(key) or 0) for key in DRAFT_LAYER_KEYS]
+    nested = config.get("text_config")
+    return max(found + ([count_draft_layers(nested)] if isinstance(nested, dict) else []))
+
+
+def folder_draft_layers(folder: Path | None) -> int:
+    try:
+        return count_draft_layers(json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")))
+    except (OSError, TypeError, ValueError):
+        return 0  # a GGUF file, or no readable config
+
+
+def has_draft_layer(ckpt: Checkpoint, args: ModelArgs, names: DraftLayerNames | None) -> bool:
+    """Does the checkpoint hold the draft layer's tensors? (transformers drops them when it saves a model.)"""
+    return names is not None and ckpt.has(names.marker(args.num_hidden_layers))
+
+
+def runnable_draft_layer(folder: Path | None, args: ModelArgs) -> tuple[DraftLayerNames | None, str, bool]:
+    """(the layout of the draft layer the checkpoint in folder holds and Wisp runs, or None; why not, where None;
+    whether it has its own output head)."""
+    from engine.model.families import family
+
+    if folder is None:
+        return None, "Wisp reads draft layers from safetensors checkpoints only, not GGUF files", False
+    names = family(args.model_type).draft_layer
+    if not folder_draft_layers(folder) or names is None:
+        return None, "has no draft (MTP) layers", False
+    ckpt = Checkpoint(folder)
+    if not has_draft_layer(ckpt, args, names):
+        return None, "declares draft (MTP) layers, but its files hold no draft-layer tensors", False
+    head = names.head_name(args.num_hidden_layers)
+    return names, "", head is not None and ckpt.has(head)
+
+
+def layer_tensor_name(param: str, args: ModelArgs, weights: MoeWeightNames, names: DraftLayerNames) -> str:
+    """A DraftLayer parameter -> its checkpoint tensor: the decoder layer's as the family names a layer's, moved
+    under the draft layer's prefix; the others from the layout's table."""
+    index = args.num_hidden_layers
+    if not param.startswith("layer."):
+        return names.input_names(index)[param] if param != "head.weight" else names.head_name(index)
+    as_main = weights.checkpoint_name(f"layers.{index}.{param[len('layer.'):]}")
+    return names.layer_prefix(index) + as_main.split(f"layers.{index}.", 1)[1]
+
+
+def load_draft_dense(layer: DraftLayer, ckpt: Checkpoint, args: ModelArgs, weights: MoeWeightNames,
+                     names: DraftLayerNames, dtype: torch.dtype, device: torch.device) -> None:
+    fp32, state = fp32_parameter_names(layer), {}
+    for param, meta in layer.named_parameters():
+        tensor = ckpt.get(layer_tensor_name(param, args, weights, names), tuple(meta.shape))
+        target = torch.float32 if param in fp32 else dtype
+        state[param] = torch.nn.Parameter(tensor.to(device=device, dtype=target, copy=True), requires_grad=False)
+    layer.load_state_dict(state, strict=True, assign=True)
+
+
+def load_draft_experts(ckpt: Checkpoint, args: ModelArgs, weights: MoeWeightNames, names: DraftLayerNames,
+                       layout: DenseLayout, device: torch.device) -> torch.Tensor:
+    """The draft layer's experts packed [E, numel] on the device: per-expert tensors or transformers' stacked ones."""
+    E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+    prefix = f"{names.layer_prefix(args.num_hidden_layers)}{weights.block}.experts."
+    blocks = torch.empty(E, layout.numel, dtype=layout.dtype, device=device)
+    if ckpt.has(prefix + "gate_up_proj"):
+        gate_up, down = ckpt.get(prefix + "gate_up_proj", (E, 2 * I, D)), ckpt.get(prefix + "down_proj", (E, D, I))
+        for e in range(E):
+            layout.pack(blocks[e], gate_up[e, :I], gate_up[e, I:], down[e])
+        return blocks
+    for e in range(E):
+        layout.pack(blocks[e], *(ckpt.get(f"{prefix}{e}.{projection}.weight", shape) for projection, shape in
+                                 ((weights.gate, (I, D)), (weights.up, (I, D)), (weights.down, (D, I)))))
+    return blocks
+
+
+def load_draft_model(folder, args: ModelArgs, weights: MoeWeightNames, names: DraftLayerNames,
+                     model: MoeTransformer, cache: KVCache, activation, dtype: torch.dtype,
+                     device: torch.device, decode_kernel: str = "sdpa") -> DraftModel:
+    """The draft layer of the checkpoint in `folder`, its KV pool appended to `cache`. ModelFormatError when the
+    checkpoint does not hold it."""
+    ckpt = Checkpoint(folder)
+    if not has_draft_layer(ckpt, args, names):
+        raise ModelFormatError(f"{folder}: config.json declares draft (MTP) layers, but the checkpoint holds none of "
+                               f"their tensors ({names.marker(args.num_hidden_layers)})")
+    head = names.head_name(args.num_hidden_layers)
+    with torch.device("meta"):
+        layer = DraftLayer(args, names, has_head=head is not None and ckpt.has(head))
+    gc.collect()  # see engine.model.model_tree.meta_model
+    load_draft_dense(layer, ckpt, args, weights, names, dtype, device)
+    layer.eval()
+    attention = getattr(layer.layer, "self_attn", None)
+    if attention is not None:
+        attention.decode_kernel = decode_kernel
+    layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, dtype, activation)
+    experts = DraftExperts(layout, load_draft_experts(ckpt, args, weights, names, layout, device))
+    add_draft_pool(cache)
+    return DraftModel(layer, experts, model, cache)
