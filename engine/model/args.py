@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.linear_args import LinearAttentionArgs
+from engine.model.mamba2_args import Mamba2Args
+from engine.model.short_conv_args import ShortConvArgs
+from engine.model.state_layers import is_state_layer, layer_state_bytes
 from engine.model.yarn_config import Yarn, parse_yarn
 
 
@@ -69,6 +72,8 @@ class ModelArgs:
     # qwen3_next, qwen3_5_moe: layer_types mixes "linear_attention" (Gated DeltaNet) with "full_attention"
     linear: LinearAttentionArgs | None = None
     attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output
+    short_conv: ShortConvArgs | None = None  # lfm2_moe: layer_types' "conv" layers (engine.model.short_conv)
+    mamba: Mamba2Args | None = None  # nemotron_h: layer_types' "mamba" layers (engine.model.mamba2_mixer)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
@@ -107,21 +112,22 @@ class ModelArgs:
 
     @property
     def is_hybrid(self) -> bool:
-        """Some layers are linear attention, with a fixed-size state per sequence instead of a KV cache."""
-        return self.linear is not None
+        """Some layers keep a fixed-size state per sequence instead of a KV cache (engine.model.state_layers)."""
+        return self.num_linear_layers > 0
 
     @property
     def num_kv_layers(self) -> int:
-        """Layers that keep a KV cache (all but the linear-attention ones)."""
+        """Layers that keep a KV cache (all but the state layers)."""
         return self.num_hidden_layers - self.num_linear_layers
 
     @property
     def num_linear_layers(self) -> int:
-        return sum(kind == "linear_attention" for kind in self.layer_types)
+        """Layers with a state per sequence: linear attention, short conv, Mamba-2 (engine.model.state_layers)."""
+        return sum(is_state_layer(kind) for kind in self.layer_types)
 
     def state_bytes_per_seq(self, dtype_bytes: int) -> int:
-        """The linear-attention layers' state of one sequence (conv + recurrent), whatever its length."""
-        return self.num_linear_layers * self.linear.state_bytes(dtype_bytes) if self.linear else 0
+        """The state layers' state of one sequence (conv, recurrent), whatever its length."""
+        return sum(layer_state_bytes(self, kind, dtype_bytes) for kind in self.layer_types)
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         """K and V of every layer that has a KV cache. Sliding-window layers count in full too: every layer's pool

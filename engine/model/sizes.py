@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.alloc.memory_plan import ModelSizes
 from engine.model.args import ModelArgs
+from engine.model.state_layers import is_state_layer, state_spec
 from engine.quant.types import quant_type, slot_bytes
 
 
@@ -40,9 +41,10 @@ def attention_params(args: ModelArgs) -> int:
 
 
 def token_mixer_params(args: ModelArgs, layer: int) -> int:
-    """A layer's attention, or its linear attention in a hybrid model; a gated attention's q_proj is twice as wide."""
-    if args.layer_types and args.layer_types[layer] == "linear_attention":
-        return args.linear.params(args.hidden_size)
+    """A layer's attention, or its state mixer in a hybrid model (engine.model.state_layers); a gated attention's
+    q_proj is twice as wide."""
+    if args.layer_types and is_state_layer(args.layer_types[layer]):
+        return state_spec(args, args.layer_types[layer]).params(args.hidden_size)
     gate = args.hidden_size * args.num_attention_heads * args.head_dim if args.attention_output_gate else 0
     return attention_params(args) + gate
 
