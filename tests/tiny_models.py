@@ -153,6 +153,20 @@ def deepseek_model(model_type: str, common: dict):
                                                   routed_scaling_factor=2.5, norm_topk_prob=True))
 
 
+def lfm2_moe_model(common: dict):
+    """Short-conv and attention layers as published (conv first), one dense layer, sigmoid routing with a random
+    expert bias (a buffer: write_tiny_model randomises parameters only)."""
+    from transformers import Lfm2MoeConfig, Lfm2MoeForCausalLM
+
+    config = Lfm2MoeConfig(**dict(common, num_hidden_layers=4), num_experts=8, num_experts_per_tok=2,
+                           moe_intermediate_size=32, intermediate_size=96, num_dense_layers=1, conv_L_cache=3,
+                           layer_types=["conv", "full_attention", "conv", "conv"], routed_scaling_factor=1.5)
+    model = Lfm2MoeForCausalLM(config)
+    for layer in model.model.layers[config.num_dense_layers:]:
+        layer.feed_forward.expert_bias.normal_(0.0, 0.3)
+    return model
+
+
 # model_type -> its tiny model's builder (transformers' class, a config of the shared `common` fields): one entry
 # per family puts it in every parametrised test (tests/model/test_models.py: token-exact against transformers)
 TINY_MODELS = {
@@ -166,6 +180,7 @@ TINY_MODELS = {
     "deepseek_v3": partial(deepseek_model, "deepseek_v3"),
     "qwen3_next": partial(hybrid_model, "qwen3_next"),
     "qwen3_5_moe": partial(hybrid_model, "qwen3_5_moe"),
+    "lfm2_moe": lfm2_moe_model,
 }
 MODEL_TYPES = list(TINY_MODELS)
 
