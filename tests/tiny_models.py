@@ -167,6 +167,19 @@ def lfm2_moe_model(common: dict):
     return model
 
 
+def nemotron_h_model(common: dict):
+    """Every block kind (Mamba-2, attention, latent MoE, dense MLP), Mamba chunks shorter than the prompts, two
+    Mamba groups, grouped sigmoid routing with a random correction bias (write_tiny_model randomises it)."""
+    from transformers import NemotronHConfig, NemotronHForCausalLM
+
+    fields = {k: v for k, v in common.items() if k != "num_hidden_layers"}
+    return NemotronHForCausalLM(NemotronHConfig(
+        **fields, head_dim=16, hybrid_override_pattern="ME*-ME", mamba_num_heads=8, mamba_head_dim=8,
+        ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=8, n_routed_experts=8, num_experts_per_tok=2,
+        moe_intermediate_size=32, moe_shared_expert_intermediate_size=48, moe_latent_size=32, intermediate_size=96,
+        n_group=2, topk_group=1, routed_scaling_factor=1.5))
+
+
 # model_type -> its tiny model's builder (transformers' class, a config of the shared `common` fields): one entry
 # per family puts it in every parametrised test (tests/model/test_models.py: token-exact against transformers)
 TINY_MODELS = {
@@ -181,6 +194,7 @@ TINY_MODELS = {
     "qwen3_next": partial(hybrid_model, "qwen3_next"),
     "qwen3_5_moe": partial(hybrid_model, "qwen3_5_moe"),
     "lfm2_moe": lfm2_moe_model,
+    "nemotron_h": nemotron_h_model,
 }
 MODEL_TYPES = list(TINY_MODELS)
 

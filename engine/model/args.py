@@ -8,7 +8,7 @@ from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.linear_args import LinearAttentionArgs
 from engine.model.mamba2_args import Mamba2Args
 from engine.model.short_conv_args import ShortConvArgs
-from engine.model.state_layers import is_state_layer, layer_state_bytes
+from engine.model.state_layers import is_mlp_layer, is_state_layer, layer_state_bytes
 from engine.model.yarn_config import Yarn, parse_yarn
 
 
@@ -74,6 +74,7 @@ class ModelArgs:
     attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output
     short_conv: ShortConvArgs | None = None  # lfm2_moe: layer_types' "conv" layers (engine.model.short_conv)
     mamba: Mamba2Args | None = None  # nemotron_h: layer_types' "mamba" layers (engine.model.mamba2_mixer)
+    moe_latent_size: int = 0  # > 0: routed experts compute in a latent space of this size (engine.model.latent_moe)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
@@ -90,9 +91,14 @@ class ModelArgs:
         return int(self.head_dim * self.partial_rotary_factor)
 
     @property
+    def expert_hidden_size(self) -> int:
+        """The width of a routed expert's input and output: the latent size where the experts compute in one."""
+        return self.moe_latent_size or self.hidden_size
+
+    @property
     def expert_numel(self) -> int:
         """Elements of one expert: gate, up and down projections, stored contiguously."""
-        return 3 * self.hidden_size * self.moe_intermediate_size
+        return 3 * self.expert_hidden_size * self.moe_intermediate_size
 
     @property
     def is_mla(self) -> bool:
@@ -117,8 +123,8 @@ class ModelArgs:
 
     @property
     def num_kv_layers(self) -> int:
-        """Layers that keep a KV cache (all but the state layers)."""
-        return self.num_hidden_layers - self.num_linear_layers
+        """Layers that keep a KV cache (all but the state layers and a block stack's MLP layers)."""
+        return self.num_hidden_layers - self.num_linear_layers - sum(is_mlp_layer(kind) for kind in self.layer_types)
 
     @property
     def num_linear_layers(self) -> int:

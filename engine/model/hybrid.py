@@ -9,17 +9,22 @@ from torch import nn
 
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, PaddedDecodeMetadata
-from engine.model.hybrid_layers import GatedAttention, GatedDeltaNet, centred_norm
+from engine.model.hybrid_layers import GatedAttention, GatedDeltaNet, UnrotatedAttention, centred_norm
+from engine.model.latent_moe import LatentMoeBlock, Relu2MLP
 from engine.model.layers import DenseMLP, RMSNorm
+from engine.model.mamba2_mixer import Mamba2Mixer
 from engine.model.short_conv import ShortConv
 from engine.model.state_cache import HybridCache
-from engine.model.state_layers import is_state_layer
+from engine.model.state_layers import is_block_stack, is_state_layer
 from engine.model.transformer import MoeBlock, MoeContext, MoeTransformer
 
 
 def attention_mixer(args: ModelArgs, kv_layer: int) -> Attention:
-    """Gated full attention (qwen3_next, qwen3_5_moe) or GQA with the config's q/k norm."""
-    return GatedAttention(args, kv_layer) if args.attention_output_gate else Attention(args, kv_layer)
+    """Gated full attention (qwen3_next, qwen3_5_moe), GQA with no RoPE (rotary_dim 0: nemotron_h), or GQA with
+    the config's q/k norm."""
+    if args.attention_output_gate:
+        return GatedAttention(args, kv_layer)
+    return UnrotatedAttention(args, kv_layer) if args.rotary_dim == 0 else Attention(args, kv_layer)
 
 
 # ModelArgs.layer_types value -> (the decoder layer's attribute for it, its builder(args, index among the layers of
@@ -27,6 +32,7 @@ def attention_mixer(args: ModelArgs, kv_layer: int) -> Attention:
 MIXERS = {
     "linear_attention": ("linear_attn", GatedDeltaNet),
     "conv": ("conv", ShortConv),
+    "mamba": ("mixer", Mamba2Mixer),
     "full_attention": ("self_attn", attention_mixer),
 }
 
@@ -35,11 +41,13 @@ def cache_index(args: ModelArgs, layer: int) -> int:
     """A layer's index among the layers that share its cache: the state cache's for a state layer, the KV cache's
     for attention."""
     is_state = is_state_layer(args.layer_types[layer])
-    return sum(is_state_layer(kind) == is_state for kind in args.layer_types[:layer])
+    return sum(is_state_layer(kind) == is_state for kind in args.layer_types[:layer] if kind in MIXERS)
 
 
 def layer_norm(args: ModelArgs, size: int) -> nn.Module:
-    return centred_norm(args, size) if args.linear is not None else RMSNorm(size, args.rms_norm_eps)
+    if args.linear is not None:
+        return centred_norm(args, size)
+    return RMSNorm(size, args.rms_norm_eps, weight_fp32=is_block_stack(args.layer_types))
 
 
 class HybridDecoderLayer(nn.Module):
@@ -76,6 +84,42 @@ class HybridDecoderLayer(nn.Module):
         return (x, h, *self.mlp.route(h, context))
 
 
+class BlockLayer(nn.Module):
+    """One block per layer (nemotron_h): x + block(norm(x)), the block a token mixer (MIXERS), the latent MoE block
+    ("moe") or a dense ReLU² MLP ("mlp"). The norm multiplies by its weight in fp32."""
+
+    def __init__(self, args: ModelArgs, layer: int):
+        super().__init__()
+        kind = args.layer_types[layer]
+        self.norm = RMSNorm(args.hidden_size, args.rms_norm_eps, weight_fp32=True)
+        self.is_linear, self.is_moe = is_state_layer(kind), args.moe_layers[layer]
+        self.mixer_name = MIXERS[kind][0] if kind in MIXERS else None
+        if self.mixer_name is not None:
+            setattr(self, self.mixer_name, MIXERS[kind][1](args, cache_index(args, layer)))
+        elif self.is_moe:
+            self.mlp = LatentMoeBlock(args, layer, args.shared_expert_intermediate_size)
+        else:
+            self.mlp = Relu2MLP(args.hidden_size, args.intermediate_size)
+
+    def block(self, h, rope, meta, cache: HybridCache, context: MoeContext, padded: bool):
+        if self.mixer_name is None:
+            return self.mlp(h, context) if self.is_moe else self.mlp(h)
+        mixer = getattr(self, self.mixer_name)
+        run = mixer.forward_padded if padded else mixer
+        return run(h, meta, cache) if self.is_linear else run(h, rope, meta, cache)
+
+    def forward(self, x, rope, meta: AttentionMetadata, cache: HybridCache, context: MoeContext):
+        return x + self.block(self.norm(x), rope, meta, cache, context, padded=False)
+
+    def dense_part(self, x, rope, meta: PaddedDecodeMetadata, cache: HybridCache, context: MoeContext):
+        """As HybridDecoderLayer.dense_part: an MoE layer stops at its routed experts -> (x, normed h, ids, weights,
+        shared); any other layer -> its output."""
+        h = self.norm(x)
+        if self.is_moe:
+            return (x, h, *self.mlp.route(h, context))
+        return x + self.block(h, rope, meta, cache, context, padded=True)
+
+
 class HybridTransformer(MoeTransformer):
     """input ids of all scheduled tokens, flattened [T] -> final hidden states [T, D]. In a padded decode step
     (engine.runtime.decode_graphs) the state layers read and write each sequence's state at the slot the step's
@@ -85,6 +129,7 @@ class HybridTransformer(MoeTransformer):
         nn.Module.__init__(self)
         self.args = args
         self.embed_tokens = nn.Embedding(args.vocab_size, args.hidden_size)
-        self.layers = nn.ModuleList(HybridDecoderLayer(args, i) for i in range(args.num_hidden_layers))
+        layer_class = BlockLayer if is_block_stack(args.layer_types) else HybridDecoderLayer
+        self.layers = nn.ModuleList(layer_class(args, i) for i in range(args.num_hidden_layers))
         self.norm = layer_norm(args, args.hidden_size)
         self.lm_head = nn.Linear(args.hidden_size, args.vocab_size, bias=False)

@@ -180,3 +180,12 @@ class GatedAttention(Attention):
         q, gate, k, v = self.gated_project(x, rope)
         cache.store(self.layer, meta.slot_mapping, k, v)
         return self.gated_output(self.attend_padded(q, meta, cache), gate)
+
+
+class UnrotatedAttention(Attention):
+    """GQA without RoPE (nemotron_h's attention layers: its Mamba-2 layers carry the order of the tokens)."""
+
+    def turn_and_store(self, x, rope, slots: torch.Tensor, cache: HybridCache) -> torch.Tensor:
+        q, k, v = self.project(x)
+        cache.store(self.layer, slots, k, v)
+        return q

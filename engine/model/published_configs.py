@@ -55,3 +55,17 @@ QWEN3_5_35B_A3B = {  # Qwen/Qwen3.5-35B-A3B's language model (transformers' Qwen
     },
     "tie_word_embeddings": False,
 }
+
+NEMOTRON_3_NANO_30B_A3B = {  # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 (as NVIDIA's Megatron-Bridge Nemotron3NanoProvider)
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "vocab_size": 131072,
+    "hidden_size": 2688, "num_hidden_layers": 52,
+    "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "attention_bias": False,
+    "mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+    "chunk_size": 128, "use_conv_bias": True, "use_bias": False, "mamba_hidden_act": "silu",
+    "intermediate_size": 1856, "mlp_hidden_act": "relu2", "mlp_bias": False,
+    "n_routed_experts": 128, "num_experts_per_tok": 6, "moe_intermediate_size": 1856,
+    "moe_shared_expert_intermediate_size": 3712, "n_shared_experts": 1, "n_group": 1, "topk_group": 1,
+    "norm_topk_prob": True, "routed_scaling_factor": 2.5, "layer_norm_epsilon": 1e-05,
+    "max_position_embeddings": 262144, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}

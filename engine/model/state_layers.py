@@ -10,10 +10,21 @@ from math import prod
 # ShortConvArgs (engine.model.short_conv), Mamba2Args (engine.model.mamba2_mixer)
 STATE_LAYER_SPECS = {"linear_attention": "linear", "conv": "short_conv", "mamba": "mamba"}
 FP32_BYTES = 4
+# layer types of a block stack (nemotron_h: one block per layer) that hold the MLP alone: routed experts or dense
+MLP_LAYERS = ("moe", "mlp")
 
 
 def is_state_layer(kind: str) -> bool:
     return kind in STATE_LAYER_SPECS
+
+
+def is_mlp_layer(kind: str) -> bool:
+    return kind in MLP_LAYERS
+
+
+def is_block_stack(layer_types: tuple[str, ...]) -> bool:
+    """Each layer one block (a token mixer or an MLP), rather than a token mixer and an MLP."""
+    return any(is_mlp_layer(kind) for kind in layer_types)
 
 
 def state_spec(args, kind: str):

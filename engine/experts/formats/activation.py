@@ -40,7 +40,17 @@ class ClampedSwiGlu:
         return (up + 1) * glu
 
 
+class ReluSquared:
+    """A non-gated expert's relu(up)² (nemotron_h), its up rows stored as both halves of the gate_up block:
+    relu(gate) * relu(up) has the bits of relu(up)² (the same rows, the same product)."""
+
+    def __call__(self, gate_up: torch.Tensor) -> torch.Tensor:
+        gate, up = gate_up.chunk(2, dim=-1)  # [n, I] x2, equal
+        return F.relu(gate) * F.relu(up)
+
+
 SILU_GLU = SiluGlu()
+RELU_SQUARED = ReluSquared()
 
 
 @dataclass
