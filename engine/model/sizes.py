@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.alloc.memory_plan import ModelSizes
 from engine.model.args import ModelArgs
-from engine.model.state_layers import is_state_layer, state_spec
+from engine.model.state_layers import is_block_stack, is_state_layer, state_spec
 from engine.quant.types import quant_type, slot_bytes
 
 
@@ -55,10 +55,23 @@ def expert_bias_params(args: ModelArgs) -> int:
     return (E if args.router_bias else 0) + (E * (2 * I + D) if args.expert_bias else 0)
 
 
+def block_params(args: ModelArgs, layer: int) -> int:
+    """One layer of a block stack (engine.model.hybrid.BlockLayer): its norm and its one block, the latent MoE block
+    (router, ReLU² shared expert, latent projections), a ReLU² MLP or a token mixer."""
+    kind, D = args.layer_types[layer], args.hidden_size
+    if kind == "moe":
+        return D + router_params(args) + 2 * D * args.shared_expert_intermediate_size + 2 * D * args.moe_latent_size
+    if kind == "mlp":
+        return D + 2 * D * args.intermediate_size
+    return D + token_mixer_params(args, layer)
+
+
 def dense_params(args: ModelArgs) -> int:
     """Everything but the routed experts: embeddings, attention, norms, routers, shared experts, dense MLPs."""
     D = args.hidden_size
     params = args.vocab_size * D * (1 if args.tie_word_embeddings else 2) + D
+    if is_block_stack(args.layer_types):
+        return params + sum(block_params(args, layer) for layer in range(args.num_hidden_layers))
     for layer, is_moe in enumerate(args.moe_layers):
         params += token_mixer_params(args, layer) + 2 * D
         if is_moe:
