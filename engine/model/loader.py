@@ -140,7 +140,8 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
     if args.expert_quant:  # kept in the checkpoint's blocks (engine.quant)
         layout, fill = mxfp4_layout(args, moe_layers, expert_activation(args), biases), load_mxfp4_experts
     else:
-        layout = DenseLayout(args.expert_hidden_size, args.moe_intermediate_size, torch_dtype, expert_activation(args), biases)
+        layout = DenseLayout(args.expert_hidden_size, args.moe_intermediate_size, torch_dtype, expert_activation(args),
+                             biases)
         fill = load_interleaved_experts if known.interleaved_experts else load_experts
     # The host tier maps rows of per-expert checkpoint tensors; gpt-oss's fused expert tensors are held whole.
     tier = plan_tier(moe_layers, args.num_experts, layout.expert_bytes) if plan_tier and fill is load_experts else None

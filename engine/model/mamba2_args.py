@@ -36,4 +36,5 @@ class Mamba2Args:
     def state_shapes(self, hidden_size: int) -> tuple[tuple[tuple[int, ...], bool], ...]:
         """One sequence's states in one layer, (shape, kept fp32): the conv's last K-1 inputs [K-1, C] and the SSM
         state [H, head_dim, N], fp32 (nemotron_h's mamba_ssm_cache_dtype)."""
-        return ((self.conv_kernel_dim - 1, self.conv_dim), False), ((self.num_heads, self.head_dim, self.state_size), True)
+        ssm = (self.num_heads, self.head_dim, self.state_size)
+        return ((self.conv_kernel_dim - 1, self.conv_dim), False), (ssm, True)

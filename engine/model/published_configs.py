@@ -56,7 +56,8 @@ QWEN3_5_35B_A3B = {  # Qwen/Qwen3.5-35B-A3B's language model (transformers' Qwen
     "tie_word_embeddings": False,
 }
 
-NEMOTRON_3_NANO_30B_A3B = {  # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 (as NVIDIA's Megatron-Bridge Nemotron3NanoProvider)
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, its geometry as NVIDIA's Megatron-Bridge Nemotron3NanoProvider states it
+NEMOTRON_3_NANO_30B_A3B = {
     "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "vocab_size": 131072,
     "hidden_size": 2688, "num_hidden_layers": 52,
     "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",

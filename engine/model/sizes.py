@@ -91,8 +91,8 @@ def router_params(args: ModelArgs) -> int:
 
 
 def dense_bytes(args: ModelArgs, dtype_bytes: int) -> int:
-    """dense_params in the model's dtype, except DeepSeek-style routers, which stay fp32 (engine.model.routers.Fp32Gate),
-    and the sigmoid router's expert bias (engine.model.sigmoid_router.ExpertBias)."""
+    """dense_params in the model's dtype, except DeepSeek-style routers, which stay fp32 
+    (engine.model.routers.Fp32Gate), and the sigmoid router's expert bias (engine.model.sigmoid_router.ExpertBias)."""
     fp32_params = router_params(args) * args.num_moe_layers if args.topk_method is not None else 0
     if args.router == "sigmoid_topk_biased":
         fp32_params = args.num_experts * args.num_moe_layers

@@ -20,8 +20,9 @@ class HybridCache(KVCache):
     def __init__(self, args: ModelArgs, num_slots: int, num_seqs: int, dtype, device):
         super().__init__(args.num_kv_layers, num_slots, args.num_key_value_heads, args.head_dim, dtype, device)
         # A prefill that starts a sequence zeroes its rows before reading them.
-        self.states = [tuple(torch.zeros((num_seqs, *shape), dtype=torch.float32 if fp32 else dtype, device=device)
-                             for shape, fp32 in shapes) for shapes in state_shapes(args)]
+        self.states = [tuple(torch.zeros((num_seqs, *shape), dtype=torch.float32 if fp32 else dtype,
+                                         device=device) for shape, fp32 in shapes)
+                       for shapes in state_shapes(args)]
         # A verify step's states after each of its positions: (state layer, state slot) -> [states].
         self.verified_states: dict[tuple[int, int], list[tuple[torch.Tensor, ...]]] = {}
 

@@ -1,7 +1,8 @@
-"""The short-conv (lfm2_moe) and Mamba-2 (nemotron_h) hybrids on CUDA: `pytest -m gpu tests/gpu/test_conv_mamba_hybrids.py`.
-They fail (not skip) without a GPU. tests/gpu/test_cuda.py's shared runner covers them too (bf16 against
-transformers, every expert mode bitwise); these add fp32 token-exact against transformers across the Mamba chunks,
-batching with the state cache, and the CUDA-graph decode against the dynamic one in every expert mode."""
+"""The short-conv (lfm2_moe) and Mamba-2 (nemotron_h) hybrids on CUDA:
+`pytest -m gpu tests/gpu/test_conv_mamba_hybrids.py`. They fail (not skip) without a GPU. tests/gpu/test_cuda.py's
+shared runner covers them too (bf16 against transformers, every expert mode bitwise); these add fp32 token-exact
+against transformers across the Mamba chunks, and the CUDA-graph decode against the dynamic one, batched, in every
+expert mode."""
 
 from __future__ import annotations
 

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-
 from engine.errors import ModelFormatError
 from engine.model.families import lfm2_moe
 from engine.model.latent_cache import new_kv_cache

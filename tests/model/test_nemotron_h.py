@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.families import nemotron_h
 from engine.model.latent_cache import new_kv_cache
