@@ -14,8 +14,8 @@ from engine.model.state_store import store_rows
 
 class HybridCache(KVCache):
     """KV pools indexed by attention layer; states[state layer] = one tensor [seq slot, ...] per state the layer's
-    mixer keeps (engine.model.state_layers.state_shapes), indexed by a sequence's state slot. A re-split resizes the KV pools
-    only: the states are sized by the number of sequences, which it does not change."""
+    mixer keeps (engine.model.state_layers.state_shapes), indexed by a sequence's state slot. A re-split resizes the
+    KV pools only: the states are sized by the number of sequences, which it does not change."""
 
     def __init__(self, args: ModelArgs, num_slots: int, num_seqs: int, dtype, device):
         super().__init__(args.num_kv_layers, num_slots, args.num_key_value_heads, args.head_dim, dtype, device)
