@@ -70,3 +70,13 @@ NEMOTRON_3_NANO_30B_A3B = {
     "norm_topk_prob": True, "routed_scaling_factor": 2.5, "layer_norm_epsilon": 1e-05,
     "max_position_embeddings": 262144, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
 }
+
+LFM2_8B_A1B = {  # LiquidAI/LFM2-8B-A1B
+    "architectures": ["Lfm2MoeForCausalLM"], "model_type": "lfm2_moe", "vocab_size": 65536, "hidden_size": 2048,
+    "intermediate_size": 7168, "moe_intermediate_size": 1792, "num_hidden_layers": 24,
+    "layer_types": ["full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(24)],
+    "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 128000, "norm_eps": 1e-05,
+    "rope_theta": 1000000.0, "conv_L_cache": 3, "conv_bias": False, "num_dense_layers": 2, "num_experts": 32,
+    "num_experts_per_tok": 4, "use_expert_bias": True, "routed_scaling_factor": 1.0, "norm_topk_prob": True,
+    "tie_embedding": True, "torch_dtype": "bfloat16",
+}

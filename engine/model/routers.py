@@ -24,7 +24,7 @@ from torch import nn
 from engine.experts.routing.dispatch import route as softmax_route
 from engine.experts.routing.grouped_routing import GroupedRouting
 from engine.model.args import ModelArgs
-from engine.model.sigmoid_router import SigmoidTopK, biased_sigmoid_gate, sigmoid_gate
+from engine.model.sigmoid_router import SigmoidGate, SigmoidTopK
 from engine.triton_support import fused_step
 
 
@@ -122,8 +122,7 @@ ROUTERS = {
     "softmax_topk": (linear_gate, SoftmaxTopK),
     "topk_softmax": (linear_gate, TopKSoftmax),
     "grouped": (Fp32Gate, GroupedTopK),
-    "sigmoid_topk": (sigmoid_gate, SigmoidTopK),  # lfm2_moe: engine.model.sigmoid_router
-    "sigmoid_topk_biased": (biased_sigmoid_gate, SigmoidTopK),
+    "sigmoid_topk": (SigmoidGate, SigmoidTopK),  # lfm2_moe: engine.model.sigmoid_router
 }
 
 

@@ -1,6 +1,6 @@
 """Sigmoid routing (lfm2_moe, transformers' Lfm2MoeTopKRouter): each expert's score is sigmoid(logit); the top-k
-are chosen by score plus a per-expert bias (kept fp32, as transformers' expert_bias buffer) where the model has
-one, weighted by their scores alone, optionally renormalised (with 1e-6 in the sum) and scaled.
+are chosen by score plus a per-expert bias (kept fp32, as transformers' expert_bias buffer), weighted by their
+scores alone, optionally renormalised (with 1e-6 in the sum) and scaled.
 
 Shapes: T tokens, D hidden size, E routed experts, K experts per token."""
 
@@ -28,10 +28,10 @@ class ExpertBias(nn.Module):
 class SigmoidGate(nn.Module):
     """x [T, D] -> logits [T, E] in x's dtype; the expert bias beside the weight."""
 
-    def __init__(self, args: ModelArgs, with_bias: bool):
+    def __init__(self, args: ModelArgs):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(args.num_experts, args.hidden_size))
-        self.expert_bias = ExpertBias(args.num_experts) if with_bias else None
+        self.expert_bias = ExpertBias(args.num_experts)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(x, self.weight)
@@ -50,18 +50,9 @@ class SigmoidTopK:
     def select(self, logits: torch.Tensor, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         scores = logits.sigmoid()  # [T, E]
         if ids is None:
-            bias = self.gate.expert_bias
-            choice = scores if bias is None else scores + bias.weight
-            ids = torch.topk(choice, self.top_k, dim=-1).indices  # [T, K]
+            ids = torch.topk(scores + self.gate.expert_bias.weight, self.top_k, dim=-1).indices  # [T, K]
         weights = scores.gather(1, ids)  # [T, K]
         if self.normalize:
             weights = weights / (weights.sum(dim=-1, keepdim=True) + RENORM_EPS)
         return ids, weights * self.scale
 
-
-def sigmoid_gate(args: ModelArgs) -> SigmoidGate:
-    return SigmoidGate(args, with_bias=False)
-
-
-def biased_sigmoid_gate(args: ModelArgs) -> SigmoidGate:
-    return SigmoidGate(args, with_bias=True)

@@ -7,10 +7,11 @@ import pytest
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.errors import ModelFormatError
+from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.families import lfm2_moe
 from engine.model.latent_cache import new_kv_cache
 from engine.model.loader import load_weights
+from engine.model.published_configs import LFM2_8B_A1B
 from engine.model.short_conv import ShortConv
 from engine.model.short_conv_args import ShortConvArgs
 from engine.model.sizes import model_sizes
@@ -70,3 +71,13 @@ def test_static_decode_gives_the_dynamic_decodes_tokens_batched(tiny_model_dir):
             return [list(h.result().token_ids) for h in handles]
 
     assert batch("static") == batch("dynamic")
+
+
+def test_published_shape_reads():
+    args = lfm2_moe.read_config(LFM2_8B_A1B)
+    assert (args.num_kv_layers, args.num_linear_layers, args.num_moe_layers) == (6, 18, 22)
+    assert args.tie_word_embeddings and args.router == "sigmoid_topk"
+    assert args.kv_bytes_per_token(2) == 6 * 2 * 8 * 64 * 2
+    assert args.state_bytes_per_seq(2) == 18 * 2 * 2048 * 2  # [K-1, D] bf16 per conv layer
+    with pytest.raises(UnsupportedModelError, match="use_expert_bias"):
+        lfm2_moe.read_config(dict(LFM2_8B_A1B, use_expert_bias=False))

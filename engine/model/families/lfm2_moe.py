@@ -3,9 +3,10 @@ gated depthwise causal conv, its last inputs kept per sequence) and GQA layers w
 num_dense_layers layers have a dense SwiGLU MLP, the others routed experts chosen by sigmoid scores plus a per-expert
 bias (engine.model.sigmoid_router). Plain RMSNorm everywhere; the final norm is named embedding_norm."""
 
-from engine.errors import ModelFormatError
+from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, first_present, require
 from engine.model.families.family import Family
+from engine.model.published_configs import LFM2_8B_A1B
 from engine.model.renamed_weights import RenamedWeightNames
 from engine.model.short_conv_args import ShortConvArgs
 
@@ -39,6 +40,9 @@ def layer_types(config: dict, num_layers: int) -> tuple[str, ...]:
 
 
 def read_config(config: dict) -> ModelArgs:
+    if not config.get("use_expert_bias", True):
+        raise UnsupportedModelError("config.json: use_expert_bias=false is not supported for lfm2_moe (Wisp's sigmoid "
+                                    "router reads the expert bias every published LFM2-MoE checkpoint has)")
     num_layers, num_experts = require(config, "num_hidden_layers"), require(config, "num_experts")
     num_dense = config.get("num_dense_layers", 2)
     fields = common_args(config, num_experts, default_theta=1000000.0)
@@ -54,7 +58,7 @@ def read_config(config: dict) -> ModelArgs:
         intermediate_size=config.get("intermediate_size") or 0,
         norm_topk_prob=bool(config.get("norm_topk_prob", True)),
         qk_norm="per_head",
-        router="sigmoid_topk_biased" if config.get("use_expert_bias", True) else "sigmoid_topk",
+        router="sigmoid_topk",
         routed_scaling_factor=float(config.get("routed_scaling_factor") or 1.0),
         layer_types=layer_types(config, num_layers),
         short_conv=ShortConvArgs(conv_kernel_dim=require(config, "conv_L_cache"),
@@ -69,4 +73,5 @@ FAMILY = Family(
     examples=("LFM2-8B-A1B",),
     layers=("hybrid: gated short-conv layers and GQA (per-head q/k norm); dense first layers; sigmoid router with "
             "expert bias"),
+    shapes={"lfm2-8b-a1b": LFM2_8B_A1B},
 )
