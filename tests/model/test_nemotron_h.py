@@ -34,8 +34,8 @@ def reference_mixer(chunk_size: int):
 
 
 def test_mamba2_mixer_prefill_then_steps_match_transformers():
-    """13 prompt tokens (a chunk of 8 and a part of one), then 8 recurrent steps from the kept states, against
-    transformers' mixer over all 21 tokens at once."""
+    """13 prompt tokens in two prefills (5, then 8 from the first's states: a chunk and a part of one), then 8
+    recurrent steps from the kept states, against transformers' mixer over all 21 tokens at once."""
     torch.manual_seed(0)
     config, reference = reference_mixer(chunk_size=8)
     args = type("Args", (), dict(hidden_size=64, rms_norm_eps=config.layer_norm_epsilon,
@@ -48,8 +48,10 @@ def test_mamba2_mixer_prefill_then_steps_match_transformers():
         want = reference(x)[0]
         inputs, z = ours.mix_inputs(x[0])
         zeros = tuple(torch.zeros(shape) for shape, _ in args.mamba.state_shapes(64))
-        y, states = ours.prefill(tuple(t[:13] for t in inputs), zeros)
-        outs = [ours.output(y, z[:13])]
+        y, states = ours.prefill(tuple(t[:5] for t in inputs), zeros)
+        outs = [ours.output(y, z[:5])]
+        y, states = ours.prefill(tuple(t[5:13] for t in inputs), states)
+        outs.append(ours.output(y, z[5:13]))
         states = tuple(s[None] for s in states)
         for t in range(13, 21):
             y, states = ours.step(tuple(i[t : t + 1] for i in inputs), states)
