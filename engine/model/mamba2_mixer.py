@@ -1,7 +1,9 @@
 """The Mamba-2 token mixer (nemotron_h's "M" layers): in_proj splits into the gate z, the conv's input x | B | C and
 the time step dt; a depthwise causal conv with SiLU; the selective scan (engine.model.mamba2_scan) with the D skip;
 a grouped RMSNorm gated by silu(z); out_proj. Its states per sequence: the conv's last K-1 inputs [K-1, C] and the SSM
-state [H, P, N] (fp32).
+state [H, P, N] (fp32). The gated norm runs in fp32 in prefill and decode alike, so a row's bits do not depend on the
+step it shares (transformers' prefill path does so; its decode path rounds the recurrent step's output to the
+model's dtype and norms in it), and its output is cast once before out_proj.
 
 Shapes: T tokens, D hidden size, I = H * P inner size, C = I + 2 * G * N conv channels, B sequences."""
 
@@ -25,11 +27,11 @@ class GroupedGatedRMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(size))
         self.num_groups, self.eps = num_groups, eps
 
-    def forward(self, y: torch.Tensor, z: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    def forward(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         h = y.float() * F.silu(z.float())  # [T, I]
         groups = h.view(*h.shape[:-1], self.num_groups, -1)
         groups = groups * torch.rsqrt(groups.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * groups.view(h.shape).to(dtype)
+        return self.weight * groups.view(h.shape).to(y.dtype)
 
 
 class Mamba2Mixer(StateMixer):
@@ -39,6 +41,7 @@ class Mamba2Mixer(StateMixer):
         super().__init__()
         spec, hidden = args.mamba, args.hidden_size
         self.spec, self.state_layer, self.out_tail = spec, state_layer, (spec.num_heads, spec.head_dim)
+        self.out_dtype = torch.float32
         self.split = (spec.inner_size, spec.conv_dim, spec.num_heads)
         self.in_proj = nn.Linear(hidden, sum(self.split), bias=spec.proj_bias)
         self.conv1d = nn.Conv1d(spec.conv_dim, spec.conv_dim, spec.conv_kernel_dim, groups=spec.conv_dim,
@@ -70,7 +73,7 @@ class Mamba2Mixer(StateMixer):
         A = -torch.exp(self.A_log.float())
         y, state = chunk_scan(x, dt, A, B, C, self.D, self.dt_bias, state, self.spec.chunk_size,
                               self.spec.time_step_limit)
-        return y.to(xbc.dtype), (history, state)
+        return y, (history, state)
 
     def step(self, inputs, states):
         xbc, dt = inputs
@@ -81,5 +84,5 @@ class Mamba2Mixer(StateMixer):
         return y, (history, state)
 
     def output(self, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
-        """y [T, H, P] of the scan -> the layer's output [T, D]."""
-        return self.out_proj(self.norm(y.reshape(z.shape), z, z.dtype))
+        """y [T, H, P] of the scan (fp32) -> the layer's output [T, D]."""
+        return self.out_proj(self.norm(y.float().reshape(z.shape), z).to(z.dtype))

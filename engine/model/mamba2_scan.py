@@ -67,7 +67,7 @@ def chunk_scan(x, dt, A, B, C, D, dt_bias, state: torch.Tensor, chunk_size: int,
 
 def state_step(x, dt, A, B, C, D, dt_bias, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One new token of each of B sequences. x [B, H, P]; dt [B, H]; B, C [B, G, N]; state [B, H, P, N] fp32.
-    -> (y [B, H, P] in x's dtype with the D skip, new state)."""
+    -> (y [B, H, P] in C's dtype with the D skip, new state)."""
     batch, heads, head_dim = x.shape
     groups, size = B.shape[1], B.shape[2]
     dt = discretised_dt(dt, dt_bias)[..., None, None]  # [B, H, 1, 1]
@@ -77,5 +77,4 @@ def state_step(x, dt, A, B, C, D, dt_bias, state: torch.Tensor) -> tuple[torch.T
     state = state * dA + dBx
     C = C[:, :, None].expand(batch, groups, heads // groups, size).reshape(batch * heads, size, 1)
     y = torch.bmm(state.to(C.dtype).view(batch * heads, head_dim, size), C).view(batch, heads, head_dim)
-    y = (y + x * D[:, None]).to(y.dtype)
-    return y.to(x.dtype), state
+    return (y + x * D[:, None]).to(y.dtype), state

@@ -6,7 +6,7 @@ rows reach each sequence's state in the hybrid cache. A subclass says what its m
 - `step(inputs of B sequences' one new token each, their states)` -> (out [B, *out_tail], new states): the recurrent
   form, with no host sync and no data-dependent shape, so a CUDA graph may hold it
 - `output(out [T, *out_tail], extra)` -> the layer's output [T, D]
-- `out_tail`: the shape of one token's mixed row
+- `out_tail`: the shape of one token's mixed row; `out_dtype`: its dtype where not the input's
 
 A decode step steps every row's sequence at once; a verify step (drafts) steps its rows one at a time and keeps the
 state after each for HybridCache.roll_back; every other span runs the chunked form from its sequence's state (zeros
@@ -24,13 +24,14 @@ from engine.model.state_cache import HybridCache
 class StateMixer(nn.Module):
     state_layer: int  # this layer's index among the state layers (the state cache's)
     out_tail: tuple[int, ...]
+    out_dtype: torch.dtype | None = None
 
     def forward(self, x: torch.Tensor, meta: AttentionMetadata, cache: HybridCache) -> torch.Tensor:
         inputs, extra = self.mix_inputs(x)
         steps, rows, slots, prompts = meta.state_steps
         if len(steps) == x.shape[0]:  # a decode step: every row steps its sequence, in order
             return self.output(self.decode(slots, inputs, cache), extra)
-        out = torch.empty(x.shape[0], *self.out_tail, dtype=x.dtype, device=x.device)
+        out = torch.empty(x.shape[0], *self.out_tail, dtype=self.out_dtype or x.dtype, device=x.device)
         if steps:
             out[rows] = self.decode(slots, tuple(t[rows] for t in inputs), cache)
         for span in prompts:
