@@ -15,6 +15,7 @@ from app.chat.conversation_list_widget import ConversationListWidget
 from app.chat.conversation_model import ConversationModel
 from app.chat.store_opening import open_store
 from app.chat.generation_controller import GenerationController
+from app.chat.image_parts import sees_images
 from app.chat.token_counter import TokenCounter
 from app.engine_api import api, format_bytes, parse_size
 from app.engine_bridge import EngineBridge
@@ -35,10 +36,11 @@ from app.picker.model_picker_dialog import ModelPickerDialog
 from app.server_controller import ServerController
 from app.server_widget import ServerWidget
 from app.settings import SettingsStore
+from app.speculation_choice import has_draft_layers, load_mode
 from app.status_bar_widget import StatusBarWidget
 from app.theme import apply_theme, resolve_theme
 from app.window_geometry import GeometrySaver, restore_geometry
-from app.window_actions import build_menus, build_tool_bar, create_actions
+from app.window_actions import MTP_TIP, NO_MTP_TIP, build_menus, build_tool_bar, create_actions
 
 CONTEXT_RECOUNT_MS = 150  # the status bar's context count follows typing in the system prompt at this pace
 
@@ -129,7 +131,8 @@ class MainWindowWidget(QMainWindow):
         actions.repeatable.toggled.connect(self.set_repeatable)
         actions.host_memory.triggered.connect(self.open_host_budget_dialog)
         actions.dense_q8_0.toggled.connect(self.set_q8_0_dense_weights)
-        actions.speculative.toggled.connect(self.set_speculative)
+        for name, action in actions.drafts.items():
+            action.triggered.connect(lambda _=False, name=name: self.set_speculative(name))
         for name, action in actions.gguf_engines.items():
             action.triggered.connect(lambda _=False, name=name: self.set_gguf_engine(name))
         actions.chat_mode.triggered.connect(lambda: self.chat.set_mode("chat"))
@@ -180,7 +183,8 @@ class MainWindowWidget(QMainWindow):
         self.window_actions.themes[settings.theme].setChecked(True)
         self.window_actions.repeatable.setChecked(settings.repeatable)
         self.window_actions.dense_q8_0.setChecked(settings.dense_quant == "q8_0")
-        self.window_actions.speculative.setChecked(settings.speculative)
+        self.window_actions.drafts[settings.speculative].setChecked(True)
+        self._show_draft_layers(None)
         self.window_actions.gguf_engines[settings.gguf_engine].setChecked(True)
         restore_geometry(self, settings.window_geometry)
         if settings.last_conversation_id is not None:
@@ -208,7 +212,8 @@ class MainWindowWidget(QMainWindow):
                                             deterministic=self.settings.repeatable,
                                             gguf_engine=self.settings.gguf_engine,
                                             host_budget_bytes=self.settings.host_budget_bytes,
-                                            dense_quant=self.settings.dense_quant))
+                                            dense_quant=self.settings.dense_quant,
+                                            speculative=load_mode(self.settings.speculative)))
 
     def load_model_at(self, model: str | None, budget_bytes: int) -> bool:
         """Load a model at this budget (the picker's "Load at the minimum"); the slider shows it."""
@@ -262,11 +267,23 @@ class MainWindowWidget(QMainWindow):
         if request is not None and not request.is_remote and not request.is_gguf and self.loader.engine is not None:
             self.load_model(request.model)
 
-    def set_speculative(self, enabled: bool) -> None:
-        """Prompt-lookup drafts for the next requests (each request says whether it drafts: nothing reloads)."""
-        if enabled != self.settings.speculative:
-            self._save_settings(speculative=enabled)
-        self.window_actions.speculative.setChecked(enabled)
+    def set_speculative(self, choice: str) -> None:
+        """How the next requests draft (app.speculation_choice). Each request says whether it drafts; a loaded model
+        with draft layers is loaded again when they are to be loaded or dropped."""
+        self.window_actions.drafts[choice].setChecked(True)
+        previous = self.settings.speculative
+        if choice == previous:
+            return
+        self._save_settings(speculative=choice)
+        request, engine = self.loader.request, self.loader.engine
+        if load_mode(choice) != load_mode(previous) and has_draft_layers(engine) and not request.is_remote:
+            self.load_model(request.model)
+
+    def _show_draft_layers(self, engine) -> None:
+        """The MTP choice is open for a model with draft layers only."""
+        mtp = self.window_actions.drafts_mtp
+        mtp.setEnabled(has_draft_layers(engine))
+        mtp.setToolTip(MTP_TIP if has_draft_layers(engine) else NO_MTP_TIP)
 
     def open_host_budget_dialog(self) -> HostBudgetDialog:
         self._host_budget_dialog = HostBudgetDialog(self.settings.host_budget_bytes, self._host_total_bytes, self)
@@ -340,6 +357,8 @@ class MainWindowWidget(QMainWindow):
         self.chat.set_ready(True)
         self.chat.settings_bar.set_reasoning_available(info.reasoning_effort, info.thinking_switch)
         self.chat.composer.set_fill_in_middle(info.fill_in_middle)
+        self.chat.composer.set_sees_images(sees_images(self.loader.engine))
+        self._show_draft_layers(self.loader.engine)
         self.status.show_model(info)
         self.tools.set_model_info(info)
         self.server_panel.set_model_ready()
@@ -358,6 +377,8 @@ class MainWindowWidget(QMainWindow):
     @Slot()
     def _on_loader_unloaded(self) -> None:
         self.chat.set_ready(False)
+        self.chat.composer.set_sees_images(False)
+        self._show_draft_layers(None)
         self.status.clear_context()
         self.status.show_no_model()
         self.server_panel.set_no_model()

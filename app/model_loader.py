@@ -34,6 +34,7 @@ class LoadRequest:
     gguf_engine: str = "auto"  # EngineOptions.backend for a .gguf file (the app's Model → GGUF engine)
     host_budget_bytes: int | None = None  # most host RAM for experts (the settings' host_budget_bytes)
     dense_quant: str | None = None  # EngineOptions.dense_quant for a checkpoint (the app's Q8_0 dense weights)
+    speculative: str = "off"  # EngineOptions.speculative (app.speculation_choice.load_mode of Model → Draft tokens)
 
     @property
     def is_remote(self) -> bool:
@@ -52,7 +53,8 @@ class LoadRequest:
         return api().EngineOptions(model=self.model, device=self.device, experts=ExpertMode.PAGED, backend=backend,
                                    budget_bytes=self.budget_bytes, deterministic=self.deterministic,
                                    host_budget_bytes=self.host_budget_bytes,
-                                   dense_quant=None if self.is_gguf else self.dense_quant)
+                                   dense_quant=None if self.is_gguf else self.dense_quant,
+                                   speculative=self.speculative)
 
     @property
     def display_name(self) -> str:

@@ -44,7 +44,7 @@ class AppSettings:
     gguf_engine: str = "auto"  # which engine runs a .gguf file (one of GGUF_ENGINES)
     dense_quant: str | None = None  # checkpoints' dense weights quantized at load (DENSE_QUANTS); changes outputs
     window_geometry: str | None = None  # QWidget.saveGeometry(), base64: size, position and maximized state
-    speculative: bool = False  # Model → Draft tokens from the conversation: prompt-lookup drafts, lossless
+    speculative: str = "off"  # Model → Draft tokens: one of app.speculation_choice.SPECULATIVE_CHOICES
     mcp_servers: tuple[McpServerConfig, ...] = ()  # MCP servers whose tools tool-capable models are offered
 
     def with_changes(self, **changes) -> "AppSettings":

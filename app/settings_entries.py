@@ -10,6 +10,7 @@ from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import MAX_TEMPERATURE, REASONING_EFFORTS
 from app.mcp.server_config import McpConfigError, servers_from_settings
 from app.remote_server import RemoteServer
+from app.speculation_choice import SPECULATIVE_CHOICES, old_setting
 
 THEMES = ("system", "light", "dark")
 MODES = ("chat", "code")
@@ -60,6 +61,10 @@ def text(value: Any) -> str:
     return value
 
 
+def speculation(value: Any) -> str:
+    return one_of(SPECULATIVE_CHOICES)(old_setting(value))
+
+
 def switch(value: Any) -> bool:
     if not isinstance(value, bool):
         raise BadEntry("true or false")
@@ -105,7 +110,8 @@ CHECKS: dict[str, Callable[[Any], Any]] = {
     "max_tokens": whole(1, 2**31 - 1),
     "reasoning_effort": optional(one_of(REASONING_EFFORTS)), "thinking": switch,
     "last_conversation_id": optional(whole(0)), "remote_servers": servers, "server_port": whole(0, 65535),
-    "repeatable": switch, "speculative": switch, "gguf_engine": one_of(GGUF_ENGINES), "window_geometry": optional(text),
+    "repeatable": switch, "speculative": speculation, "gguf_engine": one_of(GGUF_ENGINES),
+    "window_geometry": optional(text),
     "dense_quant": optional(one_of(DENSE_QUANTS)),
     "sampling_extras": sampling_extras, "mcp_servers": mcp_servers,
 }

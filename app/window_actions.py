@@ -21,7 +21,10 @@ class WindowActions:
     repeatable: QAction
     host_memory: QAction
     dense_q8_0: QAction
-    speculative: QAction
+    drafts_off: QAction
+    drafts_ngram: QAction
+    drafts_mtp: QAction
+    drafts_auto: QAction
     gguf_auto: QAction
     gguf_wisp: QAction
     gguf_llama_cpp: QAction
@@ -39,9 +42,20 @@ class WindowActions:
         return {"system": self.theme_system, "light": self.theme_light, "dark": self.theme_dark}
 
     @property
+    def drafts(self) -> dict[str, QAction]:
+        """The Model → Draft tokens choices, keyed by app.speculation_choice.SPECULATIVE_CHOICES."""
+        return {"off": self.drafts_off, "ngram": self.drafts_ngram, "mtp": self.drafts_mtp, "auto": self.drafts_auto}
+
+    @property
     def gguf_engines(self) -> dict[str, QAction]:
         """The Model → GGUF engine choices, keyed by app.settings.GGUF_ENGINES."""
         return {"auto": self.gguf_auto, "wisp": self.gguf_wisp, "llama.cpp": self.gguf_llama_cpp}
+
+
+MTP_TIP = ("Speculative decoding with the model's own multi-token-prediction layers (Qwen3.5, Qwen3-Next, GLM-4.5, "
+           "DeepSeek-V3 checkpoints): they draft the next tokens and one step checks them (the reply is exactly "
+           "the same); loads the layers, so it reloads the model")
+NO_MTP_TIP = "The loaded model has no draft (MTP) layers Wisp runs: choose the conversation (n-gram) or Auto"
 
 
 def _action(window: QMainWindow, text: str, shortcut=None, icon_name: str | None = None, tip: str = "") -> QAction:
@@ -71,11 +85,15 @@ def create_actions(window: QMainWindow) -> WindowActions:
                            tip="Checkpoint folders: attention, shared experts, dense layers, lm_head and the embedding "
                            "quantized to Q8_0 at load (about half of bf16's memory, left for experts and context); "
                            "the replies change by the rounding. GGUF files keep their own types; reloads the model"),
-        speculative=_action(window, "&Draft tokens from the conversation",
-                            tip="Speculative decoding by prompt lookup: the model checks several tokens copied from "
-                            "the prompt and the reply so far in one step (faster where replies repeat code or text "
-                            "you sent; the reply is exactly the same). Wisp's engine only; the memory panel shows "
-                            "how many drafts were accepted"),
+        drafts_off=_action(window, "&Off", tip="One token a step"),
+        drafts_ngram=_action(window, "From the &conversation (n-gram)",
+                             tip="Speculative decoding by prompt lookup: the model checks several tokens copied from "
+                             "the prompt and the reply so far in one step (faster where replies repeat code or text "
+                             "you sent; the reply is exactly the same). Wisp's engine only; the memory panel shows "
+                             "how many drafts were accepted"),
+        drafts_mtp=_action(window, "From the model's &draft layers (MTP)", tip=MTP_TIP),
+        drafts_auto=_action(window, "&Auto", tip="The model's draft layers where it has them, else the conversation; "
+                            "reloads a model that has draft layers"),
         gguf_auto=_action(window, "&Auto", tip="GGUF files run on Wisp's engine (experts paged) when it supports "
                           "the file's architecture and quant types, on llama.cpp otherwise; reloads a GGUF model"),
         gguf_wisp=_action(window, "&Wisp's engine", tip="GGUF files run on Wisp's engine, experts paged within the "
@@ -93,14 +111,13 @@ def create_actions(window: QMainWindow) -> WindowActions:
         quit=_action(window, "&Quit", QKeySequence.StandardKey.Quit),
     )
     for group_members in ((actions.chat_mode, actions.code_mode), tuple(actions.themes.values()),
-                          tuple(actions.gguf_engines.values())):
+                          tuple(actions.gguf_engines.values()), tuple(actions.drafts.values())):
         group = QActionGroup(window)
         for action in group_members:
             action.setCheckable(True)
             group.addAction(action)
     actions.repeatable.setCheckable(True)
     actions.dense_q8_0.setCheckable(True)
-    actions.speculative.setCheckable(True)
     return actions
 
 
@@ -118,7 +135,10 @@ def build_menus(window: QMainWindow, actions: WindowActions) -> None:
     model_menu.addAction(actions.repeatable)
     model_menu.addAction(actions.host_memory)
     model_menu.addAction(actions.dense_q8_0)
-    model_menu.addAction(actions.speculative)
+    drafts_menu = model_menu.addMenu("&Draft tokens")
+    drafts_menu.setToolTipsVisible(True)
+    for action in actions.drafts.values():
+        drafts_menu.addAction(action)
     gguf_menu = model_menu.addMenu("&GGUF engine")
     for action in actions.gguf_engines.values():
         gguf_menu.addAction(action)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fused decode step (engine.triton_support.fused_step) on the H200 in one call
+# The fused decode step (engine.system.triton_support.fused_step) on the H200 in one call
 # (bench/results/2026-12-02-decode-step):  bash bench/h200_decode_step.sh OUT_DIR
 # 1. the fused kernels' GPU tests (bits of the kernels they replace), 2. profile_decode's resident step without and
 # with them (--fused-step 0,1: timings, then each one's kernel table), 3. the engine's tokens with and without

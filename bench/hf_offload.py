@@ -19,7 +19,7 @@ import torch
 
 from engine.alloc.memory_plan import GiB
 from engine.bench.shapes import add_shape_options, shape_of
-from engine.hardware import device_name
+from engine.system.hardware import device_name
 from engine.model.args import ModelArgs
 
 ACTIVATION_RESERVE = GiB  # of the budget kept free for activations and the KV cache transformers grows

@@ -24,7 +24,7 @@ import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.gguf.convert import convert
-from engine.model_path import DEMO_MODEL
+from engine.loading.model_path import DEMO_MODEL
 
 PROMPTS = {
     "short": "def fib(n):",

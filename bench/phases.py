@@ -37,7 +37,7 @@ from engine.bench.suite import attach_online, mvwsa_plan, peak_gib, pool_bytes, 
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
 from engine.config import EngineOptions
-from engine.hardware import device_name
+from engine.system.hardware import device_name
 from engine.model.sizes import model_sizes
 from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine

@@ -40,7 +40,7 @@ from pathlib import Path
 import torch
 
 from bench.phases import parse_list
-from engine import triton_support
+from engine.system import triton_support
 from engine.alloc.cost_model import LinkCost
 from engine.alloc.memory_plan import GiB
 from engine.bench.copy_rates import copy_loop_rate
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> None:
                              "wide, word, byte); the tables run the first")
     parser.add_argument("--fused-step", type=parse_list(int), default=None,
                         help="time and table every arm with the fused step at each of these (0: the decode step's "
-                             "op-by-op kernels, 1: its fused ones; engine.triton_support.fused_step)")
+                             "op-by-op kernels, 1: its fused ones; engine.system.triton_support.fused_step)")
     parser.add_argument("--merge-qkv", type=parse_list(int), default=None,
                         help="time and table every arm with merge_qkv at each of these (0: q, k, v in three "
                              "quantized layers, 1: merged where they can share one); the dense weights built for each")
@@ -251,7 +251,7 @@ def set_overlap(value: int) -> None:
 
 def set_fused_step(value: int | None) -> None:
     """The decode step's fused kernels off (0) or on where Triton is (1) for the steps traced from here on (None: the
-    engine's rule): engine.triton_support.fused_step reads HAS_TRITON."""
+    engine's rule): engine.system.triton_support.fused_step reads HAS_TRITON."""
     if value is not None:
         triton_support.HAS_TRITON = bool(value) and importlib.util.find_spec("triton") is not None
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 import engine.runtime.llm_engine as llm_engine  # noqa: E402
 from app.launch_options import LaunchOptions  # noqa: E402
 from app.main_window import MainWindowWidget  # noqa: E402
-from engine.tokenizer import Tokenizer  # noqa: E402
+from engine.text.tokenizer import Tokenizer  # noqa: E402
 from tests.generation.tool_fixtures import TOOL_TEMPLATE  # noqa: E402
 
 from make_screenshots import pause, wait_until  # noqa: E402  (docs/ is this script's folder)

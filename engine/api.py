@@ -13,15 +13,15 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine.alloc.memory_plan import MemoryPlan
-from engine.catalog import ModelEntry, budget_marks, engine_plan, fit_summary, scan_models
+from engine.loading.catalog import ModelEntry, budget_marks, engine_plan, fit_summary, scan_models
 from engine.config import EngineOptions, Progress
 from engine.errors import BudgetError, WispError
 from engine.expert_modes import ExpertMode
 from engine.events import EngineStats, ErrorKind, Event, FinishEvent, RequestStats, TokenEvent
-from engine.hardware_info import HardwareInfo
+from engine.system.hardware_info import HardwareInfo
 from engine.loading.plan import BudgetMarks, LoadPlan, plan_for
 from engine.loading.source import ModelSource, SourceKind, open_source
-from engine.model_path import is_remote_url
+from engine.loading.model_path import is_remote_url
 from engine.generation.model_info import ModelInfo
 from engine.generation.plan_event import PlanEvent
 from engine.request_checks import REASONING_EFFORTS
@@ -141,7 +141,7 @@ class Engine:
 
     @property
     def tokenizer(self):
-        """The loaded model's tokenizer (engine.tokenizer.Tokenizer, or a GGUF file's), None for a remote server.
+        """The loaded model's tokenizer (engine.text.tokenizer.Tokenizer, or a GGUF file's), None for a remote server.
         Any thread: encoding and decoding keep no state between calls."""
         return getattr(self._core, "tokenizer", None)
 
@@ -309,7 +309,7 @@ def _finish_event(request_id: str, reason: str, error: str | None = None) -> Fin
 
 def detect_hardware() -> HardwareInfo:
     """What this machine has: torch, CUDA, GPUs and their memory, host RAM (imports torch)."""
-    from engine.hardware import detect
+    from engine.system.hardware import detect
 
     return detect()
 

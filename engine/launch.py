@@ -6,7 +6,7 @@ Wisp's own engine."""
 
 from __future__ import annotations
 
-from engine.budget_check import check_budget_fits
+from engine.loading.budget_check import check_budget_fits
 from engine.config import EngineOptions, Progress
 from engine.errors import UnsupportedModelError
 from engine.generation.core import EngineCore

@@ -77,7 +77,7 @@ def tiny_model_dir(run_artifact):
 def demo_gguf(run_artifact):
     """The bundled demo model's f32 GGUF twin, converted once per test run."""
     from engine.gguf.convert import convert
-    from engine.model_path import DEMO_MODEL
+    from engine.loading.model_path import DEMO_MODEL
 
     folder = run_artifact("demo-gguf", lambda out: convert(DEMO_MODEL, out / "demo-f32.gguf", "f32"))
     return folder / "demo-f32.gguf"

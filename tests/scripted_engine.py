@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 from engine.api import FinishEvent, RequestHandle, RequestStats, TokenEvent
+from engine.errors import RequestError
 
 LOGPROB = -0.25
 
@@ -16,12 +17,14 @@ LOGPROB = -0.25
 class ScriptedEngine:
     """Each reply is a list of (answer text, reasoning text) pieces, one per token, and the tool calls it ends
     with. Events are delivered from another thread, as the engine thread delivers them; `requests` records what
-    was asked."""
+    was asked. `sees_images`: the model takes image parts in a message's content (engine.api's contract); one
+    that does not refuses a request with an image as the engine does."""
 
     pieces: list[tuple[str, str]]
     max_model_len: int = 4096
     requests: list = field(default_factory=list)
     tool_calls: tuple = ()
+    sees_images: bool = False
 
     def __post_init__(self):
         self.info = SimpleNamespace(name="scripted", path="scripted", max_model_len=self.max_model_len,
@@ -29,6 +32,8 @@ class ScriptedEngine:
         self.tokenizer = None  # engine.server.ServedModel reads the engine's tokenizer: none here
 
     def submit(self, request, callback=None) -> RequestHandle:
+        if not self.sees_images and request_images(request):
+            raise RequestError("this model does not take images (it has no vision tower)", "messages")
         self.requests.append(request)
         handle = RequestHandle(request.request_id)
         threading.Thread(target=self._deliver, args=(request.request_id, handle, callback), daemon=True).start()
@@ -56,6 +61,12 @@ class ScriptedEngine:
                              (LOGPROB,) * num, stats, reasoning="".join(r for _, r in self.pieces),
                              tool_calls=self.tool_calls)
         return [*tokens, finish]
+
+
+def request_images(request) -> list[bytes]:
+    """The encoded images of a chat request's messages, in order."""
+    return [part["image"] for message in request.messages or () if isinstance(message["content"], (list, tuple))
+            for part in message["content"] if part.get("type") == "image"]
 
 
 # A gpt-oss-like reply as the engine streams it: reasoning pieces first, then the answer.

@@ -24,8 +24,9 @@ CORPUS = [
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 VOCAB = 384
 HYBRID_TYPES = ("qwen3_next", "qwen3_5_moe")
+ZERO_CENTRED_NORM_TYPES = (*HYBRID_TYPES, "qwen3_5_moe_text")
 # those engine.gguf.convert writes as the checkpoint's tensors (gpt_oss and HYBRID_TYPES: in layouts of their own)
-GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe"]
+GGUF_MODEL_TYPES = ["qwen3_moe", "qwen2_moe", "mixtral", "olmoe", "glm4_moe", "minimax_m2", "ernie4_5_moe"]
 # gpt-oss-20b's published RoPE; a window and a SwiGLU limit small enough that the tiny model's prompts cross the
 # window and its activations reach the clamp
 GPT_OSS_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
@@ -89,13 +90,16 @@ def hybrid_model(model_type: str, common: dict):
     """Four layers (three Gated DeltaNet, one gated full attention, as published), twice as many value heads as
     key heads, and prompts long enough to cross the chunked form's 64-token chunks. qwen3_5_moe as the hub
     publishes it: a vision-language model with a (tiny) vision tower."""
-    from transformers import Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration, Qwen3NextConfig, Qwen3NextForCausalLM
+    from transformers import (Qwen3_5MoeConfig, Qwen3_5MoeForCausalLM, Qwen3_5MoeForConditionalGeneration,
+                              Qwen3_5MoeTextConfig, Qwen3NextConfig, Qwen3NextForCausalLM)
 
     hybrid = dict(common, num_hidden_layers=4, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
                   shared_expert_intermediate_size=48, head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
                   linear_key_head_dim=16, linear_value_head_dim=16, linear_conv_kernel_dim=4)
     if model_type == "qwen3_next":
         return Qwen3NextForCausalLM(Qwen3NextConfig(**hybrid, intermediate_size=96, norm_topk_prob=True))
+    if model_type == "qwen3_5_moe_text":  # the language model alone, as Qwen3_5MoeForCausalLM saves it
+        return Qwen3_5MoeForCausalLM(Qwen3_5MoeTextConfig(**hybrid))
     vision = dict(depth=1, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64)
     return Qwen3_5MoeForConditionalGeneration(Qwen3_5MoeConfig(text_config=hybrid, vision_config=vision))
 
@@ -153,6 +157,35 @@ def deepseek_model(model_type: str, common: dict):
                                                   routed_scaling_factor=2.5, norm_topk_prob=True))
 
 
+def ernie4_5_moe_model(common: dict):
+    """Three layers, MoE from the second on (as published), shared experts."""
+    from transformers import Ernie4_5_MoeConfig, Ernie4_5_MoeForCausalLM
+
+    config = dict(common, num_hidden_layers=3, moe_num_experts=8, moe_k=2, moe_intermediate_size=32,
+                  intermediate_size=96, moe_num_shared_experts=2, moe_layer_start_index=1)
+    return Ernie4_5_MoeForCausalLM(Ernie4_5_MoeConfig(**config))
+
+
+def glm4_moe_lite_model(common: dict):
+    """GLM-4.7-Flash's layers at toy width: MLA with a q LoRA, a dense first layer, one routing group as published,
+    its routed_scaling_factor."""
+    from transformers import Glm4MoeLiteConfig, Glm4MoeLiteForCausalLM
+
+    config = dict(common, num_key_value_heads=common["num_attention_heads"], kv_lora_rank=32, q_lora_rank=24,
+                  qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=12, intermediate_size=96, n_routed_experts=8,
+                  num_experts_per_tok=2, moe_intermediate_size=32, n_shared_experts=1, routed_scaling_factor=1.8,
+                  mlp_layer_types=["dense"] + ["sparse"] * (common["num_hidden_layers"] - 1))
+    return Glm4MoeLiteForCausalLM(Glm4MoeLiteConfig(**config))
+
+
+def minimax_m2_model(common: dict):
+    """Partial RoPE given as the published rotary_dim (half of each head), q/k norms over the full projections."""
+    from transformers import MiniMaxM2Config, MiniMaxM2ForCausalLM
+
+    return MiniMaxM2ForCausalLM(MiniMaxM2Config(**common, num_local_experts=8, num_experts_per_tok=2,
+                                                intermediate_size=32, head_dim=16, rotary_dim=8))
+
+
 def lfm2_moe_model(common: dict):
     """Short-conv and attention layers as published (conv first), one dense layer, sigmoid routing with a random
     expert bias (a buffer: write_tiny_model randomises parameters only)."""
@@ -193,6 +226,10 @@ TINY_MODELS = {
     "deepseek_v3": partial(deepseek_model, "deepseek_v3"),
     "qwen3_next": partial(hybrid_model, "qwen3_next"),
     "qwen3_5_moe": partial(hybrid_model, "qwen3_5_moe"),
+    "qwen3_5_moe_text": partial(hybrid_model, "qwen3_5_moe_text"),
+    "ernie4_5_moe": ernie4_5_moe_model,
+    "glm4_moe_lite": glm4_moe_lite_model,
+    "minimax_m2": minimax_m2_model,
     "lfm2_moe": lfm2_moe_model,
     "nemotron_h": nemotron_h_model,
 }
@@ -207,7 +244,7 @@ def write_tiny_model(folder: Path, model_type: str, seed: int = 0, dtype=torch.f
         for name, param in model.named_parameters():
             if "norm" not in name:
                 param.normal_(0.0, 0.15)  # larger than the init default so the tiny model has decisive logits
-            elif model_type in HYBRID_TYPES:
+            elif model_type in ZERO_CENTRED_NORM_TYPES:
                 # zero-centred norms: a weight of zeros would not test the (1 + w); the gated norm's is centred on 1
                 param.normal_(float(name.endswith("linear_attn.norm.weight")), 0.1)
     randomize_correction_bias(model)

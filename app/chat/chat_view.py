@@ -3,10 +3,11 @@ Follows the newest text while the user is at the bottom; stays put when they scr
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import QMimeData, Qt, Signal, Slot
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.chat.conversation_model import ConversationModel
+from app.chat.image_mime import has_offered_files
 from app.chat.markdown_render import RenderStyle
 from app.chat.message_widget import MessageWidget
 
@@ -19,6 +20,7 @@ class ChatView(QScrollArea):
     regenerate_requested = Signal("qint64")
     resend_requested = Signal("qint64", str)
     continue_code_requested = Signal(str)
+    files_dropped = Signal(QMimeData)  # files or an image dropped onto the conversation (for the message box)
 
     def __init__(self, model: ConversationModel, style: RenderStyle, parent: QWidget | None = None):
         super().__init__(parent)
@@ -41,6 +43,7 @@ class ChatView(QScrollArea):
         self.context_marker.hide()
         self._column.addStretch(1)
         self.setWidget(canvas)
+        self.setAcceptDrops(True)
         model.reset.connect(self._on_model_reset)
         model.message_appended.connect(self._on_model_message_appended)
         model.message_changed.connect(self._on_model_message_changed)
@@ -76,7 +79,7 @@ class ChatView(QScrollArea):
 
     @Slot("qint64")
     def _on_model_message_appended(self, index: int) -> None:
-        widget = MessageWidget(self._model.messages[index], self._style, self.widget())
+        widget = MessageWidget(self._model.messages[index], self._style, self.widget(), self._model.store.images.get)
         widget.set_code_mode(self._is_code_mode)
         widget.set_actions_enabled(self._are_actions_enabled)
         widget.regenerate_requested.connect(lambda: self.regenerate_requested.emit(self._widgets.index(widget)))
@@ -123,6 +126,19 @@ class ChatView(QScrollArea):
         if message.kind == "completion" and message.role == "assistant" and index > 0:
             code = self._widgets[index - 1].message.content + code
         self.continue_code_requested.emit(code)
+
+    def dragEnterEvent(self, event) -> None:
+        if has_offered_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dragMoveEvent(self, event) -> None:
+        if has_offered_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        if has_offered_files(event.mimeData()):
+            event.acceptProposedAction()
+            self.files_dropped.emit(event.mimeData())
 
     @Slot(int)
     def _on_scroll_value_changed(self, value: int) -> None:

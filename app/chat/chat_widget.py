@@ -48,6 +48,7 @@ class ChatWidget(QWidget):
         self.view.regenerate_requested.connect(self._controller.regenerate)
         self.view.resend_requested.connect(self._controller.edit_and_resend)
         self.view.continue_code_requested.connect(self._controller.continue_code)
+        self.view.files_dropped.connect(self.composer.offer)
         self._controller.busy_changed.connect(self._on_controller_busy_changed)
         self._model.reset.connect(self._on_model_reset)
 
@@ -68,7 +69,7 @@ class ChatWidget(QWidget):
         is_code = self._mode == "code"
         context = self.code_context.context_text() if is_code else ""
         attached = self.code_context.attached_paths() if is_code else ()
-        if self._controller.send(text, context, attached):
+        if self._controller.send(text, context, attached, tuple(self.composer.images())):
             self.composer.clear()
             self.code_context.clear()
 

@@ -89,7 +89,8 @@ class ConversationListWidget(QWidget):
 
     def export_conversation(self, conversation_id: int, path: Path, fmt: str) -> None:
         conversation = self._store.get(conversation_id)
-        write_text_atomic(path, EXPORT_FORMATS[fmt][2](conversation, self._store.messages(conversation_id)))
+        write_text_atomic(path, EXPORT_FORMATS[fmt][2](conversation, self._store.messages(conversation_id),
+                                                       self._store.images.get))
 
     @Slot(QModelIndex)
     def _on_view_clicked(self, index: QModelIndex) -> None:

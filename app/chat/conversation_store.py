@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from app.chat.image_store import ImageStore
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
     id INTEGER PRIMARY KEY, title TEXT NOT NULL, mode TEXT NOT NULL, system_prompt TEXT NOT NULL,
@@ -39,7 +41,8 @@ class Conversation:
 @dataclass(frozen=True)
 class Message:
     """role: "user" | "assistant"; kind: "chat" or "completion" (raw code continuation);
-    info: finish reason, tok/s, time to first token, token counts, error."""
+    info: finish reason, tok/s, time to first token, token counts, error; a user message's "images": the
+    digests of its images in the store's ImageStore."""
 
     role: str
     content: str
@@ -58,10 +61,12 @@ class Message:
 
 class ConversationStore:
     """`is_read_only`: opened with read_only() (a read-only file or folder, or a database another program
-    locks); every write then raises sqlite3.OperationalError, which callers report."""
+    locks); every write then raises sqlite3.OperationalError, which callers report. `images`: the messages'
+    images, in the "images" folder beside the database."""
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.images = ImageStore(path.parent / "images")
         self._db = sqlite3.connect(path)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA foreign_keys=ON")
@@ -86,6 +91,7 @@ class ConversationStore:
         opened); an empty store in memory when it cannot be read at all (locked by another program)."""
         store = cls.__new__(cls)
         store.is_read_only, store.is_in_memory = True, False
+        store.images = ImageStore(path.parent / "images")
         for query in ("mode=ro", "immutable=1"):
             try:
                 store._db = sqlite3.connect(f"{path.resolve().as_uri()}?{query}", uri=True, timeout=1)
@@ -144,6 +150,12 @@ class ConversationStore:
     def delete(self, conversation_id: int) -> None:
         with self._db:
             self._db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+        self.images.remove_unused(self.image_digests())
+
+    def image_digests(self) -> set[str]:
+        """The images any saved message names."""
+        rows = self._db.execute("SELECT info FROM messages WHERE info LIKE '%\"images\"%'")
+        return {digest for (info,) in rows for digest in json.loads(info).get("images", [])}
 
     def messages(self, conversation_id: int) -> list[Message]:
         rows = self._db.execute("SELECT id, role, kind, content, info FROM messages WHERE conversation_id = ? "

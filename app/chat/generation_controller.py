@@ -18,8 +18,10 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.chat.context_fit import DEFAULT_POLICY, ContextFit, ContextFullError, fit_context
 from app.chat.conversation_model import ConversationModel, why_not_saved
 from app.chat.conversation_store import Message
+from app.chat.image_parts import content_with_images, estimated_tokens, is_remote, sees_images
 from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import api
+from app.speculation_choice import request_mode
 from app.chat.tool_turns import TOOL_PHASE, ToolTurns
 
 log = logging.getLogger(__name__)
@@ -37,12 +39,12 @@ class GenerationSettings:
     reasoning_effort: str | None = None  # low, medium, high; None: the chat template's default
     enable_thinking: bool | None = None  # False: no thinking (Qwen3's switch); None: the chat template's default
     extras: SamplingExtras = SamplingExtras()  # top-k, min-p, penalties, JSON output
-    speculative: bool = False  # prompt-lookup drafts (Model → Draft tokens from the conversation)
+    speculative: str = "off"  # Model → Draft tokens (app.speculation_choice.SPECULATIVE_CHOICES)
 
 
 def drafts(settings: GenerationSettings) -> str:
-    """GenerateRequest.speculative for these settings: prompt lookup, or none."""
-    return "ngram" if settings.speculative else "off"
+    """GenerateRequest.speculative for these settings."""
+    return request_mode(settings.speculative)
 
 
 def finish_info(event) -> dict:
@@ -59,7 +61,7 @@ def finish_info(event) -> dict:
 
 def estimate_tokens(messages: list[dict]) -> int:
     """Where the engine cannot count (a remote server): about four characters a token, a few per message."""
-    return sum(len(m["content"]) // 4 + 4 for m in messages)
+    return sum(estimated_tokens(m["content"]) + 4 for m in messages)
 
 
 def prompt_content(message: Message) -> str:
@@ -128,10 +130,19 @@ class GenerationController(ToolTurns, QObject):
     def can_send(self) -> bool:
         return not self.is_busy and self._engine_source() is not None
 
-    def send(self, text: str, context: str = "", attachments: tuple[str, ...] = ()) -> bool:
+    def send(self, text: str, context: str = "", attachments: tuple[str, ...] = (), images: tuple[bytes, ...] = ()
+             ) -> bool:
         """Ask `text`; `context` (attached files, formatted) goes to the model before it, and the message keeps
-        it in its info with the attached paths, so that the bubble shows the question and chips, not the files."""
+        it in its info with the attached paths, so that the bubble shows the question and chips, not the files.
+        `images` (encoded files) go with the text; the conversation store keeps them and the message their digests."""
         info = {"context": context, "attachments": list(attachments)} if context else {}
+        if images and self.can_send():
+            try:
+                info["images"] = [self._model.store.images.put(data) for data in images]
+            except OSError as err:  # nothing was sent: the text and the images stay in the input box
+                self.failed.emit(f"Your message was not sent because its images could not be saved: "
+                                 f"{err.strerror or err}. It is still in the input box.")
+                return False
         return self._ask(Message("user", text, info=info))
 
     def continue_code(self, code: str) -> bool:
@@ -185,7 +196,7 @@ class GenerationController(ToolTurns, QObject):
         self._set_request(None)
 
     def _ask(self, message: Message) -> bool:
-        if not self.can_send() or not message.content.strip():
+        if not self.can_send() or not (message.content.strip() or message.info.get("images")):
             return False
         self._tool_rounds = 0
         settings = self._settings_source()
@@ -281,7 +292,16 @@ class GenerationController(ToolTurns, QObject):
         prompt = self._settings_source().system_prompt
         system = [{"role": "system", "content": prompt}] if prompt.strip() else []
         # replies go back as their answers alone: chat templates (gpt-oss's harmony) drop earlier reasoning
-        return system + [template_turn(m) for m in messages]
+        return system + [self._with_images(template_turn(m), m) for m in messages]
+
+    def _with_images(self, turn: dict, message: Message) -> dict:
+        """The turn with its message's images, for a model that takes them (to one that does not, the text alone)."""
+        engine = self._engine_source()
+        digests = message.info.get("images") if message.role == "user" else None
+        if not digests or not sees_images(engine):
+            return turn
+        images = [data for data in map(self._model.store.images.get, digests) if data is not None]
+        return {**turn, "content": content_with_images(turn["content"], images, is_remote(engine))}
 
     def _count(self, messages: list[Message]) -> int:
         """Tokens of a prompt made of these messages, counted by the engine (its template and tokenizer)."""

@@ -1,11 +1,12 @@
 """One message of the chat: who said it, its stats (tok/s, time to first token, tokens), a reasoning model's
-reasoning in a collapsible section, Markdown body with highlighted code blocks, and its actions (copy, edit and
-resend, regenerate, code-block copy/save/continue)."""
+reasoning in a collapsible section, the thumbnails of its images, Markdown body with highlighted code blocks, and
+its actions (copy, edit and resend, regenerate, code-block copy/save/continue)."""
 
 from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import Callable
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QGuiApplication
@@ -13,6 +14,8 @@ from PySide6.QtWidgets import (QFileDialog, QFrame, QHBoxLayout, QLabel, QPlainT
                                QVBoxLayout, QWidget)
 
 from app.chat.conversation_store import Message
+from app.chat.image_strip_widget import ImageStripWidget
+from app.chat.image_viewer_dialog import ImageViewerDialog
 from app.chat.markdown_browser import MarkdownBrowserView
 from app.chat.markdown_render import RenderStyle, code_blocks, fenced, render_markdown
 from app.chat.reasoning_widget import ReasoningWidget
@@ -67,7 +70,9 @@ class MessageWidget(QFrame):
     resend_requested = Signal(str)
     continue_code_requested = Signal(str)
 
-    def __init__(self, message: Message, style: RenderStyle, parent: QWidget | None = None):
+    def __init__(self, message: Message, style: RenderStyle, parent: QWidget | None = None,
+                 image_source: Callable[[str], bytes | None] = lambda digest: None):
+        """`image_source`: an image's bytes by the digest the message keeps (None: its file is gone)."""
         super().__init__(parent)
         self._message, self._style, self._is_code_mode = message, style, False
         self.setObjectName("userMessage" if message.role == "user" else "assistantMessage")
@@ -79,6 +84,10 @@ class MessageWidget(QFrame):
         self.edit_button.setVisible(message.role == "user")
         self.regenerate_button.setVisible(message.role == "assistant")
         self.chips = self._attachment_chips(message.info.get("attachments") or [])
+        self.images = [data for data in map(image_source, message.info.get("images") or []) if data is not None]
+        self.image_strip = ImageStripWidget(is_removable=False, parent=self)
+        self.image_strip.set_images(self.images)
+        self.image_viewer: ImageViewerDialog | None = None
         self.reasoning = ReasoningWidget(self)
         self.body = MarkdownBrowserView(self)
         self.body.setAccessibleName(f"{self.role_label.text()} message")
@@ -166,6 +175,7 @@ class MessageWidget(QFrame):
         layout.setSpacing(4)
         layout.addLayout(header)
         layout.addWidget(self.chips)
+        layout.addWidget(self.image_strip)
         layout.addWidget(self.reasoning)
         layout.addWidget(self.body)
         layout.addWidget(self.editor)
@@ -178,11 +188,17 @@ class MessageWidget(QFrame):
         self.resend_button.clicked.connect(self._on_resend_button_clicked)
         self.cancel_edit_button.clicked.connect(self._on_cancel_edit_button_clicked)
         self.body.code_action_requested.connect(self._on_body_code_action_requested)
+        self.image_strip.opened.connect(self._on_image_strip_opened)
 
     def _show_editor(self, is_editing: bool) -> None:
         self.editor.setVisible(is_editing)
         self.editor_buttons.setVisible(is_editing)
         self.body.setVisible(not is_editing)
+
+    @Slot("qint64")
+    def _on_image_strip_opened(self, index: int) -> None:
+        self.image_viewer = ImageViewerDialog(self.images[index], f"Image {index + 1} of your message", self)
+        self.image_viewer.open()
 
     @Slot()
     def _on_copy_button_clicked(self) -> None:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from engine.alloc.memory_plan import MemoryPlan
-from engine.backends.gguf_info import GgufInfo
+from engine.gguf.info import GgufInfo
 from engine.config import EngineOptions
 from engine.errors import RequestError
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.backends.llama_cpp_model import LlamaCppModel
-from engine.chat_template import ChatTemplate, pick_template, template_source
-from engine.detokenizer import IncrementalDetokenizer
+from engine.text.chat_template import ChatTemplate, pick_template, template_source
+from engine.text.detokenizer import IncrementalDetokenizer
 from engine.errors import TokenizerError
 
 SPECIAL_TOKEN_NAMES = {"bos_token": "bos", "eos_token": "eos", "pad_token": "pad"}  # llama.cpp has no unk getter

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.alloc.memory_plan import MemoryPlan
-from engine.backends.gguf_info import GgufInfo, read_info
+from engine.gguf.info import GgufInfo, read_info
 from engine.backends.gguf_placement import Placement, compute_buffer_bytes, memory_plan, model_params, resolve_placement
 from engine.backends.gguf_tokenizer import GgufTokenizer
 from engine.backends.llama_cpp_core import LlamaCppCore

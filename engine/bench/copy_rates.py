@@ -8,7 +8,7 @@ import time
 import torch
 
 from engine.experts.formats.store import ExpertStore
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 
 
 def _sync(device: torch.device) -> None:

@@ -36,7 +36,7 @@ from engine.errors import BudgetError
 from engine.experts.pager.link_pace import LinkPace
 from engine.experts.formats.store import ExpertStore
 from engine.experts.providers.touched_copy import TouchedCopyExperts
-from engine.hardware import device_name
+from engine.system.hardware import device_name
 from engine.model.args import ModelArgs
 from engine.model.loader import LoadedWeights
 from engine.model.sizes import model_sizes

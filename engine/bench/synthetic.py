@@ -114,7 +114,7 @@ def synthetic_dense_weights(args: ModelArgs, dtype: torch.dtype, gpu: torch.devi
 
 class IdOnlyTokenizer:
     """Benchmarks feed token ids and never read text: a tokenizer that decodes to no text and has no EOS (an
-    engine.detokenizer.Decoder, so the engine's text stream runs as for a real tokenizer)."""
+    engine.text.detokenizer.Decoder, so the engine's text stream runs as for a real tokenizer)."""
 
     eos_token_ids = frozenset()
     special_token_ids = frozenset()

@@ -9,7 +9,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from engine.alloc.memory_plan import GiB, kv_floor_bytes, minimum_budget, state_bytes, workspace_bytes
-from engine.model_path import DEMO_MODEL
+from engine.loading.model_path import DEMO_MODEL
 from engine.alloc.mvwsa import PoolSpec, Split, configure
 from engine.config import DENSE_QUANTS, DENSE_WEIGHTS, DEVICES, DTYPE_CHOICES, EngineOptions
 from engine.errors import BudgetError, RequestError
@@ -102,7 +102,7 @@ def split_row(split: Split, block_bytes: int) -> dict:
 
 
 def configure_command(cli: Namespace) -> int:
-    from engine.hardware import device_name  # torch: imported on use
+    from engine.system.hardware import device_name  # torch: imported on use
 
     plan = configure_plan(cli)
     splits, link, spec = configure_model(plan, trace_argument(cli))

@@ -16,7 +16,7 @@ def register(commands) -> None:
 
 
 def doctor_command(args: Namespace) -> int:
-    from engine.hardware import detect
+    from engine.system.hardware import detect
 
     hw = detect()
     if args.json:

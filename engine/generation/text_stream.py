@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.detokenizer import IncrementalDetokenizer, StopStringMatcher
+from engine.text.detokenizer import IncrementalDetokenizer, StopStringMatcher
 from engine.events import ToolCall, ToolCallDelta
 from engine.generation.reasoning import Parsed, ReasoningParser
 from engine.generation.reasoning_formats import reasoning_format

@@ -18,7 +18,7 @@ from engine.gguf.tensor_map import EXPERTS, expert_bias_names, unpermute_rotary
 from engine.gguf.tensors import SUPPORTED_QTYPES, DenseTensor, ExpertLayer, ExpertTensor, qtype_name, row_bytes
 from engine.model.args import ModelArgs
 from engine.model.families import GgufFormat
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 
 
 class GgufModel:
@@ -43,7 +43,7 @@ class GgufModel:
         return model_args(self.file)
 
     def tokenizer(self) -> Tokenizer:
-        """engine.tokenizer.Tokenizer from the file's metadata (see engine.gguf.tokenizer)."""
+        """engine.text.tokenizer.Tokenizer from the file's metadata (see engine.gguf.tokenizer)."""
         from engine.gguf.tokenizer import gguf_tokenizer
 
         return gguf_tokenizer(self.file)

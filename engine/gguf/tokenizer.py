@@ -1,4 +1,4 @@
-"""engine.tokenizer.Tokenizer built from a GGUF file's tokenizer.ggml.* metadata, tokenising as llama.cpp does:
+"""engine.text.tokenizer.Tokenizer built from a GGUF file's tokenizer.ggml.* metadata, tokenising as llama.cpp does:
 byte-level BPE ("gpt2": tokens, merges, the pre-tokenizer named by tokenizer.ggml.pre) or SentencePiece BPE
 ("llama": tokens, scores, byte fallback). Control and user-defined tokens are matched in text first."""
 
@@ -7,12 +7,12 @@ from __future__ import annotations
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as Backend
 
-from engine.chat_template import ChatTemplate
+from engine.text.chat_template import ChatTemplate
 from engine.errors import TokenizerError, UnsupportedModelError
 from engine.gguf.reader import GgufFile
 from engine.gguf.special_tokens import special_tokens
 from engine.gguf.vocab import CONTROL, GPT4O_REGEX, LLAMA3_REGEX, QWEN2_REGEX, USER_DEFINED
-from engine.tokenizer import ModelTokenIds, Tokenizer
+from engine.text.tokenizer import ModelTokenIds, Tokenizer
 
 UNKNOWN = 2  # gguf's TokenType.UNKNOWN (<unk>)
 # tokenizer.ggml.pre -> the split regex before byte-level BPE (llama-vocab.cpp's lists); None: GPT-2's own.

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.errors import TokenizerError, UnsupportedModelError
-from engine.tokenizer import Tokenizer, _load_chat_templates  # the same template rules as HF folders
+from engine.text.tokenizer import Tokenizer, _load_chat_templates  # the same template rules as HF folders
 
 # tokenizer.json Split regex -> llama.cpp pre-tokenizer name (llama-vocab.cpp lists the same regexes)
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+"

@@ -65,7 +65,7 @@ class LoadPlan:
 def plan_for(source: ModelSource, options: EngineOptions) -> LoadPlan:
     """The plan Wisp's engine would load `source` with. UnsupportedModelError for a source it does not plan: a
     remote server, or a GGUF file that options.backend sends to llama.cpp (which places it itself)."""
-    from engine.hardware import pick_device
+    from engine.system.hardware import pick_device
     from engine.model.loader import resolve_dtype
 
     if source.kind is SourceKind.REMOTE:

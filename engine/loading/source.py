@@ -10,7 +10,7 @@ from pathlib import Path
 from engine.errors import UnsupportedModelError
 from engine.model.args import ModelArgs
 from engine.model.config_file import read_args
-from engine.model_path import is_remote_url, resolve_model
+from engine.loading.model_path import is_remote_url, resolve_model
 
 
 class SourceKind(str, Enum):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.errors import ModelFormatError, UnsupportedModelError
+from engine.model.biased_softmax_args import BiasedSoftmaxArgs
 from engine.model.linear_args import LinearAttentionArgs
 from engine.model.mamba2_args import Mamba2Args
 from engine.model.short_conv_args import ShortConvArgs
@@ -75,6 +76,7 @@ class ModelArgs:
     short_conv: ShortConvArgs | None = None  # lfm2_moe: layer_types' "conv" layers (engine.model.short_conv)
     mamba: Mamba2Args | None = None  # nemotron_h: layer_types' "mamba" layers (engine.model.mamba2_mixer)
     moe_latent_size: int = 0  # > 0: routed experts compute in a latent space of this size (engine.model.latent_moe)
+    biased_softmax: BiasedSoftmaxArgs | None = None  # set with router "biased_softmax_topk"
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):

@@ -12,10 +12,11 @@ from torch import nn
 from engine.model.args import ModelArgs
 from engine.model.decode_attention import decode_attention
 from engine.model.kv_store import store_kv
-from engine.model.layers import RMSNorm, apply_rope
+from engine.model.layers import RMSNorm
+from engine.model.rope_layouts import ROTATIONS
 from engine.model.sink_attention import eager_attention, padded_eager_attention
 from engine.model.sink_flash import is_sink_flash_on, sink_flash_attention
-from engine.triton_support import HAS_TRITON, fused_step
+from engine.system.triton_support import HAS_TRITON, fused_step
 
 
 @dataclass
@@ -123,6 +124,8 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(args.hidden_size, kv_size, bias=args.attention_bias)
         self.o_proj = nn.Linear(q_size, args.hidden_size, bias=args.o_proj_bias)
         self.qk_norm, self.clip_qkv = args.qk_norm, args.clip_qkv
+        # q and k turn alike, so a layout that writes its rotated pairs in another order leaves q.k as it is
+        self.rope_layout, self.rotate = args.rope_layout, ROTATIONS[args.rope_layout]
         if args.qk_norm == "per_head":
             self.q_norm = RMSNorm(self.head_dim, args.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, args.rms_norm_eps)
@@ -179,14 +182,14 @@ class Attention(nn.Module):
                                        self.k_norm.weight if norm else None, self.q_norm.eps if norm else 0.0,
                                        *rope, slots, cache.k[self.layer], cache.v[self.layer])
         q, k, v = self.project(x)
-        q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        q, k = self.rotate(q, *rope), self.rotate(k, *rope)
         cache.store(self.layer, slots, k, v)
         return q
 
     def is_fusable(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], cache: KVCache) -> bool:
         """Whether turn_and_store's one kernel computes what the op-by-op path computes here."""
         if not (cache.row_kernel and x.is_cuda and fused_step() and self.clip_qkv is None
-                and self.qk_norm in (None, "per_head")):
+                and self.qk_norm in (None, "per_head") and self.rope_layout == "half"):
             return False
         cos, sin = rope
         if not (cos.dim() == 2 and cos.shape == sin.shape and cos.shape[0] == x.shape[0] and cos.shape[1] % 2 == 0

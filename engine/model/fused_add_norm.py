@@ -10,7 +10,7 @@ import torch
 import triton
 import triton.language as tl
 
-from engine.triton_rounding import rounded
+from engine.system.triton_rounding import rounded
 
 
 @triton.jit

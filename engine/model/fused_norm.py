@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 
 _kernel = None
 

@@ -7,7 +7,7 @@ import torch
 from engine.model.args import ModelArgs
 from engine.model.attention import KVCache
 from engine.model.kv_store import store_kv
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 
 
 class LatentKVCache(KVCache):

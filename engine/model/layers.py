@@ -8,7 +8,7 @@ from torch import nn
 
 from engine.model.fused_norm import can_fuse, fused_rms_norm
 from engine.model.rope_scaling import Yarn, inverse_frequencies
-from engine.triton_support import HAS_TRITON, fused_step
+from engine.system.triton_support import HAS_TRITON, fused_step
 
 
 class RMSNorm(nn.Module):

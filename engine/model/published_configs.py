@@ -56,6 +56,28 @@ QWEN3_5_35B_A3B = {  # Qwen/Qwen3.5-35B-A3B's language model (transformers' Qwen
     "tie_word_embeddings": False,
 }
 
+GLM_47_FLASH = {  # zai-org/GLM-4.7-Flash (its geometry is transformers' Glm4MoeLiteConfig default)
+    "architectures": ["Glm4MoeLiteForCausalLM"], "model_type": "glm4_moe_lite", "vocab_size": 154880,
+    "hidden_size": 2048, "num_hidden_layers": 47, "num_attention_heads": 20, "num_key_value_heads": 20,
+    "q_lora_rank": 768, "kv_lora_rank": 512, "qk_nope_head_dim": 192, "qk_rope_head_dim": 64, "v_head_dim": 256,
+    "rope_interleave": True, "partial_rotary_factor": 1.0, "rope_theta": 1000000, "rope_scaling": None,
+    "attention_bias": False, "intermediate_size": 10240, "moe_intermediate_size": 1536, "n_routed_experts": 64,
+    "n_shared_experts": 1, "num_experts_per_tok": 4, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1,
+    "topk_method": "noaux_tc", "norm_topk_prob": True, "routed_scaling_factor": 1.8, "num_nextn_predict_layers": 1,
+    "hidden_act": "silu", "rms_norm_eps": 1e-05, "max_position_embeddings": 202752, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "eos_token_id": [154820, 154827, 154829], "pad_token_id": 154820,
+}
+
+ERNIE_45_21B_A3B = {  # baidu/ERNIE-4.5-21B-A3B-PT (its geometry is transformers' Ernie4_5_MoeConfig default)
+    "architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe", "vocab_size": 103424,
+    "hidden_size": 2560, "num_hidden_layers": 28, "num_attention_heads": 20, "num_key_value_heads": 4,
+    "head_dim": 128, "rope_theta": 500000, "use_bias": False, "intermediate_size": 12288, "moe_intermediate_size": 1536,
+    "moe_num_experts": 64, "moe_k": 6, "moe_num_shared_experts": 2, "moe_layer_start_index": 1,
+    "moe_layer_end_index": 27, "moe_layer_interval": 1, "moe_norm_min": 1e-12, "hidden_act": "silu",
+    "rms_norm_eps": 1e-05, "max_position_embeddings": 131072, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
+    "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0,
+}
+
 # nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, its geometry as NVIDIA's Megatron-Bridge Nemotron3NanoProvider states it
 NEMOTRON_3_NANO_30B_A3B = {
     "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "vocab_size": 131072,

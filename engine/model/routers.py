@@ -8,6 +8,7 @@ their weights from them. MoeBlock builds both from ModelArgs.router, which the f
 - "grouped" (glm4_moe, deepseek_v2, deepseek_v3): DeepSeek-style routing (engine.experts.routing.grouped_routing)
   from an fp32 gate that keeps its parameters fp32 whatever the model's dtype (transformers'
   _keep_in_fp32_modules_strict), with noaux_tc's per-expert correction bias beside the weight.
+- "biased_softmax_topk" (ernie4_5_moe): engine.model.biased_softmax_router.
 
 Every router's `select(logits, ids=None)` gives (ids [T, K], weights [T, K]): its own choice, or, for given ids
 (trace-driven benchmarks choose them), the weights it would give them. No host sync: graphable.
@@ -22,10 +23,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.experts.routing.dispatch import route as softmax_route
+from engine.model.biased_softmax_router import BiasedFp32Gate, BiasedSoftmaxTopK
 from engine.experts.routing.grouped_routing import GroupedRouting
 from engine.model.args import ModelArgs
 from engine.model.sigmoid_router import SigmoidGate, SigmoidTopK
-from engine.triton_support import fused_step
+from engine.system.triton_support import fused_step
 
 
 class SoftmaxTopK:
@@ -122,6 +124,7 @@ ROUTERS = {
     "softmax_topk": (linear_gate, SoftmaxTopK),
     "topk_softmax": (linear_gate, TopKSoftmax),
     "grouped": (Fp32Gate, GroupedTopK),
+    "biased_softmax_topk": (BiasedFp32Gate, BiasedSoftmaxTopK),
     "sigmoid_topk": (SigmoidGate, SigmoidTopK),  # lfm2_moe: engine.model.sigmoid_router
 }
 

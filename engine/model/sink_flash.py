@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 
 # head size -> (BLOCK_M, BLOCK_N, num_warps, num_stages)
 TILES = {64: (64, 64, 4, 2), 128: (64, 32, 4, 2)}

@@ -24,7 +24,7 @@ from engine.experts.formats.activation import SILU_GLU, ClampedSwiGlu, ExpertBia
 from engine.experts.routing.dispatch import Dispatch, to_device
 from engine.quant.linear import QuantLinearSpec
 from engine.quant.types import BF16, F16, F32
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 
 # The tile configuration, one for every step. Taller row tiles dequantize each expert's weights fewer times: 128
 # rows ran a Q4_K_M layer-step 1.3-2.5x faster than 64 on the H200 (bench/results/2026-12-02-prefill-2/NOTES.md). They

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from engine.quant.reference import dequantize_reference
 from engine.quant.types import QuantType, quant_type
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 
 # Which decode GEMV runs where it can: "wide" (engine.quant.wide_gemv for Q4_K and Q6_K, the word kernel for Q8_0),
 # "word" (engine.quant.gemv_kernels where word_split picks it) or "byte" (engine.quant.triton_kernels everywhere).

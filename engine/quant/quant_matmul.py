@@ -14,7 +14,7 @@ import torch
 from engine.quant.grouped_gemm import (FP32_STAGES, SMALL_TILES, WORD_TILES, configuration, launch)
 from engine.quant.linear import QuantLinearSpec
 from engine.quant.types import BLOCK_TYPES
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 
 # Long steps of at most this many rows run quant_matmul; longer ones dequantize the weight, then matmul (the faster
 # of the two past it: bench/results/2026-12-02-merged-rows-h200). Tests set it to force either path.

@@ -24,7 +24,7 @@ from engine.generation.tool_calls import can_call_tools
 from engine.loading.plan import LoadPlan, plan_for
 from engine.loading.source import ModelSource, SourceKind
 from engine.model.loader import LoadedWeights, load_weights
-from engine.model_path import DEMO_MODEL
+from engine.loading.model_path import DEMO_MODEL
 from engine.runtime.llm_engine import LLMEngine
 from engine.runtime.decode_graphs import DecodeGraphs
 from engine.runtime.host_tier_rule import host_tier_planner
@@ -34,8 +34,8 @@ from engine.runtime.determinism import use_deterministic_kernels
 from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner
 from engine.runtime.scheduler import Scheduler
-from engine.tokenizer import Tokenizer
-from engine.triton_support import HAS_TRITON
+from engine.text.tokenizer import Tokenizer
+from engine.system.triton_support import HAS_TRITON
 from engine.expert_modes import ExpertMode
 
 

@@ -15,7 +15,7 @@ from engine.model.loader import LoadedWeights, expert_activation
 from engine.quant.dense import dequantize_dense
 from engine.quant.gguf_store import num_experts_of, quant_layout_of, quant_store_from_gguf
 from engine.runtime.host_tier_rule import host_tier_planner
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 
 
 def load_gguf(plan: LoadPlan, options: EngineOptions, progress: Progress | None) -> tuple[LoadedWeights, Tokenizer]:

@@ -29,7 +29,7 @@ from engine.runtime.scheduler import Scheduler
 from engine.runtime.sequence import Sequence
 from engine.runtime.speculation import DEFAULT_DRAFT_TOKENS, Speculation
 from engine.runtime.verify_step import propose_drafts, run_verify_step
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 
 
 class LLMEngine:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from engine.errors import RequestError
 from engine.generation.fim import fim_prompt_ids, fim_token_ids
-from engine.model_path import DEMO_MODEL
+from engine.loading.model_path import DEMO_MODEL
 from engine.server.api_errors import bad_request
 from engine.server.model_size import model_size
 
@@ -21,7 +21,7 @@ def served_model_id(info) -> str:
 class ServedModel:
     id: str
     max_model_len: int  # 0 when unknown (a remote backend that does not say)
-    tokenizer: object | None  # engine.tokenizer.Tokenizer (or GGUF's); None for backends without one (remote)
+    tokenizer: object | None  # engine.text.tokenizer.Tokenizer (or GGUF's); None for backends without one (remote)
     tool_calls: bool = False  # the model takes tools and the engine reads its calls (ModelInfo.tool_calls)
     has_chat_template: bool = True
     family: str = ""  # the HF model_type (Ollama's details.family)

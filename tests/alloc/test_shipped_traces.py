@@ -11,7 +11,7 @@ from engine.alloc.mvwsa import PoolSpec, configure
 from engine.model.config_file import read_args
 from engine.model.shapes import SHAPES
 from engine.model.sizes import model_sizes
-from engine.model_path import DEMO_MODEL
+from engine.loading.model_path import DEMO_MODEL
 from engine.traces.format import load
 from engine.traces.profile import routing_profile
 

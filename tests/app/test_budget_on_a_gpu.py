@@ -21,7 +21,7 @@ REPLAN_TIMEOUT_MS = 30_000
 
 def simulated_gpu():
     from engine.api import HardwareInfo
-    from engine.hardware import GpuInfo
+    from engine.system.hardware import GpuInfo
 
     return HardwareInfo(torch_version="2.13.0", cuda_version="12.8",
                         gpus=(GpuInfo(0, "Simulated RTX 4090", GPU_TOTAL, GPU_FREE),),

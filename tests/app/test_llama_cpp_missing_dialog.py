@@ -14,7 +14,7 @@ from app.model_loader import user_message
 from engine.api import Engine, EngineOptions, WispError
 from engine.gguf.backend_choice import llama_cpp_install_command
 from engine.gguf.convert import convert
-from engine.model_path import DEMO_MODEL
+from engine.loading.model_path import DEMO_MODEL
 
 
 def test_the_load_error_dialog_copies_the_pip_command(qtbot, tmp_path, monkeypatch):

@@ -18,7 +18,7 @@ pytest.importorskip("mcp")
 
 import engine.runtime.llm_engine as llm_engine  # noqa: E402
 from app.resource_paths import RESOURCES  # noqa: E402
-from engine.tokenizer import Tokenizer  # noqa: E402
+from engine.text.tokenizer import Tokenizer  # noqa: E402
 from tests.app.driving import messages, type_and_send, use_greedy_sampling, wait_until_idle  # noqa: E402
 from tests.generation.tool_fixtures import TOOL_TEMPLATE  # noqa: E402
 

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.backends.gguf_info import read_info
+from engine.gguf.info import read_info
 from engine.cli import main
 from engine.errors import UnsupportedModelError
 from engine.gguf.convert import convert
-from engine.model_path import DEMO_MODEL
+from engine.loading.model_path import DEMO_MODEL
 from tests.tiny_glm4_moe import randomize_correction_bias
 from tests.tiny_models import GGUF_MODEL_TYPES, HYBRID_TYPES, hf_model, save_tokenizer
 

@@ -3,7 +3,7 @@ overrides (--n-cpu-moe) reaching llama.cpp through its low-level API."""
 
 import pytest
 
-from engine.backends.gguf_info import read_info
+from engine.gguf.info import read_info
 from engine.backends.gguf_placement import Placement, memory_plan, model_params, resolve_placement
 from engine.backends.llama_cpp_model import LOG, ContextSettings, LlamaCppModel
 from engine.config import EngineOptions

@@ -3,8 +3,8 @@
 import pytest
 
 from engine.api import Engine, EngineOptions, FinishEvent, GenerateRequest, SamplingParams, TokenEvent
-from engine.model_path import DEMO_MODEL
-from engine.tokenizer import Tokenizer
+from engine.loading.model_path import DEMO_MODEL
+from engine.text.tokenizer import Tokenizer
 
 PROMPT = "def fib(n):"
 

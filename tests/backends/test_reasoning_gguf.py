@@ -11,7 +11,7 @@ import engine.backends.llama_cpp_core as llama_cpp_core
 import engine.runtime.llm_engine as llm_engine
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.gguf.convert import convert
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 from tests.generation.reasoning_fixtures import HARMONY_TOKENS, write_reasoning_model
 
 REPLY = "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant<|channel|>final<|message|>Done.<|call|>"

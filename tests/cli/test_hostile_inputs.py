@@ -11,11 +11,11 @@ import httpx
 import pytest
 
 from engine.backends.remote import RemoteError, fetch_models, pick_model
-from engine.chat_template import ChatTemplate
+from engine.text.chat_template import ChatTemplate
 from engine.cli import main
 from engine.errors import ModelFormatError, TokenizerError
 from engine.gguf.reader import GgufFile
-from engine.model_path import DEMO_MODEL
+from engine.loading.model_path import DEMO_MODEL
 
 NINES = "9" * 400
 DEEP = 20_000

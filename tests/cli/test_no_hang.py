@@ -35,7 +35,7 @@ def test_a_chat_line_that_is_not_utf8_is_refused_alone(model):
 
 
 def test_a_budget_beyond_the_machine_is_refused_before_allocating():
-    """One budget past this machine's RAM: every such budget meets the same comparison (engine/budget_check.py)."""
+    """One budget past this machine's RAM: every such budget meets the same comparison (engine/loading/budget_check.py)."""
     assert_one_line_error(wisp("run", "--device", "cpu", "--budget", "1TiB", "--prompt", "hi"), "budget", "RAM")
 
 

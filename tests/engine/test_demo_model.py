@@ -5,7 +5,7 @@ import json
 import torch
 
 from engine.cli import main
-from engine.model_path import DEMO_MODEL
+from engine.loading.model_path import DEMO_MODEL
 
 
 def test_wisp_run_on_the_demo_model_matches_transformers(capsys):

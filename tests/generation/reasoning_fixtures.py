@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 from tokenizers import AddedToken
 
-from tests.engine.tokenizer_fixtures import save_hf_folder, train_byte_level_tokenizer
+from tests.text.tokenizer_fixtures import save_hf_folder, train_byte_level_tokenizer
 
 HARMONY_TOKENS = ["<|startoftext|>", "<|endoftext|>", "<|start|>", "<|end|>", "<|message|>", "<|channel|>",
                   "<|constrain|>", "<|return|>", "<|call|>"]
@@ -72,7 +72,7 @@ def save_think_folder(folder: Path, chat_template: str = THINK_TEMPLATE, vocab_s
 
 def write_reasoning_model(folder: Path, kind: str, model_type: str = "qwen3_moe") -> Path:
     """A tiny checkpoint with the `kind` ("harmony" or "think") tokenizer, sized to its vocabulary."""
-    from engine.tokenizer import Tokenizer
+    from engine.text.tokenizer import Tokenizer
     from tests.tiny_models import VOCAB, write_tiny_model
 
     write_tiny_model(folder, model_type)

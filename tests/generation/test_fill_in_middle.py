@@ -7,7 +7,7 @@ import pytest
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.errors import RequestError
-from tests.engine.tokenizer_fixtures import save_hf_folder, train_byte_level_tokenizer
+from tests.text.tokenizer_fixtures import save_hf_folder, train_byte_level_tokenizer
 from tests.tiny_models import write_tiny_model
 
 FIM = ["<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"]

@@ -12,7 +12,7 @@ import torch
 import engine.runtime.llm_engine as llm_engine
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams, TokenEvent
 from engine.cli import main
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 from tests.generation.reasoning_fixtures import write_reasoning_model
 
 REPLY = ("<|channel|>analysis<|message|>Greet back.<|end|><|start|>assistant<|channel|>final<|message|>Hi you!"

@@ -14,7 +14,7 @@ from engine.cli.chat_repl import ChatSession
 from engine.cli import main
 from engine.errors import RequestError
 from engine.generation.prompt import prompt_token_ids
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 from tests.generation.reasoning_fixtures import write_reasoning_model
 from tests.tiny_models import write_tiny_model
 

@@ -17,9 +17,9 @@ from engine.generation.text_stream import TextStream
 from engine.generation.think_tags import THINK_TAGS
 from engine.requests import GenerateRequest
 from engine.sampling import SamplingParams
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 from tests.generation.reasoning_fixtures import HARMONY_PIECES, parse, save_harmony_folder, save_think_folder
-from tests.engine.tokenizer_fixtures import CHATML_TEMPLATE, save_hf_folder, train_byte_level_tokenizer
+from tests.text.tokenizer_fixtures import CHATML_TEMPLATE, save_hf_folder, train_byte_level_tokenizer
 
 CHAT = ({"role": "user", "content": "Hi there"},)
 

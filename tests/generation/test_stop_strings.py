@@ -6,7 +6,7 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.detokenizer import StopStringMatcher
+from engine.text.detokenizer import StopStringMatcher
 from engine.sampling_checks import MAX_STOP_CHARS
 
 ALPHABET = "ab\n😀"

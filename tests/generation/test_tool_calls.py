@@ -15,7 +15,7 @@ from engine.errors import RequestError
 from engine.events import ToolCall
 from engine.generation.prompt import prompt_token_ids
 from engine.generation.tool_calls import ToolCallTags
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 from tests.generation.tool_fixtures import CALL_REPLY, WEATHER, write_tool_model
 from tests.tiny_models import VOCAB, write_tiny_model
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tokenizers import AddedToken
 
-from tests.engine.tokenizer_fixtures import save_hf_folder, train_byte_level_tokenizer
+from tests.text.tokenizer_fixtures import save_hf_folder, train_byte_level_tokenizer
 from tests.tiny_models import write_tiny_model
 
 TOOL_TEMPLATE = """\

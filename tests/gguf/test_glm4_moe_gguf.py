@@ -105,7 +105,7 @@ def test_grouped_routing_is_refused_by_the_converter(gguf_files, tmp_path):
 
 
 def test_the_picker_shows_the_shared_expert(gguf_files):
-    from engine.catalog import describe
+    from engine.loading.catalog import describe
 
     entry = describe(gguf_files.converted("glm4_moe", "f32"))
     assert (entry.model_type, entry.num_layers, entry.num_experts, entry.num_shared_experts) == ("glm4moe", 3, 4, 1)

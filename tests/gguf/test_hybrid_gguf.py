@@ -79,7 +79,7 @@ def test_the_plan_of_a_file_counts_the_state_the_engine_allocates(model_type, ti
 @pytest.mark.parametrize("model_type", HYBRID_TYPES)
 def test_the_picker_marks_a_file_as_its_checkpoint(model_type, tiny_model_dir, converted):
     """An f32 file and its f32 checkpoint: the same dense, expert, KV and state bytes, so the same budget marks."""
-    from engine.catalog import describe
+    from engine.loading.catalog import describe
 
     paged = dict(device="cpu", experts="paged", max_num_seqs=2)
     file_options = EngineOptions(model=str(converted(model_type)), **paged)

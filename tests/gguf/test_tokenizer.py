@@ -7,7 +7,7 @@ from engine.gguf.convert import convert
 from engine.gguf.reader import GgufFile
 from engine.gguf.tokenizer import gguf_tokenizer
 from engine.gguf.vocab import GPT4O_REGEX, LLAMA3_REGEX, QWEN2_REGEX
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 from tests.gguf.models import llama_cpp_end_of_generation, llama_cpp_tokenize, write_model
 from tests.gguf.vocabs import rewrite_gguf, save_split_tokenizer, with_spm_vocab
 

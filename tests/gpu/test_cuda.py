@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from engine.alloc.memory_plan import GiB
-from engine import triton_support
+from engine.system import triton_support
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.bench.graph_timing import step_gpu_ms
 from engine.model.loader import read_args
@@ -86,11 +86,11 @@ def test_expert_modes_bitwise_on_cuda(bf16_model_dir, model_type):
 
 @pytest.mark.parametrize("model_type", ["qwen3_moe", "mixtral", "glm4_moe"])  # q/k norm; none; partial RoPE
 def test_fused_step_keeps_the_tokens(bf16_model_dir, monkeypatch, model_type):
-    """The decode step's fused kernels (engine.triton_support.fused_step) give the tokens and logprobs of the
+    """The decode step's fused kernels (engine.system.triton_support.fused_step) give the tokens and logprobs of the
     kernels they replace, with CUDA graphs and paged experts too."""
     folder = bf16_model_dir(model_type)
     outputs = {}
-    for fused in ("0", "1"):  # 0: engine.triton_support.fused_step() off, the kernels they replace
+    for fused in ("0", "1"):  # 0: engine.system.triton_support.fused_step() off, the kernels they replace
         monkeypatch.setattr(triton_support, "HAS_TRITON", fused == "1")
         outputs[fused] = [cuda_outputs(folder), cuda_outputs(folder, decode="graphs", experts="paged", expert_slots=3)]
     assert outputs["1"] == outputs["0"]

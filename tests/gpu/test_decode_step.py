@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine import triton_support
+from engine.system import triton_support
 from engine.experts.pager.link_pace import LinkPace
 from engine.model.decode_attention import decode_attention
 
@@ -143,7 +143,7 @@ def test_paced_pager_keeps_its_tokens_and_counts_the_paced_time(cuda):
 @pytest.mark.parametrize("tokens", [1, 3])
 def test_fused_norm_kernels_have_the_bits_of_the_kernels_they_replace(cuda, tokens):
     """The add + post-attention norm, and the q/k norm + RoPE + KV write, each one kernel: the same bits as the
-    add, fused_rms_norm, fused_rope and store_kv they replace (engine.triton_support.fused_step)."""
+    add, fused_rms_norm, fused_rope and store_kv they replace (engine.system.triton_support.fused_step)."""
     from engine.model.fused_add_norm import fused_add_rms_norm
     from engine.model.fused_norm import fused_rms_norm
     from engine.model.fused_qk_rope import fused_qk_rope_store

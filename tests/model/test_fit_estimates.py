@@ -7,7 +7,7 @@ import json
 import pytest
 
 from engine.alloc.memory_plan import GiB
-from engine.catalog import engine_plan, fit_summary
+from engine.loading.catalog import engine_plan, fit_summary
 from engine.config import EngineOptions
 from engine.model.published_configs import GLM_45_AIR, GPT_OSS_20B
 from engine.model.families import parse_config

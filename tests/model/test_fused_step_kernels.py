@@ -90,8 +90,8 @@ def test_q_k_v_as_views_of_one_projection_output_give_the_same_bits(monkeypatch,
 
 
 def test_the_fused_step_is_on_wherever_triton_is(monkeypatch):
-    from engine import triton_support
-    from engine.triton_support import fused_step
+    from engine.system import triton_support
+    from engine.system.triton_support import fused_step
 
     for installed in (True, False):
         monkeypatch.setattr(triton_support, "HAS_TRITON", installed)

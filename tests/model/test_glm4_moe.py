@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.catalog import budget_marks, engine_plan, fit_summary
+from engine.loading.catalog import budget_marks, engine_plan, fit_summary
 from engine.cli import main
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.experts.providers.resident import ResidentExperts
@@ -20,7 +20,7 @@ from engine.model.loader import load_weights
 from engine.model.families import parse_config
 from engine.model.sizes import model_sizes
 from engine.model.transformer import MoeContext
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 from tests.model.test_models import PROMPTS, hf_reference, prompt_logits
 from tests.tiny_models import write_tiny_model
 

@@ -28,7 +28,7 @@ def wisp_json(folder, capsys, *options: str) -> dict:
 
 
 def test_cli_json_greedy_tokens_match_transformers(tiny_model_dir, capsys):
-    from engine.tokenizer import Tokenizer
+    from engine.text.tokenizer import Tokenizer
 
     folder = tiny_model_dir("gpt_oss")
     result = wisp_json(folder, capsys)

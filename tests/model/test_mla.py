@@ -17,7 +17,7 @@ from engine.model.loader import load_weights, read_args
 from engine.model.families import parse_config
 from engine.model.sizes import dense_params, model_sizes
 from engine.model.transformer import MoeContext
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 from tests.model.test_models import hf_reference
 from tests.tiny_models import write_tiny_model
 

@@ -10,7 +10,7 @@ from engine.model.attention import AttentionMetadata, SeqSpan
 from engine.model.latent_cache import new_kv_cache
 from engine.model.loader import load_weights
 from engine.model.transformer import MoeContext
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 
 PROMPTS = ["def fib(n):", "The quick brown fox", "class Stack:\n    def", "héllo wörld 你好"]
 

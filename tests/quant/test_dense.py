@@ -8,7 +8,7 @@ import torch
 from engine.errors import ModelFormatError
 from engine.gguf.tensors import DenseTensor
 from engine.quant.dense import dequantize_dense
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 from tests.quant.blocks import ALL_TYPES, random_rows
 
 pytest.importorskip("gguf")

@@ -17,7 +17,7 @@ from engine.experts.routing.dispatch import (combine_grouped, plan_dispatch, pla
 from engine.quant import expert_format, grouped_gemm
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.grouped_gemm import MAX_ROWS_PER_EXPERT, row_tiles, runs_grouped
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 from tests.quant.blocks import random_experts
 from tests.quant.moe_reference import FORMATS, routed
 

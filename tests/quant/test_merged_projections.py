@@ -98,7 +98,7 @@ def test_the_decode_kernels_read_a_merged_matrix_as_its_parts(types):
     """The wide (Q4_K, Q6_K) and word (Q8_0) GEMVs in Triton's interpreter: a merged layer's rows come out as the
     separate layers' (each row alone, the split fixed by the type and in_features)."""
     from engine.quant.linear import word_gemv_triton, wide_gemv_triton, wide_split
-    from engine.triton_support import HAS_TRITON
+    from engine.system.triton_support import HAS_TRITON
 
     if not HAS_TRITON or os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs Triton's interpreter (tests/conftest.py turns it on without CUDA)")

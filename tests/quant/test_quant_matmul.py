@@ -15,7 +15,7 @@ from engine.quant.linear import QuantLinearSpec, dequantize
 from engine.quant import quant_matmul as qm
 from engine.quant.quant_matmul import quant_matmul
 from engine.quant.types import MXFP4, Q4_K, Q5_K, Q6_K, Q8_0
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 from tests.quant.blocks import random_matrix
 
 pytestmark = pytest.mark.skipif(not HAS_TRITON or os.environ.get("TRITON_INTERPRET") != "1",

@@ -13,7 +13,7 @@ from engine.quant.linear import (QuantLinearSpec, dequantize_rows, dequantize_tr
                                  gathered_gemv_triton)
 from engine.quant.reference import dequantize_reference
 from engine.quant.types import MXFP4, Q8_0
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 from tests.quant.blocks import ALL_TYPES, random_matrix, random_rows
 
 pytestmark = pytest.mark.skipif(not HAS_TRITON or os.environ.get("TRITON_INTERPRET") != "1",

@@ -12,7 +12,7 @@ import torch
 from engine.quant.linear import (QuantLinearSpec, any_word_split, gathered_gemv_reference, glu_input,
                                  word_gemv_triton)
 from engine.quant.types import Q4_K, Q5_K, Q6_K, Q8_0
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 from tests.quant.blocks import random_matrix
 
 pytestmark = pytest.mark.skipif(not HAS_TRITON or os.environ.get("TRITON_INTERPRET") != "1",

@@ -16,7 +16,7 @@ def engine(request, tmp_path_factory):
     if request.param == "llama.cpp":
         pytest.importorskip("llama_cpp")
         from engine.gguf.convert import convert
-        from engine.model_path import DEMO_MODEL
+        from engine.loading.model_path import DEMO_MODEL
 
         model = str(convert(DEMO_MODEL, tmp_path_factory.mktemp("gguf") / "demo-f32.gguf", "f32").path)
     with Engine(EngineOptions(model=model, device="cpu")) as engine:

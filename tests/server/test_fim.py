@@ -5,7 +5,7 @@ from tokenizers import Tokenizer as Backend, models, pre_tokenizers
 
 from engine.server.api_errors import ApiError
 from engine.server.served_model import ServedModel
-from engine.tokenizer import Tokenizer
+from engine.text.tokenizer import Tokenizer
 
 
 def tokenizer(specials: list[str]) -> Tokenizer:

@@ -55,7 +55,7 @@ def test_openai_embeddings_are_not_supported(scripted):
 def test_tags_report_the_demo_models_size_and_parameters(demo_engine):
     with TestClient(create_app(demo_engine), base_url="http://127.0.0.1") as client:
         (card,) = client.get("/api/tags").json()["models"]
-    from engine.model_path import DEMO_MODEL
+    from engine.loading.model_path import DEMO_MODEL
     assert card["size"] >= (DEMO_MODEL / "model.safetensors").stat().st_size > 0
     assert card["details"]["parameter_size"][-1] in "KMB" and float(card["details"]["parameter_size"][:-1]) > 0
 

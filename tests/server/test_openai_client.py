@@ -75,8 +75,8 @@ def test_seed_makes_sampling_repeatable(client):
 
 
 def test_token_id_prompt_answers_like_its_text(client):
-    from engine.model_path import DEMO_MODEL
-    from engine.tokenizer import Tokenizer
+    from engine.loading.model_path import DEMO_MODEL
+    from engine.text.tokenizer import Tokenizer
 
     ids = Tokenizer.from_folder(DEMO_MODEL).encode(PROMPT)
     by_text = client.completions.create(model="wisp-demo", prompt=PROMPT, max_tokens=12, temperature=0)

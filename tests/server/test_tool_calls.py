@@ -15,7 +15,7 @@ import engine.runtime.llm_engine as llm_engine  # noqa: E402
 from engine.api import Engine, EngineOptions  # noqa: E402
 from engine.events import ToolCall  # noqa: E402
 from engine.server.app import create_app  # noqa: E402
-from engine.tokenizer import Tokenizer  # noqa: E402
+from engine.text.tokenizer import Tokenizer  # noqa: E402
 from tests.generation.tool_fixtures import CALL_REPLY, WEATHER, write_tool_model  # noqa: E402
 from tests.scripted_engine import ScriptedEngine  # noqa: E402
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from engine.alloc.cost_model import LinkCost
-from engine.hardware import device_name
+from engine.system.hardware import device_name
 
 PROBE_BYTES = 9 * 1024 * 1024  # one Qwen3-30B-A3B expert
 

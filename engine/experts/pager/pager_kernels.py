@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-from engine.triton_support import HAS_TRITON
+from engine.system.triton_support import HAS_TRITON
 
 STAMP_STRIDE = 1024  # > entries of any graphed step; host-pushed stamps stay below clock * STAMP_STRIDE
 

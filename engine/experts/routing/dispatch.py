@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.alloc.memory_plan import GATHER_LIMIT_BYTES, GATHER_MAX_ENTRIES  # the gathered buffer is workspace
-from engine.triton_support import HAS_TRITON, fused_step
+from engine.system.triton_support import HAS_TRITON, fused_step
 
 
 

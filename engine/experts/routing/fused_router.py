@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from engine.triton_rounding import rounded
+from engine.system.triton_rounding import rounded
 
 try:
     from triton.language.extra import libdevice

@@ -7,6 +7,7 @@ from engine.errors import UnsupportedModelError
 from engine.model.args import ModelArgs
 from engine.model.families import (deepseek_v2, deepseek_v3, glm4_moe, gpt_oss, mixtral, olmoe, qwen2_moe, qwen3_5_moe,
                                    qwen3_moe, qwen3_next)
+from engine.model.families import ernie4_5_moe, glm4_moe_lite, minimax_m2, qwen3_5_moe_text
 from engine.model.families import lfm2_moe, nemotron_h
 from engine.model.families.family import Family
 
@@ -21,6 +22,10 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     deepseek_v3.FAMILY,
     qwen3_next.FAMILY,
     qwen3_5_moe.FAMILY,
+    qwen3_5_moe_text.FAMILY,
+    ernie4_5_moe.FAMILY,
+    glm4_moe_lite.FAMILY,
+    minimax_m2.FAMILY,
     lfm2_moe.FAMILY,
     nemotron_h.FAMILY,
 )}

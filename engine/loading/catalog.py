@@ -12,7 +12,7 @@ from engine.loading.plan import BudgetMarks, LoadPlan, plan_for
 from engine.loading.source import open_source
 from engine.model.args import ModelArgs
 from engine.model.config_file import read_args
-from engine.model_path import DEMO_MODEL, cached_snapshot, hf_hub_cache
+from engine.loading.model_path import DEMO_MODEL, cached_snapshot, hf_hub_cache
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def num_shared_experts(args: ModelArgs) -> int:
 
 def describe_gguf(path: Path, name: str) -> ModelEntry:
     """A GGUF file runs on llama.cpp; its metadata (read with the gguf package) says what it is."""
-    from engine.backends.gguf_info import read_info
+    from engine.gguf.info import read_info
 
     size = path.stat().st_size if path.is_file() else 0
     try:

@@ -21,7 +21,7 @@ import jinja2.nodes
 import jinja2.utils
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from engine.chat_template_budget import (TemplateBudgetError, bounded_range, check_binary_operation, counted,
+from engine.text.chat_template_budget import (TemplateBudgetError, bounded_range, check_binary_operation, counted,
                                          render_budget)
 from engine.errors import RequestError, TokenizerError
 
@@ -201,7 +201,7 @@ class _GenerationTag(jinja2.ext.Extension):
 
 
 class _BoundedSandbox(ImmutableSandboxedEnvironment):
-    """The sandbox with the render budget's range() and checked `*` and `**` (engine.chat_template_budget)."""
+    """The sandbox with the render budget's range() and checked `*` and `**` (engine.text.chat_template_budget)."""
 
     intercepted_binops = frozenset({"*", "**"})
 

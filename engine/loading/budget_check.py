@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from engine.config import EngineOptions
 from engine.errors import BudgetError
-from engine.model_path import is_remote_url
+from engine.loading.model_path import is_remote_url
 from engine.units import format_bytes
 
 
@@ -16,7 +16,7 @@ def check_budget_fits(options: EngineOptions) -> None:
     import psutil
     import torch
 
-    from engine.hardware import pick_device
+    from engine.system.hardware import pick_device
 
     device = pick_device(options.device)
     if device.type == "cuda":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import psutil
 import torch
 
-from engine.hardware_info import GpuInfo, HardwareInfo
+from engine.system.hardware_info import GpuInfo, HardwareInfo
 
 
 def nvml_gpus() -> tuple[GpuInfo, ...] | None:

@@ -10,7 +10,7 @@ from typing import Protocol
 
 
 class Decoder(Protocol):
-    """What detokenizing needs of a tokenizer (engine.tokenizer.Tokenizer, the GGUF tokenizer)."""
+    """What detokenizing needs of a tokenizer (engine.text.tokenizer.Tokenizer, the GGUF tokenizer)."""
 
     special_token_ids: frozenset[int]
 

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from engine.errors import ModelFormatError
 
-DEMO_MODEL = Path(__file__).resolve().parents[1] / "resources" / "demo_model"
+DEMO_MODEL = Path(__file__).resolve().parents[2] / "resources" / "demo_model"
 HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 

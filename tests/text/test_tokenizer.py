@@ -1,4 +1,4 @@
-"""engine.tokenizer against transformers (the reference) on tokenizers trained in-test."""
+"""engine.text.tokenizer against transformers (the reference) on tokenizers trained in-test."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ pytest.importorskip("transformers")
 import jinja2  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 
-from engine.detokenizer import StopStringMatcher  # noqa: E402
+from engine.text.detokenizer import StopStringMatcher  # noqa: E402
 from engine.errors import RequestError, TokenizerError  # noqa: E402
-from engine.tokenizer import Tokenizer  # noqa: E402
-from tests.engine.tokenizer_fixtures import (  # noqa: E402
+from engine.text.tokenizer import Tokenizer  # noqa: E402
+from tests.text.tokenizer_fixtures import (  # noqa: E402
     CHATML_TEMPLATE,
     LLAMA_TEMPLATE,
     TOOL_USE_TEMPLATE,

@@ -19,8 +19,8 @@ from typing import Any
 import tokenizers
 from tokenizers import AddedToken
 
-from engine.chat_template import ChatTemplate, pick_template, template_source
-from engine.detokenizer import IncrementalDetokenizer
+from engine.text.chat_template import ChatTemplate, pick_template, template_source
+from engine.text.detokenizer import IncrementalDetokenizer
 from engine.errors import TokenizerError
 
 NAMED_SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")

@@ -1,0 +1,1 @@
+"""The machine: hardware detection and Triton's support and rounding on it."""
