@@ -206,6 +206,33 @@ def gemma4_model(model_type: str, common: dict):
                                                        tie_word_embeddings=True))
 
 
+def lfm2_moe_model(common: dict):
+    """Short-conv and attention layers as published (conv first), one dense layer, sigmoid routing with a random
+    expert bias (a buffer: write_tiny_model randomises parameters only)."""
+    from transformers import Lfm2MoeConfig, Lfm2MoeForCausalLM
+
+    config = Lfm2MoeConfig(**dict(common, num_hidden_layers=4), num_experts=8, num_experts_per_tok=2,
+                           moe_intermediate_size=32, intermediate_size=96, num_dense_layers=1, conv_L_cache=3,
+                           layer_types=["conv", "full_attention", "conv", "conv"], routed_scaling_factor=1.5)
+    model = Lfm2MoeForCausalLM(config)
+    for layer in model.model.layers[config.num_dense_layers:]:
+        layer.feed_forward.expert_bias.normal_(0.0, 0.3)
+    return model
+
+
+def nemotron_h_model(common: dict):
+    """Every block kind (Mamba-2, attention, latent MoE, dense MLP), Mamba chunks shorter than the prompts, two
+    Mamba groups, grouped sigmoid routing with a random correction bias (write_tiny_model randomises it)."""
+    from transformers import NemotronHConfig, NemotronHForCausalLM
+
+    fields = {k: v for k, v in common.items() if k != "num_hidden_layers"}
+    return NemotronHForCausalLM(NemotronHConfig(
+        **fields, head_dim=16, hybrid_override_pattern="ME*-ME", mamba_num_heads=8, mamba_head_dim=8,
+        ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=8, n_routed_experts=8, num_experts_per_tok=2,
+        moe_intermediate_size=32, moe_shared_expert_intermediate_size=48, moe_latent_size=32, intermediate_size=96,
+        n_group=2, topk_group=1, routed_scaling_factor=1.5))
+
+
 # model_type -> its tiny model's builder (transformers' class, a config of the shared `common` fields): one entry
 # per family puts it in every parametrised test (tests/model/test_models.py: token-exact against transformers)
 TINY_MODELS = {
@@ -223,10 +250,10 @@ TINY_MODELS = {
     "ernie4_5_moe": ernie4_5_moe_model,
     "glm4_moe_lite": glm4_moe_lite_model,
     "minimax_m2": minimax_m2_model,
-
-
     "gemma4": partial(gemma4_model, "gemma4"),
     "gemma4_text": partial(gemma4_model, "gemma4_text"),
+    "lfm2_moe": lfm2_moe_model,
+    "nemotron_h": nemotron_h_model,
 }
 MODEL_TYPES = list(TINY_MODELS)
 

@@ -56,7 +56,7 @@ def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, ho
     """Experts generated layer by layer on `gpu`, kept there (host=False) or copied into pinned host memory."""
     moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
     biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.expert_bias else None
-    layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, dtype, expert_activation(args), biases)
+    layout = DenseLayout(args.expert_hidden_size, args.moe_intermediate_size, dtype, expert_activation(args), biases)
     store = ExpertStore(layout, moe_layers, args.num_experts, "cpu" if host else gpu, pin=host)
     generator = torch.Generator(device=gpu).manual_seed(seed)
     for layer in moe_layers:
@@ -70,7 +70,7 @@ def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, ho
 def synthetic_biases(args: ModelArgs, moe_layers: list[int], dtype, gpu: torch.device) -> dict[int, ExpertBias]:
     """Expert biases (gpt_oss), resident on the compute device as the loader keeps them."""
     generator = torch.Generator(device=gpu).manual_seed(2)
-    E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+    E, D, I = args.num_experts, args.expert_hidden_size, args.moe_intermediate_size
 
     def random(*shape):
         return torch.randn(shape, generator=generator, dtype=dtype, device=gpu) * WEIGHT_STD

@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.biased_softmax_args import BiasedSoftmaxArgs
 from engine.model.linear_args import LinearAttentionArgs
+from engine.model.mamba2_args import Mamba2Args
 from engine.model.sandwich_args import SandwichArgs
+from engine.model.short_conv_args import ShortConvArgs
+from engine.model.state_layers import is_mlp_layer, is_state_layer, layer_state_bytes
 from engine.model.yarn_config import Yarn, parse_yarn
 
 
@@ -71,6 +74,9 @@ class ModelArgs:
     # qwen3_next, qwen3_5_moe: layer_types mixes "linear_attention" (Gated DeltaNet) with "full_attention"
     linear: LinearAttentionArgs | None = None
     attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output
+    short_conv: ShortConvArgs | None = None  # lfm2_moe: layer_types' "conv" layers (engine.model.short_conv)
+    mamba: Mamba2Args | None = None  # nemotron_h: layer_types' "mamba" layers (engine.model.mamba2_mixer)
+    moe_latent_size: int = 0  # > 0: routed experts compute in a latent space of this size (engine.model.latent_moe)
     biased_softmax: BiasedSoftmaxArgs | None = None  # set with router "biased_softmax_topk"
     sandwich: SandwichArgs | None = None  # gemma4: engine.model.sandwich's decoder
     extra: dict = field(default_factory=dict, compare=False, repr=False)
@@ -89,9 +95,14 @@ class ModelArgs:
         return int(self.head_dim * self.partial_rotary_factor)
 
     @property
+    def expert_hidden_size(self) -> int:
+        """The width of a routed expert's input and output: the latent size where the experts compute in one."""
+        return self.moe_latent_size or self.hidden_size
+
+    @property
     def expert_numel(self) -> int:
         """Elements of one expert: gate, up and down projections, stored contiguously."""
-        return 3 * self.hidden_size * self.moe_intermediate_size
+        return 3 * self.expert_hidden_size * self.moe_intermediate_size
 
     @property
     def is_mla(self) -> bool:
@@ -111,21 +122,22 @@ class ModelArgs:
 
     @property
     def is_hybrid(self) -> bool:
-        """Some layers are linear attention, with a fixed-size state per sequence instead of a KV cache."""
-        return self.linear is not None
+        """Some layers keep a fixed-size state per sequence instead of a KV cache (engine.model.state_layers)."""
+        return self.num_linear_layers > 0
 
     @property
     def num_kv_layers(self) -> int:
-        """Layers that keep a KV cache (all but the linear-attention ones)."""
-        return self.num_hidden_layers - self.num_linear_layers
+        """Layers that keep a KV cache (all but the state layers and a block stack's MLP layers)."""
+        return self.num_hidden_layers - self.num_linear_layers - sum(is_mlp_layer(kind) for kind in self.layer_types)
 
     @property
     def num_linear_layers(self) -> int:
-        return sum(kind == "linear_attention" for kind in self.layer_types)
+        """Layers with a state per sequence: linear attention, short conv, Mamba-2 (engine.model.state_layers)."""
+        return sum(is_state_layer(kind) for kind in self.layer_types)
 
     def state_bytes_per_seq(self, dtype_bytes: int) -> int:
-        """The linear-attention layers' state of one sequence (conv + recurrent), whatever its length."""
-        return self.num_linear_layers * self.linear.state_bytes(dtype_bytes) if self.linear else 0
+        """The state layers' state of one sequence (conv, recurrent), whatever its length."""
+        return sum(layer_state_bytes(self, kind, dtype_bytes) for kind in self.layer_types)
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         """K and V of every layer that has a KV cache. Sliding-window layers count in full too: every layer's pool

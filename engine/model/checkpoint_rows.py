@@ -13,7 +13,7 @@ from engine.model.weight_names import MoeWeightNames
 class CheckpointRows:
     def __init__(self, ckpt: Checkpoint, names: MoeWeightNames, args: ModelArgs, layout: DenseLayout):
         self.ckpt, self.names, self.layout = ckpt, names, layout
-        self.intermediate, self.hidden = args.moe_intermediate_size, args.hidden_size
+        self.intermediate, self.hidden = args.moe_intermediate_size, args.expert_hidden_size
 
     def read(self, layer: int, expert: int, row) -> int:
         """row [numel] <- the expert's packed gate | up | down. -> bytes read from the file."""

@@ -17,18 +17,22 @@ def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
 
 
-def causal_conv(x: torch.Tensor, history: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def causal_conv(x: torch.Tensor, history: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+                silu: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """x [..., T, C] new inputs; history [..., K-1, C] the inputs before them (zeros at a sequence's start);
-    weight [C, K]. -> (silu(conv) [..., T, C], the new history [..., K-1, C]).
-    The taps are summed in one fixed order in fp32 and rounded once, so a token's output has the same bits whether
-    it is computed in a prefill or in a decode step, alone or in a batch."""
+    weight [C, K]; bias [C] or None. -> (silu(conv) [..., T, C] (the conv alone without silu), the new history
+    [..., K-1, C]). The taps are summed in one fixed order in fp32 and rounded once, so a token's output has the
+    same bits whether it is computed in a prefill or in a decode step, alone or in a batch."""
     num_taps, T = weight.shape[1], x.shape[-2]
     full = torch.cat((history.to(x.dtype), x), dim=-2)  # [..., K-1+T, C]
     wide, taps = full.float(), weight.float()
     out = wide[..., 0:T, :] * taps[:, 0]
     for tap in range(1, num_taps):
         out = out + wide[..., tap : tap + T, :] * taps[:, tap]
-    return F.silu(out.to(x.dtype)), full[..., T:, :]
+    if bias is not None:
+        out = out + bias.float()
+    out = out.to(x.dtype)
+    return F.silu(out) if silu else out, full[..., T:, :]
 
 
 def expand_heads(x: torch.Tensor, num_value_heads: int) -> torch.Tensor:

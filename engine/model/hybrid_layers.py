@@ -8,11 +8,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.model.args import ModelArgs
-from engine.model.attention import Attention, AttentionMetadata, PaddedDecodeMetadata, SeqSpan
+from engine.model.attention import Attention, AttentionMetadata, PaddedDecodeMetadata
 from engine.model.delta_rule_kernels import kernels_for
 from engine.model.gated_deltanet import causal_conv
 from engine.model.layers import apply_rope
 from engine.model.state_cache import HybridCache
+from engine.model.state_mixer import StateMixer
 
 
 class ZeroCenteredRMSNorm(nn.Module):
@@ -53,7 +54,7 @@ class GatedRMSNorm(nn.Module):
         return (h * F.silu(gate.float())).to(dtype)
 
 
-class GatedDeltaNet(nn.Module):
+class GatedDeltaNet(StateMixer):
     """Linear attention with a fixed-size state per sequence. Parameter names as the checkpoints' linear_attn.*, the
     input projections as LinearAttentionArgs.projections names them; with llama_cpp_values the decay rate A itself
     (-exp(A_log)) instead of A_log. The gated delta rule runs on the kernels engine.model.delta_rule_kernels picks
@@ -62,9 +63,10 @@ class GatedDeltaNet(nn.Module):
     def __init__(self, args: ModelArgs, state_layer: int):
         super().__init__()
         linear = args.linear
-        self.state_layer = state_layer  # this layer's index among the linear layers (the state cache's)
+        self.state_layer = state_layer
         self.num_k_heads, self.num_v_heads = linear.num_key_heads, linear.num_value_heads
         self.head_k_dim, self.head_v_dim = linear.key_head_dim, linear.value_head_dim
+        self.out_tail = (self.num_v_heads, self.head_v_dim)
         key_dim, value_dim = self.num_k_heads * self.head_k_dim, self.num_v_heads * self.head_v_dim
         self.split = (key_dim, key_dim, value_dim)
         conv_dim, hidden = linear.conv_dim, args.hidden_size
@@ -113,27 +115,6 @@ class GatedDeltaNet(nn.Module):
         out = self.norm(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
         return self.out_proj(out.view(z.shape[0], -1))
 
-    def forward(self, x: torch.Tensor, meta: AttentionMetadata, cache: HybridCache) -> torch.Tensor:
-        mixed, z, g, beta = self.inputs(x)
-        steps, rows, slots, prompts = meta.state_steps
-        if len(steps) == x.shape[0]:  # a decode step: every row steps its sequence, in order
-            return self.output(self.decode(slots, mixed, g, beta, cache), z)
-        out = torch.empty(x.shape[0], self.num_v_heads, self.head_v_dim, dtype=x.dtype, device=x.device)
-        if steps:
-            out[rows] = self.decode(slots, mixed[rows], g[rows], beta[rows], cache)
-        for span in prompts:
-            if span.is_verify:
-                self.verify(span, mixed, g, beta, out, cache)
-            else:
-                self.prefill(span, mixed, g, beta, out, cache)
-        return self.output(out, z)
-
-    def forward_padded(self, x: torch.Tensor, meta: PaddedDecodeMetadata, cache: HybridCache) -> torch.Tensor:
-        """One new token of each of B sequences, their state rows in meta.state_slots: no shape depends on data and
-        no host sync, so a CUDA graph may hold it."""
-        mixed, z, g, beta = self.inputs(x)
-        return self.output(self.decode(meta.state_slots, mixed, g, beta, cache), z)
-
     def split_heads(self, mixed: torch.Tensor):
         q, k, v = mixed.split(self.split, dim=-1)
         lead = mixed.shape[:-1]
@@ -144,35 +125,27 @@ class GatedDeltaNet(nn.Module):
             q, k = q.repeat(tiles), k.repeat(tiles)
         return q, k, v.reshape(*lead, self.num_v_heads, self.head_v_dim)
 
-    def prefill(self, span: SeqSpan, mixed, g, beta, out, cache: HybridCache) -> None:
-        """A sequence's new tokens from its stored state (zeros when they start the sequence): the chunked form."""
-        rows, slot, layer = slice(span.q_start, span.q_start + span.q_len), span.state_slot, self.state_layer
-        is_start = span.kv_slots.numel() == span.q_len
-        history = cache.conv[layer][slot].zero_() if is_start else cache.conv[layer][slot]
-        state = cache.recurrent[layer][slot].zero_() if is_start else cache.recurrent[layer][slot]
-        conv_out, cache.conv[layer][slot] = causal_conv(mixed[rows], history, self.conv1d.weight[:, 0])
+    def mix_inputs(self, x: torch.Tensor):
+        mixed, z, g, beta = self.inputs(x)
+        return (mixed, g, beta), z
+
+    def prefill(self, inputs, states):
+        """One sequence's new tokens, its conv history [K-1, C] and recurrent state [H, Dk, Dv]: the chunked form."""
+        mixed, g, beta = inputs
+        history, state = states
+        conv_out, history = causal_conv(mixed, history, self.conv1d.weight[:, 0])
         q, k, v = self.split_heads(conv_out)
-        chunked = kernels_for(out.device.type).chunked
-        out[rows], cache.recurrent[layer][slot] = chunked(q, k, v, g[rows], beta[rows], state)
+        out, state = kernels_for(mixed.device.type).chunked(q, k, v, g, beta, state)
+        return out, (history, state)
 
-    def verify(self, span: SeqSpan, mixed, g, beta, out, cache: HybridCache) -> None:
-        """A sequence's last token and its drafts: the recurrent form one position at a time (as decode steps
-        compute them), the state after each position kept for HybridCache.roll_back."""
-        slots = torch.full((1,), span.state_slot, dtype=torch.long, device=out.device)
-        for row in range(span.q_start, span.q_start + span.q_len):
-            out[row : row + 1] = self.decode(slots, mixed[row : row + 1], g[row : row + 1], beta[row : row + 1], cache)
-            cache.keep_verified_state(self.state_layer, span.state_slot)
-
-    def decode(self, slots: torch.Tensor, mixed, g, beta, cache: HybridCache) -> torch.Tensor:
-        """One new token of each of B sequences at once (their inputs [B, ...] and state slots [B]): the recurrent
-        form. -> out [B, H, Dv]."""
-        layer = self.state_layer
-        history, state = cache.read_states(layer, slots)
+    def step(self, inputs, states):
+        """One new token of each of B sequences: the recurrent form. -> out [B, H, Dv]."""
+        mixed, g, beta = inputs
+        history, state = states
         conv_out, history = causal_conv(mixed[:, None], history, self.conv1d.weight[:, 0])
         q, k, v = self.split_heads(conv_out[:, 0])
         out, state = kernels_for(v.device.type).recurrent_step(q, k, v, g, beta, state)
-        cache.write_states(layer, slots, history, state)
-        return out
+        return out, (history, state)
 
 
 class GatedAttention(Attention):
@@ -207,3 +180,12 @@ class GatedAttention(Attention):
         q, gate, k, v = self.gated_project(x, rope)
         cache.store(self.layer, meta.slot_mapping, k, v)
         return self.gated_output(self.attend_padded(q, meta, cache), gate)
+
+
+class UnrotatedAttention(Attention):
+    """GQA without RoPE (nemotron_h's attention layers: its Mamba-2 layers carry the order of the tokens)."""
+
+    def turn_and_store(self, x, rope, slots: torch.Tensor, cache: HybridCache) -> torch.Tensor:
+        q, k, v = self.project(x)
+        cache.store(self.layer, slots, k, v)
+        return q

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RECURRENT_STATE_BYTES = 4  # the recurrent state stays fp32 whatever the weights' dtype, as transformers keeps it
 # The input projections' layouts (GatedDeltaNet's modules, joined by "+"):
 QKVZ_BA = "in_proj_qkvz+in_proj_ba"  # qwen3_next checkpoints (and older qwen3next files): both fused per key head
 QKV_Z_B_A = "in_proj_qkv+in_proj_z+in_proj_b+in_proj_a"  # qwen3_5 checkpoints, qwen35moe files
@@ -37,8 +36,8 @@ class LinearAttentionArgs:
         conv = self.conv_dim * self.conv_kernel_dim
         return projections + conv + 2 * self.num_value_heads + self.value_head_dim + value_dim * hidden_size
 
-    def state_bytes(self, dtype_bytes: int) -> int:
-        """One sequence's state in one layer: the conv's last K-1 inputs and the [H, Dk, Dv] recurrent state."""
-        conv = (self.conv_kernel_dim - 1) * self.conv_dim * dtype_bytes
-        recurrent = self.num_value_heads * self.key_head_dim * self.value_head_dim * RECURRENT_STATE_BYTES
-        return conv + recurrent
+    def state_shapes(self, hidden_size: int) -> tuple[tuple[tuple[int, ...], bool], ...]:
+        """One sequence's states in one layer, (shape, kept fp32): the conv's last K-1 inputs [K-1, C] and the
+        recurrent state [H, Dk, Dv]."""
+        recurrent = (self.num_value_heads, self.key_head_dim, self.value_head_dim)
+        return ((self.conv_kernel_dim - 1, self.conv_dim), False), (recurrent, True)

@@ -10,7 +10,7 @@ import torch
 from engine.alloc.host_tier import TierPlanner
 from engine.alloc.memory_plan import ModelSizes
 from engine.config import Progress
-from engine.experts.formats.activation import GELU_TANH_GLU, SILU_GLU, ClampedSwiGlu
+from engine.experts.formats.activation import GELU_TANH_GLU, RELU_SQUARED, SILU_GLU, ClampedSwiGlu
 from engine.quant.dense_layout import DenseLayout
 from engine.quant.dense import install_quantized, sizes_in_blocks
 from engine.quant.dense_quant import quantize_weight, quantized_types
@@ -80,7 +80,7 @@ def quantized_dense_sizes(args: ModelArgs, dtype_bytes: int, dense_quant: str) -
 
 def load_experts(store: ExpertStore, args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, progress: Progress | None):
     """Pack each expert straight from the mmapped checkpoint into its block: no second full copy in RAM."""
-    D, I = args.hidden_size, args.moe_intermediate_size
+    D, I = args.expert_hidden_size, args.moe_intermediate_size
     layout = store.layout
     for done, (layer, blocks) in enumerate(store.blocks.items()):
         fused = ckpt.has(names.fused_weight(layer, "gate_up_proj"))
@@ -107,6 +107,8 @@ def expert_activation(args: ModelArgs):
         return ClampedSwiGlu(args.swiglu_alpha, args.swiglu_limit)
     if args.expert_activation == "gelu_tanh_glu":
         return GELU_TANH_GLU
+    if args.expert_activation == "relu_squared":
+        return RELU_SQUARED
     return SILU_GLU
 
 
@@ -140,7 +142,8 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
     if args.expert_quant:  # kept in the checkpoint's blocks (engine.quant)
         layout, fill = mxfp4_layout(args, moe_layers, expert_activation(args), biases), load_mxfp4_experts
     else:
-        layout = DenseLayout(args.hidden_size, args.moe_intermediate_size, torch_dtype, expert_activation(args), biases)
+        layout = DenseLayout(args.expert_hidden_size, args.moe_intermediate_size, torch_dtype, expert_activation(args),
+                             biases)
         fill = load_interleaved_experts if known.interleaved_experts else load_experts
     # The host tier maps rows of per-expert checkpoint tensors; gpt-oss's fused expert tensors are held whole.
     tier = plan_tier(moe_layers, args.num_experts, layout.expert_bytes) if plan_tier and fill is load_experts else None

@@ -97,3 +97,28 @@ GEMMA_4_26B_A4B = {  # google/gemma-4-26B-A4B-it: the language model of the visi
     },
     "vision_config": {"model_type": "gemma4_vision"},
 }
+
+# nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16, its geometry as NVIDIA's Megatron-Bridge Nemotron3NanoProvider states it
+NEMOTRON_3_NANO_30B_A3B = {
+    "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h", "vocab_size": 131072,
+    "hidden_size": 2688, "num_hidden_layers": 52,
+    "hybrid_override_pattern": "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME",
+    "num_attention_heads": 32, "num_key_value_heads": 2, "head_dim": 128, "attention_bias": False,
+    "mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+    "chunk_size": 128, "use_conv_bias": True, "use_bias": False, "mamba_hidden_act": "silu",
+    "intermediate_size": 1856, "mlp_hidden_act": "relu2", "mlp_bias": False,
+    "n_routed_experts": 128, "num_experts_per_tok": 6, "moe_intermediate_size": 1856,
+    "moe_shared_expert_intermediate_size": 3712, "n_shared_experts": 1, "n_group": 1, "topk_group": 1,
+    "norm_topk_prob": True, "routed_scaling_factor": 2.5, "layer_norm_epsilon": 1e-05,
+    "max_position_embeddings": 262144, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+
+LFM2_8B_A1B = {  # LiquidAI/LFM2-8B-A1B
+    "architectures": ["Lfm2MoeForCausalLM"], "model_type": "lfm2_moe", "vocab_size": 65536, "hidden_size": 2048,
+    "intermediate_size": 7168, "moe_intermediate_size": 1792, "num_hidden_layers": 24,
+    "layer_types": ["full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(24)],
+    "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 128000, "norm_eps": 1e-05,
+    "rope_theta": 1000000.0, "conv_L_cache": 3, "conv_bias": False, "num_dense_layers": 2, "num_experts": 32,
+    "num_experts_per_tok": 4, "use_expert_bias": True, "routed_scaling_factor": 1.0, "norm_topk_prob": True,
+    "tie_embedding": True, "torch_dtype": "bfloat16",
+}

@@ -26,6 +26,7 @@ from engine.experts.routing.dispatch import route as softmax_route
 from engine.model.biased_softmax_router import BiasedFp32Gate, BiasedSoftmaxTopK
 from engine.experts.routing.grouped_routing import GroupedRouting
 from engine.model.args import ModelArgs
+from engine.model.sigmoid_router import SigmoidGate, SigmoidTopK
 from engine.system.triton_support import fused_step
 
 
@@ -124,6 +125,7 @@ ROUTERS = {
     "topk_softmax": (linear_gate, TopKSoftmax),
     "grouped": (Fp32Gate, GroupedTopK),
     "biased_softmax_topk": (BiasedFp32Gate, BiasedSoftmaxTopK),
+    "sigmoid_topk": (SigmoidGate, SigmoidTopK),  # lfm2_moe: engine.model.sigmoid_router
 }
 
 

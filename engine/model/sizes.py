@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.alloc.memory_plan import ModelSizes
 from engine.model.args import ModelArgs
+from engine.model.state_layers import is_block_stack, is_state_layer, state_spec
 from engine.quant.types import quant_type, slot_bytes
 
 
@@ -40,9 +41,10 @@ def attention_params(args: ModelArgs) -> int:
 
 
 def token_mixer_params(args: ModelArgs, layer: int) -> int:
-    """A layer's attention, or its linear attention in a hybrid model; a gated attention's q_proj is twice as wide."""
-    if args.layer_types and args.layer_types[layer] == "linear_attention":
-        return args.linear.params(args.hidden_size)
+    """A layer's attention, or its state mixer in a hybrid model (engine.model.state_layers); a gated attention's
+    q_proj is twice as wide."""
+    if args.layer_types and is_state_layer(args.layer_types[layer]):
+        return state_spec(args, args.layer_types[layer]).params(args.hidden_size)
     gate = args.hidden_size * args.num_attention_heads * args.head_dim if args.attention_output_gate else 0
     return attention_params(args) + gate
 
@@ -64,12 +66,27 @@ def sandwich_layer_params(args: ModelArgs, layer: int) -> int:
     return attention + 7 * D + 3 * D * args.intermediate_size + (E * D + D + E) + 1
 
 
+def block_params(args: ModelArgs, layer: int) -> int:
+    """One layer of a block stack (engine.model.hybrid.BlockLayer): its norm and its one block, the latent MoE block
+    (router, ReLU² shared expert, latent projections), a ReLU² MLP or a token mixer."""
+    kind, D = args.layer_types[layer], args.hidden_size
+    if kind == "moe":
+        return D + router_params(args) + 2 * D * args.shared_expert_intermediate_size + 2 * D * args.moe_latent_size
+    if kind == "mlp":
+        return D + 2 * D * args.intermediate_size
+    return D + token_mixer_params(args, layer)
+
+
 def dense_params(args: ModelArgs) -> int:
     """Everything but the routed experts: embeddings, attention, norms, routers, shared experts, dense MLPs."""
     D = args.hidden_size
     params = args.vocab_size * D * (1 if args.tie_word_embeddings else 2) + D
     if args.sandwich is not None:
         return params + sum(sandwich_layer_params(args, layer) for layer in range(args.num_hidden_layers))
+
+
+    if is_block_stack(args.layer_types):
+        return params + sum(block_params(args, layer) for layer in range(args.num_hidden_layers))
     for layer, is_moe in enumerate(args.moe_layers):
         params += token_mixer_params(args, layer) + 2 * D
         if is_moe:
@@ -83,17 +100,20 @@ def dense_params(args: ModelArgs) -> int:
 
 
 def router_params(args: ModelArgs) -> int:
-    """One MoE layer's router: its weight, and the correction bias of DeepSeek-V3-style (noaux_tc) and biased
-    softmax routing."""
-    has_bias = args.topk_method == "noaux_tc" or args.biased_softmax is not None
+    """One MoE layer's router: its weight, and the correction bias of DeepSeek-V3-style (noaux_tc), biased
+    softmax and sigmoid (engine.model.sigmoid_router) routing."""
+    has_bias = args.topk_method == "noaux_tc" or args.biased_softmax is not None or args.router == "sigmoid_topk"
     return args.num_experts * args.hidden_size + (args.num_experts if has_bias else 0)
 
 
 def dense_bytes(args: ModelArgs, dtype_bytes: int) -> int:
     """dense_params in the model's dtype, except the DeepSeek-style and biased softmax routers, which stay fp32
-    (engine.model.routers.Fp32Gate, engine.model.biased_softmax_router.BiasedFp32Gate)."""
+    (engine.model.routers.Fp32Gate, engine.model.biased_softmax_router.BiasedFp32Gate), and the sigmoid router's
+    expert bias (engine.model.sigmoid_router.ExpertBias)."""
     fp32_router = args.topk_method is not None or args.biased_softmax is not None
     fp32_params = router_params(args) * args.num_moe_layers if fp32_router else 0
+    if args.router == "sigmoid_topk":
+        fp32_params = args.num_experts * args.num_moe_layers
     return dense_params(args) * dtype_bytes + fp32_params * (4 - dtype_bytes)
 
 

@@ -39,7 +39,7 @@ def synthetic_quant_experts(args, types_by_layer: dict[int, tuple], gpu: torch.d
     """Every MoE layer of args (engine.model.args.ModelArgs) with types_by_layer[layer] = (gate, up, down) types,
     generated layer by layer on `gpu` and kept there (host=False) or copied into pinned host memory; activation
     and biases ({layer: ExpertBias}, resident): the experts' (engine.experts.formats.activation)."""
-    layout = QuantLayout(args.hidden_size, args.moe_intermediate_size, types_by_layer, activation, biases)
+    layout = QuantLayout(args.expert_hidden_size, args.moe_intermediate_size, types_by_layer, activation, biases)
     store = ExpertStore(layout, list(types_by_layer), args.num_experts, "cpu" if host else gpu,
                         pin=host and gpu.type == "cuda")
     generator = torch.Generator(device=gpu).manual_seed(seed)

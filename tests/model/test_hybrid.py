@@ -203,7 +203,7 @@ def test_the_warm_up_before_a_graph_capture_leaves_the_states_as_the_step_left_t
         engine.generate(GenerateRequest(prompt=LONG_PROMPT[:40], sampling=greedy(4)))
         runner = engine._core.runner
         padded = runner.padded_decode.by_batch[1]
-        states = lambda: [t.clone() for t in (*runner.cache.conv, *runner.cache.recurrent)]  # noqa: E731
+        states = lambda: [t.clone() for t in runner.cache.state_tensors]  # noqa: E731
         before = states()
         with torch.inference_mode():
             padded.warm_up()

@@ -48,8 +48,20 @@ class GeluTanhGlu:
         return F.gelu(gate, approximate="tanh") * up
 
 
+
+class ReluSquared:
+    """A non-gated expert's relu(up)² (nemotron_h), its up rows stored as both halves of the gate_up block:
+    relu(gate) * relu(up) has the bits of relu(up)² (the same rows, the same product)."""
+
+    def __call__(self, gate_up: torch.Tensor) -> torch.Tensor:
+        gate, up = gate_up.chunk(2, dim=-1)  # [n, I] x2, equal
+        return F.relu(gate) * F.relu(up)
+
+
+
 SILU_GLU = SiluGlu()
 GELU_TANH_GLU = GeluTanhGlu()
+RELU_SQUARED = ReluSquared()
 
 
 @dataclass
