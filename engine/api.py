@@ -120,6 +120,13 @@ class Engine:
         self._tokenizing.submit(self._prepare, submissions)
         return [s.handle for s in submissions]
 
+    @property
+    def sees_images(self) -> bool:
+        """Whether the model takes images: {"type": "image", "image": bytes} parts in a message's content (a
+        vision tower was loaded with it). A request with images to a model that does not fails with a RequestError
+        "this model does not take images (<model_type>)"."""
+        return getattr(getattr(self._core, "runner", None), "vision", None) is not None
+
     def generate(self, request: GenerateRequest) -> FinishEvent:
         """Blocking convenience: run one request to the end."""
         return self.submit(request).result()

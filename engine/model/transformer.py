@@ -13,6 +13,7 @@ from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, KVCache
 from engine.model.layers import DenseMLP, RMSNorm
 from engine.model.mla_attention import MlaAttention
+from engine.model.mrope import mrope_cos_sin
 from engine.model.rope_layouts import ROTARY_EMBEDDINGS
 from engine.model.routers import build_router
 from engine.model.shared_experts import build_shared_experts
@@ -106,9 +107,16 @@ class MoeTransformer(nn.Module):
         self.rotary = ROTARY_EMBEDDINGS[args.rope_layout](args.rotary_dim, args.rope_theta, args.rope_scaling).to(device)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
-                context: MoeContext):
+                context: MoeContext, images: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """positions [T], or [3, T] M-RoPE positions in a prompt step with images; images: (rows [R], embeddings
+        [R, D]) that replace those rows' token embeddings (engine.vision)."""
         x = self.embed_tokens(input_ids)  # [T, D]
-        rope = self.rotary(positions, x.dtype)
+        if images is not None:
+            x = x.index_copy(0, images[0], images[1].to(x.dtype))
+        if positions.dim() == 2:
+            rope = mrope_cos_sin(self.rotary, positions, self.args.extra.get("mrope_section"), x.dtype)
+        else:
+            rope = self.rotary(positions, x.dtype)
         for layer in self.layers:
             x = layer(x, rope, meta, cache, context)
         return self.norm(x)

@@ -36,6 +36,7 @@ from engine.runtime.replan import Replanner
 from engine.runtime.scheduler import Scheduler
 from engine.tokenizer import Tokenizer
 from engine.triton_support import HAS_TRITON
+from engine.vision.load_tower import load_vision
 from engine.expert_modes import ExpertMode
 
 
@@ -64,6 +65,8 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
     else:
         raise UnsupportedModelError(f"{source.location}: Wisp's engine loads model folders and GGUF files")
     engine, info = finish_engine(weights, tokenizer, options, plan, memory)
+    if source.is_local_folder and source.kind is not SourceKind.GGUF:
+        engine.runner.vision = load_vision(source.path, plan.device, weights.dtype, weights.args.vocab_size)
     if drafting is not None:
         engine.speculation, engine.drafts_by_default = Speculation(options.draft_tokens), True
     return engine, info
