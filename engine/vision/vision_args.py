@@ -33,6 +33,21 @@ class VisionArgs:
     def merge_unit(self) -> int:
         return self.spatial_merge_size**2
 
+    @property
+    def num_params(self) -> int:
+        """The tower's weights: patch embed, position grid, blocks, merger (engine.vision.tower)."""
+        h, inner, merged = self.hidden_size, self.intermediate_size, self.hidden_size * self.merge_unit
+        block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * inner + inner) + (inner * h + h)
+        merger = 2 * h + (merged * merged + merged) + (merged * self.out_hidden_size + self.out_hidden_size)
+        return h * self.patch_dim + h + self.num_position_embeddings * h + self.depth * block + merger
+
+    def workspace_elements(self, max_pixels: int) -> int:
+        """Activations of one image of max_pixels while the tower runs: a block's hidden states, q/k/v and MLP
+        intermediate for every patch, and the merged output (attention runs fused, without the score matrix)."""
+        patches = max_pixels // self.patch_size**2
+        return patches * (6 * self.hidden_size + self.intermediate_size + self.patch_dim) \
+            + patches // self.merge_unit * 2 * self.hidden_size * self.merge_unit
+
 
 def vision_args(config: dict) -> VisionArgs | None:
     """None for a checkpoint without a vision_config; ModelFormatError for one Wisp cannot read."""
@@ -54,3 +69,16 @@ def vision_args(config: dict) -> VisionArgs | None:
             image_token_id=int(config["image_token_id"]), vision_start_token_id=int(config["vision_start_token_id"]))
     except (KeyError, TypeError, ValueError) as err:
         raise ModelFormatError(f"config.json: vision_config lacks or mangles {err}") from None
+
+
+PUBLISHED_MAX_PIXELS = 16777216  # Qwen3-VL's and Qwen3.5's preprocessor_config.json: the largest image's pixels
+
+
+def vision_sizes(config: dict, vocab_size: int) -> dict:
+    """What the memory plan counts for a tower beside the language model (ModelArgs.extra; engine.model.sizes):
+    its weights and the activations of one largest image, in elements of the compute dtype. Nothing when the
+    image token is outside the vocabulary (engine.vision.load_tower loads no tower then)."""
+    args = vision_args(config)
+    if args is None or not 0 <= args.image_token_id < vocab_size:
+        return {}
+    return {"vision_params": args.num_params, "vision_workspace": args.workspace_elements(PUBLISHED_MAX_PIXELS)}

@@ -17,6 +17,7 @@ from engine.model.families.hybrid_config import hybrid_args
 from engine.model.linear_args import QKV_Z_B_A
 from engine.model.published_configs import QWEN3_5_35B_A3B
 from engine.model.weight_names import QWEN_STYLE
+from engine.vision.vision_args import vision_sizes
 
 MODEL_TYPE, ARCH = "qwen3_5_moe", "qwen35moe"
 
@@ -34,6 +35,7 @@ def read_config(config: dict) -> ModelArgs:
     args = hybrid_args(text, MODEL_TYPE, QKV_Z_B_A, norm_topk_prob=True)
     extra = {"mrope_section": list((text.get("rope_parameters") or text.get("rope_scaling") or {}).get(
         "mrope_section") or [])}
+    extra.update(vision_sizes(config, args.vocab_size))
     return replace(args, extra=extra)
 
 
