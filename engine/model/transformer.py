@@ -109,16 +109,23 @@ class MoeTransformer(nn.Module):
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
                 context: MoeContext, images: tuple[torch.Tensor, torch.Tensor] | None = None):
         """positions [T], or [3, T] M-RoPE positions in a prompt step with images; images: (rows [R], embeddings
-        [R, D]) that replace those rows' token embeddings (engine.vision)."""
+        [R, D]) that replace those rows' token embeddings, or [R, 1 + L, D]: the embeddings and the features added
+        to those rows after each of the first L layers (deepstack; engine.vision)."""
         x = self.embed_tokens(input_ids)  # [T, D]
+        deepstack = None
         if images is not None:
-            x = x.index_copy(0, images[0], images[1].to(x.dtype))
+            rows, embeddings = images
+            if embeddings.dim() == 3:
+                embeddings, deepstack = embeddings[:, 0], embeddings[:, 1:]
+            x = x.index_copy(0, rows, embeddings.to(x.dtype))
         if positions.dim() == 2:
             rope = mrope_cos_sin(self.rotary, positions, self.args.extra.get("mrope_section"), x.dtype)
         else:
             rope = self.rotary(positions, x.dtype)
-        for layer in self.layers:
+        for index, layer in enumerate(self.layers):
             x = layer(x, rope, meta, cache, context)
+            if deepstack is not None and index < deepstack.shape[1]:
+                x = x.index_add(0, images[0], deepstack[:, index].to(x.dtype))
         return self.norm(x)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -57,16 +57,22 @@ class VisionBlock(nn.Module):
 
 
 class PatchMerger(nn.Module):
-    def __init__(self, args: VisionArgs):
+    """Each 2x2 block of patches -> one language-model embedding; the norm before the blocks are concatenated, or
+    after (a deepstack merger's)."""
+
+    def __init__(self, args: VisionArgs, norm_after_merge: bool = False):
         super().__init__()
         merged = args.hidden_size * args.merge_unit
-        self.norm = nn.LayerNorm(args.hidden_size, eps=1e-6)
+        self.norm = nn.LayerNorm(merged if norm_after_merge else args.hidden_size, eps=1e-6)
         self.linear_fc1 = nn.Linear(merged, merged)
         self.linear_fc2 = nn.Linear(merged, args.out_hidden_size)
-        self.merged = merged
+        self.merged, self.norm_after_merge = merged, norm_after_merge
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.norm(x).view(-1, self.merged)  # [N / merge^2, hidden * merge^2]
+        if self.norm_after_merge:
+            x = self.norm(x.view(-1, self.merged))
+        else:
+            x = self.norm(x).view(-1, self.merged)  # [N / merge^2, hidden * merge^2]
         return self.linear_fc2(F.gelu(self.linear_fc1(x)))
 
 
@@ -80,6 +86,8 @@ class VisionTower(nn.Module):
         self.pos_embed = nn.Embedding(args.num_position_embeddings, args.hidden_size)
         self.blocks = nn.ModuleList(VisionBlock(args) for _ in range(args.depth))
         self.merger = PatchMerger(args)
+        self.deepstack_merger_list = nn.ModuleList(PatchMerger(args, norm_after_merge=True)
+                                                   for _ in args.deepstack_visual_indexes)
         self.register_buffer("inv_freq", self.rotary_frequencies(args), persistent=False)
 
     @staticmethod
@@ -93,7 +101,9 @@ class VisionTower(nn.Module):
         return self.pos_embed.weight.dtype
 
     def forward(self, pixels: torch.Tensor, grids: list[tuple[int, int, int]]) -> torch.Tensor:
-        """pixels [N, patch_dim] (fp32, the processor's); grids: each image's (t, h, w) in patches."""
+        """pixels [N, patch_dim] (fp32, the processor's); grids: each image's (t, h, w) in patches. -> [N / merge^2,
+        out_hidden], or with deepstack mergers [N / merge^2, 1 + mergers, out_hidden]: the embeddings, then the
+        features each deepstack merger adds after the language model's layer of its index."""
         a = self.args
         weight = self.patch_embed.proj.weight
         x = pixels.to(weight.dtype).view(-1, a.in_channels, a.temporal_patch_size, a.patch_size, a.patch_size)
@@ -103,9 +113,13 @@ class VisionTower(nn.Module):
         x = x + (self.pos_embed(indices) * weights[:, :, None]).sum(1).to(x.dtype)
         cos, sin = self.rotary(grids, x.device)
         lengths = [h * w for t, h, w in grids for _ in range(t)]
-        for block in self.blocks:
+        deepstack = []
+        for index, block in enumerate(self.blocks):
             x = block(x, cos, sin, lengths)
-        return self.merger(x)
+            if index in a.deepstack_visual_indexes:
+                deepstack.append(self.deepstack_merger_list[a.deepstack_visual_indexes.index(index)](x))
+        merged = self.merger(x)
+        return torch.stack([merged, *deepstack], dim=1) if deepstack else merged
 
     def rotary(self, grids, device) -> tuple[torch.Tensor, torch.Tensor]:
         """fp32 cos, sin [N, head_dim]: the first half of each head turned by the patch's row, the second by its

@@ -21,6 +21,8 @@ class VisionArgs:
     spatial_merge_size: int = 2
     hidden_act: str = "gelu_pytorch_tanh"
     rope_theta: float = 10000.0
+    # blocks whose output also goes, through a merger of its own, to the language model's first layers (Qwen3-VL)
+    deepstack_visual_indexes: tuple[int, ...] = ()
     image_token_id: int = 0  # the language model's placeholder token that an image's embeddings replace
     vision_start_token_id: int = 0
 
@@ -38,8 +40,10 @@ class VisionArgs:
         """The tower's weights: patch embed, position grid, blocks, merger (engine.vision.tower)."""
         h, inner, merged = self.hidden_size, self.intermediate_size, self.hidden_size * self.merge_unit
         block = 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * inner + inner) + (inner * h + h)
-        merger = 2 * h + (merged * merged + merged) + (merged * self.out_hidden_size + self.out_hidden_size)
-        return h * self.patch_dim + h + self.num_position_embeddings * h + self.depth * block + merger
+        merger = (merged * merged + merged) + (merged * self.out_hidden_size + self.out_hidden_size)
+        deepstack = len(self.deepstack_visual_indexes) * (2 * merged + merger)
+        return h * self.patch_dim + h + self.num_position_embeddings * h + self.depth * block + 2 * h + merger \
+            + deepstack
 
     def workspace_elements(self, max_pixels: int) -> int:
         """Activations of one image of max_pixels while the tower runs: a block's hidden states, q/k/v and MLP
@@ -66,6 +70,7 @@ def vision_args(config: dict) -> VisionArgs | None:
             spatial_merge_size=int(vision.get("spatial_merge_size", 2)),
             hidden_act=vision.get("hidden_act", "gelu_pytorch_tanh"),
             rope_theta=float(rope.get("rope_theta", 10000.0)),
+            deepstack_visual_indexes=tuple(int(i) for i in vision.get("deepstack_visual_indexes") or ()),
             image_token_id=int(config["image_token_id"]), vision_start_token_id=int(config["vision_start_token_id"]))
     except (KeyError, TypeError, ValueError) as err:
         raise ModelFormatError(f"config.json: vision_config lacks or mangles {err}") from None

@@ -26,12 +26,12 @@ CONVERSATIONS = {
 
 
 def reference_tokens(folder, messages) -> list[int]:
-    from transformers import Qwen3_5MoeForConditionalGeneration
+    from transformers import AutoModelForImageTextToText
 
     images = [part["image"] for m in messages if isinstance(m["content"], list) for part in m["content"]
               if part["type"] == "image"]
     inputs = reference_inputs(folder, messages, images)
-    model = Qwen3_5MoeForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
+    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
     out = model.generate(**inputs, max_new_tokens=MAX_TOKENS, do_sample=False)
     return out[0, inputs["input_ids"].shape[1]:].tolist()
 
@@ -44,14 +44,19 @@ def wisp_tokens(folder, messages, **options) -> list[int]:
     return list(finish.token_ids)
 
 
+@pytest.fixture(params=["qwen3_5_moe", "qwen3_vl_moe"])
+def vl_dir(request):
+    return request.getfixturevalue("tiny_vl_dir" if request.param == "qwen3_5_moe" else "tiny_vl_moe_dir")
+
+
 @pytest.mark.parametrize("name", list(CONVERSATIONS))
-def test_greedy_tokens_match_transformers(tiny_vl_dir, name):
+def test_greedy_tokens_match_transformers(vl_dir, name):
     messages = CONVERSATIONS[name]
-    assert wisp_tokens(tiny_vl_dir, messages) == reference_tokens(tiny_vl_dir, messages)
+    assert wisp_tokens(vl_dir, messages) == reference_tokens(vl_dir, messages)
 
 
-def test_same_tokens_in_every_expert_mode(tiny_vl_dir):
+def test_same_tokens_in_every_expert_mode(vl_dir):
     messages = CONVERSATIONS["two images then text"]
-    reference = wisp_tokens(tiny_vl_dir, messages)
+    reference = wisp_tokens(vl_dir, messages)
     for name, options in mode_options(top_k=2, num_experts=8).items():
-        assert wisp_tokens(tiny_vl_dir, messages, **options) == reference, name
+        assert wisp_tokens(vl_dir, messages, **options) == reference, name

@@ -43,7 +43,20 @@ def save_vl_tokenizer(folder: Path):
     return fast
 
 
-def write_tiny_vl(folder: Path, seed: int = 0) -> Path:
+def qwen3_vl_moe_model(common: dict):
+    """Qwen3-VL-MoE: a qwen3_moe language model (experts narrower than half the hidden size, so that the stacked
+    experts' two layouts differ in shape) and a tower whose blocks 0 and 2 feed deepstack features."""
+    from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
+
+    rope = {**common["rope_parameters"], "partial_rotary_factor": 1.0, "mrope_section": [3, 3, 2]}
+    text = dict(common, rope_parameters=rope, num_hidden_layers=3, num_experts=8, num_experts_per_tok=2,
+                moe_intermediate_size=16, intermediate_size=96, head_dim=16)
+    vision = dict(depth=3, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+                  deepstack_visual_indexes=[0, 2])
+    return Qwen3VLMoeForConditionalGeneration(Qwen3VLMoeConfig(text_config=text, vision_config=vision))
+
+
+def write_tiny_vl(folder: Path, seed: int = 0, model_type: str = "qwen3_5_moe") -> Path:
     torch.manual_seed(seed)
     # half the head turns, in four pairs: one by time, one by row, one by column, the last by time again
     rope = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5, "mrope_section": [1, 1, 1],
@@ -51,7 +64,7 @@ def write_tiny_vl(folder: Path, seed: int = 0) -> Path:
     common = dict(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                   max_position_embeddings=512, eos_token_id=2, bos_token_id=None, pad_token_id=0,
                   tie_word_embeddings=False, rope_parameters=rope)
-    model = hybrid_model("qwen3_5_moe", common)
+    model = hybrid_model("qwen3_5_moe", common) if model_type == "qwen3_5_moe" else qwen3_vl_moe_model(common)
     for key, value in TOKEN_IDS.items():
         setattr(model.config, key, value)
     with torch.no_grad():

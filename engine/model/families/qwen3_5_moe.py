@@ -14,20 +14,13 @@ from engine.model.args import ModelArgs
 from engine.model.families import hybrid_gguf
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.hybrid_config import hybrid_args
+from engine.model.families.vision_language import text_config
 from engine.model.linear_args import QKV_Z_B_A
 from engine.model.published_configs import QWEN3_5_35B_A3B
 from engine.model.weight_names import QWEN_STYLE
 from engine.vision.vision_args import vision_sizes
 
 MODEL_TYPE, ARCH = "qwen3_5_moe", "qwen35moe"
-
-
-def text_config(config: dict) -> dict:
-    """The language model's fields; top-level ones (dtype, tie_word_embeddings) fill what text_config lacks."""
-    text = config.get("text_config")
-    if not isinstance(text, dict):
-        return config
-    return {**{k: v for k, v in config.items() if k not in ("text_config", "vision_config")}, **text}
 
 
 def read_config(config: dict) -> ModelArgs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from engine.errors import UnsupportedModelError
 from engine.model.args import ModelArgs
 from engine.model.families import (deepseek_v2, deepseek_v3, glm4_moe, gpt_oss, mixtral, olmoe, qwen2_moe, qwen3_5_moe,
-                                   qwen3_moe, qwen3_next)
+                                   qwen3_moe, qwen3_next, qwen3_vl_moe)
 from engine.model.families.family import Family
 
 FAMILIES: dict[str, Family] = {family.model_type: family for family in (
@@ -20,6 +20,7 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     deepseek_v3.FAMILY,
     qwen3_next.FAMILY,
     qwen3_5_moe.FAMILY,
+    qwen3_vl_moe.FAMILY,
 )}
 GGUF_ARCHITECTURES: dict[str, Family] = {family.gguf.arch: family for family in FAMILIES.values() if family.gguf}
 DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "olmo", "olmo2", "gpt2"}
