@@ -21,7 +21,6 @@ from engine.generation.sampler import FAILED_TOKEN, sample_tensors
 from engine.generation.text_stream import TextStream
 from engine.generation.throughput import Throughput
 from engine.requests import GenerateRequest
-from engine.vision.vision_model import refuse_images
 from engine.runtime.active_request import Active, row_context
 from engine.runtime.launched_step import LaunchedStep, read_back
 from engine.runtime.model_runner import ModelRunner
@@ -31,6 +30,7 @@ from engine.runtime.sequence import Sequence
 from engine.runtime.speculation import DEFAULT_DRAFT_TOKENS, Speculation
 from engine.runtime.verify_step import propose_drafts, run_verify_step
 from engine.tokenizer import Tokenizer
+from engine.vision.image_input import refuse_images
 
 
 class LLMEngine:

@@ -73,3 +73,9 @@ def decode_image(data: bytes, index: int) -> Image.Image:
         raise RequestError(f"image {index} is truncated or corrupt ({type(err).__name__}: {err})"[:200],
                            f"image {index}") from None
     return image
+
+
+def refuse_images(messages, model_type: str) -> None:
+    """A model without a tower answers a request with images with one clear line."""
+    if image_parts(messages):
+        raise RequestError(f"this model does not take images ({model_type})", "messages")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.errors import RequestError
 from engine.vision.image_input import decode_image, image_parts
 from engine.vision.preprocess import ImageProcessing, preprocess
 from engine.vision.prompt_images import PromptImages, place_images
@@ -72,9 +71,3 @@ class VisionModel:
         """A request that ended mid-prompt (cancelled, failed) leaves no embeddings behind."""
         for key in [key for key in self.embeddings if key[0] == request_id]:
             del self.embeddings[key]
-
-
-def refuse_images(messages, model_type: str) -> None:
-    """A model without a tower answers a request with images with one clear line."""
-    if image_parts(messages):
-        raise RequestError(f"this model does not take images ({model_type})", "messages")

@@ -105,3 +105,10 @@ def test_the_prefix_cache_keys_image_tokens_by_the_image_bytes():
     same = sequence_with_image(bytes(PICTURE), 4)
     manager.allocate(same)
     assert same.num_cached_tokens == 16  # every full block before the last token (which is always recomputed)
+
+
+def test_a_remote_server_is_not_sent_images():
+    from engine.backends.remote import request_body
+
+    with pytest.raises(RequestError, match=r"this model does not take images \(a remote server\)"):
+        request_body(GenerateRequest(messages=image_message(PICTURE)), "m", False)
