@@ -19,7 +19,7 @@ def register(commands) -> None:
     run.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn with the chat template")
     run.add_argument("--system", default=None, help="system prompt (with --chat)")
     run.add_argument("--image", action="append", default=[], metavar="PATH",
-                     help="an image (PNG, JPEG, WebP, GIF) before the prompt in the user turn (with --chat; repeatable)")
+                     help="an image (PNG, JPEG, WebP, GIF) before the prompt in the user turn (--chat; repeatable)")
     run.add_argument("--json", action="store_true", help="print one JSON object with text, token_ids, logprobs, stats")
     run.set_defaults(handler=run_command)
 

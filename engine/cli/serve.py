@@ -30,7 +30,7 @@ def register(commands) -> argparse.ArgumentParser:
     serve.add_argument("--max-concurrent-requests", type=whole(1, 1_000_000), default=64,
                        help="requests in flight before new ones get 429")
     serve.add_argument("--max-body-size", type=size, default=4 * 1024**2,
-                       help="largest request body (413 beyond); images come base64 in the body: raise it for large ones")
+                       help="largest request body (413 beyond); images come in it as base64: raise it for large ones")
     serve.add_argument("--allow-image-urls", action="store_true",
                        help="fetch http(s) image_url parts (20 MB, 10 s each); otherwise only data URLs are taken")
     serve.add_argument("--cors", action="append", default=[], metavar="ORIGIN",

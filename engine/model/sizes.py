@@ -75,8 +75,9 @@ def router_params(args: ModelArgs) -> int:
 
 
 def dense_bytes(args: ModelArgs, dtype_bytes: int) -> int:
-    """dense_params in the model's dtype, except DeepSeek-style routers, which stay fp32 (engine.model.routers.Fp32Gate);
-    with a vision tower's weights and one image's activations in it (engine.vision, ModelArgs.extra)."""
+    """dense_params in the model's dtype, except DeepSeek-style routers, which stay fp32
+    (engine.model.routers.Fp32Gate), plus a vision tower's weights and one image's activations (engine.vision,
+    ModelArgs.extra)."""
     fp32_params = router_params(args) * args.num_moe_layers if args.topk_method is not None else 0
     vision = args.extra.get("vision_params", 0) + args.extra.get("vision_workspace", 0)
     return (dense_params(args) + vision) * dtype_bytes + fp32_params * (4 - dtype_bytes)

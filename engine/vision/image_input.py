@@ -23,7 +23,8 @@ def image_parts(messages) -> list[bytes]:
     for message in messages or ():
         content = message.get("content") if isinstance(message, dict) else None
         if isinstance(content, (list, tuple)):
-            found.extend(part.get("image") for part in content if isinstance(part, dict) and part.get("type") == "image")
+            found.extend(part.get("image") for part in content
+                         if isinstance(part, dict) and part.get("type") == "image")
     return found
 
 

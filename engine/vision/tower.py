@@ -137,7 +137,8 @@ def patch_rows_cols(grids, merge: int, device) -> torch.Tensor:
     for t, h, w in grids:
         rows, cols = torch.meshgrid(torch.arange(h, device=device), torch.arange(w, device=device), indexing="ij")
         shape = (h // merge, merge, w // merge, merge)
-        pairs = torch.stack([rows.reshape(shape).transpose(1, 2).flatten(), cols.reshape(shape).transpose(1, 2).flatten()], -1)
+        in_blocks = [grid.reshape(shape).transpose(1, 2).flatten() for grid in (rows, cols)]
+        pairs = torch.stack(in_blocks, -1)
         out.append(pairs.repeat(t, 1))
     return torch.cat(out)
 

@@ -88,7 +88,8 @@ def test_a_model_without_a_tower_refuses_images(tiny_model_dir):
 
 
 def sequence_with_image(image: bytes, block_size: int) -> Sequence:
-    ids, images = place_images([1, 2, 3, 4, 9] + [5, 6, 7] * 4, [None], [(1, 4, 4)], [image], image_token_id=9, merge_size=2)
+    ids, images = place_images([1, 2, 3, 4, 9] + [5, 6, 7] * 4, [None], [(1, 4, 4)], [image], image_token_id=9,
+                               merge_size=2)
     return Sequence(request_id=str(id(image)), token_ids=ids, sampling=GREEDY, images=images)
 
 
