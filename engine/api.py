@@ -29,6 +29,7 @@ from engine.requests import GenerateRequest
 from engine.sampling import SamplingParams
 from engine.sampling_checks import MAX_TEMPERATURE
 from engine.units import format_bytes, parse_size
+from engine.vision.image_input import MAX_IMAGE_BYTES, MAX_IMAGES, MAX_MEGAPIXELS, check_images
 
 __all__ = [
     "Engine", "EngineOptions", "GenerateRequest", "SamplingParams", "TokenEvent", "FinishEvent", "RequestStats",
@@ -37,6 +38,7 @@ __all__ = [
     "ModelSource", "SourceKind", "open_source", "plan_for", "LoadPlan",
     "HardwareInfo", "detect_hardware", "parse_size", "format_bytes", "start_server", "is_remote_url",
     "REASONING_EFFORTS", "MAX_TEMPERATURE", "ExpertMode", "ErrorKind",
+    "MAX_IMAGES", "MAX_IMAGE_BYTES", "MAX_MEGAPIXELS", "check_images",  # images: docs/images.md
 ]
 
 EventCallback = Callable[[Event], None]
