@@ -44,9 +44,12 @@ def wisp_tokens(folder, messages, **options) -> list[int]:
     return list(finish.token_ids)
 
 
-@pytest.fixture(params=["qwen3_5_moe", "qwen3_vl_moe"])
+FOLDERS = {"qwen3_5_moe": "tiny_vl_dir", "qwen3_vl_moe": "tiny_vl_moe_dir"}  # tests/vision/conftest.py
+
+
+@pytest.fixture(params=list(FOLDERS))
 def vl_dir(request):
-    return request.getfixturevalue("tiny_vl_dir" if request.param == "qwen3_5_moe" else "tiny_vl_moe_dir")
+    return request.getfixturevalue(FOLDERS[request.param])
 
 
 @pytest.mark.parametrize("name", list(CONVERSATIONS))
@@ -55,7 +58,10 @@ def test_greedy_tokens_match_transformers(vl_dir, name):
     assert wisp_tokens(vl_dir, messages) == reference_tokens(vl_dir, messages)
 
 
-def test_same_tokens_in_every_expert_mode(vl_dir):
+@pytest.mark.parametrize("model_type", ["qwen3_5_moe", pytest.param("qwen3_vl_moe", marks=pytest.mark.slow)])
+def test_same_tokens_in_every_expert_mode(request, model_type):
+    """Seven engines: qwen3_vl_moe's run with the slow tests (tests/experts covers its text in every mode)."""
+    vl_dir = request.getfixturevalue(FOLDERS[model_type])
     messages = CONVERSATIONS["two images then text"]
     reference = wisp_tokens(vl_dir, messages)
     for name, options in mode_options(top_k=2, num_experts=8).items():
