@@ -66,3 +66,20 @@ def test_same_tokens_in_every_expert_mode(request, model_type):
     reference = wisp_tokens(vl_dir, messages)
     for name, options in mode_options(top_k=2, num_experts=8).items():
         assert wisp_tokens(vl_dir, messages, **options) == reference, name
+
+
+def test_a_prompt_chunked_inside_an_image_gives_the_same_tokens(tiny_vl_moe_dir):
+    """Chunks of 8 tokens split the images' 4 + 12 tokens: the tower runs once per image, each chunk takes its rows
+    of the embeddings, the deepstack features and the M-RoPE positions."""
+    messages = CONVERSATIONS["two images then text"]
+    assert wisp_tokens(tiny_vl_moe_dir, messages, prefill_chunk=8) == wisp_tokens(tiny_vl_moe_dir, messages)
+
+
+def test_a_second_turn_reuses_the_cached_image_blocks_with_the_same_tokens(tiny_vl_moe_dir):
+    first = CONVERSATIONS["two images then text"]
+    with Engine(EngineOptions(model=str(tiny_vl_moe_dir), device="cpu", dtype="float32", block_size=4)) as engine:
+        reply = engine.generate(GenerateRequest(messages=tuple(first), sampling=GREEDY))
+        second = (*first, {"role": "assistant", "content": reply.text}, {"role": "user", "content": "def fib"})
+        cached = engine.generate(GenerateRequest(messages=second, sampling=GREEDY))
+    assert cached.stats.cached_prompt_tokens >= 16
+    assert list(cached.token_ids) == wisp_tokens(tiny_vl_moe_dir, second)
