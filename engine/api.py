@@ -29,6 +29,7 @@ from engine.requests import GenerateRequest
 from engine.sampling import SamplingParams
 from engine.sampling_checks import MAX_TEMPERATURE
 from engine.units import format_bytes, parse_size
+from engine.vision.image_input import MAX_IMAGE_BYTES, MAX_IMAGES, MAX_MEGAPIXELS, check_images
 
 __all__ = [
     "Engine", "EngineOptions", "GenerateRequest", "SamplingParams", "TokenEvent", "FinishEvent", "RequestStats",
@@ -37,6 +38,7 @@ __all__ = [
     "ModelSource", "SourceKind", "open_source", "plan_for", "LoadPlan",
     "HardwareInfo", "detect_hardware", "parse_size", "format_bytes", "start_server", "is_remote_url",
     "REASONING_EFFORTS", "MAX_TEMPERATURE", "ExpertMode", "ErrorKind",
+    "MAX_IMAGES", "MAX_IMAGE_BYTES", "MAX_MEGAPIXELS", "check_images",  # images: docs/images.md
 ]
 
 EventCallback = Callable[[Event], None]
@@ -119,6 +121,13 @@ class Engine:
         self._unadmitted.update(r.request_id for r in requests)
         self._tokenizing.submit(self._prepare, submissions)
         return [s.handle for s in submissions]
+
+    @property
+    def sees_images(self) -> bool:
+        """Whether the model takes images: {"type": "image", "image": bytes} parts in a message's content (a
+        vision tower was loaded with it). A request with images to a model that does not fails with a RequestError
+        "this model does not take images (<model_type>)"."""
+        return getattr(getattr(self._core, "runner", None), "vision", None) is not None
 
     def generate(self, request: GenerateRequest) -> FinishEvent:
         """Blocking convenience: run one request to the end."""

@@ -8,6 +8,7 @@ import json
 import math
 
 from engine.errors import RequestError
+from engine.vision.image_input import check_images, image_parts
 
 INT32_MAX = 2**31 - 1  # token ids, token counts and top_k: torch indexes with them
 REASONING_EFFORTS = ("low", "medium", "high")  # what gpt-oss's chat template and the OpenAI API take
@@ -43,15 +44,20 @@ def check_float(value: object, field: str) -> float:
 
 
 def check_messages(messages: object) -> None:
-    """Chat turns: dicts with a text role and text content; an assistant turn may hold `tool_calls` (OpenAI's
-    shape, arguments as JSON text or an object) and a tool's reply its `tool_call_id`."""
+    """Chat turns: dicts with a text role and content (text, or a list of {"type": "text", "text": str} and
+    {"type": "image", "image": bytes} parts); an assistant turn may hold `tool_calls` (OpenAI's shape, arguments
+    as JSON text or an object) and a tool's reply its `tool_call_id`. Images are checked against engine.vision's
+    limits here (count, encoded size, a readable header, pixel count), on the caller's thread."""
     if not isinstance(messages, (tuple, list)):
         raise RequestError(f"messages must be a sequence of dicts, got {type(messages).__name__}", "messages")
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise RequestError(f"messages.{index} must be a dict with role and content", f"messages.{index}")
-        for key in ("role", "content"):
-            check_text(message.get(key), f"messages.{index}.{key}")
+        check_text(message.get("role"), f"messages.{index}.role")
+        if isinstance(message.get("content"), (list, tuple)):
+            check_parts(message["content"], f"messages.{index}.content")
+        else:
+            check_text(message.get("content"), f"messages.{index}.content")
         if message.get("tool_call_id") is not None:
             check_text(message["tool_call_id"], f"messages.{index}.tool_call_id")
         calls = message.get("tool_calls")
@@ -60,6 +66,18 @@ def check_messages(messages: object) -> None:
                 raise RequestError("tool_calls must be a list", f"messages.{index}.tool_calls")
             for number, call in enumerate(calls):
                 check_function(call, f"messages.{index}.tool_calls.{number}")
+    check_images(image_parts(messages))
+
+
+def check_parts(parts: list | tuple, field: str) -> None:
+    """A message's content parts: text parts with text, image parts with the encoded file's bytes."""
+    for number, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            check_text(part.get("text"), f"{field}.{number}.text")
+        elif kind != "image":
+            raise RequestError(f'{field}.{number} must be {{"type": "text", "text": ...}} or '
+                               f'{{"type": "image", "image": bytes}}', f"{field}.{number}")
 
 
 def check_function(entry: object, field: str) -> None:

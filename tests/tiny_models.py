@@ -233,6 +233,18 @@ def nemotron_h_model(common: dict):
         n_group=2, topk_group=1, routed_scaling_factor=1.5))
 
 
+def qwen3_vl_moe_model(common: dict):
+    """Qwen3-VL-MoE as the hub publishes it: a vision-language model (a tiny tower with one deepstack merger)
+    around a qwen3_moe language model; tests/vision runs it with images."""
+    from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
+
+    text = dict(common, num_experts=8, num_experts_per_tok=2, moe_intermediate_size=16, intermediate_size=96,
+                head_dim=16)
+    vision = dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+                  deepstack_visual_indexes=[0])
+    return Qwen3VLMoeForConditionalGeneration(Qwen3VLMoeConfig(text_config=text, vision_config=vision))
+
+
 # model_type -> its tiny model's builder (transformers' class, a config of the shared `common` fields): one entry
 # per family puts it in every parametrised test (tests/model/test_models.py: token-exact against transformers)
 TINY_MODELS = {
@@ -254,6 +266,7 @@ TINY_MODELS = {
     "gemma4_text": partial(gemma4_model, "gemma4_text"),
     "lfm2_moe": lfm2_moe_model,
     "nemotron_h": nemotron_h_model,
+    "qwen3_vl_moe": qwen3_vl_moe_model,
 }
 MODEL_TYPES = list(TINY_MODELS)
 

@@ -34,6 +34,7 @@ from engine.generation.sampler import sample_row
 from engine.generation.text_stream import TextStream
 from engine.generation.throughput import Throughput
 from engine.sampling import SamplingParams
+from engine.vision.image_input import refuse_images
 
 BUDGET_REFUSAL = ("llama.cpp places a GGUF model when it loads it: reload it with other --n-gpu-layers / "
                   "--n-cpu-moe to change its memory")
@@ -68,6 +69,7 @@ class LlamaCppCore:
             raise RequestError("structured output (a JSON schema, a forced tool call) runs on Wisp's engine, not on "
                                "llama.cpp: load the .gguf file with --backend wisp (or the app's GGUF engine "
                                "setting)", "response_format")
+        refuse_images(request.messages, "llama.cpp")
         prompt = self.prompt_ids(request)
         seed = request.sampling.seed if request.sampling.seed is not None else int.from_bytes(os.urandom(8), "little")
         stream = TextStream.for_request(self.tokenizer, request, prompt)

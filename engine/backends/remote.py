@@ -32,6 +32,7 @@ from engine.requests import GenerateRequest
 from engine.generation.core import FixedMemory
 from engine.generation.model_info import ModelInfo
 from engine.generation.throughput import Throughput
+from engine.vision.image_input import refuse_images
 
 API_KEY_ENV = "WISP_REMOTE_API_KEY"
 POLL_S = 0.02
@@ -174,6 +175,7 @@ def request_body(request: GenerateRequest, model_id: str, has_extensions: bool) 
     if request.messages is not None:
         if request.tools:
             raise RequestError("tools are not sent on to remote servers; call the server itself")
+        refuse_images(request.messages, "a remote server")
         if request.reasoning_effort is not None:
             body["reasoning_effort"] = request.reasoning_effort
         if request.enable_thinking is not None and not has_extensions:

@@ -18,6 +18,8 @@ def register(commands) -> None:
     run.add_argument("--prompt", required=True)
     run.add_argument("--chat", action="store_true", help="wrap the prompt as a user turn with the chat template")
     run.add_argument("--system", default=None, help="system prompt (with --chat)")
+    run.add_argument("--image", action="append", default=[], metavar="PATH",
+                     help="an image (PNG, JPEG, WebP, GIF) before the prompt in the user turn (--chat; repeatable)")
     run.add_argument("--json", action="store_true", help="print one JSON object with text, token_ids, logprobs, stats")
     run.set_defaults(handler=run_command)
 
@@ -26,7 +28,24 @@ def chat_messages(system: str | None, turns: list[dict]) -> tuple[dict, ...]:
     return tuple(([{"role": "system", "content": system}] if system else []) + turns)
 
 
+def user_content(prompt: str, images: list[str]) -> str | list[dict]:
+    """The user turn: the prompt, after the images' parts when there are any."""
+    if not images:
+        return prompt
+    return [*({"type": "image", "image": read_image_file(path)} for path in images), {"type": "text", "text": prompt}]
+
+
+def read_image_file(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as error:
+        raise RequestError(f"--image {path}: cannot read it ({error.strerror or error})") from None
+
+
 def run_command(args: Namespace) -> int:
+    if args.image and not args.chat:
+        raise RequestError("--image goes into a user turn of a chat: add --chat")
     if args.system is not None and not args.chat:
         raise RequestError("--system is the system turn of a chat: add --chat, or put it in --prompt")
     for option, value in (("--reasoning-effort", args.reasoning_effort), ("--thinking", args.thinking)):
@@ -34,7 +53,8 @@ def run_command(args: Namespace) -> int:
             raise RequestError(f"{option} goes into the chat template: add --chat")
     sampling = sampling_params(args)
     if args.chat:
-        request = GenerateRequest(messages=chat_messages(args.system, [{"role": "user", "content": args.prompt}]),
+        turn = {"role": "user", "content": user_content(args.prompt, args.image)}
+        request = GenerateRequest(messages=chat_messages(args.system, [turn]),
                                   sampling=sampling, reasoning_effort=args.reasoning_effort,
                                   enable_thinking=thinking_flag(args))
     else:

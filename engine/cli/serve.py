@@ -29,7 +29,10 @@ def register(commands) -> argparse.ArgumentParser:
                        help="most tokens one request may generate")
     serve.add_argument("--max-concurrent-requests", type=whole(1, 1_000_000), default=64,
                        help="requests in flight before new ones get 429")
-    serve.add_argument("--max-body-size", type=size, default=4 * 1024**2, help="largest request body (413 beyond)")
+    serve.add_argument("--max-body-size", type=size, default=4 * 1024**2,
+                       help="largest request body (413 beyond); images come in it as base64: raise it for large ones")
+    serve.add_argument("--allow-image-urls", action="store_true",
+                       help="fetch http(s) image_url parts (20 MB, 10 s each); otherwise only data URLs are taken")
     serve.add_argument("--cors", action="append", default=[], metavar="ORIGIN",
                        help="let web pages of ORIGIN (e.g. http://localhost:3000) call the server from a browser; "
                             "repeat for more (default: none)")
@@ -51,7 +54,8 @@ def serve_command(args: argparse.Namespace) -> int:
     key = api_key(args)
     check_bind(args.host, key)  # before loading anything large
     limits = ServerLimits(max_body_bytes=args.max_body_size, max_tokens=args.max_tokens_limit,
-                          max_concurrent_requests=args.max_concurrent_requests, cors_origins=tuple(args.cors))
+                          max_concurrent_requests=args.max_concurrent_requests, cors_origins=tuple(args.cors),
+                          allow_image_urls=args.allow_image_urls)
     options = engine_options(args)
     try:
         from engine.server.runner import bind_socket, serve_forever, server_url

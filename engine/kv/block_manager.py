@@ -26,6 +26,12 @@ def chain_hash(previous: int | None, token_ids: tuple[int, ...]) -> int:
     return hash((previous, token_ids))
 
 
+def cache_keys(seq: PagedSequence) -> list:
+    """What the prefix cache keys a sequence's blocks by: its tokens, image tokens by their image's bytes."""
+    images = getattr(seq, "images", None)
+    return seq.token_ids if images is None else images.cache_keys + seq.token_ids[len(images.cache_keys):]
+
+
 class BlockManager:
     """Free blocks are reused oldest-first; a freed block keeps its hash until reused (the prefix cache)."""
 
@@ -66,7 +72,7 @@ class BlockManager:
         return hits
 
     def can_allocate(self, seq: PagedSequence) -> bool:
-        hits = self._cached_prefix(seq.token_ids)
+        hits = self._cached_prefix(cache_keys(seq))
         revived = sum(1 for block_id in hits if block_id in self.free_set)
         return self.blocks_needed(len(seq.token_ids)) - len(hits) + revived <= self.num_free_blocks
 
@@ -74,7 +80,7 @@ class BlockManager:
         """Blocks for all of seq's tokens; full blocks among its first num_written positions (default all: the step
         being scheduled writes them) join the prefix cache."""
         assert not seq.block_table
-        hits = self._cached_prefix(seq.token_ids)
+        hits = self._cached_prefix(cache_keys(seq))
         for block_id in hits:
             self._take(block_id)
         seq.block_table = hits + [self._take_fresh() for _ in range(self.blocks_needed(len(seq.token_ids)) - len(hits))]
@@ -121,7 +127,7 @@ class BlockManager:
             return
         block = self.blocks[seq.block_table[index]]
         if block.hash is None:
-            block.token_ids = tuple(seq.token_ids[index * self.block_size : (index + 1) * self.block_size])
+            block.token_ids = tuple(cache_keys(seq)[index * self.block_size : (index + 1) * self.block_size])
             block.hash = chain_hash(previous, block.token_ids)
             self.hash_to_block[block.hash] = block.block_id
 

@@ -71,6 +71,10 @@ class Checkpoint:
             )
         return tensor
 
+    def shape(self, name: str) -> tuple[int, ...]:
+        """A tensor's shape, from its file's header (nothing read)."""
+        return tuple(self._open(self.weight_map[name]).get_slice(self.stored_names.get(name, name)).get_shape())
+
     def get_row(self, name: str, index: int) -> torch.Tensor:
         """tensor[index] of a stacked tensor (one expert of a fused [E, ...] tensor), reading only its bytes."""
         shard = self.weight_map[name]
@@ -78,3 +82,9 @@ class Checkpoint:
             return self._open(shard).get_slice(self.stored_names.get(name, name))[index]
         except Exception as err:
             raise ModelFormatError(f"{self.folder / shard}: cannot read row {index} of '{name}' ({err})") from None
+
+
+def is_stacked_transposed(ckpt: Checkpoint, gate_up: str, hidden: int, intermediate: int) -> bool:
+    """Stacked experts as Qwen3-VL-MoE's published checkpoints store them, gate_up_proj [E, D, 2I] and down_proj
+    [E, I, D] (transformers transposes them when it loads), rather than [E, 2I, D] and [E, D, I]."""
+    return hidden != 2 * intermediate and ckpt.shape(gate_up)[1:] == (hidden, 2 * intermediate)

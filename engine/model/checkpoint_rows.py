@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from engine.quant.dense_layout import DenseLayout
 from engine.model.args import ModelArgs
-from engine.model.checkpoint import Checkpoint
+from engine.model.checkpoint import Checkpoint, is_stacked_transposed
 from engine.model.weight_names import MoeWeightNames
 
 
@@ -25,7 +25,10 @@ class CheckpointRows:
         names, I, D = self.names, self.intermediate, self.hidden
         fused = names.fused_weight(layer, "gate_up_proj")
         if self.ckpt.has(fused):
-            gate_up = self.ckpt.get_row(fused, expert)  # [2I, D]
-            return gate_up[:I], gate_up[I:], self.ckpt.get_row(names.fused_weight(layer, "down_proj"), expert)
+            gate_up = self.ckpt.get_row(fused, expert)  # [2I, D], or [D, 2I] as published (is_stacked_transposed)
+            down = self.ckpt.get_row(names.fused_weight(layer, "down_proj"), expert)
+            if is_stacked_transposed(self.ckpt, fused, D, I):
+                gate_up, down = gate_up.T, down.T
+            return gate_up[:I], gate_up[I:], down
         return tuple(self.ckpt.get(names.expert_weight(layer, expert, part), shape)
                      for part, shape in ((names.gate, (I, D)), (names.up, (I, D)), (names.down, (D, I))))

@@ -16,7 +16,7 @@ from engine.quant.dense import install_quantized, sizes_in_blocks
 from engine.quant.dense_quant import quantize_weight, quantized_types
 from engine.experts.formats.store import ExpertStore
 from engine.model.args import ModelArgs
-from engine.model.checkpoint import Checkpoint
+from engine.model.checkpoint import Checkpoint, is_stacked_transposed
 from engine.model.checkpoint_rows import CheckpointRows
 from engine.model.config_file import read_args
 from engine.model.fp32_parameters import fp32_parameter_names
@@ -84,7 +84,10 @@ def load_experts(store: ExpertStore, args: ModelArgs, ckpt: Checkpoint, names: M
     layout = store.layout
     for done, (layer, blocks) in enumerate(store.blocks.items()):
         fused = ckpt.has(names.fused_weight(layer, "gate_up_proj"))
-        if fused:
+        if fused and is_stacked_transposed(ckpt, names.fused_weight(layer, "gate_up_proj"), D, I):
+            gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj"), (args.num_experts, D, 2 * I)).transpose(1, 2)
+            down = ckpt.get(names.fused_weight(layer, "down_proj"), (args.num_experts, I, D)).transpose(1, 2)
+        elif fused:
             gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj"), (args.num_experts, 2 * I, D))
             down = ckpt.get(names.fused_weight(layer, "down_proj"), (args.num_experts, D, I))
         for row, e in enumerate(store.held(layer)):

@@ -107,14 +107,16 @@ def router_params(args: ModelArgs) -> int:
 
 
 def dense_bytes(args: ModelArgs, dtype_bytes: int) -> int:
-    """dense_params in the model's dtype, except the DeepSeek-style and biased softmax routers, which stay fp32
+    """dense_params in the model's dtype (plus a vision tower's weights and one image's activations: engine.vision,
+    ModelArgs.extra), except the DeepSeek-style and biased softmax routers, which stay fp32
     (engine.model.routers.Fp32Gate, engine.model.biased_softmax_router.BiasedFp32Gate), and the sigmoid router's
     expert bias (engine.model.sigmoid_router.ExpertBias)."""
     fp32_router = args.topk_method is not None or args.biased_softmax is not None
     fp32_params = router_params(args) * args.num_moe_layers if fp32_router else 0
     if args.router == "sigmoid_topk":
         fp32_params = args.num_experts * args.num_moe_layers
-    return dense_params(args) * dtype_bytes + fp32_params * (4 - dtype_bytes)
+    vision = args.extra.get("vision_params", 0) + args.extra.get("vision_workspace", 0)
+    return (dense_params(args) + vision) * dtype_bytes + fp32_params * (4 - dtype_bytes)
 
 
 def shared_expert_width(args: ModelArgs) -> int:

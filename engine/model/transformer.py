@@ -13,6 +13,7 @@ from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, KVCache
 from engine.model.layers import DenseMLP, RMSNorm
 from engine.model.mla_attention import MlaAttention
+from engine.model.mrope import mrope_cos_sin
 from engine.model.rope_layouts import ROTARY_EMBEDDINGS
 from engine.model.routers import build_router
 from engine.model.shared_experts import build_shared_experts
@@ -112,11 +113,25 @@ class MoeTransformer(nn.Module):
         self.rotary = ROTARY_EMBEDDINGS[args.rope_layout](args.rotary_dim, args.rope_theta, args.rope_scaling).to(device)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
-                context: MoeContext):
+                context: MoeContext, images: tuple[torch.Tensor, torch.Tensor] | None = None):
+        """positions [T], or [3, T] M-RoPE positions in a prompt step with images; images: (rows [R], embeddings
+        [R, D]) that replace those rows' token embeddings, or [R, 1 + L, D]: the embeddings and the features added
+        to those rows after each of the first L layers (deepstack; engine.vision)."""
         x = self.embed(input_ids)  # [T, D]
-        rope = self.rotary(positions, x.dtype)
-        for layer in self.layers:
+        deepstack = None
+        if images is not None:
+            rows, embeddings = images
+            if embeddings.dim() == 3:
+                embeddings, deepstack = embeddings[:, 0], embeddings[:, 1:]
+            x = x.index_copy(0, rows, embeddings.to(x.dtype))
+        if positions.dim() == 2:
+            rope = mrope_cos_sin(self.rotary, positions, self.args.extra.get("mrope_section"), x.dtype)
+        else:
+            rope = self.rotary(positions, x.dtype)
+        for index, layer in enumerate(self.layers):
             x = layer(x, rope, meta, cache, context)
+            if deepstack is not None and index < deepstack.shape[1]:
+                x = x.index_add(0, images[0], deepstack[:, index].to(x.dtype))
         return self.norm(x)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:

@@ -39,6 +39,7 @@ from engine.runtime.replan import Replanner
 from engine.runtime.scheduler import Scheduler
 from engine.text.tokenizer import Tokenizer
 from engine.system.triton_support import HAS_TRITON
+from engine.vision.load_tower import load_vision
 from engine.expert_modes import ExpertMode
 
 
@@ -67,6 +68,8 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
     else:
         raise UnsupportedModelError(f"{source.location}: Wisp's engine loads model folders and GGUF files")
     engine, info = finish_engine(weights, tokenizer, options, plan, memory)
+    if source.is_local_folder and source.kind is not SourceKind.GGUF:
+        engine.runner.vision = load_vision(source.path, plan.device, weights.dtype, weights.args.vocab_size)
     if drafting is not None:
         drafter = attach_drafter(engine, weights, plan, draft_layer) if drafting == "mtp" else None
         engine.speculation = Speculation(options.draft_tokens, drafter=drafter)

@@ -30,6 +30,7 @@ from engine.runtime.sequence import Sequence
 from engine.runtime.speculation import DEFAULT_DRAFT_TOKENS, Speculation
 from engine.runtime.verify_step import propose_drafts, run_verify_step
 from engine.text.tokenizer import Tokenizer
+from engine.vision.image_input import refuse_images
 
 
 class LLMEngine:
@@ -46,7 +47,7 @@ class LLMEngine:
         self.wsa_curve = None  # MV-WSA's predicted (expert share, tok/s) curve, refreshed at barriers
         self.host_tier = None  # engine.alloc.host_tier.HostTier of experts kept in host memory (None: on the device)
         self.grammars = GrammarCompiler(tokenizer)
-        self._tokenized: dict[str, list[int] | Exception] = {}  # tokenize_ahead's results, by request id
+        self._tokenized: dict[str, tuple | Exception] = {}  # tokenize_ahead's (ids, images), by request id
         # Overlapped decode steps (step()) on CUDA, where the host's work per token would otherwise leave the GPU
         # idle; rows with a linear-attention state (hybrid models) too: a dropped row's state row is zeroed by the
         # next prefill that takes it (tests/gpu/test_overlap.py). On the CPU they would only reorder the same work.
@@ -107,20 +108,36 @@ class LLMEngine:
         workers), so that admitting it on the engine thread only copies the compiled matcher."""
         try:
             self.grammars.prepare(request)
-            self._tokenized[request.request_id] = prompt_token_ids(request, self.tokenizer, self.max_model_len)
+            self._tokenized[request.request_id] = self.prompt_with_images(request)
         except Exception as err:  # noqa: BLE001 - raised again when the engine thread admits the request
             self._tokenized[request.request_id] = err
 
-    def prompt_ids(self, request: GenerateRequest) -> list[int]:
+    def prompt_ids(self, request: GenerateRequest) -> tuple[list[int], object]:
+        """-> (the prompt's token ids, its engine.vision PromptImages or None)."""
         ready = self._tokenized.pop(request.request_id, None)
         if isinstance(ready, Exception):
             raise ready
-        return ready if ready is not None else prompt_token_ids(request, self.tokenizer, self.max_model_len)
+        return ready if ready is not None else self.prompt_with_images(request)
+
+    def prompt_with_images(self, request: GenerateRequest) -> tuple[list[int], object]:
+        """The prompt's ids with each image's tokens in place (engine.vision; images decoded here, on the calling
+        thread); RequestError for images to a model without a vision tower."""
+        ids = prompt_token_ids(request, self.tokenizer, self.max_model_len)
+        vision = self.runner.vision
+        if vision is None:
+            refuse_images(request.messages, self.runner.model.args.model_type)
+            return ids, None
+        ids, images = vision.place(request.messages, ids)
+        if len(ids) >= self.max_model_len:
+            raise PromptTooLongError(f"the prompt has {len(ids)} tokens with its images but the context holds "
+                                     f"{self.max_model_len}; send fewer or smaller images")
+        return ids, images
 
     def add(self, request: GenerateRequest) -> None:
         """Validate, tokenise and queue a request; raises a WispError (nothing is queued) if it is unusable."""
         check_token_ids_in_vocabulary(request.sampling, getattr(self.tokenizer, "vocab_size", None))
-        seq = Sequence(request_id=request.request_id, token_ids=self.prompt_ids(request), sampling=request.sampling)
+        ids, images = self.prompt_ids(request)
+        seq = Sequence(request_id=request.request_id, token_ids=ids, sampling=request.sampling, images=images)
         if not self.scheduler.fits_at_all(seq):
             raise PromptTooLongError(
                 f"the prompt has {len(seq.token_ids)} tokens, more than the whole KV cache holds; shorten it"
@@ -308,6 +325,8 @@ class LLMEngine:
 
     def _finish(self, active: Active, reason: str, error: str | None = None) -> FinishEvent:
         self.scheduler.finish(active.seq)
+        if self.runner.vision is not None:
+            self.runner.vision.forget(active.seq.request_id)
         if self.speculation is not None:
             self.speculation.forget(active.seq.request_id)
         del self.active[active.seq.request_id]

@@ -21,6 +21,11 @@ def kv_slots(block_table: list[int], num_tokens: int, block_size: int) -> np.nda
     return blocks.reshape(-1)[:num_tokens]
 
 
+def rope_delta(seq: Sequence) -> int:
+    """How far a position after a prompt with images is from its index (M-RoPE); 0 for text."""
+    return 0 if seq.images is None else seq.images.rope_delta
+
+
 class ModelRunner:
     def __init__(self, model: MoeTransformer, experts: ExpertProvider, cache: KVCache, block_manager: BlockManager,
                  device: torch.device, padded_decode: DecodeGraphs | None = None):
@@ -35,6 +40,7 @@ class ModelRunner:
         self.lookahead = 0
         # (seq, first position, final hidden states [n, D]) after every forward: the MTP drafter's input
         self.hidden_observer = None
+        self.vision = None  # engine.vision.vision_model.VisionModel of a model that sees images
 
     def prepare(self, seqs: list[Sequence], is_prefill: bool):
         """-> (input ids [T], positions [T], metadata, the rows whose logits the step returns). A prefill returns
@@ -47,7 +53,7 @@ class ModelRunner:
             num_tokens = start + len(new_ids)  # a prompt's chunk ends before its end
             slots = kv_slots(seq.block_table, num_tokens, self.block_manager.block_size)
             ids.extend(new_ids)
-            positions.append(np.arange(start, num_tokens))
+            positions.append(np.arange(start, num_tokens) + (0 if is_prefill else rope_delta(seq)))
             slot_lists.append(slots)
             spans_host.append((q_start, len(new_ids), num_tokens, seq.state_slot, bool(seq.draft_ids)))
             q_start += len(new_ids)
@@ -76,7 +82,8 @@ class ModelRunner:
         if self.step_hook is not None:
             self.step_hook(seqs, is_prefill)
         context = MoeContext(self.experts, self.routing_observer, self.routing_override)
-        if self.padded_decode is not None and not is_prefill and not any(seq.draft_ids for seq in seqs):
+        if (self.padded_decode is not None and not is_prefill and not any(seq.draft_ids for seq in seqs)
+                and not any(rope_delta(seq) for seq in seqs)):
             hidden = self.decode_padded(seqs, context, ahead)  # [B, D]
             if self.hidden_observer is not None:
                 for row, seq in enumerate(seqs):  # a copy: a graph's output buffer is rewritten by its next replay
@@ -85,7 +92,11 @@ class ModelRunner:
         if ahead is not None:
             raise ValueError("a step ahead of its sequences' tokens runs only as a decode step with static shapes")
         input_ids, positions, meta, logit_rows = self.prepare(seqs, is_prefill)
-        hidden = self.model(input_ids, positions, meta, self.cache, context)  # [T, D]
+        images = None
+        if is_prefill and self.vision is not None:
+            mrope_positions, images = self.vision.step_inputs(seqs)
+            positions = positions if mrope_positions is None else mrope_positions
+        hidden = self.model(input_ids, positions, meta, self.cache, context, images)  # [T, D]
         if self.hidden_observer is not None:
             for seq, span in zip(seqs, meta.spans):
                 first = span.kv_slots.numel() - span.q_len

@@ -34,6 +34,9 @@ class Sequence:
     # Drafts of the tokens after token_ids' last, verified by the next decode step (speculative decoding): that step
     # computes the last token's position and theirs, and they are dropped once it is read.
     draft_ids: list[int] = field(default_factory=list)
+    # A prompt's images (engine.vision.prompt_images.PromptImages): their tokens' embeddings, M-RoPE positions and
+    # prefix-cache keys; None for text.
+    images: object = None
 
     def __post_init__(self):
         self.num_prompt_tokens = len(self.token_ids)

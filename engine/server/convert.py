@@ -74,14 +74,16 @@ def sampling_params(body: SamplingFields, max_tokens: int | None, served: Served
                           json_schema=requested_schema(body.response_format, body.model_extra))
 
 
-def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: ServerLimits) -> Prepared:
+def chat_request(body: ChatCompletionRequest, served: ServedModel, limits: ServerLimits,
+                 fetched: dict | None = None) -> Prepared:
+    """fetched: the bytes of the body's http(s) image URLs (engine.server.image_parts.fetch_remote_images)."""
     warnings = body_warnings(body, served)
     tools = offered_tools(body, served)
     if body.audio or (body.modalities and body.modalities != ["text"]):
         raise bad_request("Wisp's server answers in text only", "modalities" if body.modalities else "audio")
     if body.top_logprobs and not body.logprobs:
         raise bad_request("top_logprobs needs logprobs: true", "top_logprobs")
-    messages = tuple(template_message(message, index) for index, message in enumerate(body.messages))
+    messages = tuple(template_message(message, index, served, fetched) for index, message in enumerate(body.messages))
     sampling = sampling_params(body, body.max_completion_tokens or body.max_tokens, served, limits,
                                body.top_logprobs or 0)
     choice = forced_tool_choice(body) if tools else None

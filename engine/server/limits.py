@@ -33,6 +33,7 @@ class ServerLimits:
     body_timeout_s: float = 60.0
     idle_timeout_s: float = 5.0
     send_timeout_s: float = 60.0
+    allow_image_urls: bool = False  # fetch http(s) image_url parts (otherwise a 400: send data URLs)
 
     def __post_init__(self):
         if min(self.max_body_bytes, self.max_tokens, self.max_concurrent_requests, self.max_stop_strings,

@@ -11,6 +11,7 @@ from engine.request_checks import check_text
 from engine.requests import GenerateRequest
 from engine.sampling import OLLAMA_DEFAULTS, SamplingParams
 from engine.server.api_errors import bad_request
+from engine.server.image_parts import decode_base64, refuse_without_tower
 from engine.server.convert import logit_bias
 from engine.server.extra_fields import check_extra_fields, ignored_warning
 from engine.server.limits import ServerLimits
@@ -69,13 +70,20 @@ def format_schema(value: object) -> str | None:
     raise bad_request('format is "json" or a JSON schema object', "format")
 
 
-def chat_message(message: object, index: int) -> dict:
-    """An Ollama message as chat templates take it (tool calls' arguments are objects already)."""
+def chat_message(message: object, index: int, served: ServedModel | None = None) -> dict:
+    """An Ollama message as chat templates take it (tool calls' arguments are objects already); its `images`
+    (base64 strings) go before its text as image parts."""
     if not isinstance(message, dict):
         raise bad_request("a message is an object with role and content", f"messages.{index}")
-    if message.get("images"):
-        raise bad_request("Wisp's models read text only; leave images out", f"messages.{index}.images")
     turn = {"role": message.get("role"), "content": message.get("content") or ""}
+    images = message.get("images")
+    if images:
+        field = f"messages.{index}.images"
+        refuse_without_tower(served is not None and served.sees_images, served.id if served else "", field)
+        if not isinstance(images, list):
+            raise bad_request("images is a list of base64 strings", field)
+        parts = [{"type": "image", "image": decode_base64(data, f"{field}.{n}")} for n, data in enumerate(images)]
+        turn["content"] = [*parts, {"type": "text", "text": turn["content"]}]
     if turn["role"] not in ("system", "user", "assistant", "tool"):
         raise bad_request("role must be system, user, assistant or tool", f"messages.{index}.role")
     calls = message.get("tool_calls")
@@ -110,9 +118,9 @@ def chat_request(body: dict, served: ServedModel, limits: ServerLimits, warnings
     if sampling.json_schema is not None and thinking is None:
         thinking = False  # the grammar holds from the first token: no room for a <think> block
     effort = body.get("think") if body.get("think") in ("low", "medium", "high") else None
-    request = GenerateRequest(messages=tuple(chat_message(m, i) for i, m in enumerate(messages)), sampling=sampling,
-                              tools=tuple(tools) if tools else None, enable_thinking=thinking,
-                              reasoning_effort=effort)
+    turns = tuple(chat_message(m, i, served) for i, m in enumerate(messages))
+    request = GenerateRequest(messages=turns, sampling=sampling, tools=tuple(tools) if tools else None,
+                              enable_thinking=thinking, reasoning_effort=effort)
     return OllamaPrepared(request, body.get("stream", True) is not False, warnings + ignored)
 
 
@@ -121,13 +129,16 @@ def generate_request(body: dict, served: ServedModel, limits: ServerLimits, warn
     sampling, ignored = sampling_from_options(body, served, limits)
     stream = body.get("stream", True) is not False
     suffix = body.get("suffix")
+    if body.get("images") and (suffix or body.get("raw") or not served.has_chat_template):
+        raise bad_request("images go into the chat template: leave out raw and suffix", "images")
     if suffix:
         fields = {"prompt_token_ids": served.fim_prompt_ids(prompt, check_text(suffix, "suffix"))}
     elif body.get("raw") or not served.has_chat_template:
         fields = {"prompt": prompt}
     else:  # Ollama applies the model's template to a prompt unless raw is set
         system = [{"role": "system", "content": check_text(body["system"], "system")}] if body.get("system") else []
-        fields = {"messages": (*system, {"role": "user", "content": prompt})}
+        user = chat_message({"role": "user", "content": prompt, "images": body.get("images")}, 0, served)
+        fields = {"messages": (*system, user)}
         if sampling.json_schema is not None or body.get("think") is not None:
             fields["enable_thinking"] = bool(thinking_flag(body)) if body.get("think") is not None else False
     return OllamaPrepared(GenerateRequest(sampling=sampling, **fields), stream, warnings + ignored)

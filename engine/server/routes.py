@@ -14,6 +14,7 @@ from engine.server.bridge import EngineBridge
 from engine.server.choices import answer_choices
 from engine.server.body import read_json
 from engine.server.convert import Prepared, chat_request, completion_request
+from engine.server.image_parts import fetch_remote_images
 from engine.server.extra_fields import warning_header
 from engine.server.guard import is_authorised
 from engine.server.limits import ServerLimits
@@ -50,7 +51,8 @@ class Routes:
 
     async def chat_completions(self, request: Request) -> Response:
         body = parse_body(ChatCompletionRequest, await read_json(request, self.limits.max_body_bytes))
-        return await self.answer(request, chat_request(body, self.served, self.limits), is_chat=True)
+        fetched = await fetch_remote_images(body.messages, self.limits.allow_image_urls, self.served)
+        return await self.answer(request, chat_request(body, self.served, self.limits, fetched), is_chat=True)
 
     async def completions(self, request: Request) -> Response:
         body = parse_body(CompletionRequest, await read_json(request, self.limits.max_body_bytes))

@@ -27,6 +27,7 @@ class ServedModel:
     family: str = ""  # the HF model_type (Ollama's details.family)
     size_bytes: int = 0  # the weight files on disk (0: unknown, e.g. a remote backend)
     num_parameters: int = 0  # from the safetensors headers (0: unknown)
+    sees_images: bool = False  # the engine has a vision tower (engine.api.Engine.sees_images)
 
     @classmethod
     def of(cls, engine, model_id: str | None = None) -> "ServedModel":
@@ -35,7 +36,8 @@ class ServedModel:
         size_bytes, num_parameters = model_size(str(getattr(info, "path", "") or ""))
         return cls(model_id or served_model_id(info), info.max_model_len, tokenizer,
                    bool(getattr(info, "tool_calls", False)), bool(getattr(info, "has_chat_template", True)),
-                   str(getattr(info, "model_type", "")), size_bytes, num_parameters)
+                   str(getattr(info, "model_type", "")), size_bytes, num_parameters,
+                   bool(getattr(engine, "sees_images", False)))
 
     @property
     def chat_template(self) -> str:

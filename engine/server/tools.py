@@ -9,6 +9,7 @@ import uuid
 
 from engine.events import ToolCall, ToolCallDelta
 from engine.server.api_errors import bad_request
+from engine.server.image_parts import data_url_bytes, image_url_of, refuse_without_tower
 from engine.server.schemas import ChatCompletionRequest, ChatMessage
 from engine.server.served_model import ServedModel
 
@@ -42,11 +43,13 @@ def forced_tool_choice(body: ChatCompletionRequest) -> str | None:
     return function["name"]
 
 
-def template_message(message: ChatMessage, index: int) -> dict:
-    """One turn as chat templates take it: text content, and an assistant's calls with their arguments as objects
-    (templates write them with tojson) where the JSON text parses."""
+def template_message(message: ChatMessage, index: int, served: ServedModel | None = None,
+                     fetched: dict | None = None) -> dict:
+    """One turn as chat templates take it: text content (a list of text and image parts where it has images), and
+    an assistant's calls with their arguments as objects (templates write them with tojson) where the JSON text
+    parses. fetched: the bytes of http(s) image URLs, by (message, part) (engine.server.image_parts)."""
     turn = {"role": "system" if message.role == "developer" else message.role,
-            "content": content_text(message, index)}
+            "content": content_parts(message, index, served, fetched or {})}
     if message.content is None and not (message.role == "assistant" and message.tool_calls):
         raise bad_request("content is required (only an assistant turn that calls tools may leave it out)",
                           f"messages.{index}.content")
@@ -64,6 +67,30 @@ def template_message(message: ChatMessage, index: int) -> dict:
     if message.name is not None:
         turn["name"] = message.name
     return turn
+
+
+def content_parts(message: ChatMessage, index: int, served: ServedModel | None, fetched: dict) -> str | list[dict]:
+    """The turn's text, or its text and image parts where it has image_url parts."""
+    parts = message.content if isinstance(message.content, list) else ()
+    if not any(part.type == "image_url" for part in parts):
+        return content_text(message, index)
+    out = []
+    for number, part in enumerate(parts):
+        field = f"messages.{index}.content.{number}"
+        if part.type == "text" and part.text is not None:
+            out.append({"type": "text", "text": part.text})
+            continue
+        if part.type != "image_url":
+            content_text(message.model_copy(update={"content": [part]}), index)  # the 400 naming what it is
+        refuse_without_tower(served is not None and served.sees_images, served.id if served else "", field)
+        url = image_url_of(part)
+        if (index, number) in fetched:
+            out.append({"type": "image", "image": fetched[(index, number)]})
+        elif not isinstance(url, str):
+            raise bad_request('an image_url part is {"type": "image_url", "image_url": {"url": ...}}', field)
+        else:
+            out.append({"type": "image", "image": data_url_bytes(url, f"{field}.image_url")})
+    return out
 
 
 def content_text(message: ChatMessage, index: int) -> str:

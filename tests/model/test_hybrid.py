@@ -109,15 +109,15 @@ def test_preempted_sequences_rebuild_their_state(tiny_model_dir, decode):
     assert sum(r.stats.num_preemptions for r in results) > 0
 
 
-def test_a_vision_checkpoint_runs_its_language_model_and_says_images_are_unsupported(tiny_model_dir, capsys):
+def test_a_vision_checkpoint_whose_image_token_is_outside_the_vocabulary_runs_its_language_model(tiny_model_dir):
+    """The shared tiny qwen3_5_moe keeps the hub's image token id, past its 384-token vocabulary: its tower is not
+    loaded (tests/vision has a checkpoint whose tokenizer has the vision tokens)."""
     from engine.cli import main
 
     folder = tiny_model_dir("qwen3_5_moe")
     with Engine(EngineOptions(model=str(folder), device="cpu")) as engine:
-        assert any("images are not supported" in warning for warning in engine.info.warnings)
-    capsys.readouterr()
+        assert not engine.sees_images
     assert main(["run", str(folder), "--prompt", "def fib(n):", "--max-tokens", "4", "--device", "cpu"]) == 0
-    assert "images are not supported" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("model_type", HYBRID_TYPES)

@@ -16,9 +16,13 @@ PROMPTS = ["def fib(n):", "The quick brown fox", "class Stack:\n    def", "héll
 
 
 def hf_reference(folder):
-    from transformers import AutoModelForCausalLM
+    """transformers' causal LM, or its vision-language model where it has no causal LM for the config (qwen3_vl_moe)."""
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
-    return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    try:
+        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+    except ValueError:
+        return AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
 
 
 def prompt_logits(folder, ids: list[int]) -> torch.Tensor:

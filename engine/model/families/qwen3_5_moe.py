@@ -1,7 +1,8 @@
 """Qwen3.5 / 3.6 MoE (model_type "qwen3_5_moe"; llama.cpp "qwen35moe"): Qwen3-Next's hybrid stack
 (engine.model.hybrid) with separate DeltaNet projections (in_proj_qkv, _z, _b, _a) and always-renormalised top-k
-weights. The published checkpoints are vision-language models: Wisp runs their language model (config's
-text_config; tensors under model.language_model.*, engine.model.checkpoint) and says that images are not supported.
+weights. The published checkpoints are vision-language models: the language model reads config's text_config and the
+tensors under model.language_model.* (engine.model.checkpoint); the vision tower beside it (vision_config,
+model.visual.*) is engine.vision's, and image tokens take M-RoPE positions (mrope_section; engine.model.mrope).
 In GGUF files (engine.model.families.hybrid_gguf) the value heads are tiled, the RoPE is llama.cpp's multimodal one
 (rope.dimension_sections; on text it turns every rotary pair by the token's position, as the plain one does), and
 multi-token-prediction blocks may follow the layers Wisp runs (nextn_predict_layers; left unread)."""
@@ -13,21 +14,14 @@ from engine.model.args import ModelArgs
 from engine.model.families import hybrid_gguf
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.hybrid_config import hybrid_args
+from engine.model.families.vision_language import text_config
 from engine.model.linear_args import QKV_Z_B_A
 from engine.model.published_configs import QWEN3_5_35B_A3B
 from engine.model.mtp_names import MTP
 from engine.model.weight_names import QWEN_STYLE
+from engine.vision.vision_args import vision_sizes
 
 MODEL_TYPE, ARCH = "qwen3_5_moe", "qwen35moe"
-IMAGES_UNSUPPORTED = "this model also reads images; Wisp runs its language model only, images are not supported yet"
-
-
-def text_config(config: dict) -> dict:
-    """The language model's fields; top-level ones (dtype, tie_word_embeddings) fill what text_config lacks."""
-    text = config.get("text_config")
-    if not isinstance(text, dict):
-        return config
-    return {**{k: v for k, v in config.items() if k not in ("text_config", "vision_config")}, **text}
 
 
 def read_config(config: dict) -> ModelArgs:
@@ -35,8 +29,7 @@ def read_config(config: dict) -> ModelArgs:
     args = hybrid_args(text, MODEL_TYPE, QKV_Z_B_A, norm_topk_prob=True)
     extra = {"mrope_section": list((text.get("rope_parameters") or text.get("rope_scaling") or {}).get(
         "mrope_section") or [])}
-    if config.get("vision_config"):
-        extra["warning"] = IMAGES_UNSUPPORTED
+    extra.update(vision_sizes(config, args.vocab_size))
     return replace(args, extra=extra)
 
 

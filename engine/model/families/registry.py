@@ -6,7 +6,8 @@ from __future__ import annotations
 from engine.errors import UnsupportedModelError
 from engine.model.args import ModelArgs
 from engine.model.families import (deepseek_v2, deepseek_v3, gemma4, gemma4_text, glm4_moe, gpt_oss, mixtral, olmoe,
-                                   qwen2_moe, qwen3_5_moe, qwen3_moe, qwen3_next)
+                                   qwen2_moe, qwen3_5_moe, qwen3_moe, qwen3_next,
+                                   qwen3_vl_moe)
 from engine.model.families import ernie4_5_moe, glm4_moe_lite, minimax_m2, qwen3_5_moe_text
 from engine.model.families import lfm2_moe, nemotron_h
 from engine.model.families.family import Family
@@ -30,6 +31,7 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     gemma4_text.FAMILY,
     lfm2_moe.FAMILY,
     nemotron_h.FAMILY,
+    qwen3_vl_moe.FAMILY,
 )}
 GGUF_ARCHITECTURES: dict[str, Family] = {family.gguf.arch: family for family in FAMILIES.values() if family.gguf}
 DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "olmo", "olmo2", "gpt2"}
