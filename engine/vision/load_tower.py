@@ -32,7 +32,7 @@ def load_vision(folder: Path, device: torch.device, dtype: torch.dtype, vocab_si
         tower = VisionTower(args)
     state = {name: read_tensor(folder, shards, PREFIX + name, tuple(param.shape)).to(dtype)
              for name, param in tower.named_parameters()}
-    tower = tower.to_empty(device=device)
+    tower = tower.to_empty(device=device).to(dtype)  # the compute dtype, as the language model
     tower.load_state_dict(state)
     tower.inv_freq = VisionTower.rotary_frequencies(args).to(device)
     return VisionModel(tower.eval(), ImageProcessing.from_folder(folder, config["vision_config"]), device)

@@ -53,10 +53,14 @@ class VisionArgs:
             + patches // self.merge_unit * 2 * self.hidden_size * self.merge_unit
 
 
+TOWER_MODEL_TYPES = ("qwen3_5_moe", "qwen3_vl_moe")  # the checkpoints whose tower engine.vision.tower is
+
+
 def vision_args(config: dict) -> VisionArgs | None:
-    """None for a checkpoint without a vision_config; ModelFormatError for one Wisp cannot read."""
+    """None for a checkpoint without a vision tower Wisp runs (no vision_config, or another architecture's tower, as
+    Gemma 4's); ModelFormatError for one Wisp cannot read."""
     vision = config.get("vision_config")
-    if not isinstance(vision, dict):
+    if not isinstance(vision, dict) or config.get("model_type") not in TOWER_MODEL_TYPES:
         return None
     try:
         rope = vision.get("rope_parameters") or {}
