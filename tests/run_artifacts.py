@@ -27,6 +27,27 @@ def shared_run_folder(config) -> Path | None:
     return folder
 
 
+def lock_file(path: Path):
+    """An exclusive lock on path, held while the returned file is open; a no-op off POSIX (one process there)."""
+    handle = open(path, "w")
+    if os.name == "posix":
+        import fcntl
+
+        fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+def made_once(folder: Path, name: str, make) -> Path:
+    """The path make() returned in the first process to ask for name; the others wait under a file lock and read
+    it from folder/name.done (relative to folder), written only after make() returned (a process that died half-way
+    left none). make() writes under folder."""
+    done = folder / f"{name}.done"
+    with lock_file(folder / f"{name}.lock"):
+        if not done.exists():
+            done.write_text(str(Path(make()).relative_to(folder)))
+        return folder / done.read_text()
+
+
 def build_once(folder: Path, name: str, build) -> Path:
     """folder/name, made by build(path) in the first process to ask; the others wait for it under a file lock.
     build writes into a scratch path that is renamed into place, so a half-built result is never seen."""
