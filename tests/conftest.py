@@ -43,10 +43,11 @@ def pytest_xdist_auto_num_workers(config):
 
 
 def pytest_collection_finish(session):
-    """Every Engine built collects cyclic garbage (engine/model/model_tree.py), and a collection scans every object
-    the process tracks: here torch's, transformers' and every test module's, ~1 s a collection. Objects alive once
-    the tests are collected stay alive all run, so they move to the permanent generation that collections skip;
-    objects made later are collected as before."""
+    """Every Engine built collects cyclic garbage (engine/model/model_tree.py) and makes enough objects (its KV
+    blocks) to set off automatic collections, and each scans every object the process tracks: here torch's,
+    transformers' and every test module's (docs/contributing.md, the CI budget). Objects alive once the tests are
+    collected stay alive all run, so they move to the permanent generation that collections skip; objects made
+    later are collected as before."""
     gc.collect()
     gc.freeze()
 
