@@ -1,3 +1,4 @@
+import gc
 import os
 from pathlib import Path
 
@@ -39,6 +40,20 @@ def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one worker per core, as many as memory holds at GIB_PER_WORKER each, at most MAX_WORKERS."""
     memory = psutil.virtual_memory().available // (GIB_PER_WORKER << 30)
     return max(1, min(usable_cores(), memory, MAX_WORKERS))
+
+
+def pytest_collection_finish(session):
+    """Every Engine built collects cyclic garbage (engine/model/model_tree.py) and makes enough objects (its KV
+    blocks) to set off automatic collections, and each scans every object the process tracks: here torch's,
+    transformers' and every test module's (docs/contributing.md, the CI budget). Objects alive once the tests are
+    collected stay alive all run, so they move to the permanent generation that collections skip; objects made
+    later are collected as before."""
+    gc.collect()
+    gc.freeze()
+
+
+def pytest_unconfigure(config):
+    gc.unfreeze()  # the interpreter's shutdown finalizes them as it would have
 
 
 @pytest.fixture(scope="session")

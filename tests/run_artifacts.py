@@ -3,6 +3,7 @@ each artifact built by the first worker that asks while the others wait on a fil
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -27,14 +28,37 @@ def shared_run_folder(config) -> Path | None:
     return folder
 
 
+def lock_file(path: Path):
+    """An exclusive lock on path, held while the returned file is open; a no-op off POSIX (one process there)."""
+    handle = open(path, "w")
+    if os.name == "posix":
+        import fcntl
+
+        fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+def made_once(folder: Path, name: str, make):
+    """The path (or tuple of paths) make() returned in the first process to ask for name; the others wait under a
+    file lock and read it from folder/name.done (relative to folder), written only after make() returned (a process
+    that died half-way left none). make() writes under folder."""
+    done = folder / f"{name}.done"
+    with lock_file(folder / f"{name}.lock"):
+        if not done.exists():
+            made = make()
+            paths = made if isinstance(made, tuple) else (made,)
+            done.write_text(json.dumps({"paths": [str(Path(path).relative_to(folder)) for path in paths],
+                                        "is_tuple": isinstance(made, tuple)}))
+        record = json.loads(done.read_text())
+    paths = tuple(folder / path for path in record["paths"])
+    return paths if record["is_tuple"] else paths[0]
+
+
 def build_once(folder: Path, name: str, build) -> Path:
     """folder/name, made by build(path) in the first process to ask; the others wait for it under a file lock.
     build writes into a scratch path that is renamed into place, so a half-built result is never seen."""
-    import fcntl  # POSIX only: callers elsewhere build into their own folder
-
     target = folder / name
-    with open(folder / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with lock_file(folder / f"{name}.lock"):
         if not target.exists():
             scratch = folder / f"{name}.building"
             shutil.rmtree(scratch, ignore_errors=True)

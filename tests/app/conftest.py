@@ -43,11 +43,11 @@ def start_app(qtbot, data_dir, tiny_model):
 
 
 @pytest.fixture(scope="session")
-def app_gguf_files(tmp_path_factory):
-    """Tiny GGUF files quantized by llama.cpp's own quantizer (tests/gguf's GgufFiles), each made once."""
+def app_gguf_files(run_artifact):
+    """Tiny GGUF files quantized by llama.cpp's own quantizer (tests/gguf's GgufFiles), each made once per run."""
     from tests.gguf.conftest import GgufFiles
 
-    return GgufFiles(tmp_path_factory.mktemp("app-gguf"))
+    return GgufFiles(run_artifact("app-gguf", lambda folder: None))
 
 
 @pytest.fixture(scope="session")

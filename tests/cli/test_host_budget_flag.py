@@ -1,5 +1,6 @@
 """`--host-budget SIZE`: parsed into EngineOptions, bad values one line and status 2, and a budget that nothing
-can work with refused with one line naming the flag; a capped `wisp run --json` counts its page-cache reads."""
+can work with refused with one line naming the flag; a capped `wisp run --json` counts its page-cache reads. In
+process (engine.cli.main): nothing here needs a child (tests/cli/test_no_hang.py runs the ones that do)."""
 
 import json
 
@@ -7,7 +8,7 @@ import pytest
 
 from engine.cli import build_parser, main
 from engine.cli.options import engine_options
-from tests.cli.conftest import assert_one_line_error, wisp
+from tests.cli.conftest import Outcome, assert_one_line_error
 
 
 @pytest.mark.parametrize("text, expected", [("2GiB", 2 * 1024**3), ("1500MB", 1500 * 10**6), ("4096", 4096)])
@@ -34,18 +35,27 @@ def test_bad_host_budgets_are_one_line_and_status_2(value, capsys):
     assert len(lines) == 1 and lines[0].startswith("wisp: error: ") and "--host-budget" in lines[0]
 
 
-def test_a_capped_run_reports_its_page_cache_reads(tiny_model_dir):
+def wisp_in_process(capsys, *args: str) -> Outcome:
+    """`wisp ARGS` through engine.cli.main, as the program runs it (its return value is the exit status): what
+    these tests check needs no child process."""
+    capsys.readouterr()
+    status = main(list(args))
+    captured = capsys.readouterr()
+    return Outcome(status, captured.out.encode(), captured.err)
+
+
+def test_a_capped_run_reports_its_page_cache_reads(tiny_model_dir, capsys):
     folder = tiny_model_dir("qwen3_moe")
-    outcome = wisp("run", str(folder), "--device", "cpu", "--experts", "paged", "--expert-slots", "2",
-                   "--host-budget", "200KiB", "--prompt", "def fib(n):", "--max-tokens", "4", "--json")
+    outcome = wisp_in_process(capsys, "run", str(folder), "--device", "cpu", "--experts", "paged", "--expert-slots",
+                              "2", "--host-budget", "200KiB", "--prompt", "def fib(n):", "--max-tokens", "4", "--json")
     assert outcome.status == 0, outcome.stderr
     stats = json.loads(outcome.stdout)["stats"]
     assert stats["page_cache_reads"] > 0 and stats["page_cache_bytes"] > 0
 
 
-def test_a_host_budget_nothing_can_work_with_is_one_line_naming_its_sizes_in_readable_units(tiny_model_dir):
+def test_a_host_budget_nothing_can_work_with_is_one_line_naming_its_sizes_in_readable_units(tiny_model_dir, capsys):
     """A budget below the staging rows; every such budget meets the same check."""
-    outcome = wisp("run", str(tiny_model_dir("qwen3_moe")), "--device", "cpu", "--experts", "paged",
-                   "--host-budget", "60KiB", "--prompt", "hi", "--max-tokens", "2")
+    outcome = wisp_in_process(capsys, "run", str(tiny_model_dir("qwen3_moe")), "--device", "cpu", "--experts",
+                              "paged", "--host-budget", "60KiB", "--prompt", "hi", "--max-tokens", "2")
     assert_one_line_error(outcome, "--host-budget", "needs 192.0 KiB of host RAM", "the engine may use 60.0 KiB")
     assert "0.00 GiB" not in outcome.stderr

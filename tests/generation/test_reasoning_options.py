@@ -16,7 +16,6 @@ from engine.errors import RequestError
 from engine.generation.prompt import prompt_token_ids
 from engine.text.tokenizer import Tokenizer
 from tests.generation.reasoning_fixtures import write_reasoning_model
-from tests.tiny_models import write_tiny_model
 
 HI = ({"role": "user", "content": "Hi"},)
 SAMPLING = SamplingParams(max_tokens=3, ignore_eos=True)
@@ -34,8 +33,8 @@ def think_model(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def plain_model(tmp_path_factory):
-    return write_tiny_model(tmp_path_factory.mktemp("plain_model"), "qwen3_moe")
+def plain_model(tiny_model_dir):
+    return tiny_model_dir("qwen3_moe")
 
 
 def rendered(folder, effort: str | None = None, thinking: bool | None = None) -> str:

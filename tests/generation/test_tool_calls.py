@@ -17,7 +17,7 @@ from engine.generation.prompt import prompt_token_ids
 from engine.generation.tool_calls import ToolCallTags
 from engine.text.tokenizer import Tokenizer
 from tests.generation.tool_fixtures import CALL_REPLY, WEATHER, write_tool_model
-from tests.tiny_models import VOCAB, write_tiny_model
+from tests.tiny_models import VOCAB
 
 ASK = ({"role": "user", "content": "Weather in Paris?"},)
 PARIS = ToolCall("get_weather", '{"city": "Paris"}')
@@ -89,8 +89,8 @@ def test_without_tools_offered_the_reply_is_left_as_text(tool_model, monkeypatch
     assert (finish.text, finish.tool_calls) == (CALL_REPLY, ())
 
 
-def test_a_model_without_tools_in_its_template_says_so(tmp_path):
-    with Engine(EngineOptions(model=str(write_tiny_model(tmp_path, "qwen3_moe")), device="cpu")) as engine:
+def test_a_model_without_tools_in_its_template_says_so(tiny_model_dir):
+    with Engine(EngineOptions(model=str(tiny_model_dir("qwen3_moe")), device="cpu")) as engine:
         assert not engine.info.tool_calls
 
 

@@ -1,5 +1,6 @@
 """Session-scoped tiny GGUF files: each model_type converted by engine.gguf.convert (f32, f16, q8_0) and
-quantized by llama.cpp's own quantizer (Q4_K_M, Q5_K_M, Q6_K, Q8_0), built on first use."""
+quantized by llama.cpp's own quantizer (Q4_K_M, Q5_K_M, Q6_K, Q8_0), built on first use, once per test run: the
+fixtures' roots are run_artifact folders, which every pytest-xdist worker of the run shares."""
 
 from pathlib import Path
 
@@ -7,10 +8,12 @@ import pytest
 
 from engine.gguf.convert import convert
 from tests.gguf.models import quantize, write_model
+from tests.run_artifacts import made_once
 
 
 class GgufFiles:
-    """`folder(model_type)` the HF checkpoint; `converted(model_type, "f32")`; `quantized(model_type, "Q4_K_M")`."""
+    """`folder(model_type)` the HF checkpoint; `converted(model_type, "f32")`; `quantized(model_type, "Q4_K_M")`.
+    Each is made by the first process that asks; other processes given the same root wait for it and share it."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -31,10 +34,10 @@ class GgufFiles:
 
     def _once(self, key: tuple, make) -> Path:
         if key not in self._made:
-            self._made[key] = make()
+            self._made[key] = made_once(self.root, "-".join(key), make)
         return self._made[key]
 
 
 @pytest.fixture(scope="session")
-def gguf_files(tmp_path_factory) -> GgufFiles:
-    return GgufFiles(tmp_path_factory.mktemp("gguf-models"))
+def gguf_files(run_artifact) -> GgufFiles:
+    return GgufFiles(run_artifact("gguf-models", lambda folder: None))

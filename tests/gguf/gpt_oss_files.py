@@ -44,10 +44,10 @@ class GptOssFiles(GgufFiles):
 
 
 @pytest.fixture(scope="session")
-def gpt_oss_files(tmp_path_factory) -> GptOssFiles:
-    return GptOssFiles(tmp_path_factory.mktemp("gguf-gpt-oss"), 30.0)
+def gpt_oss_files(run_artifact) -> GptOssFiles:
+    return GptOssFiles(run_artifact("gguf-gpt-oss", lambda folder: None), 30.0)
 
 
 @pytest.fixture(scope="session")
-def gpt_oss_greedy_files(tmp_path_factory) -> GptOssFiles:
-    return GptOssFiles(tmp_path_factory.mktemp("gguf-gpt-oss-50"), 50.0)
+def gpt_oss_greedy_files(run_artifact) -> GptOssFiles:
+    return GptOssFiles(run_artifact("gguf-gpt-oss-50", lambda folder: None), 50.0)

@@ -31,13 +31,13 @@ class PeakedFiles(GgufFiles):
 
 
 @pytest.fixture(scope="session")
-def peaked_files(tmp_path_factory) -> PeakedFiles:
-    return PeakedFiles(tmp_path_factory.mktemp("gguf-peak30"), 30.0)
+def peaked_files(run_artifact) -> PeakedFiles:
+    return PeakedFiles(run_artifact("gguf-peak30", lambda folder: None), 30.0)
 
 
 @pytest.fixture(scope="session")
-def greedy_files(tmp_path_factory) -> PeakedFiles:
+def greedy_files(run_artifact) -> PeakedFiles:
     """WISP_GGUF_DIR/peak50 when set: files made beforehand on a machine with llama.cpp (see bench/h200_quant.sh)."""
     made = os.environ.get("WISP_GGUF_DIR")
-    root = Path(made) / "peak50" if made else tmp_path_factory.mktemp("gguf-peak50")
+    root = Path(made) / "peak50" if made else run_artifact("gguf-peak50", lambda folder: None)
     return PeakedFiles(root, 50.0, GREEDY_PEAKS)

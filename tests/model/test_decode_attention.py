@@ -103,10 +103,9 @@ def test_merge_over_several_loads_keeps_values_and_bits(monkeypatch):
     monkeypatch.setattr(kernel, "CHUNK", 16)  # 600 positions: 38 chunks
     monkeypatch.setattr(kernel, "MAX_CHUNKS_PER_LOAD", 4)  # merged 4 at a time: 10 loads
     q, k, v, index, lengths = case()
-    torch.testing.assert_close(decode_attention(q, k, v, index, lengths, D**-0.5), sdpa(q, k, v, index, lengths),
-                               atol=1e-5, rtol=1e-5)
+    merged = {window: decode_attention(q, k, v, index, lengths, D**-0.5, window) for window in (None, 200)}
+    torch.testing.assert_close(merged[None], sdpa(q, k, v, index, lengths), atol=1e-5, rtol=1e-5)
     wider = torch.zeros(3, 1100, dtype=torch.long)
     wider[:, :640] = index
-    for window in (None, 200):
-        reference = decode_attention(q, k, v, index, lengths, D**-0.5, window)
+    for window, reference in merged.items():
         assert torch.equal(decode_attention(q, k, v, wider, lengths, D**-0.5, window), reference)
