@@ -17,13 +17,14 @@ from engine.model.transformer import MoeBlock, MoeContext, MoeTransformer
 def cache_index(args: ModelArgs, layer: int) -> int:
     """A layer's index among the layers of its own kind: the KV cache's for full attention, the state cache's
     for linear attention."""
-    return sum(kind == args.layer_types[layer] for kind in args.layer_types[:layer])
+    layer_types = args.attention.layer_types
+    return sum(kind == layer_types[layer] for kind in layer_types[:layer])
 
 
 class HybridDecoderLayer(nn.Module):
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
-        self.is_linear = args.layer_types[layer] == "linear_attention"
+        self.is_linear = args.attention.layer_types[layer] == "linear_attention"
         if self.is_linear:
             self.linear_attn = GatedDeltaNet(args, cache_index(args, layer))
         else:

@@ -38,5 +38,5 @@ def new_kv_cache(args: ModelArgs, num_slots: int, dtype, device, num_seqs: int =
 
         return HybridCache(args, num_slots, num_seqs, dtype, device)
     if args.is_mla:
-        return LatentKVCache(args.num_hidden_layers, num_slots, args.kv_lora_rank + args.head_dim, dtype, device)
+        return LatentKVCache(args.num_hidden_layers, num_slots, args.mla.kv_lora_rank + args.head_dim, dtype, device)
     return KVCache(args.num_hidden_layers, num_slots, args.num_key_value_heads, args.head_dim, dtype, device)

@@ -10,47 +10,50 @@ from engine.quant.types import quant_type, slot_bytes
 def mla_attention_params(args: ModelArgs) -> int:
     """Multi-head latent attention (engine.model.mla_attention): q (direct or through its LoRA), the compressing
     kv_a_proj_with_mqa, the expanding kv_b_proj, o_proj, the LoRA norms and the biases attention_bias adds."""
-    D, H, R, P = args.hidden_size, args.num_attention_heads, args.kv_lora_rank, args.head_dim
-    q_out = H * (args.qk_nope_head_dim + P)
-    bias = args.attention_bias
-    if args.q_lora_rank:
-        q = D * args.q_lora_rank + args.q_lora_rank + args.q_lora_rank * q_out + (args.q_lora_rank if bias else 0)
+    mla = args.mla
+    D, H, R, P = args.hidden_size, args.num_attention_heads, mla.kv_lora_rank, args.head_dim
+    q_out = H * (mla.qk_nope_head_dim + P)
+    bias = args.attention.attention_bias
+    if mla.q_lora_rank:
+        q = D * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * q_out + (mla.q_lora_rank if bias else 0)
     else:
         q = D * q_out
-    kv = D * (R + P) + R + R * H * (args.qk_nope_head_dim + args.v_head_dim) + ((R + P) if bias else 0)
-    return q + kv + H * args.v_head_dim * D + (D if bias else 0)
+    kv = D * (R + P) + R + R * H * (mla.qk_nope_head_dim + mla.v_head_dim) + ((R + P) if bias else 0)
+    return q + kv + H * mla.v_head_dim * D + (D if bias else 0)
 
 
 def attention_params(args: ModelArgs) -> int:
     if args.is_mla:
         return mla_attention_params(args)
     D, q, kv = args.hidden_size, args.num_attention_heads * args.head_dim, args.num_key_value_heads * args.head_dim
+    attention = args.attention
     params = D * q + 2 * D * kv + q * D
-    if args.attention_bias:
+    if attention.attention_bias:
         params += q + 2 * kv
-    if args.o_proj_bias:
+    if attention.o_proj_bias:
         params += D
-    if args.qk_norm == "per_head":
+    if attention.qk_norm == "per_head":
         params += 2 * args.head_dim
-    elif args.qk_norm == "full":
+    elif attention.qk_norm == "full":
         params += q + kv
-    if args.attention_sinks:
+    if attention.attention_sinks:
         params += args.num_attention_heads
     return params
 
 
 def token_mixer_params(args: ModelArgs, layer: int) -> int:
     """A layer's attention, or its linear attention in a hybrid model; a gated attention's q_proj is twice as wide."""
-    if args.layer_types and args.layer_types[layer] == "linear_attention":
+    layer_types = args.attention.layer_types
+    if layer_types and layer_types[layer] == "linear_attention":
         return args.linear.params(args.hidden_size)
-    gate = args.hidden_size * args.num_attention_heads * args.head_dim if args.attention_output_gate else 0
+    gate = args.hidden_size * args.num_attention_heads * args.head_dim if args.attention.attention_output_gate else 0
     return attention_params(args) + gate
 
 
 def expert_bias_params(args: ModelArgs) -> int:
     """Router and expert biases of one MoE layer (gpt_oss): resident beside the dense weights, never in a slot."""
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
-    return (E if args.router_bias else 0) + (E * (2 * I + D) if args.expert_bias else 0)
+    return (E if args.router.bias else 0) + (E * (2 * I + D) if args.experts.bias else 0)
 
 
 def dense_params(args: ModelArgs) -> int:
@@ -61,9 +64,9 @@ def dense_params(args: ModelArgs) -> int:
         params += token_mixer_params(args, layer) + 2 * D
         if is_moe:
             params += router_params(args) + expert_bias_params(args)
-            if args.shared_expert_intermediate_size:
-                params += 3 * D * args.shared_expert_intermediate_size + D
-            params += 3 * D * args.n_shared_experts * args.moe_intermediate_size  # DeepSeek's, always resident
+            if args.shared_experts.shared_expert_intermediate_size:
+                params += D  # the gated shared expert's gate
+            params += 3 * D * shared_expert_width(args)  # always resident
         else:
             params += 3 * D * args.intermediate_size
     return params
@@ -71,18 +74,18 @@ def dense_params(args: ModelArgs) -> int:
 
 def router_params(args: ModelArgs) -> int:
     """One MoE layer's router: its weight, and the correction bias of DeepSeek-V3-style (noaux_tc) routing."""
-    return args.num_experts * args.hidden_size + (args.num_experts if args.topk_method == "noaux_tc" else 0)
+    return args.num_experts * args.hidden_size + (args.num_experts if args.router.topk_method == "noaux_tc" else 0)
 
 
 def dense_bytes(args: ModelArgs, dtype_bytes: int) -> int:
     """dense_params in the model's dtype, except DeepSeek-style routers, which stay fp32 (engine.model.routers.Fp32Gate)."""
-    fp32_params = router_params(args) * args.num_moe_layers if args.topk_method is not None else 0
+    fp32_params = router_params(args) * args.num_moe_layers if args.router.topk_method is not None else 0
     return dense_params(args) * dtype_bytes + fp32_params * (4 - dtype_bytes)
 
 
 def shared_expert_width(args: ModelArgs) -> int:
     """Intermediate width of a MoE layer's shared experts: Qwen's one gated expert, DeepSeek's n_shared_experts."""
-    return args.shared_expert_intermediate_size + args.n_shared_experts * args.moe_intermediate_size
+    return args.shared_experts.intermediate_size(args.moe_intermediate_size)
 
 
 def shared_expert_params(args: ModelArgs) -> int:
@@ -94,14 +97,15 @@ def expanded_kv_bytes_per_token(args: ModelArgs, dtype_bytes: int) -> int:
     """MLA: one layer's keys [H, N + P] and values [H, V] of a token, rebuilt from its cache row; else 0."""
     if not args.is_mla:
         return 0
-    return args.num_attention_heads * (args.qk_nope_head_dim + args.head_dim + args.v_head_dim) * dtype_bytes
+    mla = args.mla
+    return args.num_attention_heads * (mla.qk_nope_head_dim + args.head_dim + mla.v_head_dim) * dtype_bytes
 
 
 def expert_bytes(args: ModelArgs, dtype_bytes: int) -> int:
     """One expert's block: dense at dtype_bytes, or the slot of experts stored quantized (engine.quant.layout)."""
-    if not args.expert_quant:
+    if not args.experts.quant:
         return args.expert_numel * dtype_bytes
-    D, I, row_bytes = args.hidden_size, args.moe_intermediate_size, quant_type(args.expert_quant).row_bytes
+    D, I, row_bytes = args.hidden_size, args.moe_intermediate_size, quant_type(args.experts.quant).row_bytes
     return slot_bytes(I * row_bytes(D), I * row_bytes(D), D * row_bytes(I))
 
 
