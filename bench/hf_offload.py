@@ -35,7 +35,8 @@ def hf_config(args: ModelArgs):
                   max_position_embeddings=args.max_position_embeddings, num_experts_per_tok=args.num_experts_per_tok)
     if args.model_type == "qwen3_moe":
         return Qwen3MoeConfig(**common, head_dim=args.head_dim, num_experts=args.num_experts,
-                              moe_intermediate_size=args.moe_intermediate_size, norm_topk_prob=args.norm_topk_prob,
+                              moe_intermediate_size=args.moe_intermediate_size,
+                              norm_topk_prob=args.router.norm_topk_prob,
                               intermediate_size=args.moe_intermediate_size * args.num_experts_per_tok)
     if args.model_type == "olmoe":
         return OlmoeConfig(**common, num_experts=args.num_experts, intermediate_size=args.moe_intermediate_size)

@@ -55,7 +55,8 @@ def template_args(name: str, layers: int | None = None) -> ModelArgs:
     layers = layers or (4 if hybrid else 2)
     args = shape(name, layers)
     if hybrid:
-        args = replace(args, layer_types=tuple(FULL if (i + 1) % 2 == 0 else LINEAR for i in range(layers)))
+        layer_types = tuple(FULL if (i + 1) % 2 == 0 else LINEAR for i in range(layers))
+        args = replace(args, layer_types=layer_types)
     return replace(args, torch_dtype="float16")
 
 

@@ -55,7 +55,7 @@ def synthetic_dense(args: ModelArgs, dtype: torch.dtype, device: torch.device, s
 def synthetic_experts(args: ModelArgs, dtype: torch.dtype, gpu: torch.device, host: bool, seed: int = 1) -> ExpertStore:
     """Experts generated layer by layer on `gpu`, kept there (host=False) or copied into pinned host memory."""
     moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
-    biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.expert_bias else None
+    biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.experts.bias else None
     layout = DenseLayout(args.expert_hidden_size, args.moe_intermediate_size, dtype, expert_activation(args), biases)
     store = ExpertStore(layout, moe_layers, args.num_experts, "cpu" if host else gpu, pin=host)
     generator = torch.Generator(device=gpu).manual_seed(seed)
@@ -95,7 +95,7 @@ def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
         from engine.quant.synthetic import synthetic_quant_experts
 
         moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
-        biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.expert_bias else None
+        biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.experts.bias else None
         store = synthetic_quant_experts(args, expert_types(quant, moe_layers, args.num_hidden_layers), gpu, host,
                                         activation=expert_activation(args), biases=biases)
     return LoadedWeights(args=args, model=model, store=store, dtype=dtype, dense_bytes=held)

@@ -146,17 +146,17 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
     writer.add_head_count_kv(args.num_key_value_heads)
     writer.add_key_length(args.head_dim)
     writer.add_value_length(args.head_dim)
-    writer.add_rope_dimension_count(int(args.head_dim * args.partial_rotary_factor))
+    writer.add_rope_dimension_count(int(args.head_dim * args.attention.partial_rotary_factor))
     writer.add_rope_freq_base(args.rope_theta)
     writer.add_layer_norm_rms_eps(args.rms_norm_eps)
     writer.add_vocab_size(args.vocab_size)
     writer.add_expert_count(args.num_experts)
     writer.add_expert_used_count(args.num_experts_per_tok)
     writer.add_expert_feed_forward_length(args.moe_intermediate_size)
-    if args.shared_expert_intermediate_size:
-        writer.add_expert_shared_feed_forward_length(args.shared_expert_intermediate_size)
-    if args.clip_qkv:
-        writer.add_clamp_kqv(args.clip_qkv)
+    if args.shared_experts.shared_expert_intermediate_size:
+        writer.add_expert_shared_feed_forward_length(args.shared_experts.shared_expert_intermediate_size)
+    if args.attention.clip_qkv:
+        writer.add_clamp_kqv(args.attention.clip_qkv)
     family(args.model_type).gguf.write_metadata(writer, args)
 
 

@@ -86,7 +86,7 @@ class GgufModel:
             for projection in EXPERTS if is_moe else ():
                 names.add(f"blk.{layer}.{EXPERTS[projection]}.weight")
                 names |= {split_name(layer, projection, e) for e in range(args.num_experts)}
-            if is_moe and args.expert_bias:
+            if is_moe and args.experts.bias:
                 names |= set(expert_bias_names(layer).values())
         if self.format.trailing_layers:  # the multi-token-prediction layers past num_hidden_layers
             names |= {name for name in self.file.tensors if _layer_of(name) >= args.num_hidden_layers}

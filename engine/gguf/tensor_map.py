@@ -43,7 +43,7 @@ def convertible_types() -> list[str]:
 
 
 def expert_bias_names(layer: int) -> dict[str, str]:
-    """The GGUF tensors of one layer's expert biases (ModelArgs.expert_bias), by projection."""
+    """The GGUF tensors of one layer's expert biases (ModelArgs.experts.bias), by projection."""
     return {projection: f"blk.{layer}.{name}" for projection, name in EXPERT_BIASES.items()}
 
 

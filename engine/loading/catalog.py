@@ -84,7 +84,7 @@ def describe(path: Path, name: str | None = None, source: str = "folder") -> Mod
 
 def num_shared_experts(args: ModelArgs) -> int:
     """Qwen2-MoE's one gated shared expert or DeepSeek's n_shared_experts."""
-    return args.n_shared_experts or (1 if args.shared_expert_intermediate_size else 0)
+    return args.shared_experts.n_shared_experts or (1 if args.shared_experts.shared_expert_intermediate_size else 0)
 
 
 def describe_gguf(path: Path, name: str) -> ModelEntry:

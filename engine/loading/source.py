@@ -48,7 +48,7 @@ def open_source(model: str | None) -> ModelSource:
     if path.suffix.lower() == ".gguf":
         return ModelSource(SourceKind.GGUF, str(path))
     args = read_args(path)
-    kind = SourceKind.MXFP4 if args.expert_quant == "MXFP4" else SourceKind.SAFETENSORS
+    kind = SourceKind.MXFP4 if args.experts.quant == "MXFP4" else SourceKind.SAFETENSORS
     return ModelSource(kind, str(path), args)
 
 

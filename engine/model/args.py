@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine.errors import ModelFormatError, UnsupportedModelError
+from engine.model.attention_args import AttentionArgs
 from engine.model.biased_softmax_args import BiasedSoftmaxArgs
+from engine.model.expert_args import ExpertArgs
+from engine.model.latent_attention_args import LatentAttentionArgs
 from engine.model.linear_args import LinearAttentionArgs
 from engine.model.mamba2_args import Mamba2Args
+from engine.model.router_args import RouterArgs
 from engine.model.sandwich_args import SandwichArgs
+from engine.model.shared_expert_args import SharedExpertArgs
 from engine.model.short_conv_args import ShortConvArgs
 from engine.model.state_layers import is_mlp_layer, is_state_layer, layer_state_bytes
 from engine.model.yarn_config import Yarn, parse_yarn
@@ -16,7 +21,8 @@ from engine.model.yarn_config import Yarn, parse_yarn
 
 @dataclass(frozen=True)
 class ModelArgs:
-    """Architecture numbers the engine needs; HF field names kept where they exist."""
+    """Architecture numbers the engine needs; HF field names kept where they exist. The sizes every model has sit
+    here; each layer's variants sit in a sub-spec, the one its shared block reads."""
 
     model_type: str
     vocab_size: int
@@ -24,7 +30,7 @@ class ModelArgs:
     num_hidden_layers: int
     num_attention_heads: int
     num_key_value_heads: int
-    head_dim: int
+    head_dim: int  # MLA: the RoPE part of each head, qk_rope_head_dim
     rms_norm_eps: float
     rope_theta: float
     max_position_embeddings: int
@@ -33,58 +39,24 @@ class ModelArgs:
     num_experts_per_tok: int
     moe_intermediate_size: int
     intermediate_size: int
-    norm_topk_prob: bool
     moe_layers: tuple[bool, ...]
-    attention_bias: bool = False
-    o_proj_bias: bool = False
-    qk_norm: str = "none"  # "none" | "per_head" (qwen3) | "full" (olmoe)
-    clip_qkv: float | None = None
-    shared_expert_intermediate_size: int = 0
-    router_weights_fp32: bool = False  # mixtral keeps top-k weights in fp32 when scaling expert outputs
-    torch_dtype: str | None = None
-    rope_scaling: Yarn | None = None  # None: the default RoPE
-    # gpt_oss
-    layer_types: tuple[str, ...] = ()  # "sliding_attention" | "full_attention" per layer; () means all full
-    sliding_window: int | None = None
-    attention_sinks: bool = False  # a learned per-head logit joins every softmax (and takes no value)
-    router: str = "softmax_topk"  # engine.model.routers.ROUTERS: "softmax_topk" | "topk_softmax" | "grouped"
-    router_bias: bool = False
-    expert_bias: bool = False  # per-expert gate_up and down biases, resident beside the dense weights
-    expert_activation: str = "silu_glu"  # or "clamped_swiglu" (gpt_oss), "gelu_tanh_glu" (gemma4)
-    swiglu_alpha: float = 1.702
-    swiglu_limit: float = 7.0
-    norm_weight_fp32: bool = False  # RMSNorm multiplies by its weight in fp32, then casts (gpt_oss)
-    # DeepSeek-style MoE (glm4_moe, deepseek_v2, deepseek_v3): router "grouped", engine.model.routers
-    topk_method: str | None = None  # set with router "grouped": engine.experts.routing.grouped_routing
-    n_group: int = 1
-    topk_group: int = 1
-    routed_scaling_factor: float = 1.0
-    n_shared_experts: int = 0  # ungated, always-on experts: one MLP of n_shared_experts * moe_intermediate_size
-    # glm4_moe
-    partial_rotary_factor: float = 1.0  # RoPE turns the first int(head_dim * factor) channels of each head
-    # deepseek_v2 / deepseek_v3: multi-head latent attention (MLA). head_dim is the RoPE part, qk_rope_head_dim.
-    kv_lora_rank: int = 0  # > 0: MLA; the KV cache holds kv_lora_rank + qk_rope_head_dim values per token
-    q_lora_rank: int | None = None
-    qk_nope_head_dim: int = 0
-    v_head_dim: int = 0
-    rope_layout: str = "half"  # "half" (rotate_half) | "interleaved" (deepseek_v3) | "complex" (deepseek_v2)
-    attention_scale: float | None = None  # softmax scale; None: head_dim ** -0.5
-    # gpt_oss checkpoints with quantized experts
-    expert_quant: str = ""  # the experts' block type as stored ("MXFP4"), kept so in host memory and slots
-    # qwen3_next, qwen3_5_moe: layer_types mixes "linear_attention" (Gated DeltaNet) with "full_attention"
-    linear: LinearAttentionArgs | None = None
-    attention_output_gate: bool = False  # q_proj also yields a sigmoid gate on the attention output
+    router: RouterArgs
+    # what each layer is: "full_attention" | "sliding_attention", a state layer ("linear_attention", "conv", "mamba":
+    # engine.model.state_layers), a block stack's "moe" | "mlp"; () means all full attention
+    layer_types: tuple[str, ...] = ()
+    attention: AttentionArgs = AttentionArgs()
+    experts: ExpertArgs = ExpertArgs()
+    shared_experts: SharedExpertArgs = SharedExpertArgs()
+    mla: LatentAttentionArgs | None = None  # set: multi-head latent attention instead of GQA/MHA
+    linear: LinearAttentionArgs | None = None  # set: layer_types mixes "linear_attention" (Gated DeltaNet) layers in
     short_conv: ShortConvArgs | None = None  # lfm2_moe: layer_types' "conv" layers (engine.model.short_conv)
     mamba: Mamba2Args | None = None  # nemotron_h: layer_types' "mamba" layers (engine.model.mamba2_mixer)
-    moe_latent_size: int = 0  # > 0: routed experts compute in a latent space of this size (engine.model.latent_moe)
-    biased_softmax: BiasedSoftmaxArgs | None = None  # set with router "biased_softmax_topk"
+    biased_softmax: BiasedSoftmaxArgs | None = None  # set with router kind "biased_softmax_topk"
     sandwich: SandwichArgs | None = None  # gemma4: engine.model.sandwich's decoder
+    torch_dtype: str | None = None
+    rope_scaling: Yarn | None = None  # None: the default RoPE
+    norm_weight_fp32: bool = False  # RMSNorm multiplies by its weight in fp32, then casts (gpt_oss)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
-
-    def __post_init__(self):
-        if (self.router == "grouped") != (self.topk_method is not None):
-            raise ValueError(f"ModelArgs: router '{self.router}' with topk_method {self.topk_method!r} (the grouped "
-                             "router and only it reads a topk_method)")
 
     @property
     def num_moe_layers(self) -> int:
@@ -92,12 +64,12 @@ class ModelArgs:
 
     @property
     def rotary_dim(self) -> int:
-        return int(self.head_dim * self.partial_rotary_factor)
+        return int(self.head_dim * self.attention.partial_rotary_factor)
 
     @property
     def expert_hidden_size(self) -> int:
         """The width of a routed expert's input and output: the latent size where the experts compute in one."""
-        return self.moe_latent_size or self.hidden_size
+        return self.experts.latent_size or self.hidden_size
 
     @property
     def expert_numel(self) -> int:
@@ -106,7 +78,7 @@ class ModelArgs:
 
     @property
     def is_mla(self) -> bool:
-        return self.kv_lora_rank > 0
+        return self.mla is not None
 
     @property
     def attention_kind(self) -> str:
@@ -117,7 +89,7 @@ class ModelArgs:
     def window(self, layer: int) -> int | None:
         """The sliding window of a layer's attention (keys within `window` positions, itself included), or None."""
         if self.layer_types and self.layer_types[layer] == "sliding_attention":
-            return self.sliding_window
+            return self.attention.sliding_window
         return None
 
     @property
@@ -143,7 +115,7 @@ class ModelArgs:
         """K and V of every layer that has a KV cache. Sliding-window layers count in full too: every layer's pool
         shares one block table, so a sliding layer keeps (and is planned for) positions its window no longer reads."""
         if self.is_mla:  # one compressed row per layer: normed c_kv and the rotated shared k_pe
-            return self.num_hidden_layers * (self.kv_lora_rank + self.head_dim) * dtype_bytes
+            return self.num_hidden_layers * (self.mla.kv_lora_rank + self.head_dim) * dtype_bytes
         if self.sandwich is not None:  # layers of two shapes
             return self.sandwich.kv_bytes_per_token(self.layer_types, self.num_key_value_heads, self.head_dim,
                                                     dtype_bytes)

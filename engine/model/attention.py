@@ -120,23 +120,24 @@ class Attention(nn.Module):
         self.num_heads, self.num_kv_heads, self.head_dim = args.num_attention_heads, args.num_key_value_heads, args.head_dim
         self.scale = self.head_dim**-0.5  # the softmax's
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        self.q_proj = nn.Linear(args.hidden_size, q_size, bias=args.attention_bias)
-        self.k_proj = nn.Linear(args.hidden_size, kv_size, bias=args.attention_bias)
-        self.v_proj = nn.Linear(args.hidden_size, kv_size, bias=args.attention_bias)
-        self.o_proj = nn.Linear(q_size, args.hidden_size, bias=args.o_proj_bias)
-        self.qk_norm, self.clip_qkv = args.qk_norm, args.clip_qkv
+        options = args.attention
+        self.q_proj = nn.Linear(args.hidden_size, q_size, bias=options.attention_bias)
+        self.k_proj = nn.Linear(args.hidden_size, kv_size, bias=options.attention_bias)
+        self.v_proj = nn.Linear(args.hidden_size, kv_size, bias=options.attention_bias)
+        self.o_proj = nn.Linear(q_size, args.hidden_size, bias=options.o_proj_bias)
+        self.qk_norm, self.clip_qkv = options.qk_norm, options.clip_qkv
         # q and k turn alike, so a layout that writes its rotated pairs in another order leaves q.k as it is
-        self.rope_layout, self.rotate = args.rope_layout, ROTATIONS[args.rope_layout]
-        if args.qk_norm == "per_head":
+        self.rope_layout, self.rotate = options.rope_layout, ROTATIONS[options.rope_layout]
+        if options.qk_norm == "per_head":
             self.q_norm = RMSNorm(self.head_dim, args.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, args.rms_norm_eps)
-        elif args.qk_norm == "full":
+        elif options.qk_norm == "full":
             self.q_norm = RMSNorm(q_size, args.rms_norm_eps)
             self.k_norm = RMSNorm(kv_size, args.rms_norm_eps)
         # gpt_oss: SDPA has neither sinks nor sliding windows; these layers run in engine.model.sink_flash (prompts
         # on CUDA), engine.model.decode_attention (decode on CUDA) or engine.model.sink_attention (elsewhere)
         self.window = args.window(layer)
-        self.sinks = nn.Parameter(torch.empty(self.num_heads)) if args.attention_sinks else None
+        self.sinks = nn.Parameter(torch.empty(self.num_heads)) if options.attention_sinks else None
         self.is_eager = self.sinks is not None or self.window is not None
 
     def project_qkv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -22,7 +22,7 @@ from engine.model.transformer import DecoderLayer, MoeBlock, MoeContext, MoeTran
 def attention_mixer(args: ModelArgs, kv_layer: int) -> Attention:
     """Gated full attention (qwen3_next, qwen3_5_moe), GQA with no RoPE (rotary_dim 0: nemotron_h), or GQA with
     the config's q/k norm."""
-    if args.attention_output_gate:
+    if args.attention.attention_output_gate:
         return GatedAttention(args, kv_layer)
     return UnrotatedAttention(args, kv_layer) if args.rotary_dim == 0 else Attention(args, kv_layer)
 
@@ -99,7 +99,7 @@ class BlockLayer(nn.Module):
         if self.mixer_name is not None:
             setattr(self, self.mixer_name, MIXERS[kind][1](args, cache_index(args, layer)))
         elif self.is_moe:
-            self.mlp = LatentMoeBlock(args, layer, args.shared_expert_intermediate_size)
+            self.mlp = LatentMoeBlock(args, layer, args.shared_experts.shared_expert_intermediate_size)
         else:
             self.mlp = Relu2MLP(args.hidden_size, args.intermediate_size)
 

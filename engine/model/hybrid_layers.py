@@ -154,7 +154,8 @@ class GatedAttention(Attention):
 
     def __init__(self, args: ModelArgs, kv_layer: int):
         super().__init__(args, kv_layer)
-        self.q_proj = nn.Linear(args.hidden_size, 2 * self.num_heads * self.head_dim, bias=args.attention_bias)
+        self.q_proj = nn.Linear(args.hidden_size, 2 * self.num_heads * self.head_dim,
+                                bias=args.attention.attention_bias)
         self.q_norm = centred_norm(args, self.head_dim)
         self.k_norm = centred_norm(args, self.head_dim)
 

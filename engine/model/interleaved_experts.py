@@ -42,7 +42,7 @@ def load_expert_biases(ckpt: Checkpoint, args: ModelArgs, names: MoeWeightNames,
                        dtype: torch.dtype, device) -> dict[int, ExpertBias]:
     """{layer: ExpertBias} on the compute device, in the compute dtype."""
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
-    if not args.expert_quant:
+    if not args.experts.quant:
         refuse_mxfp4(ckpt, names, moe_layers[0])  # before the experts' host memory is sized for bf16
     biases = {}
     for layer in moe_layers:

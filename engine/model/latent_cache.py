@@ -44,5 +44,5 @@ def new_kv_cache(args: ModelArgs, num_slots: int, dtype, device, num_seqs: int =
         shapes = args.sandwich.layer_shapes(args.layer_types, args.num_key_value_heads, args.head_dim)
         return LayerShapedKVCache(shapes, num_slots, dtype, device)
     if args.is_mla:
-        return LatentKVCache(args.num_hidden_layers, num_slots, args.kv_lora_rank + args.head_dim, dtype, device)
+        return LatentKVCache(args.num_hidden_layers, num_slots, args.mla.kv_lora_rank + args.head_dim, dtype, device)
     return KVCache(args.num_hidden_layers, num_slots, args.num_key_value_heads, args.head_dim, dtype, device)

@@ -31,7 +31,7 @@ class LatentMoeBlock(MoeBlock):
     def __init__(self, args: ModelArgs, layer: int, shared_intermediate: int):
         super().__init__(args, layer)
         self.shared = Relu2MLP(args.hidden_size, shared_intermediate) if shared_intermediate else None
-        latent = args.moe_latent_size
+        latent = args.experts.latent_size
         self.fc1_latent_proj = nn.Linear(args.hidden_size, latent, bias=False) if latent else nn.Identity()
         self.fc2_latent_proj = nn.Linear(latent, args.hidden_size, bias=False) if latent else nn.Identity()
 

@@ -106,11 +106,11 @@ def load_experts(store: ExpertStore, args: ModelArgs, ckpt: Checkpoint, names: M
 
 def expert_activation(args: ModelArgs):
     """What runs between an expert's projections (engine.experts.formats.activation)."""
-    if args.expert_activation == "clamped_swiglu":
-        return ClampedSwiGlu(args.swiglu_alpha, args.swiglu_limit)
-    if args.expert_activation == "gelu_tanh_glu":
+    if args.experts.activation == "clamped_swiglu":
+        return ClampedSwiGlu(args.experts.swiglu_alpha, args.experts.swiglu_limit)
+    if args.experts.activation == "gelu_tanh_glu":
         return GELU_TANH_GLU
-    if args.expert_activation == "relu_squared":
+    if args.experts.activation == "relu_squared":
         return RELU_SQUARED
     return SILU_GLU
 
@@ -141,8 +141,8 @@ def load_weights(folder: Path, device: torch.device, dtype: str, expert_device: 
     model.attach_rotary(device)
     model.eval()
     moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
-    biases = load_expert_biases(ckpt, args, names, moe_layers, torch_dtype, device) if args.expert_bias else None
-    if args.expert_quant:  # kept in the checkpoint's blocks (engine.quant)
+    biases = load_expert_biases(ckpt, args, names, moe_layers, torch_dtype, device) if args.experts.bias else None
+    if args.experts.quant:  # kept in the checkpoint's blocks (engine.quant)
         layout, fill = mxfp4_layout(args, moe_layers, expert_activation(args), biases), load_mxfp4_experts
     else:
         layout = DenseLayout(args.expert_hidden_size, args.moe_intermediate_size, torch_dtype, expert_activation(args),

@@ -27,23 +27,24 @@ class MlaAttention(nn.Module):
         super().__init__()
         self.layer = layer
         self.decode_kernel = "sdpa"  # or "triton": decode reads the latent rows in place (set by the engine builder)
-        self.num_heads, self.rank, self.rope_dim = args.num_attention_heads, args.kv_lora_rank, args.head_dim
-        self.nope_dim, self.v_dim = args.qk_nope_head_dim, args.v_head_dim
+        mla, attention = args.mla, args.attention
+        self.num_heads, self.rank, self.rope_dim = args.num_attention_heads, mla.kv_lora_rank, args.head_dim
+        self.nope_dim, self.v_dim = mla.qk_nope_head_dim, mla.v_head_dim
         qk_dim = self.nope_dim + self.rope_dim
-        self.scale = args.attention_scale if args.attention_scale is not None else qk_dim**-0.5
-        self.rotate = ROTATIONS[args.rope_layout]
-        D, H = args.hidden_size, self.num_heads
-        self.q_lora_rank = args.q_lora_rank
-        if args.q_lora_rank:
-            self.q_a_proj = nn.Linear(D, args.q_lora_rank, bias=args.attention_bias)
-            self.q_a_layernorm = RMSNorm(args.q_lora_rank, LORA_NORM_EPS)
-            self.q_b_proj = nn.Linear(args.q_lora_rank, H * qk_dim, bias=False)
+        self.scale = attention.attention_scale if attention.attention_scale is not None else qk_dim**-0.5
+        self.rotate = ROTATIONS[attention.rope_layout]
+        D, H, bias = args.hidden_size, self.num_heads, attention.attention_bias
+        self.q_lora_rank = mla.q_lora_rank
+        if mla.q_lora_rank:
+            self.q_a_proj = nn.Linear(D, mla.q_lora_rank, bias=bias)
+            self.q_a_layernorm = RMSNorm(mla.q_lora_rank, LORA_NORM_EPS)
+            self.q_b_proj = nn.Linear(mla.q_lora_rank, H * qk_dim, bias=False)
         else:
             self.q_proj = nn.Linear(D, H * qk_dim, bias=False)
-        self.kv_a_proj_with_mqa = nn.Linear(D, self.rank + self.rope_dim, bias=args.attention_bias)
+        self.kv_a_proj_with_mqa = nn.Linear(D, self.rank + self.rope_dim, bias=bias)
         self.kv_a_layernorm = RMSNorm(self.rank, LORA_NORM_EPS)
         self.kv_b_proj = nn.Linear(self.rank, H * (self.nope_dim + self.v_dim), bias=False)
-        self.o_proj = nn.Linear(H * self.v_dim, D, bias=args.attention_bias)
+        self.o_proj = nn.Linear(H * self.v_dim, D, bias=bias)
 
     def project(self, x: torch.Tensor, rope) -> tuple[torch.Tensor, torch.Tensor]:
         """x [T, D] -> queries [T, H, N + P] (RoPE part rotated) and cache rows [T, 1, R + P]."""

@@ -1,4 +1,4 @@
-"""The RoPE layouts a model's ModelArgs.rope_layout names: "half" (rotate_half, engine.model.layers) and
+"""The RoPE layouts a model's ModelArgs.attention.rope_layout names: "half" (rotate_half, engine.model.layers) and
 DeepSeek's two, written to match transformers op for op.
 
 deepseek_v3 (rope_interleave) rotates interleaved pairs (x0, x1), (x2, x3), ... and writes the rotated evens
@@ -41,7 +41,7 @@ def rotate_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) ->
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
-# ModelArgs.rope_layout -> the rotation of q and k (x [T, H, P] by the embedding's two [T, P] tables)
+# ModelArgs.attention.rope_layout -> the rotation of q and k (x [T, H, P] by the embedding's two [T, P] tables)
 ROTATIONS = {"half": apply_rope, "interleaved": rotate_interleaved, "complex": rotate_complex}
-# ModelArgs.rope_layout -> the rotary embedding that gives each position's (cos, sin) or (real, imag)
+# ModelArgs.attention.rope_layout -> the rotary embedding that gives each position's (cos, sin) or (real, imag)
 ROTARY_EMBEDDINGS = {"half": RotaryEmbedding, "interleaved": RotaryEmbedding, "complex": ComplexRotaryEmbedding}

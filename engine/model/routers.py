@@ -1,5 +1,5 @@
 """The routers of a MoE layer: a gate module computes the logits, a router object picks each token's experts and
-their weights from them. MoeBlock builds both from ModelArgs.router, which the family's config reader sets:
+their weights from them. MoeBlock builds both from ModelArgs.router (RouterArgs), which the family's config reader sets:
 
 - "softmax_topk" (Qwen, Mixtral, OLMoE): softmax over every expert, top-k of the probabilities, optionally
   renormalised; weights in the logits' dtype, or fp32 (Mixtral scales its experts' outputs in fp32).
@@ -38,7 +38,7 @@ class SoftmaxTopK:
 
     @classmethod
     def from_args(cls, args: ModelArgs, gate: nn.Module) -> "SoftmaxTopK":
-        return cls(args.num_experts_per_tok, args.norm_topk_prob, args.router_weights_fp32)
+        return cls(args.num_experts_per_tok, args.router.norm_topk_prob, args.router.weights_fp32)
 
     def select(self, logits: torch.Tensor, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         if ids is None:
@@ -86,7 +86,7 @@ class Fp32Gate(nn.Module):
     def __init__(self, args: ModelArgs):
         super().__init__()
         self.weight = nn.Parameter(torch.empty(args.num_experts, args.hidden_size, dtype=torch.float32))
-        if args.topk_method == "noaux_tc":
+        if args.router.topk_method == "noaux_tc":
             self.e_score_correction_bias = nn.Parameter(torch.empty(args.num_experts, dtype=torch.float32))
         else:
             self.e_score_correction_bias = None
@@ -104,9 +104,11 @@ class GroupedTopK:
 
     @classmethod
     def from_args(cls, args: ModelArgs, gate: Fp32Gate) -> "GroupedTopK":
+        router = args.router
         routing = GroupedRouting(num_experts=args.num_experts, top_k=args.num_experts_per_tok,
-                                 topk_method=args.topk_method, n_group=args.n_group, topk_group=args.topk_group,
-                                 norm_topk_prob=args.norm_topk_prob, routed_scaling_factor=args.routed_scaling_factor)
+                                 topk_method=router.topk_method, n_group=router.n_group, topk_group=router.topk_group,
+                                 norm_topk_prob=router.norm_topk_prob,
+                                 routed_scaling_factor=router.routed_scaling_factor)
         return cls(routing, gate)
 
     def select(self, logits: torch.Tensor, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -116,10 +118,10 @@ class GroupedTopK:
 
 
 def linear_gate(args: ModelArgs) -> nn.Linear:
-    return nn.Linear(args.hidden_size, args.num_experts, bias=args.router_bias)
+    return nn.Linear(args.hidden_size, args.num_experts, bias=args.router.bias)
 
 
-# ModelArgs.router -> (the gate module's builder, the router's class)
+# ModelArgs.router.kind -> (the gate module's builder, the router's class)
 ROUTERS = {
     "softmax_topk": (linear_gate, SoftmaxTopK),
     "topk_softmax": (linear_gate, TopKSoftmax),
@@ -131,8 +133,8 @@ ROUTERS = {
 
 def build_router(args: ModelArgs):
     """-> (gate module: x [T, D] -> logits [T, E], router object with select())."""
-    if args.router not in ROUTERS:
-        raise ValueError(f"unknown router '{args.router}' (known: {', '.join(ROUTERS)})")
-    make_gate, router_class = ROUTERS[args.router]
+    if args.router.kind not in ROUTERS:
+        raise ValueError(f"unknown router '{args.router.kind}' (known: {', '.join(ROUTERS)})")
+    make_gate, router_class = ROUTERS[args.router.kind]
     gate = make_gate(args)
     return gate, router_class.from_args(args, gate)

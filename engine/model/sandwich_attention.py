@@ -37,7 +37,7 @@ class SandwichAttention(Attention):
         self.k_norm = PowRMSNorm(self.head_dim, args.rms_norm_eps)
         self.v_norm = PowRMSNorm(self.head_dim, args.rms_norm_eps, has_weight=False)
         self.qk_norm, self.clip_qkv = "sandwich", None  # not a norm engine.model.fused_qk_rope computes
-        self.rope_layout, self.rotate = args.rope_layout, ROTATIONS[args.rope_layout]
+        self.rope_layout, self.rotate = args.attention.rope_layout, ROTATIONS[args.attention.rope_layout]
         self.window = args.window(layer)
         self.sinks = None
         self.is_eager = self.window is not None

@@ -16,7 +16,7 @@ class GatedSharedExpert(nn.Module):
 
     def __init__(self, args: ModelArgs):
         super().__init__()
-        self.shared_expert = DenseMLP(args.hidden_size, args.shared_expert_intermediate_size)
+        self.shared_expert = DenseMLP(args.hidden_size, args.shared_experts.shared_expert_intermediate_size)
         self.shared_expert_gate = nn.Linear(args.hidden_size, 1, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -28,7 +28,8 @@ class UngatedSharedExperts(nn.Module):
 
     def __init__(self, args: ModelArgs):
         super().__init__()
-        self.shared_experts = DenseMLP(args.hidden_size, args.n_shared_experts * args.moe_intermediate_size)
+        width = args.shared_experts.n_shared_experts * args.moe_intermediate_size
+        self.shared_experts = DenseMLP(args.hidden_size, width)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.shared_experts(x)
@@ -36,6 +37,7 @@ class UngatedSharedExperts(nn.Module):
 
 def build_shared_experts(args: ModelArgs) -> nn.Module | None:
     """The layer's shared experts, as the config sizes them, or None."""
-    if args.n_shared_experts:
+    shared = args.shared_experts
+    if shared.n_shared_experts:
         return UngatedSharedExperts(args)
-    return GatedSharedExpert(args) if args.shared_expert_intermediate_size else None
+    return GatedSharedExpert(args) if shared.shared_expert_intermediate_size else None

@@ -45,7 +45,7 @@ class SigmoidTopK:
 
     @classmethod
     def from_args(cls, args: ModelArgs, gate: SigmoidGate) -> "SigmoidTopK":
-        return cls(gate, args.num_experts_per_tok, args.norm_topk_prob, args.routed_scaling_factor)
+        return cls(gate, args.num_experts_per_tok, args.router.norm_topk_prob, args.router.routed_scaling_factor)
 
     def select(self, logits: torch.Tensor, ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         scores = logits.sigmoid()  # [T, E]

@@ -11,31 +11,33 @@ from engine.quant.types import quant_type, slot_bytes
 def mla_attention_params(args: ModelArgs) -> int:
     """Multi-head latent attention (engine.model.mla_attention): q (direct or through its LoRA), the compressing
     kv_a_proj_with_mqa, the expanding kv_b_proj, o_proj, the LoRA norms and the biases attention_bias adds."""
-    D, H, R, P = args.hidden_size, args.num_attention_heads, args.kv_lora_rank, args.head_dim
-    q_out = H * (args.qk_nope_head_dim + P)
-    bias = args.attention_bias
-    if args.q_lora_rank:
-        q = D * args.q_lora_rank + args.q_lora_rank + args.q_lora_rank * q_out + (args.q_lora_rank if bias else 0)
+    mla = args.mla
+    D, H, R, P = args.hidden_size, args.num_attention_heads, mla.kv_lora_rank, args.head_dim
+    q_out = H * (mla.qk_nope_head_dim + P)
+    bias = args.attention.attention_bias
+    if mla.q_lora_rank:
+        q = D * mla.q_lora_rank + mla.q_lora_rank + mla.q_lora_rank * q_out + (mla.q_lora_rank if bias else 0)
     else:
         q = D * q_out
-    kv = D * (R + P) + R + R * H * (args.qk_nope_head_dim + args.v_head_dim) + ((R + P) if bias else 0)
-    return q + kv + H * args.v_head_dim * D + (D if bias else 0)
+    kv = D * (R + P) + R + R * H * (mla.qk_nope_head_dim + mla.v_head_dim) + ((R + P) if bias else 0)
+    return q + kv + H * mla.v_head_dim * D + (D if bias else 0)
 
 
 def attention_params(args: ModelArgs) -> int:
     if args.is_mla:
         return mla_attention_params(args)
     D, q, kv = args.hidden_size, args.num_attention_heads * args.head_dim, args.num_key_value_heads * args.head_dim
+    attention = args.attention
     params = D * q + 2 * D * kv + q * D
-    if args.attention_bias:
+    if attention.attention_bias:
         params += q + 2 * kv
-    if args.o_proj_bias:
+    if attention.o_proj_bias:
         params += D
-    if args.qk_norm == "per_head":
+    if attention.qk_norm == "per_head":
         params += 2 * args.head_dim
-    elif args.qk_norm == "full":
+    elif attention.qk_norm == "full":
         params += q + kv
-    if args.attention_sinks:
+    if attention.attention_sinks:
         params += args.num_attention_heads
     return params
 
@@ -45,14 +47,14 @@ def token_mixer_params(args: ModelArgs, layer: int) -> int:
     q_proj is twice as wide."""
     if args.layer_types and is_state_layer(args.layer_types[layer]):
         return state_spec(args, args.layer_types[layer]).params(args.hidden_size)
-    gate = args.hidden_size * args.num_attention_heads * args.head_dim if args.attention_output_gate else 0
+    gate = args.hidden_size * args.num_attention_heads * args.head_dim if args.attention.attention_output_gate else 0
     return attention_params(args) + gate
 
 
 def expert_bias_params(args: ModelArgs) -> int:
     """Router and expert biases of one MoE layer (gpt_oss): resident beside the dense weights, never in a slot."""
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
-    return (E if args.router_bias else 0) + (E * (2 * I + D) if args.expert_bias else 0)
+    return (E if args.router.bias else 0) + (E * (2 * I + D) if args.experts.bias else 0)
 
 
 def sandwich_layer_params(args: ModelArgs, layer: int) -> int:
@@ -71,7 +73,7 @@ def block_params(args: ModelArgs, layer: int) -> int:
     (router, ReLU² shared expert, latent projections), a ReLU² MLP or a token mixer."""
     kind, D = args.layer_types[layer], args.hidden_size
     if kind == "moe":
-        return D + router_params(args) + 2 * D * args.shared_expert_intermediate_size + 2 * D * args.moe_latent_size
+        return D + router_params(args) + 2 * D * args.shared_experts.shared_expert_intermediate_size + 2 * D * args.experts.latent_size
     if kind == "mlp":
         return D + 2 * D * args.intermediate_size
     return D + token_mixer_params(args, layer)
@@ -91,9 +93,9 @@ def dense_params(args: ModelArgs) -> int:
         params += token_mixer_params(args, layer) + 2 * D
         if is_moe:
             params += router_params(args) + expert_bias_params(args)
-            if args.shared_expert_intermediate_size:
-                params += 3 * D * args.shared_expert_intermediate_size + D
-            params += 3 * D * args.n_shared_experts * args.moe_intermediate_size  # DeepSeek's, always resident
+            if args.shared_experts.shared_expert_intermediate_size:
+                params += D  # the gated shared expert's gate
+            params += 3 * D * shared_expert_width(args)  # always resident
         else:
             params += 3 * D * args.intermediate_size
     return params
@@ -102,7 +104,7 @@ def dense_params(args: ModelArgs) -> int:
 def router_params(args: ModelArgs) -> int:
     """One MoE layer's router: its weight, and the correction bias of DeepSeek-V3-style (noaux_tc), biased
     softmax and sigmoid (engine.model.sigmoid_router) routing."""
-    has_bias = args.topk_method == "noaux_tc" or args.biased_softmax is not None or args.router == "sigmoid_topk"
+    has_bias = args.router.topk_method == "noaux_tc" or args.biased_softmax is not None or args.router.kind == "sigmoid_topk"
     return args.num_experts * args.hidden_size + (args.num_experts if has_bias else 0)
 
 
@@ -111,9 +113,9 @@ def dense_bytes(args: ModelArgs, dtype_bytes: int) -> int:
     ModelArgs.extra), except the DeepSeek-style and biased softmax routers, which stay fp32
     (engine.model.routers.Fp32Gate, engine.model.biased_softmax_router.BiasedFp32Gate), and the sigmoid router's
     expert bias (engine.model.sigmoid_router.ExpertBias)."""
-    fp32_router = args.topk_method is not None or args.biased_softmax is not None
+    fp32_router = args.router.topk_method is not None or args.biased_softmax is not None
     fp32_params = router_params(args) * args.num_moe_layers if fp32_router else 0
-    if args.router == "sigmoid_topk":
+    if args.router.kind == "sigmoid_topk":
         fp32_params = args.num_experts * args.num_moe_layers
     vision = args.extra.get("vision_params", 0) + args.extra.get("vision_workspace", 0)
     return (dense_params(args) + vision) * dtype_bytes + fp32_params * (4 - dtype_bytes)
@@ -121,7 +123,7 @@ def dense_bytes(args: ModelArgs, dtype_bytes: int) -> int:
 
 def shared_expert_width(args: ModelArgs) -> int:
     """Intermediate width of a MoE layer's shared experts: Qwen's one gated expert, DeepSeek's n_shared_experts."""
-    return args.shared_expert_intermediate_size + args.n_shared_experts * args.moe_intermediate_size
+    return args.shared_experts.intermediate_size(args.moe_intermediate_size)
 
 
 def shared_expert_params(args: ModelArgs) -> int:
@@ -133,14 +135,15 @@ def expanded_kv_bytes_per_token(args: ModelArgs, dtype_bytes: int) -> int:
     """MLA: one layer's keys [H, N + P] and values [H, V] of a token, rebuilt from its cache row; else 0."""
     if not args.is_mla:
         return 0
-    return args.num_attention_heads * (args.qk_nope_head_dim + args.head_dim + args.v_head_dim) * dtype_bytes
+    mla = args.mla
+    return args.num_attention_heads * (mla.qk_nope_head_dim + args.head_dim + mla.v_head_dim) * dtype_bytes
 
 
 def expert_bytes(args: ModelArgs, dtype_bytes: int) -> int:
     """One expert's block: dense at dtype_bytes, or the slot of experts stored quantized (engine.quant.layout)."""
-    if not args.expert_quant:
+    if not args.experts.quant:
         return args.expert_numel * dtype_bytes
-    D, I, row_bytes = args.hidden_size, args.moe_intermediate_size, quant_type(args.expert_quant).row_bytes
+    D, I, row_bytes = args.hidden_size, args.moe_intermediate_size, quant_type(args.experts.quant).row_bytes
     return slot_bytes(I * row_bytes(D), I * row_bytes(D), D * row_bytes(I))
 
 

@@ -37,7 +37,7 @@ class MoeContext:
 
 class MoeBlock(nn.Module):
     """Router + routed experts (through the provider) + the optional shared experts. The gate computes the router
-    logits, the router object (engine.model.routers, as ModelArgs.router names it) picks experts and weights."""
+    logits, the router object (engine.model.routers, as ModelArgs.router.kind names it) picks experts and weights."""
 
     def __init__(self, args: ModelArgs, layer: int):
         super().__init__()
@@ -110,7 +110,8 @@ class MoeTransformer(nn.Module):
 
     def attach_rotary(self, device) -> None:
         args = self.args
-        self.rotary = ROTARY_EMBEDDINGS[args.rope_layout](args.rotary_dim, args.rope_theta, args.rope_scaling).to(device)
+        rotary = ROTARY_EMBEDDINGS[args.attention.rope_layout]
+        self.rotary = rotary(args.rotary_dim, args.rope_theta, args.rope_scaling).to(device)
 
     def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, meta: AttentionMetadata, cache: KVCache,
                 context: MoeContext, images: tuple[torch.Tensor, torch.Tensor] | None = None):

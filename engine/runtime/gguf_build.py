@@ -26,7 +26,7 @@ def load_gguf(plan: LoadPlan, options: EngineOptions, progress: Progress | None)
                                 keep_types=plan.keeps_file_types)
     model = dense_model(weights, dtype, device, merge_qkv=options.merge_qkv)
     on_host = options.experts.keeps_experts_on_host
-    biases = expert_biases(model_file, dtype, device) if args.expert_bias else None
+    biases = expert_biases(model_file, dtype, device) if args.experts.bias else None
     plan_tier = host_tier_planner(options, device.type)
     layout = quant_layout_of(weights.experts, expert_activation(args), biases)
     tier = plan_tier(list(weights.experts), num_experts_of(weights.experts), layout.expert_bytes)

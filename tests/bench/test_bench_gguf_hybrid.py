@@ -13,6 +13,7 @@ import pytest
 
 from bench.synthetic_gguf import FULL, LINEAR, assemble, layer_sources, template_args, write_template
 from engine.cli import main
+from engine.model.shared_expert_args import SharedExpertArgs
 from engine.quant.file_types import use_more_bits
 from tests.gguf.models import quantize
 
@@ -28,7 +29,8 @@ def files(tmp_path_factory):
     folder = tmp_path_factory.mktemp("h2h-hybrid")
     args = template_args("qwen3.5-35b-a3b")
     linear = replace(args.linear, num_key_heads=2, num_value_heads=4, key_head_dim=64, value_head_dim=64)
-    args = replace(args, hidden_size=256, moe_intermediate_size=256, shared_expert_intermediate_size=256,
+    shared = SharedExpertArgs(shared_expert_intermediate_size=256)
+    args = replace(args, hidden_size=256, moe_intermediate_size=256, shared_experts=shared,
                    vocab_size=512, num_attention_heads=4, num_key_value_heads=2, head_dim=64, num_experts=EXPERTS,
                    linear=linear)
     template = quantize(write_template(folder / "t-f16.gguf", args), folder / "t-Q4_K_M.gguf", "Q4_K_M")

@@ -57,7 +57,7 @@ def expert_path(args) -> tuple:
              if f.name.startswith(("expert", "swiglu")) or "shared" in f.name]
     assert {"expert_activation", "expert_bias", "expert_quant"} <= set(names), names
     return (*(bool(getattr(args, n)) if "shared" in n else getattr(args, n) for n in names),
-            args.router_weights_fp32, all(args.moe_layers), args.linear is not None)
+            args.router.weights_fp32, all(args.moe_layers), args.linear is not None)
 
 
 def first_with_the_same_expert_path(tiny_model_dir, model_type: str) -> str:

@@ -27,8 +27,8 @@ def test_the_file_holds_what_llama_cpp_reads(gguf_files):
     assert model.file.get("ernie4_5-moe.leading_dense_block_count") == 1
     assert model.file.get("ernie4_5-moe.expert_shared_feed_forward_length") == 2 * 256
     assert {"blk.1.exp_probs_b.bias", "blk.1.ffn_gate_shexp.weight", "blk.0.ffn_gate.weight"} <= set(model.file.tensors)
-    assert model.args.moe_layers == (False, True, True) and model.args.n_shared_experts == 2
-    assert model.args.rope_layout == "interleaved" and model.args.router == "biased_softmax_topk"
+    assert model.args.moe_layers == (False, True, True) and model.args.shared_experts.n_shared_experts == 2
+    assert model.args.attention.rope_layout == "interleaved" and model.args.router.kind == "biased_softmax_topk"
 
 
 def test_an_f32_file_computes_llama_cpps_and_the_checkpoints_logits(gguf_files):

@@ -20,7 +20,7 @@ def test_the_file_holds_what_llama_cpp_reads(gguf_files):
     assert model.file.get("minimax-m2.rope.dimension_count") == 32
     assert model.file.get("minimax-m2.expert_gating_func") == 2
     assert "blk.1.exp_probs_b.bias" in model.file.tensors and "blk.0.attn_q_norm.weight" in model.file.tensors
-    assert model.args.rotary_dim == 32 and model.args.qk_norm == "full" and model.args.topk_method == "noaux_tc"
+    assert model.args.rotary_dim == 32 and model.args.attention.qk_norm == "full" and model.args.router.topk_method == "noaux_tc"
 
 
 def test_an_f32_file_computes_llama_cpps_and_the_checkpoints_logits(gguf_files):

@@ -13,8 +13,8 @@ from engine.model.published_configs import ERNIE_45_21B_A3B
 
 def test_the_published_config_reads_as_transformers_builds_it():
     args = parse_config(ERNIE_45_21B_A3B)
-    assert args.moe_layers == (False,) + (True,) * 27 and args.n_shared_experts == 2
-    assert (args.router, args.rope_layout, args.head_dim, args.tie_word_embeddings) == (
+    assert args.moe_layers == (False,) + (True,) * 27 and args.shared_experts.n_shared_experts == 2
+    assert (args.router.kind, args.attention.rope_layout, args.head_dim, args.tie_word_embeddings) == (
         "biased_softmax_topk", "interleaved", 128, True)
     assert args.biased_softmax == BiasedSoftmaxArgs(norm_min=1e-12) and args.num_experts_per_tok == 6
 

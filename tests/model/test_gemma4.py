@@ -36,7 +36,7 @@ def test_the_published_config_reads_as_the_26b_a4b():
     assert spec.full_keys_are_values and spec.logit_softcap == 30.0 and spec.full_rope_fraction == 0.25
     assert (spec.sliding_rope_theta, spec.full_rope_theta) == (10_000.0, 1_000_000.0)
     assert args.layer_types.count("full_attention") == 5 and args.window(0) == 1024 and args.window(5) is None
-    assert args.expert_activation == "gelu_tanh_glu" and args.tie_word_embeddings
+    assert args.experts.activation == "gelu_tanh_glu" and args.tie_word_embeddings
     assert "images are not supported" in args.extra["warning"]
     # bf16 K and V: 25 sliding layers of 8 x 256, 5 full layers of 2 x 512 (keys stored again as values)
     assert args.kv_bytes_per_token(2) == 25 * 2 * 8 * 256 * 2 + 5 * 2 * 2 * 512 * 2

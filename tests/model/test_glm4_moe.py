@@ -18,6 +18,7 @@ from engine.experts.providers.resident import ResidentExperts
 from engine.model.config_file import read_args
 from engine.model.loader import load_weights
 from engine.model.families import parse_config
+from engine.model.shared_expert_args import SharedExpertArgs
 from engine.model.sizes import model_sizes
 from engine.model.transformer import MoeContext
 from engine.text.tokenizer import Tokenizer
@@ -61,7 +62,7 @@ def air_like(tmp_path_factory):
 
 def test_air_settings_with_qk_norm_match_transformers(air_like):
     args = read_args(air_like)
-    assert (args.n_group, args.qk_norm, args.routed_scaling_factor) == (1, "per_head", 1.0)
+    assert (args.router.n_group, args.attention.qk_norm, args.router.routed_scaling_factor) == (1, "per_head", 1.0)
     ids = Tokenizer.from_folder(air_like).encode(PROMPTS[1])
     with torch.inference_mode():
         reference = hf_reference(air_like)(torch.tensor([ids])).logits[0].float()
@@ -76,13 +77,13 @@ def test_both_config_spellings_and_the_rope_default_read_as_transformers_reads_t
 
     hub = json.loads((tiny_model_dir("glm4_moe") / "config.json").read_text())
     args = parse_config(hub)
-    assert (args.rotary_dim, args.moe_layers, args.n_shared_experts) == (16, (False, True, True), 1)
+    assert (args.rotary_dim, args.moe_layers, args.shared_experts.n_shared_experts) == (16, (False, True, True), 1)
     nested = {key: value for key, value in hub.items() if key not in ("rope_theta", "partial_rotary_factor")}
     nested["rope_parameters"] = {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
     assert parse_config(nested) == args  # as transformers 5 writes it
     unstated = {key: value for key, value in hub.items() if key != "partial_rotary_factor"}
     default = Glm4MoeConfig(**unstated).rope_parameters["partial_rotary_factor"]
-    assert parse_config(unstated).partial_rotary_factor == default == 0.5
+    assert parse_config(unstated).attention.partial_rotary_factor == default == 0.5
 
 
 @pytest.mark.parametrize("change,error,words", [
@@ -153,7 +154,7 @@ def test_sizes_of_a_glm_4_5_air_shape():
     routed = 45 * 128 * 3 * 4096 * 1408
     total_params = (sizes.dense_bytes - 45 * (128 * 4096 + 128) * 2) // 2 + routed  # routers at fp32: 4 bytes
     assert 106e9 < total_params < 108e9  # GLM-4.5-Air: 106B parameters (its MTP layer is not loaded)
-    without_shared = model_sizes(replace(args, n_shared_experts=0), 2)
+    without_shared = model_sizes(replace(args, shared_experts=SharedExpertArgs()), 2)
     assert sizes.dense_bytes - without_shared.dense_bytes == 45 * 3 * 4096 * 1408 * 2
 
 

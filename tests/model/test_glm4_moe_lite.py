@@ -11,10 +11,10 @@ from engine.model.shapes import shape
 
 def test_the_published_config_is_the_benchmark_shape():
     args = shape("glm-4.7-flash")
-    assert args.moe_layers == (False,) + (True,) * 46 and args.kv_lora_rank == 512 and args.q_lora_rank == 768
-    assert (args.router, args.topk_method, args.routed_scaling_factor, args.n_shared_experts) == (
+    assert args.moe_layers == (False,) + (True,) * 46 and args.mla.kv_lora_rank == 512 and args.mla.q_lora_rank == 768
+    assert (args.router.kind, args.router.topk_method, args.router.routed_scaling_factor, args.shared_experts.n_shared_experts) == (
         "grouped", "noaux_tc", 1.8, 1)
-    assert args.rope_layout == "interleaved" and args.head_dim == 64 and args.v_head_dim == 256
+    assert args.attention.rope_layout == "interleaved" and args.head_dim == 64 and args.mla.v_head_dim == 256
     assert args.kv_bytes_per_token(2) == 47 * (512 + 64) * 2
 
 

@@ -57,7 +57,7 @@ def read_config(folder) -> dict:
 def test_config_reads_the_published_keys(tiny_model_dir):
     config = read_config(tiny_model_dir("gpt_oss"))
     args = parse_config(config)
-    assert (args.num_experts, args.num_experts_per_tok, args.sliding_window) == (8, 2, 8)
+    assert (args.num_experts, args.num_experts_per_tok, args.attention.sliding_window) == (8, 2, 8)
     assert [args.window(layer) for layer in range(2)] == [8, None]
     assert args.rope_scaling.factor == 32 and args.rope_scaling.truncate is False and args.rope_theta == 150000
     del config["num_experts_per_tok"], config["layer_types"], config["rope_scaling"]

@@ -76,7 +76,7 @@ def test_static_decode_gives_the_dynamic_decodes_tokens_batched(tiny_model_dir):
 def test_published_shape_reads():
     args = lfm2_moe.read_config(LFM2_8B_A1B)
     assert (args.num_kv_layers, args.num_linear_layers, args.num_moe_layers) == (6, 18, 22)
-    assert args.tie_word_embeddings and args.router == "sigmoid_topk"
+    assert args.tie_word_embeddings and args.router.kind == "sigmoid_topk"
     assert args.kv_bytes_per_token(2) == 6 * 2 * 8 * 64 * 2
     assert args.state_bytes_per_seq(2) == 18 * 2 * 2048 * 2  # [K-1, D] bf16 per conv layer
     with pytest.raises(UnsupportedModelError, match="use_expert_bias"):

@@ -16,8 +16,8 @@ PUBLISHED = {  # MiniMaxAI/MiniMax-M2's geometry as its config.json spells it (r
 
 def test_the_published_config_reads_as_transformers_builds_it():
     args = parse_config(PUBLISHED)
-    assert args.rotary_dim == 64 and args.qk_norm == "full" and args.num_moe_layers == 62
-    assert (args.router, args.topk_method, args.n_group, args.norm_topk_prob, args.routed_scaling_factor) == (
+    assert args.rotary_dim == 64 and args.attention.qk_norm == "full" and args.num_moe_layers == 62
+    assert (args.router.kind, args.router.topk_method, args.router.n_group, args.router.norm_topk_prob, args.router.routed_scaling_factor) == (
         "grouped", "noaux_tc", 1, True, 1.0)
     assert (args.moe_intermediate_size, args.num_experts, args.num_experts_per_tok) == (1536, 256, 8)
     assert args.kv_bytes_per_token(2) == 2 * 62 * 8 * 128 * 2

@@ -78,7 +78,7 @@ def test_the_cache_holds_transformers_compressed_rows(tiny_model_dir, model_type
         hf_reference(folder)(torch.tensor([ids]), past_key_values=hf_cache, use_cache=True)
     for layer in range(args.num_hidden_layers):
         c_kv, k_pe = hf_cache.layers[layer].keys[0, 0], hf_cache.layers[layer].values[0, 0]  # [S, R], [S, P]
-        assert cache.latent[layer].shape[1:] == (1, args.kv_lora_rank + args.head_dim)
+        assert cache.latent[layer].shape[1:] == (1, args.mla.kv_lora_rank + args.head_dim)
         torch.testing.assert_close(cache.latent[layer][: len(ids), 0], torch.cat((c_kv, k_pe), -1), rtol=0, atol=1e-5)
 
 
@@ -86,9 +86,9 @@ def test_the_cache_holds_transformers_compressed_rows(tiny_model_dir, model_type
 def test_planner_and_pool_count_the_compressed_bytes(tiny_model_dir, model_type):
     folder = tiny_model_dir(model_type)
     args = read_args(folder)
-    row = args.kv_lora_rank + args.head_dim  # head_dim: qk_rope_head_dim under MLA
+    row = args.mla.kv_lora_rank + args.head_dim  # head_dim: qk_rope_head_dim under MLA
     assert args.kv_bytes_per_token(4) == args.num_hidden_layers * row * 4 == model_sizes(args, 4).kv_bytes_per_token
-    expanded = 2 * args.num_hidden_layers * args.num_attention_heads * (args.qk_nope_head_dim + args.head_dim) * 4
+    expanded = 2 * args.num_hidden_layers * args.num_attention_heads * (args.mla.qk_nope_head_dim + args.head_dim) * 4
     assert args.kv_bytes_per_token(4) < expanded / 4  # what per-head keys and values would take
     with Engine(EngineOptions(model=str(folder), device="cpu", experts="paged", expert_slots=2)) as engine:
         plan, cache = engine._core.plan, engine._core.runner.cache
@@ -114,7 +114,8 @@ def test_yarn_and_its_softmax_correction_match_transformers(tmp_path, model_type
     hub_yarn_config(folder, factor=8.0)
     args = read_args(folder)
     assert args.rope_scaling is not None
-    assert args.attention_scale != (args.qk_nope_head_dim + args.head_dim) ** -0.5  # mscale_all_dim counts
+    # mscale_all_dim counts
+    assert args.attention.attention_scale != (args.mla.qk_nope_head_dim + args.head_dim) ** -0.5
     ids = list(range(3, 60, 2))
     ours, _ = engine_prefill(folder, ids)
     with torch.inference_mode():

@@ -74,7 +74,7 @@ def test_planner_counts_what_loads_and_what_the_state_cache_holds(tiny_model_dir
 def test_published_shape_reads():
     args = nemotron_h.read_config(NEMOTRON_3_NANO_30B_A3B)
     assert (args.num_hidden_layers, args.num_moe_layers, args.num_linear_layers, args.num_kv_layers) == (52, 23, 23, 6)
-    assert args.expert_activation == "relu_squared" and args.rotary_dim == 0
+    assert args.experts.activation == "relu_squared" and args.rotary_dim == 0
     # per sequence: 23 Mamba layers' conv history [3, 4096 + 2 * 8 * 128] bf16 and SSM state [64, 64, 128] fp32
     assert args.state_bytes_per_seq(2) == 23 * (3 * (4096 + 2048) * 2 + 64 * 64 * 128 * 4)
 

@@ -57,7 +57,7 @@ def test_every_router_kind_routes_some_benchmark_shape():
     from engine.model.routers import ROUTERS
     from engine.model.shapes import SHAPES
 
-    assert {args.router for args in SHAPES.values()} == set(ROUTERS)
+    assert {args.router.kind for args in SHAPES.values()} == set(ROUTERS)
 
 
 @pytest.mark.parametrize("module", ["transformer.py", "hybrid.py"])

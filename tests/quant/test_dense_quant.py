@@ -60,7 +60,7 @@ def test_the_dense_weights_a_q8_0_file_quantizes_are_q8_0_blocks(model_type, tin
                 assert kept, f"{name} left in {module.weight.dtype}"
         args = plan.args  # gpt-oss's expert biases: counted as dense, held in the expert store
         biases = args.num_moe_layers * args.num_experts * (2 * args.moe_intermediate_size + args.hidden_size) * 4
-        biases = biases if args.expert_bias else 0
+        biases = biases if args.experts.bias else 0
         assert plan.sizes.dense_bytes == planned_dense_bytes(model, 4) + biases  # the plan is what the model holds
         assert weight_bytes(model) < 0.6 * as_stored.sizes.dense_bytes
         assert any("--dense-quant" in warning for warning in info.warnings)

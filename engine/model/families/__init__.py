@@ -33,13 +33,15 @@ Helpers several families share, beside the family files: deepseek_config (DeepSe
 (multi-head latent attention keys), hybrid_config and hybrid_gguf (the linear-attention hybrids' config.json and GGUF
 files), gguf_keys, gguf_checks and tensor_spec (convert-gguf's tensors).
 
-The layers are shared blocks named for what they do, each variant an object built from a ModelArgs field the
+The layers are shared blocks named for what they do, each variant an object built from a ModelArgs sub-spec the
 family's readers set (never a branch on model_type): the attention kind (ModelArgs.attention_kind ->
-engine.model.transformer.ATTENTION_KINDS: attention.py with its per-layer sliding window and sinks,
-mla_attention.py; the hybrids' layer_types -> hybrid_layers.py's Gated DeltaNet and gated attention), the router
-(ModelArgs.router -> engine.model.routers.ROUTERS: a gate module and a router object), the shared experts
-(engine.model.shared_experts), the norm (layers.RMSNorm, hybrid_layers.ZeroCenteredRMSNorm) and the RoPE
-(ModelArgs.rope_layout -> engine.model.rope_layouts). A new kind of layer is a new shared block and its table entry.
+engine.model.transformer.ATTENTION_KINDS: attention.py with its per-layer sliding window and sinks
+(ModelArgs.attention), mla_attention.py (ModelArgs.mla); the hybrids' layer_types and ModelArgs.linear ->
+hybrid_layers.py's Gated DeltaNet and gated attention), the router (ModelArgs.router.kind ->
+engine.model.routers.ROUTERS: a gate module and a router object), the experts (ModelArgs.experts), the shared
+experts (ModelArgs.shared_experts -> engine.model.shared_experts), the norm (layers.RMSNorm,
+hybrid_layers.ZeroCenteredRMSNorm) and the RoPE (ModelArgs.attention.rope_layout -> engine.model.rope_layouts).
+A new kind of layer is a new shared block, its table entry and a ModelArgs sub-spec module (not loose fields).
 
 To add an architecture (docs/adding-an-architecture.md says it in full):
 1. engine/model/families/<model_type>.py: read_config (and read_metadata for GGUF), its weight names, FAMILY with

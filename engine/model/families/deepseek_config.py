@@ -1,4 +1,5 @@
-"""The DeepSeek-family MoE keys of a config.json (glm4_moe, deepseek_v2, deepseek_v3) -> ModelArgs fields.
+"""The DeepSeek-family MoE keys of a config.json (glm4_moe, deepseek_v2, deepseek_v3) -> ModelArgs fields: the
+grouped router and the ungated shared experts.
 
 Torch-free: the catalog and the picker read configs through it before anything loads."""
 
@@ -6,6 +7,8 @@ from __future__ import annotations
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import first_present, require
+from engine.model.router_args import RouterArgs
+from engine.model.shared_expert_args import SharedExpertArgs
 
 TOPK_METHODS = ("noaux_tc", "greedy", "group_limited_greedy")  # engine.experts.routing.grouped_routing
 
@@ -26,16 +29,15 @@ def deepseek_moe_fields(config: dict, topk_method: str, defaults: dict) -> dict:
         moe_intermediate_size=require(config, "moe_intermediate_size"),
         intermediate_size=require(config, "intermediate_size"),
         moe_layers=first_dense_flags(require(config, "num_hidden_layers"), require(config, "first_k_dense_replace")),
-        router="grouped",
-        topk_method=topk_method,
-        n_group=require(config, "n_group"),
-        topk_group=require(config, "topk_group"),
-        norm_topk_prob=bool(config.get("norm_topk_prob", False)),
-        routed_scaling_factor=float(require(config, "routed_scaling_factor", float)),
-        n_shared_experts=require(config, "n_shared_experts"),
+        router=RouterArgs(kind="grouped", topk_method=topk_method, n_group=require(config, "n_group"),
+                          topk_group=require(config, "topk_group"),
+                          norm_topk_prob=bool(config.get("norm_topk_prob", False)),
+                          routed_scaling_factor=float(require(config, "routed_scaling_factor", float))),
+        shared_experts=SharedExpertArgs(n_shared_experts=require(config, "n_shared_experts")),
     )
-    problem = routing_problem(num_experts, require(config, "num_experts_per_tok"), topk_method, fields["n_group"],
-                              fields["topk_group"])
+    router = fields["router"]
+    problem = routing_problem(num_experts, require(config, "num_experts_per_tok"), topk_method, router.n_group,
+                              router.topk_group)
     if problem is not None:
         raise ModelFormatError(f"config.json: {problem}")
     return fields

@@ -17,10 +17,13 @@ from dataclasses import dataclass
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, require
+from engine.model.attention_args import AttentionArgs
 from engine.model.biased_softmax_args import BiasedSoftmaxArgs
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_keys import GgufKeys
 from engine.model.published_configs import ERNIE_45_21B_A3B
+from engine.model.router_args import RouterArgs
+from engine.model.shared_expert_args import SharedExpertArgs
 from engine.model.weight_names import MoeWeightNames
 
 MODEL_TYPE, ARCH = "ernie4_5_moe", "ernie4_5-moe"
@@ -64,11 +67,10 @@ def read_config(config: dict) -> ModelArgs:
         **{**common, "moe_layers": moe_layers(config, common["num_hidden_layers"])},
         moe_intermediate_size=require(config, "moe_intermediate_size"),
         intermediate_size=require(config, "intermediate_size"),
-        norm_topk_prob=True,
-        n_shared_experts=require(config, "moe_num_shared_experts"),
-        router="biased_softmax_topk",
+        router=RouterArgs(norm_topk_prob=True, kind="biased_softmax_topk"),
+        shared_experts=SharedExpertArgs(n_shared_experts=require(config, "moe_num_shared_experts")),
         biased_softmax=BiasedSoftmaxArgs(norm_min=float(require(config, "moe_norm_min", float))),
-        rope_layout="interleaved",
+        attention=AttentionArgs(rope_layout="interleaved"),
     )
 
 
@@ -124,8 +126,8 @@ def write_gguf_metadata(writer, args: ModelArgs) -> None:
     """The keys beyond the shared ones (engine.gguf.convert.write_hparams), as llama.cpp's converter writes them."""
     writer.add_leading_dense_block_count(args.moe_layers.index(True))
     writer.add_interleave_moe_layer_step(1)
-    if args.n_shared_experts:
-        writer.add_expert_shared_feed_forward_length(args.n_shared_experts * args.moe_intermediate_size)
+    if args.shared_experts.n_shared_experts:
+        writer.add_expert_shared_feed_forward_length(args.shared_experts.n_shared_experts * args.moe_intermediate_size)
 
 
 FAMILY = Family(

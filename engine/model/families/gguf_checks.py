@@ -9,9 +9,10 @@ from engine.model.args import ModelArgs
 
 def fixed_renormalisation(args: ModelArgs, arch: str, renormalises: bool) -> None:
     """llama.cpp's `arch` graph always (or never) renormalises the top-k router weights."""
-    if args.norm_topk_prob != renormalises:
+    normalize = args.router.norm_topk_prob
+    if normalize != renormalises:
         raise UnsupportedModelError(
-            f"{args.model_type} with norm_topk_prob={str(args.norm_topk_prob).lower()}: llama.cpp's {arch} graph "
+            f"{args.model_type} with norm_topk_prob={str(normalize).lower()}: llama.cpp's {arch} graph "
             f"{'always' if renormalises else 'never'} renormalises the top-k router weights, so its GGUF would "
             "compute a different model")
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError
+from engine.model.attention_args import AttentionArgs
+from engine.model.shared_expert_args import SharedExpertArgs
 
 
 class GgufKeys:
@@ -54,7 +56,7 @@ class GgufKeys:
         return value
 
 
-def common_fields(key: GgufKeys, reads_rope_scaling: bool = False) -> dict:
+def common_fields(key: GgufKeys, reads_rope_scaling: bool = False, **attention) -> dict:
     """The ModelArgs fields llama.cpp's qwen3moe, qwen2moe, olmoe, llama (Mixtral) and gpt-oss files store alike:
     every field but model_type, norm_topk_prob, qk_norm and what one family adds. Refuses what Wisp's attention
     does not compute: key and value lengths apart, partial RoPE, and RoPE scaling unless the family reads it
@@ -72,6 +74,7 @@ def common_fields(key: GgufKeys, reads_rope_scaling: bool = False) -> dict:
         raise UnsupportedModelError(f"{key.path}: RoPE scaling '{scaling}' ({key.arch}.rope.scaling.type) is not "
                                     "supported by Wisp's engine yet")
     layers = key.integer("block_count")
+    layer_types = attention.pop("layer_types", ())
     moe_layers = tuple(key.has_tensor(f"blk.{i}.ffn_gate_inp.weight") for i in range(layers))
     moe_intermediate = expert_rows(key, moe_layers)
     return dict(
@@ -90,10 +93,11 @@ def common_fields(key: GgufKeys, reads_rope_scaling: bool = False) -> dict:
         moe_intermediate_size=moe_intermediate,
         intermediate_size=key.integer("feed_forward_length", moe_intermediate),
         moe_layers=moe_layers,
-        attention_bias=key.has_tensor("blk.0.attn_q.bias"),
-        o_proj_bias=key.has_tensor("blk.0.attn_output.bias"),
-        clip_qkv=key.get("attention.clamp_kqv"),
-        shared_expert_intermediate_size=shared_rows(key, moe_layers),
+        layer_types=layer_types,
+        attention=AttentionArgs(attention_bias=key.has_tensor("blk.0.attn_q.bias"),
+                                o_proj_bias=key.has_tensor("blk.0.attn_output.bias"),
+                                clip_qkv=key.get("attention.clamp_kqv"), **attention),
+        shared_experts=SharedExpertArgs(shared_expert_intermediate_size=shared_rows(key, moe_layers)),
     )
 
 

@@ -13,6 +13,7 @@ In GGUF files, as llama.cpp's converter (Glm4MoeModel) and graph (src/models/glm
 
 from engine.errors import UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, first_present
+from engine.model.attention_args import AttentionArgs
 from engine.model.families.deepseek_config import deepseek_moe_fields
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_keys import GgufKeys
@@ -41,11 +42,12 @@ def read_config(config: dict) -> ModelArgs:
     return ModelArgs(
         model_type=MODEL_TYPE,
         **{**common, **moe},
-        attention_bias=bool(config.get("attention_bias", False)),
-        qk_norm="per_head" if config.get("use_qk_norm") else "none",
-        partial_rotary_factor=float(first_present(rope, "partial_rotary_factor",
-                                                  default=config.get("partial_rotary_factor",
-                                                                     DEFAULT_PARTIAL_ROTARY_FACTOR))),
+        attention=AttentionArgs(
+            attention_bias=bool(config.get("attention_bias", False)),
+            qk_norm="per_head" if config.get("use_qk_norm") else "none",
+            partial_rotary_factor=float(first_present(rope, "partial_rotary_factor",
+                                                      default=config.get("partial_rotary_factor",
+                                                                         DEFAULT_PARTIAL_ROTARY_FACTOR)))),
     )
 
 
@@ -91,10 +93,11 @@ def read_gguf(key: GgufKeys) -> ModelArgs:
 
 def check_convertible(args: ModelArgs) -> None:
     """llama.cpp's glm4moe graph picks the top-k over all experts: grouped routing that drops groups is refused."""
-    if args.topk_group < args.n_group:
+    router = args.router
+    if router.topk_group < router.n_group:
         raise UnsupportedModelError(
-            f"glm4_moe with n_group={args.n_group}, topk_group={args.topk_group}: llama.cpp's glm4moe graph does not "
-            "limit the experts to the best groups, so its GGUF would compute a different model")
+            f"glm4_moe with n_group={router.n_group}, topk_group={router.topk_group}: llama.cpp's glm4moe graph "
+            "does not limit the experts to the best groups, so its GGUF would compute a different model")
 
 
 def write_gguf_metadata(writer, args: ModelArgs) -> None:
@@ -102,14 +105,15 @@ def write_gguf_metadata(writer, args: ModelArgs) -> None:
     import gguf
 
     writer.add_leading_dense_block_count(args.moe_layers.index(True))
-    writer.add_expert_shared_count(args.n_shared_experts)
-    writer.add_expert_weights_scale(args.routed_scaling_factor)
-    writer.add_expert_weights_norm(args.norm_topk_prob)
+    router = args.router
+    writer.add_expert_shared_count(args.shared_experts.n_shared_experts)
+    writer.add_expert_weights_scale(router.routed_scaling_factor)
+    writer.add_expert_weights_norm(router.norm_topk_prob)
     writer.add_expert_gating_func(gguf.ExpertGatingFuncType(SIGMOID))
     writer.add_nextn_predict_layers(0)  # a checkpoint as transformers writes it holds no MTP layer
-    if args.n_group > 1:
-        writer.add_expert_group_count(args.n_group)
-        writer.add_expert_group_used_count(args.topk_group)
+    if router.n_group > 1:
+        writer.add_expert_group_count(router.n_group)
+        writer.add_expert_group_used_count(router.topk_group)
 
 
 FAMILY = Family(

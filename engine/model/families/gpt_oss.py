@@ -23,12 +23,15 @@ import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, first_present, require
+from engine.model.attention_args import AttentionArgs
 from engine.model.checkpoint_quant import expert_quant
+from engine.model.expert_args import ExpertArgs
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_checks import renormalising_moe
 from engine.model.families.gguf_keys import GgufKeys, common_fields
 from engine.model.families.tensor_spec import TensorSpec, as_f32
 from engine.model.published_configs import GPT_OSS_20B
+from engine.model.router_args import RouterArgs
 from engine.model.weight_names import MoeWeightNames
 from engine.model.yarn_config import Yarn, yarn_mscale
 from engine.quant.types import MXFP4
@@ -40,6 +43,7 @@ LAYER_TYPES = ("sliding_attention", "full_attention")
 DEFAULT_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
                 "original_max_position_embeddings": 4096}
 SWIGLU_ALPHA, SWIGLU_LIMIT = 1.702, 7.0  # llama.cpp's LLM_FFN_SWIGLU_OAI_MOE constants (not in the metadata)
+ROUTER = RouterArgs(norm_topk_prob=False, kind="topk_softmax", bias=True)
 GGUF_LAYER_MODULES = {"post_attention_layernorm": "post_attention_norm"}
 
 
@@ -70,39 +74,27 @@ def read_config(config: dict) -> ModelArgs:
         **common_args(config, num_experts, default_theta=150000.0, scaling_types=("yarn",)),
         moe_intermediate_size=intermediate,
         intermediate_size=intermediate,
-        norm_topk_prob=False,
-        attention_bias=bias,
-        o_proj_bias=bias,
+        router=ROUTER,
         layer_types=layer_types(config, require(config, "num_hidden_layers")),
-        sliding_window=window,
-        attention_sinks=True,
-        router="topk_softmax",
-        router_bias=True,
-        expert_bias=True,
-        expert_activation="clamped_swiglu",
-        swiglu_alpha=float(config.get("swiglu_alpha", 1.702)),
-        swiglu_limit=float(config.get("swiglu_limit", 7.0)),
+        attention=AttentionArgs(attention_bias=bias, o_proj_bias=bias, attention_sinks=True, sliding_window=window),
+        experts=ExpertArgs(activation="clamped_swiglu", bias=True, quant=expert_quant(config),
+                           swiglu_alpha=float(config.get("swiglu_alpha", 1.702)),
+                           swiglu_limit=float(config.get("swiglu_limit", 7.0))),
         norm_weight_fp32=True,
-        expert_quant=expert_quant(config),
     )
 
 
 def read_gguf(key: GgufKeys) -> ModelArgs:
-    common = common_fields(key, reads_rope_scaling=True)
+    layers = gguf_layer_types(key, key.integer("block_count"))
+    common = common_fields(key, reads_rope_scaling=True, attention_sinks=True, layer_types=layers,
+                           sliding_window=key.integer("attention.sliding_window"))
     return ModelArgs(
         model_type=MODEL_TYPE,
         **common,
-        norm_topk_prob=False,
-        layer_types=gguf_layer_types(key, common["num_hidden_layers"]),
-        sliding_window=key.integer("attention.sliding_window"),
         rope_scaling=gguf_yarn(key),
-        attention_sinks=True,
-        router="topk_softmax",
-        router_bias=True,
-        expert_bias=True,
-        expert_activation="clamped_swiglu",
-        swiglu_alpha=SWIGLU_ALPHA,
-        swiglu_limit=SWIGLU_LIMIT,
+        router=ROUTER,
+        experts=ExpertArgs(activation="clamped_swiglu", bias=True, swiglu_alpha=SWIGLU_ALPHA,
+                           swiglu_limit=SWIGLU_LIMIT),
         norm_weight_fp32=True,
     )
 
@@ -144,17 +136,18 @@ def gguf_yarn(key: GgufKeys) -> Yarn | None:
 def check_convertible(args: ModelArgs) -> None:
     """Refuses SwiGLU constants other than the ones llama.cpp's graph fixes."""
     renormalising_moe(ARCH, False)(args)
-    if (args.swiglu_alpha, args.swiglu_limit) != (SWIGLU_ALPHA, SWIGLU_LIMIT):
+    experts = args.experts
+    if (experts.swiglu_alpha, experts.swiglu_limit) != (SWIGLU_ALPHA, SWIGLU_LIMIT):
         raise UnsupportedModelError(
-            f"gpt_oss with swiglu_limit {args.swiglu_limit} and alpha {args.swiglu_alpha}: llama.cpp's gpt-oss graph "
-            f"fixes them at {SWIGLU_LIMIT} and {SWIGLU_ALPHA}, so its GGUF would compute a different model")
+            f"gpt_oss with swiglu_limit {experts.swiglu_limit} and alpha {experts.swiglu_alpha}: llama.cpp's gpt-oss "
+            f"graph fixes them at {SWIGLU_LIMIT} and {SWIGLU_ALPHA}, so its GGUF would compute a different model")
 
 
 def write_gguf_metadata(writer, args: ModelArgs) -> None:
     """The keys llama.cpp's gpt-oss reads beyond the shared ones: the sliding window and YaRN."""
     import gguf
 
-    writer.add_sliding_window(args.sliding_window)
+    writer.add_sliding_window(args.attention.sliding_window)
     yarn = args.rope_scaling
     if yarn is not None:
         writer.add_rope_scaling_type(gguf.RopeScalingType.YARN)
@@ -178,7 +171,7 @@ def gguf_expert_specs(args: ModelArgs, ckpt, names: MoeWeightNames, layer: int) 
              TensorSpec(blk + "ffn_up_exps.bias", (E, I), bias(1), True),
              TensorSpec(blk + "ffn_down_exps.bias", (E, D), down_bias, True)]
     shapes = {"gate": (E, I, D), "up": (E, I, D), "down": (E, D, I)}
-    if args.expert_quant:
+    if args.experts.quant:
         return specs + [TensorSpec(f"{blk}ffn_{p}_exps.weight", shape, _mxfp4(args, ckpt, names, layer, p),
                                    raw_type=MXFP4.ggml_id) for p, shape in shapes.items()]
     return specs + [TensorSpec(f"{blk}ffn_{p}_exps.weight", shape, _dense(args, ckpt, names, layer, p))

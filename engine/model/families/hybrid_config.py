@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from engine.errors import ModelFormatError
 from engine.model.args import ModelArgs, common_args, first_present, require, rope_params
+from engine.model.attention_args import AttentionArgs
 from engine.model.linear_args import LinearAttentionArgs
+from engine.model.router_args import RouterArgs
+from engine.model.shared_expert_args import SharedExpertArgs
 
 LAYER_KINDS = ("linear_attention", "full_attention")
 
@@ -42,13 +45,15 @@ def hybrid_args(config: dict, model_type: str, projections: str, norm_topk_prob:
         **common_args(config, require(config, "num_experts"), default_theta=10000.0),
         moe_intermediate_size=require(config, "moe_intermediate_size"),
         intermediate_size=config.get("intermediate_size") or 0,
-        norm_topk_prob=norm_topk_prob,
-        attention_bias=bool(config.get("attention_bias", False)),
-        o_proj_bias=bool(config.get("attention_bias", False)),
-        qk_norm="per_head",  # zero-centred in engine.model.hybrid_layers.GatedAttention
-        shared_expert_intermediate_size=config.get("shared_expert_intermediate_size") or 0,
-        partial_rotary_factor=float(factor),
+        router=RouterArgs(norm_topk_prob=norm_topk_prob),
+        attention=AttentionArgs(
+            attention_bias=bool(config.get("attention_bias", False)),
+            o_proj_bias=bool(config.get("attention_bias", False)),
+            qk_norm="per_head",  # zero-centred in engine.model.hybrid_layers.GatedAttention
+            partial_rotary_factor=float(factor),
+            attention_output_gate=True),
         layer_types=layer_types(config, num_layers),
+        shared_experts=SharedExpertArgs(
+            shared_expert_intermediate_size=config.get("shared_expert_intermediate_size") or 0),
         linear=linear_args(config, projections),
-        attention_output_gate=True,
     )

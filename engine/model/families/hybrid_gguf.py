@@ -96,11 +96,11 @@ def check_convertible(args: ModelArgs, arch: str) -> None:
     """What llama.cpp's graph fixes: top-k renormalised, experts (and a shared expert) in every layer, no attention
     biases, equal key and value head dims in the DeltaNet, the default RoPE, full attention every n-th layer."""
     problems = []
-    if not args.norm_topk_prob:
+    if not args.router.norm_topk_prob:
         problems.append("norm_topk_prob=false (llama.cpp always renormalises the top-k router weights)")
-    if not all(args.moe_layers) or not args.shared_expert_intermediate_size:
+    if not all(args.moe_layers) or not args.shared_experts.shared_expert_intermediate_size:
         problems.append("layers without experts or without the shared expert")
-    if args.attention_bias:
+    if args.attention.attention_bias:
         problems.append("attention biases")
     if args.linear.key_head_dim != args.linear.value_head_dim:
         problems.append("linear_key_head_dim != linear_value_head_dim")

@@ -5,9 +5,11 @@ bias (engine.model.sigmoid_router). Plain RMSNorm everywhere; the final norm is 
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, first_present, require
+from engine.model.attention_args import AttentionArgs
 from engine.model.families.family import Family
 from engine.model.published_configs import LFM2_8B_A1B
 from engine.model.renamed_weights import RenamedWeightNames
+from engine.model.router_args import RouterArgs
 from engine.model.short_conv_args import ShortConvArgs
 
 MODEL_TYPE = "lfm2_moe"
@@ -56,10 +58,9 @@ def read_config(config: dict) -> ModelArgs:
         **fields,
         moe_intermediate_size=require(config, "moe_intermediate_size"),
         intermediate_size=config.get("intermediate_size") or 0,
-        norm_topk_prob=bool(config.get("norm_topk_prob", True)),
-        qk_norm="per_head",
-        router="sigmoid_topk",
-        routed_scaling_factor=float(config.get("routed_scaling_factor") or 1.0),
+        router=RouterArgs(norm_topk_prob=bool(config.get("norm_topk_prob", True)), kind="sigmoid_topk",
+                          routed_scaling_factor=float(config.get("routed_scaling_factor") or 1.0)),
+        attention=AttentionArgs(qk_norm="per_head"),
         layer_types=layer_types(config, num_layers),
         short_conv=ShortConvArgs(conv_kernel_dim=require(config, "conv_L_cache"),
                                  bias=bool(config.get("conv_bias", False))),

@@ -14,8 +14,10 @@ from dataclasses import dataclass
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, require, rope_params
+from engine.model.attention_args import AttentionArgs
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_keys import GgufKeys
+from engine.model.router_args import RouterArgs
 from engine.model.weight_names import MoeWeightNames
 
 MODEL_TYPE, ARCH = "minimax_m2", "minimax-m2"
@@ -58,11 +60,9 @@ def read_config(config: dict) -> ModelArgs:
         **{**common, "moe_layers": (True,) * common["num_hidden_layers"]},
         moe_intermediate_size=require(config, "intermediate_size"),
         intermediate_size=0,
-        norm_topk_prob=True,
-        qk_norm="full",
-        partial_rotary_factor=partial_rotary_factor(config, common["head_dim"]),
-        router="grouped",
-        topk_method="noaux_tc",
+        router=RouterArgs(norm_topk_prob=True, kind="grouped", topk_method="noaux_tc"),
+        attention=AttentionArgs(qk_norm="full",
+                                partial_rotary_factor=partial_rotary_factor(config, common["head_dim"])),
     )
 
 

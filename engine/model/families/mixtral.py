@@ -6,6 +6,7 @@ from engine.model.args import ModelArgs, common_args, first_present, require
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_checks import renormalising_moe
 from engine.model.families.gguf_keys import GgufKeys, common_fields
+from engine.model.router_args import RouterArgs
 from engine.model.weight_names import MIXTRAL_STYLE
 
 MODEL_TYPE, ARCH = "mixtral", "llama"
@@ -25,13 +26,13 @@ def read_config(config: dict) -> ModelArgs:
         **common_args(config, num_experts, default_theta=1e6),
         moe_intermediate_size=intermediate,
         intermediate_size=intermediate,
-        norm_topk_prob=True,
-        router_weights_fp32=True,
+        router=RouterArgs(norm_topk_prob=True, weights_fp32=True),
     )
 
 
 def read_gguf(key: GgufKeys) -> ModelArgs:
-    return ModelArgs(model_type=MODEL_TYPE, **common_fields(key), norm_topk_prob=True, router_weights_fp32=True)
+    return ModelArgs(model_type=MODEL_TYPE, **common_fields(key),
+                     router=RouterArgs(norm_topk_prob=True, weights_fp32=True))
 
 
 FAMILY = Family(

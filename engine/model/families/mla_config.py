@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from engine.errors import ModelFormatError
 from engine.model.args import require
+from engine.model.attention_args import AttentionArgs
+from engine.model.latent_attention_args import LatentAttentionArgs
 from engine.model.yarn_config import Yarn, yarn_mscale
 
 
@@ -27,16 +29,13 @@ def mla_args(config: dict, rope_layout: str, yarn: Yarn | None) -> dict:
         q_lora_rank = require(config, "q_lora_rank")
     if rank <= 0 or rope_dim <= 0 or rope_dim % 2 or nope_dim < 0 or v_dim <= 0:
         raise ModelFormatError("config.json: kv_lora_rank, v_head_dim and an even qk_rope_head_dim must be positive")
+    bias = bool(config.get("attention_bias", False))
     return dict(
-        kv_lora_rank=rank,
-        q_lora_rank=q_lora_rank or None,
-        qk_nope_head_dim=nope_dim,
-        v_head_dim=v_dim,
+        mla=LatentAttentionArgs(kv_lora_rank=rank, q_lora_rank=q_lora_rank or None, qk_nope_head_dim=nope_dim,
+                                v_head_dim=v_dim),
         head_dim=rope_dim,
         num_key_value_heads=config.get("num_attention_heads"),
-        rope_layout=rope_layout,
-        attention_scale=attention_scale(nope_dim + rope_dim, yarn),
-        attention_bias=bool(config.get("attention_bias", False)),
-        o_proj_bias=bool(config.get("attention_bias", False)),
+        attention=AttentionArgs(rope_layout=rope_layout, attention_scale=attention_scale(nope_dim + rope_dim, yarn),
+                                attention_bias=bias, o_proj_bias=bias),
     )
 

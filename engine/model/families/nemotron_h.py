@@ -10,9 +10,13 @@ from dataclasses import dataclass
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, first_present, require
+from engine.model.attention_args import AttentionArgs
+from engine.model.expert_args import ExpertArgs
 from engine.model.families.family import Family
 from engine.model.mamba2_args import Mamba2Args
 from engine.model.published_configs import NEMOTRON_3_NANO_30B_A3B
+from engine.model.router_args import RouterArgs
+from engine.model.shared_expert_args import SharedExpertArgs
 from engine.model.weight_names import MoeWeightNames
 
 MODEL_TYPE = "nemotron_h"
@@ -102,16 +106,16 @@ def read_config(config: dict) -> ModelArgs:
         **fields,
         moe_intermediate_size=require(config, "moe_intermediate_size"),
         intermediate_size=config.get("intermediate_size") or 0,
-        norm_topk_prob=bool(config.get("norm_topk_prob", True)),
-        shared_expert_intermediate_size=config.get("moe_shared_expert_intermediate_size") or 0,
-        router="grouped", topk_method="noaux_tc", n_group=config.get("n_group") or 1,
-        topk_group=config.get("topk_group") or 1,
-        routed_scaling_factor=float(config.get("routed_scaling_factor") or 1.0),
-        expert_activation="relu_squared",
-        partial_rotary_factor=0.0,  # no RoPE: engine.model.hybrid_layers.UnrotatedAttention
+        router=RouterArgs(norm_topk_prob=bool(config.get("norm_topk_prob", True)), kind="grouped",
+                          topk_method="noaux_tc", n_group=config.get("n_group") or 1,
+                          topk_group=config.get("topk_group") or 1,
+                          routed_scaling_factor=float(config.get("routed_scaling_factor") or 1.0)),
+        shared_experts=SharedExpertArgs(
+            shared_expert_intermediate_size=config.get("moe_shared_expert_intermediate_size") or 0),
+        experts=ExpertArgs(activation="relu_squared", latent_size=config.get("moe_latent_size") or 0),
+        attention=AttentionArgs(partial_rotary_factor=0.0),  # no RoPE: hybrid_layers.UnrotatedAttention
         layer_types=types,
         mamba=mamba_args(config),
-        moe_latent_size=config.get("moe_latent_size") or 0,
     )
 
 

@@ -3,9 +3,11 @@ llama.cpp's graph never renormalises the top-k router weights."""
 
 from engine.errors import UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, first_present, require
+from engine.model.attention_args import AttentionArgs
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_checks import experts_in_every_layer, fixed_renormalisation
 from engine.model.families.gguf_keys import GgufKeys, common_fields
+from engine.model.router_args import RouterArgs
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE, ARCH = "olmoe", "olmoe"
@@ -19,16 +21,16 @@ def read_config(config: dict) -> ModelArgs:
         **common_args(config, num_experts, default_theta=10000.0),
         moe_intermediate_size=intermediate,
         intermediate_size=intermediate,
-        norm_topk_prob=bool(config.get("norm_topk_prob", False)),
-        attention_bias=bool(config.get("attention_bias", False)),
-        o_proj_bias=bool(config.get("attention_bias", False)),
-        qk_norm="full",
-        clip_qkv=config.get("clip_qkv"),
+        router=RouterArgs(norm_topk_prob=bool(config.get("norm_topk_prob", False))),
+        attention=AttentionArgs(attention_bias=bool(config.get("attention_bias", False)),
+                                o_proj_bias=bool(config.get("attention_bias", False)), qk_norm="full",
+                                clip_qkv=config.get("clip_qkv")),
     )
 
 
 def read_gguf(key: GgufKeys) -> ModelArgs:
-    return ModelArgs(model_type=MODEL_TYPE, **common_fields(key), norm_topk_prob=False, qk_norm="full")
+    return ModelArgs(model_type=MODEL_TYPE, **common_fields(key, qk_norm="full"),
+                     router=RouterArgs(norm_topk_prob=False))
 
 
 def check_convertible(args: ModelArgs) -> None:

@@ -2,9 +2,12 @@
 sigmoid gate; llama.cpp's graph never renormalises the top-k router weights."""
 
 from engine.model.args import ModelArgs, common_args, first_present, require
+from engine.model.attention_args import AttentionArgs
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_checks import renormalising_moe
 from engine.model.families.gguf_keys import GgufKeys, common_fields
+from engine.model.router_args import RouterArgs
+from engine.model.shared_expert_args import SharedExpertArgs
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE, ARCH = "qwen2_moe", "qwen2moe"
@@ -17,14 +20,15 @@ def read_config(config: dict) -> ModelArgs:
         **common_args(config, num_experts, default_theta=10000.0),
         moe_intermediate_size=require(config, "moe_intermediate_size"),
         intermediate_size=config.get("intermediate_size") or 0,
-        norm_topk_prob=bool(config.get("norm_topk_prob", False)),
-        attention_bias=bool(config.get("qkv_bias", True)),
-        shared_expert_intermediate_size=require(config, "shared_expert_intermediate_size"),
+        router=RouterArgs(norm_topk_prob=bool(config.get("norm_topk_prob", False))),
+        attention=AttentionArgs(attention_bias=bool(config.get("qkv_bias", True))),
+        shared_experts=SharedExpertArgs(
+            shared_expert_intermediate_size=require(config, "shared_expert_intermediate_size")),
     )
 
 
 def read_gguf(key: GgufKeys) -> ModelArgs:
-    return ModelArgs(model_type=MODEL_TYPE, **common_fields(key), norm_topk_prob=False)
+    return ModelArgs(model_type=MODEL_TYPE, **common_fields(key), router=RouterArgs(norm_topk_prob=False))
 
 
 FAMILY = Family(

@@ -2,9 +2,11 @@
 top-k renormalisation (always on in llama.cpp's graph)."""
 
 from engine.model.args import ModelArgs, common_args, first_present, require
+from engine.model.attention_args import AttentionArgs
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_checks import renormalising_moe
 from engine.model.families.gguf_keys import GgufKeys, common_fields
+from engine.model.router_args import RouterArgs
 from engine.model.weight_names import QWEN_STYLE
 
 MODEL_TYPE, ARCH = "qwen3_moe", "qwen3moe"
@@ -17,15 +19,15 @@ def read_config(config: dict) -> ModelArgs:
         **common_args(config, num_experts, default_theta=10000.0),
         moe_intermediate_size=require(config, "moe_intermediate_size"),
         intermediate_size=config.get("intermediate_size") or 0,
-        norm_topk_prob=bool(config.get("norm_topk_prob", False)),
-        attention_bias=bool(config.get("attention_bias", False)),
-        o_proj_bias=bool(config.get("attention_bias", False)),
-        qk_norm="per_head",
+        router=RouterArgs(norm_topk_prob=bool(config.get("norm_topk_prob", False))),
+        attention=AttentionArgs(attention_bias=bool(config.get("attention_bias", False)),
+                                o_proj_bias=bool(config.get("attention_bias", False)), qk_norm="per_head"),
     )
 
 
 def read_gguf(key: GgufKeys) -> ModelArgs:
-    return ModelArgs(model_type=MODEL_TYPE, **common_fields(key), norm_topk_prob=True, qk_norm="per_head")
+    return ModelArgs(model_type=MODEL_TYPE, **common_fields(key, qk_norm="per_head"),
+                     router=RouterArgs(norm_topk_prob=True))
 
 
 FAMILY = Family(

@@ -6,8 +6,10 @@ features of some of its blocks to the language model's first layers, added at th
 from dataclasses import replace
 
 from engine.model.args import ModelArgs, common_args, first_present, require
+from engine.model.attention_args import AttentionArgs
 from engine.model.families.family import Family
 from engine.model.families.vision_language import text_config
+from engine.model.router_args import RouterArgs
 from engine.model.weight_names import QWEN_STYLE
 from engine.vision.vision_args import vision_sizes
 
@@ -23,10 +25,9 @@ def read_config(config: dict) -> ModelArgs:
         **common_args(text, num_experts, default_theta=500000.0),
         moe_intermediate_size=require(text, "moe_intermediate_size"),
         intermediate_size=text.get("intermediate_size") or 0,
-        norm_topk_prob=True,  # its router always renormalises the top-k weights
-        attention_bias=bool(text.get("attention_bias", False)),
-        o_proj_bias=bool(text.get("attention_bias", False)),
-        qk_norm="per_head",
+        router=RouterArgs(norm_topk_prob=True),  # its router always renormalises the top-k weights
+        attention=AttentionArgs(attention_bias=bool(text.get("attention_bias", False)),
+                                o_proj_bias=bool(text.get("attention_bias", False)), qk_norm="per_head"),
     )
     rope = text.get("rope_parameters") or text.get("rope_scaling") or {}
     extra = {"mrope_section": list(rope.get("mrope_section") or DEFAULT_MROPE_SECTION),

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, require
+from engine.model.attention_args import AttentionArgs
+from engine.model.expert_args import ExpertArgs
+from engine.model.router_args import RouterArgs
 from engine.model.sandwich_args import SandwichArgs
 from engine.model.weight_names import MoeWeightNames
 
@@ -112,8 +115,9 @@ def sandwich_model_args(text: dict, model_type: str) -> ModelArgs:
     top_k = require(text, "top_k_experts")
     fields = common_args({**text, "num_experts_per_tok": top_k}, require(text, "num_experts"), 10_000.0)
     fields.update(model_type=model_type, moe_intermediate_size=require(text, "moe_intermediate_size"),
-                  intermediate_size=require(text, "intermediate_size"), norm_topk_prob=True, layer_types=kinds,
-                  sliding_window=require(text, "sliding_window"), expert_activation="gelu_tanh_glu",
-                  attention_scale=1.0, sandwich=sandwich_args(text, kinds))
+                  intermediate_size=require(text, "intermediate_size"), router=RouterArgs(norm_topk_prob=True),
+                  layer_types=kinds, experts=ExpertArgs(activation="gelu_tanh_glu"),
+                  attention=AttentionArgs(sliding_window=require(text, "sliding_window"), attention_scale=1.0),
+                  sandwich=sandwich_args(text, kinds))
     fields["rope_theta"] = fields["sandwich"].sliding_rope_theta
     return ModelArgs(**fields)
