@@ -42,6 +42,7 @@ def made_once(folder: Path, name: str, make):
     """The path (or tuple of paths) make() returned in the first process to ask for name; the others wait under a
     file lock and read it from folder/name.done (relative to folder), written only after make() returned (a process
     that died half-way left none). make() writes under folder."""
+    folder.mkdir(parents=True, exist_ok=True)
     done = folder / f"{name}.done"
     with lock_file(folder / f"{name}.lock"):
         if not done.exists():

@@ -3,8 +3,6 @@ or paged through any number of slots, with or without prefetch, greedy or seeded
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
@@ -50,14 +48,15 @@ def gather_limit(request, monkeypatch, tiny_model_dir):
 
 def expert_path(args) -> tuple:
     """What the code of a step's experts depends on besides the routed ids and weights, which the router computes
-    before any expert provider runs: what an expert computes (every `expert*`, `swiglu*` and `*shared*` field),
-    whether the weights stay fp32, and which layers are MoE layers of which stack. Where two models agree, the
-    providers and the expert layout run the same lines for both (engine/experts: only they read the gather limit)."""
-    names = [f.name for f in dataclasses.fields(args)
-             if f.name.startswith(("expert", "swiglu")) or "shared" in f.name]
-    assert {"expert_activation", "expert_bias", "expert_quant"} <= set(names), names
-    return (*(bool(getattr(args, n)) if "shared" in n else getattr(args, n) for n in names),
-            args.router.weights_fp32, all(args.moe_layers), args.linear is not None)
+    before any expert provider runs: what an expert computes (ModelArgs.experts: activation, biases, block type,
+    latent width), which shared experts run beside them, whether the weights stay fp32, and which layers are MoE
+    layers of which stack (the layer kinds of a hybrid or block stack, Gemma 4's sandwich layers). Where two models
+    agree, the providers and the expert layout run the same lines for both (engine/experts: only they read the
+    gather limit)."""
+    shared = args.shared_experts
+    return (args.experts, bool(shared.shared_expert_intermediate_size), bool(shared.n_shared_experts),
+            args.router.weights_fp32, all(args.moe_layers), args.is_hybrid and tuple(sorted(set(args.layer_types))),
+            args.sandwich is not None)
 
 
 def first_with_the_same_expert_path(tiny_model_dir, model_type: str) -> str:
