@@ -37,7 +37,7 @@ def test_fp32_greedy_tokens_match_transformers_on_cuda(vl_dir, name):
     from tests.vision import test_vl_tokens
 
     (tokens, _), = outputs(vl_dir, "float32", [CONVERSATIONS[name]])
-    assert list(tokens[: test_vl_tokens.MAX_TOKENS]) == reference_tokens(vl_dir, CONVERSATIONS[name])
+    assert list(tokens[: test_vl_tokens.MAX_TOKENS]) == reference_tokens(vl_dir, CONVERSATIONS[name], "cuda")
 
 
 def test_bf16_bitwise_across_expert_modes_with_a_text_stream_beside(vl_dir):

@@ -25,13 +25,15 @@ CONVERSATIONS = {
 }
 
 
-def reference_tokens(folder, messages) -> list[int]:
+def reference_tokens(folder, messages, device: str = "cpu") -> list[int]:
+    """transformers' greedy tokens, on device (on a CUDA machine its linear-attention layers take fla's Triton
+    kernels, which read CUDA tensors only)."""
     from transformers import AutoModelForImageTextToText
 
     images = [part["image"] for m in messages if isinstance(m["content"], list) for part in m["content"]
               if part["type"] == "image"]
-    inputs = reference_inputs(folder, messages, images)
-    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
+    inputs = {key: value.to(device) for key, value in reference_inputs(folder, messages, images).items()}
+    model = AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).to(device).eval()
     out = model.generate(**inputs, max_new_tokens=MAX_TOKENS, do_sample=False)
     return out[0, inputs["input_ids"].shape[1]:].tolist()
 
