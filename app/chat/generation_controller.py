@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from app.chat.context_fit import DEFAULT_POLICY, ContextFit, ContextFullError, fit_context
 from app.chat.conversation_model import ConversationModel, why_not_saved
 from app.chat.conversation_store import Message
-from app.chat.image_parts import content_with_images, estimated_tokens, is_remote, sees_images
+from app.chat.image_parts import content_with_images, estimated_tokens, sees_images
 from app.chat.sampling_extras import SamplingExtras
 from app.engine_api import api
 from app.speculation_choice import request_mode
@@ -301,7 +301,7 @@ class GenerationController(ToolTurns, QObject):
         if not digests or not sees_images(engine):
             return turn
         images = [data for data in map(self._model.store.images.get, digests) if data is not None]
-        return {**turn, "content": content_with_images(turn["content"], images, is_remote(engine))}
+        return {**turn, "content": content_with_images(turn["content"], images)}
 
     def _count(self, messages: list[Message]) -> int:
         """Tokens of a prompt made of these messages, counted by the engine (its template and tokenizer)."""

@@ -1,9 +1,7 @@
-"""A message's images in a chat request: engine.api's parts ({"type": "image", "image": bytes}) for Wisp's engine,
-OpenAI's image_url parts with data URLs for a remote server. Plain Python."""
+"""A message's images in a chat request: engine.api's parts ({"type": "image", "image": bytes}), for Wisp's engine and
+for a remote server alike (engine.api sends a remote server OpenAI's image_url parts). Plain Python."""
 
 from __future__ import annotations
-
-from app.chat.images import data_url
 
 REMOTE_MODEL_TYPE = "remote"  # ModelInfo.model_type of a remote OpenAI-compatible server
 TOKENS_PER_IMAGE_GUESS = 256  # a remote server's image tokens, where it cannot count them
@@ -18,17 +16,11 @@ def sees_images(engine) -> bool:
     return engine is not None and (is_remote(engine) or bool(getattr(engine, "sees_images", False)))
 
 
-def image_part(data: bytes, is_for_remote: bool) -> dict:
-    if is_for_remote:
-        return {"type": "image_url", "image_url": {"url": data_url(data)}}
-    return {"type": "image", "image": data}
-
-
-def content_with_images(text: str, images: list[bytes], is_for_remote: bool) -> str | list[dict]:
+def content_with_images(text: str, images: list[bytes]) -> str | list[dict]:
     """The images first, then the text (as the model's processor orders one user turn); plain text without images."""
     if not images:
         return text
-    parts = [image_part(data, is_for_remote) for data in images]
+    parts = [{"type": "image", "image": data} for data in images]
     return [*parts, {"type": "text", "text": text}] if text else parts
 
 

@@ -32,7 +32,7 @@ from engine.requests import GenerateRequest
 from engine.generation.core import FixedMemory
 from engine.generation.model_info import ModelInfo
 from engine.generation.throughput import Throughput
-from engine.vision.image_input import refuse_images
+from engine.vision.image_input import with_data_urls
 
 API_KEY_ENV = "WISP_REMOTE_API_KEY"
 POLL_S = 0.02
@@ -175,14 +175,13 @@ def request_body(request: GenerateRequest, model_id: str, has_extensions: bool) 
     if request.messages is not None:
         if request.tools:
             raise RequestError("tools are not sent on to remote servers; call the server itself")
-        refuse_images(request.messages, "a remote server")
         if request.reasoning_effort is not None:
             body["reasoning_effort"] = request.reasoning_effort
         if request.enable_thinking is not None and not has_extensions:
             raise RequestError("this remote server does not take chat_template_kwargs; leave thinking at its default")
         if request.enable_thinking is not None:
             body["chat_template_kwargs"] = {"enable_thinking": request.enable_thinking}
-        return "/chat/completions", {**body, "messages": list(request.messages), "logprobs": has_extensions}
+        return "/chat/completions", {**body, "messages": with_data_urls(request.messages), "logprobs": has_extensions}
     prompt = request.prompt if request.prompt is not None else list(request.prompt_token_ids)
     return "/completions", {**body, "prompt": prompt, **({"logprobs": 0} if has_extensions else {})}
 

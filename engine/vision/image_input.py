@@ -3,6 +3,7 @@ is queued (count, encoded size, a readable header, pixel count), and decoded in 
 
 from __future__ import annotations
 
+import base64
 import io
 import warnings
 
@@ -74,6 +75,27 @@ def decode_image(data: bytes, index: int) -> Image.Image:
         raise RequestError(f"image {index} is truncated or corrupt ({type(err).__name__}: {err})"[:200],
                            f"image {index}") from None
     return image
+
+
+def with_data_urls(messages) -> list:
+    """The messages with each {"type": "image", "image": bytes} part as OpenAI's image_url part (a data URL of the
+    image's own type), for a remote OpenAI-compatible server, which answers for its model."""
+    converted = []
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, (list, tuple)):
+            content = [{"type": "image_url", "image_url": {"url": data_url(part["image"])}}
+                       if isinstance(part, dict) and part.get("type") == "image" else part for part in content]
+            message = {**message, "content": content}
+        converted.append(message)
+    return converted
+
+
+def data_url(data: bytes) -> str:
+    """data:<the image's MIME type>;base64,... (the request checks let only PNG, JPEG, WebP and GIF through)."""
+    with Image.open(io.BytesIO(bytes(data))) as picture:
+        mime = Image.MIME.get(picture.format or "", "application/octet-stream")
+    return f"data:{mime};base64,{base64.b64encode(bytes(data)).decode('ascii')}"
 
 
 def refuse_images(messages, model_type: str) -> None:

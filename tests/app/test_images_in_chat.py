@@ -21,7 +21,6 @@ from app.chat.image_parts import sees_images
 from app.chat.images import NO_IMAGES
 from app.chat.markdown_render import RenderStyle
 from app.engine_bridge import EngineBridge
-from tests.app.image_contract import image_parts_accepted  # noqa: F401 (a fixture)
 from tests.scripted_engine import ScriptedEngine, request_images
 
 STYLE = RenderStyle("default", "#f6f8fa", "#eeeeee", "#888888", "#0969da")
@@ -65,8 +64,7 @@ def drop(widget, paths) -> bool:
     return event.isAccepted()
 
 
-def test_an_attached_image_goes_with_the_message_and_stays_with_the_chat(qtbot, tmp_path, monkeypatch,
-                                                                         image_parts_accepted):
+def test_an_attached_image_goes_with_the_message_and_stays_with_the_chat(qtbot, tmp_path, monkeypatch):
     screenshot = picture(40, 30)
     (tmp_path / "error.png").write_bytes(screenshot)
     chosen = []
@@ -153,7 +151,7 @@ def test_a_model_without_images_disables_attaching_and_says_why(qtbot, tmp_path)
     assert composer.images() == [] and composer.notice_label.isVisible()
 
 
-def test_a_remote_server_gets_data_urls(qtbot, tmp_path, image_parts_accepted):
+def test_a_remote_server_gets_the_images(qtbot, tmp_path):
     scripted = ScriptedEngine([("Ok", "")], sees_images=True)
     # a remote server's engine cannot know what the server's model takes: the app sends, the server answers
     remote = SimpleNamespace(info=SimpleNamespace(**{**vars(scripted.info), "model_type": "remote"}),
@@ -163,13 +161,12 @@ def test_a_remote_server_gets_data_urls(qtbot, tmp_path, image_parts_accepted):
     image = picture(4, 4)
     parts.controller.send("Describe", images=(image,))
     qtbot.waitUntil(lambda: not parts.controller.is_busy, timeout=10_000)
-    image_part, text_part = scripted.requests[-1].messages[-1]["content"]
-    assert image_part == {"type": "image_url",
-                          "image_url": {"url": "data:image/png;base64," + base64.b64encode(image).decode()}}
+    image_part, text_part = scripted.requests[-1].messages[-1]["content"]  # engine.api sends them as data URLs
+    assert image_part == {"type": "image", "image": image}
     assert text_part == {"type": "text", "text": "Describe"}
 
 
-def test_exports_embed_the_images_and_deleting_the_chat_removes_them(qtbot, tmp_path, image_parts_accepted):
+def test_exports_embed_the_images_and_deleting_the_chat_removes_them(qtbot, tmp_path):
     engine = ScriptedEngine([("Ok", "")], sees_images=True)
     parts = chat_parts(qtbot, tmp_path / "chats.sqlite", engine)
     image = picture(4, 4)

@@ -108,8 +108,17 @@ def test_the_prefix_cache_keys_image_tokens_by_the_image_bytes():
     assert same.num_cached_tokens == 16  # every full block before the last token (which is always recomputed)
 
 
-def test_a_remote_server_is_not_sent_images():
+def test_a_remote_server_gets_image_url_parts_with_data_urls():
+    """engine.backends.remote sends OpenAI's image_url parts, each a data URL of the image's own type."""
+    import base64
+
     from engine.backends.remote import request_body
 
-    with pytest.raises(RequestError, match=r"this model does not take images \(a remote server\)"):
-        request_body(GenerateRequest(messages=image_message(PICTURE)), "m", False)
+    jpeg = encoded_image(30, 30, 2, fmt="JPEG")
+    _, body = request_body(GenerateRequest(messages=image_message(PICTURE, jpeg)), "m", False)
+    first, second, text = body["messages"][0]["content"]
+    assert first == {"type": "image_url",
+                     "image_url": {"url": "data:image/png;base64," + base64.b64encode(PICTURE).decode()}}
+    assert second["image_url"]["url"].startswith("data:image/jpeg;base64,")
+    assert base64.b64decode(second["image_url"]["url"].split(",", 1)[1]) == jpeg
+    assert text == {"type": "text", "text": "def fib(n):"}
