@@ -129,7 +129,7 @@ def test_graphed_decode_steps_give_the_same_bits(store, slots):
 
 @pytest.mark.parametrize("types", [TYPES, expert_types("MXFP4_MOE", [0, 2], 3)], ids=["k-quants", "MXFP4"])
 def test_synthetic_experts_are_finite_and_small(types):
-    args = SimpleNamespace(hidden_size=D, moe_intermediate_size=I, num_experts=4)
+    args = SimpleNamespace(hidden_size=D, expert_hidden_size=D, moe_intermediate_size=I, num_experts=4)
     store = synthetic_quant_experts(args, types, CPU, host=False)
     for layer in types:
         fmt = store.layout.for_layer(layer)
