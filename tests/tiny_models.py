@@ -34,19 +34,21 @@ GPT_OSS_YARN = {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_sl
 GPT_OSS_WINDOW, GPT_OSS_SWIGLU_LIMIT = 8, 1.5
 
 
-def save_tokenizer(folder: Path) -> None:
+def save_tokenizer(folder: Path, specials: list[str] = SPECIALS, chat_template: str = CHAT_TEMPLATE):
+    """A byte-level BPE tokenizer trained on CORPUS, with the special tokens and chat template given; saved to folder."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIALS,
+    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=specials,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(CORPUS, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = chat_template
     fast.save_pretrained(folder)
+    return fast
 
 
 def qwen3_moe_model(common: dict):

@@ -211,3 +211,20 @@ def test_the_warm_up_before_a_graph_capture_leaves_the_states_as_the_step_left_t
             for index in range(len(padded.model.layers)):
                 padded.dense_part(index)
         assert not all(torch.equal(a, b) for a, b in zip(before, states()))
+
+
+@pytest.mark.parametrize("model_type", ["lfm2_moe", "nemotron_h"])
+def test_static_decode_gives_the_dynamic_decodes_tokens_batched(tiny_model_dir, model_type):
+    """The padded decode step of the short-conv and Mamba-2 stacks (forward_padded at each sequence's state slot:
+    what CUDA graphs capture) against the per-sequence path, three prompts of different lengths batched."""
+    folder = tiny_model_dir(model_type)
+    prompts = ["def fib(n):", "The quick brown fox jumps over the lazy dog", "class Stack:\n    def push(self):"]
+
+    def batch(decode: str):
+        with Engine(EngineOptions(model=str(folder), device="cpu", decode=decode)) as engine:
+            handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=SamplingParams(max_tokens=12,
+                                                                                            ignore_eos=True))
+                                           for p in prompts])
+            return [list(h.result().token_ids) for h in handles]
+
+    assert batch("static") == batch("dynamic")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.families import lfm2_moe
 from engine.model.latent_cache import new_kv_cache
@@ -55,22 +54,6 @@ def test_layer_types_from_full_attn_idxs_and_errors():
     assert lfm2_moe.read_config(config).moe_layers == (False, True, True, True)
     with pytest.raises(ModelFormatError, match="layer_types"):
         lfm2_moe.read_config(dict(CONFIG, layer_types=["conv", "mamba", "conv", "conv"]))
-
-
-def test_static_decode_gives_the_dynamic_decodes_tokens_batched(tiny_model_dir):
-    """The padded decode step (forward_padded at each sequence's state slot: what CUDA graphs capture) against the
-    per-sequence path, three prompts of different lengths batched."""
-    folder = tiny_model_dir("lfm2_moe")
-    prompts = ["def fib(n):", "The quick brown fox jumps over the lazy dog", "class Stack:\n    def push(self):"]
-
-    def batch(decode: str):
-        with Engine(EngineOptions(model=str(folder), device="cpu", decode=decode)) as engine:
-            handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=SamplingParams(max_tokens=12,
-                                                                                            ignore_eos=True))
-                                           for p in prompts])
-            return [list(h.result().token_ids) for h in handles]
-
-    assert batch("static") == batch("dynamic")
 
 
 def test_published_shape_reads():

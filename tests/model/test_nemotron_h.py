@@ -8,7 +8,6 @@ import json
 import pytest
 import torch
 
-from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.families import nemotron_h
 from engine.model.latent_cache import new_kv_cache
@@ -89,19 +88,3 @@ def test_config_errors_name_the_field(change, error):
     config.update(change)
     with pytest.raises(error):
         nemotron_h.read_config(config)
-
-
-def test_static_decode_gives_the_dynamic_decodes_tokens_batched(tiny_model_dir):
-    """The padded decode step (forward_padded at each sequence's state slot: what CUDA graphs capture) against the
-    per-sequence path, three prompts of different lengths batched."""
-    folder = tiny_model_dir("nemotron_h")
-    prompts = ["def fib(n):", "The quick brown fox jumps over the lazy dog", "class Stack:\n    def push(self):"]
-
-    def batch(decode: str):
-        with Engine(EngineOptions(model=str(folder), device="cpu", decode=decode)) as engine:
-            handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=SamplingParams(max_tokens=12,
-                                                                                            ignore_eos=True))
-                                           for p in prompts])
-            return [list(h.result().token_ids) for h in handles]
-
-    assert batch("static") == batch("dynamic")

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from tests.tiny_models import CORPUS, VOCAB, hybrid_model
+from tests.tiny_models import VOCAB, hybrid_model, save_tokenizer
 
 VISION_SPECIALS = ["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", *VISION_SPECIALS]
@@ -27,18 +27,7 @@ MIN_PIXELS, MAX_PIXELS = 32 * 32, 96 * 96  # small grids: a few tokens per image
 
 
 def save_vl_tokenizer(folder: Path):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(CORPUS, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(folder)
+    fast = save_tokenizer(folder, SPECIALS, CHAT_TEMPLATE)
     assert [fast.convert_tokens_to_ids(t) for t in VISION_SPECIALS] == list(TOKEN_IDS.values())
     return fast
 
