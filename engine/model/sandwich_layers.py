@@ -11,7 +11,7 @@ from torch import nn
 
 from engine.experts.routing.dispatch import route as softmax_route
 from engine.model.args import ModelArgs
-from engine.model.layers import RotaryEmbedding
+from engine.model.layers import DenseMLP, RotaryEmbedding
 
 
 class PowRMSNorm(nn.Module):
@@ -56,14 +56,8 @@ class SandwichRotary(nn.Module):
         return (*self.sliding(positions, dtype), *self.full(positions, dtype))
 
 
-class GeluGatedMLP(nn.Module):
-    """down(gelu_tanh(gate(x)) * up(x)): the dense MLP beside the experts."""
-
-    def __init__(self, hidden: int, intermediate: int):
-        super().__init__()
-        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
-        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
-        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+class GeluGatedMLP(DenseMLP):
+    """down(gelu_tanh(gate(x)) * up(x)): the dense MLP beside the experts (DenseMLP's projections, GELU's gate)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.gelu(self.gate_proj(x), approximate="tanh") * self.up_proj(x))
