@@ -16,14 +16,6 @@ pytest.importorskip("triton", reason="the device pager's kernels need Triton")
 EXPERTS, TOP_K, LAYERS = 16, 4, [0, 1]
 
 
-@pytest.fixture(autouse=True)
-def held_rows_on(monkeypatch):
-    """The held rows are a bench parameter until a GPU run has checked them (engine.experts.pager.held_rows.IS_ON)."""
-    from engine.experts.pager import held_rows
-
-    monkeypatch.setattr(held_rows, "IS_ON", True)
-
-
 @pytest.fixture
 def store():
     from engine.experts.formats.store import ExpertStore

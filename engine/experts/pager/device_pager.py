@@ -13,7 +13,6 @@ import torch
 from engine.experts.pager import pager_kernels
 from engine.experts.counters import ExpertCounters
 from engine.experts.pager.device_lru import DeviceLRU
-from engine.experts.pager import held_rows
 from engine.experts.pager.held_rows import HeldRows, holds_every_expert
 from engine.experts.routing.dispatch import combine, is_small_step
 from engine.experts.pager.host_pager import HostPager
@@ -57,7 +56,7 @@ class DevicePager(GraphedExperts):
         if self.owner == "host":
             pager.copies.synchronize()
             self.state.push(pager.lru)
-            if held_rows.IS_ON and holds_every_expert(pager.lru, pager.host.num_experts):
+            if holds_every_expert(pager.lru, pager.host.num_experts):
                 self.hold_all().fill_from_lrus(pager.lru)
             else:
                 self.stop_holding_all()
@@ -117,7 +116,7 @@ class DevicePager(GraphedExperts):
                 self.counters.count(layer, hits, 0)
         for layer, ids in routed if self.feed.has_listeners else []:
             self.feed.publish_ids(layer, ids, is_decode=True)
-        if held_rows.IS_ON and self.held is None and self.owner == "device" and self.is_filled():
+        if self.held is None and self.owner == "device" and self.is_filled():
             self.hold_all().fill_from_device(self.state.expert_slot, self.state.base)
 
     def is_filled(self) -> bool:

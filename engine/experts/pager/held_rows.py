@@ -15,8 +15,6 @@ from engine.alloc.expert_lru import ExpertLRU
 from engine.alloc.miss_curve import step_unique
 
 
-IS_ON = False  # graphed steps take the held rows once the pool holds everything (off until a GPU run has checked it)
-
 
 def holds_every_expert(lrus: dict[int, ExpertLRU], num_experts: int) -> bool:
     return all(len(lru.slots) == num_experts for lru in lrus.values())
