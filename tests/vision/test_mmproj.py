@@ -11,7 +11,7 @@ import pytest
 import torch
 from PIL import Image
 
-from engine.api import Engine, EngineOptions, engine_plan
+from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams, engine_plan
 from engine.errors import ModelFormatError, RequestError
 from engine.gguf.mmproj_tower import load_mmproj_vision
 from engine.gguf.mmproj_writer import write_mmproj
@@ -109,3 +109,22 @@ def with_key(source, target, key: str, value: int) -> None:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def test_wisp_run_takes_the_mmproj_option(tiny_vl_dir, tiny_vl_gguf, tmp_path, capsys):
+    import json
+
+    from engine.cli import main
+
+    model, picture = tmp_path / "model.gguf", tmp_path / "a.png"
+    shutil.copy(tiny_vl_gguf, model)
+    picture.write_bytes(encoded_image(70, 50, 1))
+    assert main(["run", str(model), "--mmproj", str(tiny_vl_gguf.parent / "mmproj-tiny-f32.gguf"), "--device", "cpu",
+                 "--dtype", "float32", "--max-tokens", "8", "--temperature", "0", "--chat",
+                 "--image", str(picture), "--prompt", "def fib(n):", "--json"]) == 0
+    messages = [{"role": "user", "content": [{"type": "image", "image": picture.read_bytes()},
+                                             {"type": "text", "text": "def fib(n):"}]}]
+    with Engine(EngineOptions(model=str(tiny_vl_dir), device="cpu", dtype="float32")) as engine:
+        reply = engine.generate(GenerateRequest(messages=tuple(messages),
+                                                sampling=SamplingParams(temperature=0.0, max_tokens=8)))
+    assert json.loads(capsys.readouterr().out)["token_ids"] == list(reply.token_ids)
