@@ -18,7 +18,7 @@ from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.gguf.convert import ConvertResult, encode, import_gguf
 from engine.gguf.mmproj_file import ARCHITECTURE, PROJECTORS
 from engine.gguf.mmproj_names import PATCH_WEIGHT, mmproj_tensor_name, patch_weight_names
-from engine.vision.load_tower import PREFIX, tower_shards
+from engine.vision.tower_files import PREFIX, tower_shards
 from engine.vision.preprocess import ImageProcessing
 from engine.vision.tower import VisionTower
 from engine.vision.vision_args import VisionArgs, vision_args
