@@ -113,3 +113,16 @@ def test_the_plan_counts_the_towers_weights(gemma4_dir):
         tower = Gemma4VisionTower(args)
     assert gemma4_num_params(args) == sum(p.numel() for p in tower.parameters())
     assert read_args(gemma4_dir).extra["vision_params"] == gemma4_num_params(args)
+
+
+def test_a_second_turn_reuses_the_cached_image_blocks_with_the_same_outputs(gemma4_dir):
+    """Blocks of 4: both images' tokens come from the cache (their keys and values computed with each image whole
+    in view); the rest of the prompt attends to them as a fresh run does."""
+    first = CONVERSATIONS["two images then text"]
+    with Engine(EngineOptions(model=str(gemma4_dir), device="cpu", dtype="float32", block_size=4)) as engine:
+        reply = engine.generate(GenerateRequest(messages=tuple(first), sampling=GREEDY))
+        second = (*first, {"role": "assistant", "content": reply.text}, {"role": "user", "content": "def fib"})
+        cached = engine.generate(GenerateRequest(messages=second, sampling=GREEDY))
+    assert cached.stats.cached_prompt_tokens >= 12 + 45
+    tokens, logprobs = wisp_outputs(gemma4_dir, second)
+    assert list(cached.token_ids) == tokens and list(cached.logprobs) == pytest.approx(logprobs, abs=1e-5)
