@@ -49,6 +49,8 @@ class EngineOptions:
     # safetensors checkpoints: None keeps the dense weights in the compute dtype; "q8_0" quantizes the linear layers
     # and the embedding to Q8_0 at load (engine.quant.dense_quant): less device memory, other outputs
     dense_quant: str | None = None
+    # .gguf files on Wisp's engine: the vision tower's mmproj file; None finds one beside the model (mmproj*.gguf)
+    mmproj: str | None = None
     n_gpu_layers: int | None = None  # GGUF (llama.cpp) only: layers offloaded to the GPU, None = all
     n_cpu_moe: int = 0  # GGUF (llama.cpp) only: the first N layers keep their experts on the CPU (--n-cpu-moe)
     api_key: str | None = field(default=None, repr=False)  # remote servers only (model = http(s)://host:port/v1)

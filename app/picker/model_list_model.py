@@ -12,6 +12,7 @@ COLUMNS = ("Model", "Source", "Architecture", "Experts", "Size", "At this budget
 SOURCES = {"demo": "bundled demo", "hf-cache": "Hugging Face cache", "folder": "folder", "gguf": "GGUF file",
            "remote": "remote server"}
 LOADED_MARK = " (loaded)"
+IMAGES_MARK = " · sees images"
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class ModelListModel(QAbstractTableModel):
         if role == Qt.ItemDataRole.DisplayRole:
             return self._cell(row, index.column())
         if role == Qt.ItemDataRole.ToolTipRole:
-            return row.entry.error or f"{row.entry.path}\n{row.fit}"
+            return row.entry.error or f"{row.entry.path}{vision_text(row.entry)}\n{row.fit}"
         if role == Qt.ItemDataRole.ForegroundRole and not row.is_usable:
             return self._error_color
         if role == Qt.ItemDataRole.FontRole and row.is_loaded:
@@ -83,12 +84,17 @@ class ModelListModel(QAbstractTableModel):
         if column == 1:
             return SOURCES.get(entry.source, entry.source)
         if column == 2:
-            return entry.model_type or "–"
+            return (entry.model_type or "–") + (IMAGES_MARK if entry.sees_images else "")
         if column == 3:
             return experts_text(entry)
         if column == 4:
             return self._format_bytes(entry.size_bytes) if entry.size_bytes else "–"
         return row.fit
+
+
+def vision_text(entry) -> str:
+    """The tooltip's line for a GGUF file's paired vision tower."""
+    return f"\nvision tower: {entry.mmproj}" if entry.mmproj else ""
 
 
 def experts_text(entry) -> str:

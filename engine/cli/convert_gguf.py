@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from engine.gguf.convert import OUT_TYPES, convert
+from engine.gguf.convert import OUT_TYPES, convert, resolved_type
+from engine.gguf.mmproj_writer import write_mmproj
 from engine.model.families import FAMILIES
 from engine.units import format_bytes
 
@@ -18,6 +19,9 @@ def register(commands) -> None:
     parser.add_argument("--type", default="auto", choices=(*OUT_TYPES, "auto"),
                         help="weight type; routers, norms and biases stay f32 (default auto: bf16 for a bf16 "
                              "checkpoint, else f16)")
+    parser.add_argument("--mmproj", default=None, metavar="MMPROJ_OUT",
+                        help="also write the vision tower of a vision-language checkpoint (Qwen3.5, Qwen3-VL) "
+                             "to this file, as llama.cpp's mmproj-*.gguf (q8_0 writes an f16 tower)")
     parser.set_defaults(handler=convert_command)
 
 
@@ -29,9 +33,16 @@ def convertible_types() -> list[str]:
 def convert_command(cli_args) -> int:
     progress = print_progress if sys.stderr.isatty() else None
     result = convert(Path(cli_args.model_dir).expanduser(), Path(cli_args.out).expanduser(), cli_args.type, progress)
+    print_result(result)
+    if cli_args.mmproj is not None:
+        print_result(write_mmproj(Path(cli_args.model_dir).expanduser(), Path(cli_args.mmproj).expanduser(),
+                                  resolved_type(cli_args.type, Path(cli_args.model_dir).expanduser())))
+    return 0
+
+
+def print_result(result) -> None:
     print(f"wrote {result.path} ({result.architecture}, {result.num_tensors} tensors, "
           f"{format_bytes(result.size_bytes)})", file=sys.stderr)
-    return 0
 
 
 def print_progress(fraction: float, tensor_name: str) -> None:

@@ -118,6 +118,9 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
                              "MLPs, lm_head, the embedding) to Q8_0 at load, about half of bf16's device memory. "
                              "CHANGES THE OUTPUTS (the weights' Q8_0 rounding). Refused for a .gguf file, whose "
                              "dense tensors already keep their stored types (see --dense-weights)")
+    parser.add_argument("--mmproj", default=None, metavar="FILE",
+                        help=".gguf on Wisp's engine: the vision tower's mmproj file (llama.cpp's mmproj-*.gguf), "
+                             "so the model takes images (default: an mmproj*.gguf beside the model file)")
     parser.add_argument("--merge-qkv", action="store_true",
                         help=".gguf on Wisp's engine: q, k and v projections of one quant type in one layer (one "
                              "decode GEMV launch instead of up to three; the same outputs)")
@@ -221,7 +224,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
         n_gpu_layers=getattr(args, "n_gpu_layers", None),
         n_cpu_moe=getattr(args, "n_cpu_moe", 0), backend=getattr(args, "backend", "auto"),
         dense_weights=getattr(args, "dense_weights", "auto"), dense_quant=getattr(args, "dense_quant", None),
-        merge_qkv=getattr(args, "merge_qkv", False),
+        merge_qkv=getattr(args, "merge_qkv", False), mmproj=getattr(args, "mmproj", None),
         speculative=getattr(args, "speculative", "off"), draft_tokens=getattr(args, "draft_tokens", 8),
     )
 

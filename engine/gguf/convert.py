@@ -38,8 +38,7 @@ def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: P
     if out_type not in (*OUT_TYPES, "auto"):
         raise UnsupportedModelError(f"GGUF type '{out_type}' is not one of {', '.join(OUT_TYPES)}")
     args = read_args(model_dir)
-    if out_type == "auto":
-        out_type = "bf16" if str(args.torch_dtype).removeprefix("torch.") == "bfloat16" else "f16"
+    out_type = resolved_type(out_type, model_dir, args)
     arch = gguf_architecture(args)
     vocab = read_vocab(model_dir, args.vocab_size)
     specs = gguf_specs(args, Checkpoint(model_dir), arch)
@@ -66,6 +65,14 @@ def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: P
         writer.close()
         partial.unlink(missing_ok=True)
     return ConvertResult(out_path, arch, len(specs), out_path.stat().st_size)
+
+
+def resolved_type(out_type: str, model_dir: Path, args: ModelArgs | None = None) -> str:
+    """"auto": bf16 for a bf16 checkpoint, else f16; any other type as given."""
+    if out_type != "auto":
+        return out_type
+    args = args or read_args(model_dir)
+    return "bf16" if str(args.torch_dtype).removeprefix("torch.") == "bfloat16" else "f16"
 
 
 def gguf_specs(args: ModelArgs, ckpt: Checkpoint, arch: str) -> list[TensorSpec]:

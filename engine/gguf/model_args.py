@@ -44,6 +44,7 @@ def model_args(file: GgufFile) -> ModelArgs:
     family = family_of(file)
     key = GgufKeys(file, family.gguf.arch)
     embedding = key.tensor("token_embd.weight")
+    args = family.gguf.read_metadata(key)
     facts = {"torch_dtype": FLOAT_DTYPES.get(embedding.qtype, QUANTIZED_DTYPE),
-             "extra": {"gguf_architecture": family.gguf.arch, "gguf_path": str(file.path)}}
-    return replace(family.gguf.read_metadata(key), **facts)
+             "extra": {**args.extra, "gguf_architecture": family.gguf.arch, "gguf_path": str(file.path)}}
+    return replace(args, **facts)

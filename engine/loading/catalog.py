@@ -8,6 +8,7 @@ from pathlib import Path
 
 from engine.alloc.memory_plan import MemoryPlan
 from engine.errors import WispError
+from engine.loading.mmproj_pairing import is_mmproj_name, mmproj_beside, paired_mmproj
 from engine.loading.plan import BudgetMarks, LoadPlan, plan_for
 from engine.loading.source import open_source
 from engine.model.args import ModelArgs
@@ -29,6 +30,8 @@ class ModelEntry:
     size_bytes: int = 0
     error: str | None = None
     num_shared_experts: int = 0  # always resident, planned as dense weights
+    sees_images: bool = False  # a vision tower: the checkpoint's own, or a GGUF file's paired mmproj
+    mmproj: str | None = None  # a GGUF file's paired vision tower (engine.loading.mmproj_pairing)
 
     @property
     def is_usable(self) -> bool:
@@ -79,7 +82,8 @@ def describe(path: Path, name: str | None = None, source: str = "folder") -> Mod
         return ModelEntry(str(path), name, source, args.model_type, args.num_hidden_layers, args.num_experts,
                           args.num_experts_per_tok, weights_size(path), error=problem)
     return ModelEntry(str(path), name, source, args.model_type, args.num_hidden_layers, args.num_experts,
-                      args.num_experts_per_tok, weights_size(path), num_shared_experts=num_shared_experts(args))
+                      args.num_experts_per_tok, weights_size(path), num_shared_experts=num_shared_experts(args),
+                      sees_images="vision_params" in args.extra)
 
 
 def num_shared_experts(args: ModelArgs) -> int:
@@ -92,12 +96,30 @@ def describe_gguf(path: Path, name: str) -> ModelEntry:
     from engine.gguf.info import read_info
 
     size = path.stat().st_size if path.is_file() else 0
+    if is_mmproj_name(path):
+        return ModelEntry(str(path), name, "gguf", size_bytes=size,
+                          error=f"{path.name} is a vision tower (mmproj), not a model: add the model file beside it, "
+                                "which takes it")
     try:
         info = read_info(path)
     except WispError as err:
         return ModelEntry(str(path), name, "gguf", size_bytes=size, error=str(err))
+    mmproj = gguf_mmproj(path)
     return ModelEntry(str(path), name, "gguf", info.architecture, info.num_layers, info.num_experts, info.top_k, size,
-                      num_shared_experts=info.num_shared_experts)
+                      num_shared_experts=info.num_shared_experts, sees_images=mmproj is not None,
+                      mmproj=str(mmproj) if mmproj else None)
+
+
+def gguf_mmproj(path: Path) -> Path | None:
+    """The vision tower Wisp's engine pairs with a GGUF file (an mmproj*.gguf beside one it runs that takes images)."""
+    from engine.gguf.model_file import GgufModel
+
+    if mmproj_beside(path) is None:
+        return None
+    try:
+        return paired_mmproj(path, GgufModel(path).args, None)
+    except WispError:  # an architecture llama.cpp runs: its own mmproj handling, not Wisp's
+        return None
 
 
 def hf_cache_entries(cache: Path | None = None) -> list[ModelEntry]:
@@ -117,7 +139,8 @@ def folder_entries(folder: Path) -> list[ModelEntry]:
         return [describe(folder)]
     if not folder.is_dir():
         return [ModelEntry(str(folder), folder.name, "folder", error=f"{folder}: no such folder")]
-    found = [describe(p) for p in sorted(folder.iterdir()) if (p / "config.json").exists() or p.suffix == ".gguf"]
+    found = [describe(p) for p in sorted(folder.iterdir())
+             if (p / "config.json").exists() or (p.suffix == ".gguf" and not is_mmproj_name(p))]
     return found or [ModelEntry(str(folder), folder.name, "folder", error=f"{folder}: no model (config.json) found")]
 
 

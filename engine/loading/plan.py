@@ -4,13 +4,15 @@ the budget marks read the same one, so what they show is what a load gets. Torch
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.alloc.memory_plan import (MemoryPlan, ModelSizes, PlanRequest, kv_floor_bytes, minimum_budget,
                                       plan_memory, state_bytes, workspace_bytes)
 from engine.config import EngineOptions
 from engine.errors import RequestError, UnsupportedModelError
+from engine.loading.mmproj_pairing import paired_mmproj, refuse_mmproj_for_folder
 from engine.loading.source import ModelSource, SourceKind
 from engine.model.args import ModelArgs
 from engine.model.mtp_sizes import with_draft_layer
@@ -46,6 +48,7 @@ class LoadPlan:
     gguf: GgufModel | None = field(default=None, compare=False, repr=False)
     keeps_file_types: bool = False  # a GGUF file's quantized dense tensors stay in their blocks (engine.quant.dense)
     dense_quant: str | None = None  # a checkpoint's dense weights quantized at load (engine.quant.dense_quant)
+    mmproj: Path | None = None  # a GGUF model's vision tower (engine.loading.mmproj_pairing), counted in sizes
 
     @property
     def memory(self) -> MemoryPlan:
@@ -78,10 +81,32 @@ def plan_for(source: ModelSource, options: EngineOptions) -> LoadPlan:
     dtype = resolve_dtype(options.dtype, args, device)
     keep = model_file is not None and options.keeps_file_types(device.type)
     sizes = planned_sizes(args, model_file, dtype.itemsize, keep, options.dense_quant)
+    mmproj = planned_mmproj(source, args, options.mmproj)
+    if mmproj is not None:
+        sizes = replace(sizes, dense_bytes=sizes.dense_bytes + tower_bytes(mmproj, args, dtype.itemsize))
     if options.speculative in ("mtp", "auto") and model_file is None and source.is_local_folder:
         sizes = with_draft_layer(sizes, args, source.path)  # loaded only for these modes (engine.model.mtp)
     return LoadPlan(source, args, device, dtype, sizes, options.plan_request(args.max_position_embeddings),
-                    model_file, keep, options.dense_quant)
+                    model_file, keep, options.dense_quant, mmproj)
+
+
+def planned_mmproj(source: ModelSource, args: ModelArgs, mmproj: str | None) -> Path | None:
+    """A GGUF model's vision tower: --mmproj's, else the one beside it; a folder takes none (its own files)."""
+    if source.kind is not SourceKind.GGUF:
+        refuse_mmproj_for_folder(source.path, mmproj)
+        return None
+    return paired_mmproj(source.path, args, mmproj)
+
+
+def tower_bytes(path: Path, args: ModelArgs, dtype_bytes: int) -> int:
+    """The tower's weights and one largest image's activations (as a checkpoint's: engine.vision.vision_args),
+    from the mmproj file's header; ModelFormatError naming it when it does not fit the model."""
+    from engine.gguf.mmproj_file import MmprojFile
+
+    mmproj = MmprojFile(path)
+    mmproj.check_feeds(args.hidden_size, Path(args.extra.get("gguf_path", "the model")).name)
+    tower = mmproj.vision_args(image_token_id=0, vision_start_token_id=0)
+    return (tower.num_params + tower.workspace_elements(mmproj.processing.max_pixels)) * dtype_bytes
 
 
 def check_dense_quant(source: ModelSource, options: EngineOptions) -> None:

@@ -30,6 +30,9 @@ class SeqSpan:
     # A decode step verifying drafts: its rows step the linear-attention state one position at a time and keep the
     # state after each, so the state can be rolled back to the last accepted position (HybridCache.roll_back).
     is_verify: bool = False
+    # A prompt step of a model whose image tokens attend both ways in its sliding layers (Gemma 4): the image of each
+    # context position, -1 for text [kv_len] (engine.vision.vision_model.VisionModel.mark_image_blocks)
+    image_ids: torch.Tensor | None = None
 
     @cached_property
     def decode_index(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -215,7 +218,12 @@ class Attention(nn.Module):
                 continue
             slots = span.kv_slots
             if self.window is not None:  # a sliding layer gathers only the keys its window reaches
-                slots = slots[max(0, slots.numel() - span.q_len - self.window + 1) :]
+                first = max(0, slots.numel() - span.q_len - self.window + 1)
+                slots = slots[first:]
+                if span.image_ids is not None:  # images attend both ways: the op-by-op path, on every device
+                    out[rows] = eager_attention(q[rows], cache.k[self.layer][slots], cache.v[self.layer][slots],
+                                                self.scale, self.sinks, self.window, span.image_ids[first:])
+                    continue
             out[rows] = self.attend(q[rows], cache.k[self.layer][slots], cache.v[self.layer][slots])
         return out
 

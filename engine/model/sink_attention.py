@@ -39,21 +39,27 @@ def softmax_with_sinks(scores: torch.Tensor, allowed: torch.Tensor, sinks: torch
 
 
 def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, sinks: torch.Tensor | None,
-                    window: int | None) -> torch.Tensor:
-    """q [q, H, hd]: the last q positions of a context whose keys/values are k, v [L, KVH, hd]. -> [q, H, hd]"""
+                    window: int | None, image_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """q [q, H, hd]: the last q positions of a context whose keys/values are k, v [L, KVH, hd]. -> [q, H, hd].
+    image_ids [L] (Gemma 4's images): the image of each position, -1 for text; a query also sees the later keys
+    of its own image (transformers' blockwise overlay, inside the window's lower bound)."""
     q_len, heads, head_dim = q.shape
     kv_len, kv_heads = k.shape[0], k.shape[1]
     offset = kv_len - q_len  # position of query row 0
-    rows = query_rows(heads, kv_len, window)
+    rows = query_rows(heads, kv_len, window if image_ids is None else None)  # images: keys to the context's end
     out = torch.empty_like(q)
     for start in range(0, q_len, rows):
         stop = min(q_len, start + rows)
         first_key = 0 if window is None else max(0, offset + start - window + 1)
-        keys = k[first_key : offset + stop].transpose(0, 1)  # [KVH, n, hd]
-        values = v[first_key : offset + stop].transpose(0, 1)
+        last_key = offset + stop if image_ids is None else kv_len  # an image's later tokens are keys too
+        keys = k[first_key:last_key].transpose(0, 1)  # [KVH, n, hd]
+        values = v[first_key:last_key].transpose(0, 1)
         query_pos = torch.arange(offset + start, offset + stop, device=q.device)[:, None]  # [c, 1]
-        key_pos = torch.arange(first_key, offset + stop, device=q.device)[None, :]  # [1, n]
+        key_pos = torch.arange(first_key, last_key, device=q.device)[None, :]  # [1, n]
         allowed = key_pos <= query_pos
+        if image_ids is not None:
+            query_image = image_ids[offset + start : offset + stop, None]  # [c, 1]
+            allowed = allowed | ((image_ids[None, first_key:last_key] == query_image) & (query_image >= 0))
         if window is not None:
             allowed = allowed & (key_pos > query_pos - window)
         c, n = stop - start, keys.shape[1]

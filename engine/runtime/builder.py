@@ -40,6 +40,7 @@ from engine.runtime.scheduler import Scheduler
 from engine.text.tokenizer import Tokenizer
 from engine.system.triton_support import HAS_TRITON
 from engine.vision.load_tower import load_vision
+from engine.gguf.mmproj_tower import load_mmproj_vision
 from engine.expert_modes import ExpertMode
 
 
@@ -70,6 +71,9 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
     engine, info = finish_engine(weights, tokenizer, options, plan, memory)
     if source.is_local_folder and source.kind is not SourceKind.GGUF:
         engine.runner.vision = load_vision(source.path, plan.device, weights.dtype, weights.args.vocab_size)
+    elif plan.mmproj is not None:
+        engine.runner.vision = load_mmproj_vision(plan.mmproj, source.path, weights.args.hidden_size,
+                                                  tokenizer.token_to_id, plan.device, weights.dtype)
     if drafting is not None:
         drafter = attach_drafter(engine, weights, plan, draft_layer) if drafting == "mtp" else None
         engine.speculation = Speculation(options.draft_tokens, drafter=drafter)

@@ -96,6 +96,7 @@ class ModelRunner:
         if is_prefill and self.vision is not None:
             mrope_positions, images = self.vision.step_inputs(seqs)
             positions = positions if mrope_positions is None else mrope_positions
+            self.vision.mark_image_blocks(seqs, meta.spans)
         hidden = self.model(input_ids, positions, meta, self.cache, context, images)  # [T, D]
         if self.hidden_observer is not None:
             for seq, span in zip(seqs, meta.spans):

@@ -85,6 +85,8 @@ class Scheduler:
         """Schedule the sequence's next prompt positions (from where its last chunk ended) -> how many."""
         start, total = seq.prefill_end, len(seq.token_ids)
         end = min(total, start + self.prefill_chunk) if self.prefill_chunk else total
+        if seq.images is not None:  # images whose tokens attend both ways stay whole in one chunk
+            end = seq.images.chunk_end(start, end)
         seq.prefill_start, seq.prefill_end, seq.is_prefilling = start, end, end < total
         self.block_manager.register(seq, end)
         return end - start

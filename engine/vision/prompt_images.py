@@ -24,6 +24,9 @@ class PromptImages:
     positions: np.ndarray  # [3, prompt length]: time, row and column positions of every prompt token
     rope_delta: int  # a position after the prompt is its index + rope_delta
     cache_keys: list  # the prompt's tokens with each image token replaced by (image digest, index in the image)
+    # an image's tokens attend to each other both ways in the model's sliding-window layers (Gemma 4): a prompt chunk
+    # never ends inside an image, and each prompt step marks them (image_ids)
+    is_bidirectional: bool = False
 
     def rows(self, start: int, end: int) -> list[tuple[int, int, int, int]]:
         """(image, first of its tokens, first prompt position, count) of image tokens in positions start..end-1."""
@@ -33,6 +36,20 @@ class PromptImages:
             if low < high:
                 out.append((image, low - first, low, high - low))
         return out
+
+    def chunk_end(self, start: int, end: int) -> int:
+        """A prompt chunk start..end-1 moved to end after the image it would cut (bidirectional images only)."""
+        for first, count in zip(self.starts, self.num_tokens):
+            if first < end < first + count and self.is_bidirectional:
+                return first + count
+        return end
+
+    def image_ids(self, length: int) -> np.ndarray:
+        """[length]: the image each of the first `length` positions belongs to, -1 for text."""
+        ids = np.full(length, -1, dtype=np.int64)
+        for image, (first, count) in enumerate(zip(self.starts, self.num_tokens)):
+            ids[first:min(length, first + count)] = image
+        return ids
 
     def position_rows(self, start: int, end: int) -> np.ndarray:
         """[3, end - start]: the M-RoPE positions of start..end-1 (after the prompt: index + rope_delta)."""

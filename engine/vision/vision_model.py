@@ -14,6 +14,8 @@ from engine.vision.vision_args import VisionArgs
 
 
 class VisionModel:
+    uses_mrope = True  # a prompt step with images takes M-RoPE positions (Qwen3-VL, Qwen3.5)
+
     def __init__(self, tower: VisionTower, processing: ImageProcessing, device: torch.device):
         self.tower, self.processing, self.device = tower, processing, device
         self.embeddings: dict[tuple[str, int], torch.Tensor] = {}  # (request id, image) -> [tokens, D], in prefill
@@ -34,8 +36,9 @@ class VisionModel:
 
     @torch.inference_mode()
     def step_inputs(self, seqs) -> tuple[torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
-        """Engine thread, a prompt step: -> (M-RoPE positions [3, T] or None when no sequence has images, (rows,
-        embeddings) of the image tokens in the step or None). Runs the tower once per image, at its first chunk."""
+        """Engine thread, a prompt step: -> (M-RoPE positions [3, T], or None when no sequence has images or the
+        model takes plain positions; (rows, embeddings) of the image tokens in the step or None). Runs the tower
+        once per image, at its first chunk."""
         if not any(getattr(seq, "images", None) is not None for seq in seqs):
             return None, None
         columns, rows, embeddings, row = [], [], [], 0
@@ -49,7 +52,9 @@ class VisionModel:
                     rows.append(torch.arange(row + at - start, row + at - start + count))
                     embeddings.append(self.embedding(seq.request_id, images, image, first + count)[first:first + count])
             row += end - start
-        positions = torch.from_numpy(np.concatenate(columns, axis=1).astype(np.int64)).to(self.device)
+        positions = None
+        if self.uses_mrope:
+            positions = torch.from_numpy(np.concatenate(columns, axis=1).astype(np.int64)).to(self.device)
         if not rows:
             return positions, None
         return positions, (torch.cat(rows).to(self.device), torch.cat(embeddings))
@@ -66,6 +71,14 @@ class VisionModel:
         else:
             self.embeddings.pop(key, None)
         return value
+
+    def mark_image_blocks(self, seqs, spans) -> None:
+        """Engine thread, a prompt step: each span of a sequence whose images attend both ways gets image_ids, the
+        image of each of its context positions (-1 text), for the model's sliding-window layers."""
+        for seq, span in zip(seqs, spans):
+            images = getattr(seq, "images", None)
+            if images is not None and images.is_bidirectional:
+                span.image_ids = torch.from_numpy(images.image_ids(span.kv_slots.numel())).to(self.device)
 
     def forget(self, request_id: str) -> None:
         """A request that ended mid-prompt (cancelled, failed) leaves no embeddings behind."""

@@ -37,7 +37,7 @@ def test_the_published_config_reads_as_the_26b_a4b():
     assert (spec.sliding_rope_theta, spec.full_rope_theta) == (10_000.0, 1_000_000.0)
     assert args.layer_types.count("full_attention") == 5 and args.window(0) == 1024 and args.window(5) is None
     assert args.experts.activation == "gelu_tanh_glu" and args.tie_word_embeddings
-    assert "images are not supported" in args.extra["warning"]
+    assert args.extra["vision_params"] > 0 and "warning" not in args.extra  # its tower (engine.vision.gemma4_tower)
     # bf16 K and V: 25 sliding layers of 8 x 256, 5 full layers of 2 x 512 (keys stored again as values)
     assert args.kv_bytes_per_token(2) == 25 * 2 * 8 * 256 * 2 + 5 * 2 * 2 * 512 * 2
 

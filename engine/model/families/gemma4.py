@@ -2,9 +2,11 @@
 window layers to one full-attention layer; the full layers have wider heads, fewer key/value heads whose keys are
 also the values, and a RoPE of their own (transformers' "proportional": a quarter of the pairs turn). Every layer
 runs a dense GELU MLP beside 128 experts (top-8, GELU-gated) routed from its input by a scaled router. The published
-checkpoints are vision-language models: Wisp runs their language model (text_config; tensors under
-model.language_model.*, engine.model.checkpoint) and says that images are not supported. Gemma 4's smaller models
-(per-layer embeddings, shared KV layers, no experts) are refused by name (engine.model.families.sandwich_config)."""
+checkpoints are vision-language models: the language model reads text_config and the tensors under
+model.language_model.* (engine.model.checkpoint); the vision tower beside it (vision_config, model.vision_tower.*,
+model.embed_vision.*) is engine.vision's, its image tokens attending to each other both ways in the sliding layers
+(use_bidirectional_attention "vision"). Gemma 4's smaller models (per-layer embeddings, shared KV layers, no experts)
+are refused by name (engine.model.families.sandwich_config)."""
 
 from dataclasses import replace
 
@@ -13,12 +15,17 @@ from engine.model.families.family import Family
 from engine.model.families.multimodal_config import IMAGES_UNSUPPORTED, text_config
 from engine.model.families.sandwich_config import WEIGHT_NAMES, sandwich_model_args
 from engine.model.published_configs import GEMMA_4_26B_A4B
+from engine.vision.gemma4_args import gemma4_vision_sizes
 
 MODEL_TYPE = "gemma4"
 
 
 def read_config(config: dict) -> ModelArgs:
-    args = sandwich_model_args(text_config(config), MODEL_TYPE)
+    text = text_config(config)
+    args = sandwich_model_args(text, MODEL_TYPE)
+    vision = gemma4_vision_sizes(config, args.vocab_size)
+    if vision:  # the tower runs (engine.vision.gemma4_tower)
+        return replace(args, extra=vision)
     if config.get("vision_config") or config.get("audio_config"):
         args = replace(args, extra={"warning": IMAGES_UNSUPPORTED})
     return args

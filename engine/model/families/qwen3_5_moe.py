@@ -44,6 +44,13 @@ def rope_sections(args: ModelArgs) -> list[int]:
     return [*sections, 0]
 
 
+def read_gguf(key) -> ModelArgs:
+    """The file's args, with rope.dimension_sections as the mrope_section image tokens take (engine.model.mrope)."""
+    args = hybrid_gguf.read_gguf(key, model_type=MODEL_TYPE, projections=QKV_Z_B_A, tiled=True)
+    sections = [int(n) for n in list(key.get("rope.dimension_sections") or [])[:3]]
+    return replace(args, extra={**args.extra, "mrope_section": sections}) if len(sections) == 3 else args
+
+
 def write_gguf_metadata(writer, args: ModelArgs) -> None:
     hybrid_gguf.write_metadata(writer, args)
     writer.add_rope_dimension_sections(rope_sections(args))
@@ -54,8 +61,7 @@ FAMILY = Family(
     read_config=read_config,
     weight_names=QWEN_STYLE,
     draft_layer=MTP,  # its multi-token-prediction layer, read for --speculative mtp/auto
-    gguf=GgufFormat(arch=ARCH, read_metadata=partial(hybrid_gguf.read_gguf, model_type=MODEL_TYPE,
-                                                     projections=QKV_Z_B_A, tiled=True),
+    gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf,
                     layer_modules=hybrid_gguf.LAYER_MODULES, layer_params=hybrid_gguf.LAYER_PARAMS,
                     check_convertible=partial(hybrid_gguf.check_convertible, arch=ARCH),
                     write_metadata=write_gguf_metadata, module_order=True, trailing_layers=True,

@@ -1,0 +1,117 @@
+"""`wisp convert-gguf MODEL_DIR OUT.gguf --mmproj MMPROJ.gguf`: a vision-language checkpoint's tower as the
+mmproj file llama.cpp's converter (`convert_hf_to_gguf.py --mmproj`) writes: architecture `clip`, projector
+`qwen3vl_merger`, the clip.vision.* keys, the tensors under engine.gguf.mmproj_names' names. Matrices in the
+model's type (q8_0 models get an f16 tower, as llama.cpp's default mmproj), norms, biases and the position grid f32.
+The image processor's pixel limits go in clip.vision.image_{min,max}_pixels."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import safe_open
+
+from engine.errors import ModelFormatError, UnsupportedModelError
+from engine.gguf.convert import ConvertResult, encode, import_gguf
+from engine.gguf.mmproj_file import ARCHITECTURE, PROJECTORS
+from engine.gguf.mmproj_names import PATCH_WEIGHT, mmproj_tensor_name, patch_weight_names
+from engine.vision.tower_files import PREFIX, tower_shards
+from engine.vision.preprocess import ImageProcessing
+from engine.vision.tower import VisionTower
+from engine.vision.vision_args import VisionArgs, vision_args
+
+ACTIVATIONS = ("gelu_pytorch_tanh", "silu")  # what clip.use_gelu / clip.use_silu say
+LAYER_NORM_EPS = 1e-6  # engine.vision.tower's LayerNorms
+
+
+def write_mmproj(model_dir: Path, out_path: Path, out_type: str) -> ConvertResult:
+    """Write `out_path` (through a temporary file); UnsupportedModelError for a checkpoint without a tower Wisp
+    runs, ModelFormatError for one whose tower tensors are missing."""
+    gguf = import_gguf()
+    config = json.loads((model_dir / "config.json").read_text())
+    args = vision_args(config)
+    if args is None:
+        raise UnsupportedModelError(f"{model_dir}: no vision tower to write an mmproj file of (Wisp writes the "
+                                    "towers of qwen3_5_moe and qwen3_vl_moe checkpoints)")
+    if args.hidden_act not in ACTIVATIONS:
+        raise UnsupportedModelError(f"{model_dir}: the tower's hidden_act '{args.hidden_act}' has no clip.use_* key")
+    tensors = mmproj_tensors(model_dir, args, out_type)
+    partial = out_path.with_name(out_path.name + ".partial")
+    writer = gguf.GGUFWriter(partial, ARCHITECTURE)
+    try:
+        write_keys(writer, args, ImageProcessing.from_folder(model_dir, config["vision_config"]), model_dir.name)
+        for name, (data, qtype) in tensors.items():
+            writer.add_tensor(name, data, raw_dtype=qtype)
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+        os.replace(partial, out_path)
+    except OSError as error:
+        raise ModelFormatError(f"{out_path}: cannot write it ({error.strerror or error})") from None
+    finally:
+        writer.close()
+        partial.unlink(missing_ok=True)
+    return ConvertResult(out_path, ARCHITECTURE, len(tensors), out_path.stat().st_size)
+
+
+def write_keys(writer, args: VisionArgs, processing: ImageProcessing, name: str) -> None:
+    import gguf
+
+    writer.add_type(gguf.GGUFType.MMPROJ)
+    writer.add_name(name)
+    writer.add_clip_has_vision_encoder(True)
+    writer.add_clip_projector_type(PROJECTORS[0])
+    writer.add_vision_projection_dim(args.out_hidden_size)
+    writer.add_vision_image_size(int(args.num_position_embeddings**0.5) * args.patch_size)
+    writer.add_vision_patch_size(args.patch_size)
+    writer.add_vision_embedding_length(args.hidden_size)
+    writer.add_vision_feed_forward_length(args.intermediate_size)
+    writer.add_vision_block_count(args.depth)
+    writer.add_vision_head_count(args.num_heads)
+    writer.add_vision_image_mean(list(processing.image_mean))
+    writer.add_vision_image_std(list(processing.image_std))
+    writer.add_vision_min_pixels(processing.min_pixels)
+    writer.add_vision_max_pixels(processing.max_pixels)
+    writer.add_vision_spatial_merge_size(args.spatial_merge_size)
+    writer.add_vision_attention_layernorm_eps(LAYER_NORM_EPS)
+    (writer.add_vision_use_silu if args.hidden_act == "silu" else writer.add_vision_use_gelu)(True)
+    if args.deepstack_visual_indexes:
+        writer.add_vision_is_deepstack_layers([i in args.deepstack_visual_indexes for i in range(args.depth)])
+
+
+def mmproj_tensors(model_dir: Path, args: VisionArgs, out_type: str) -> dict[str, tuple[np.ndarray, object]]:
+    """mmproj tensor name -> (its data, the raw GGML type where the data is encoded blocks, else None)."""
+    shards = tower_shards(model_dir)
+    with torch.device("meta"):
+        params = dict(VisionTower(args).named_parameters())
+    out = {}
+    for param, meta in params.items():
+        if PREFIX + param not in shards:
+            raise ModelFormatError(f"{model_dir}: the vision tower's tensor '{PREFIX + param}' is missing")
+        with safe_open(str(model_dir / shards[PREFIX + param]), framework="pt") as handle:
+            tensor = handle.get_tensor(PREFIX + param).float()
+        if tuple(tensor.shape) != tuple(meta.shape):
+            raise ModelFormatError(f"{model_dir}: '{PREFIX + param}' has shape {list(tensor.shape)}, the vision "
+                                   f"config implies {list(meta.shape)}")
+        if param == PATCH_WEIGHT:
+            pieces = dict(zip(patch_weight_names(args), tensor.unbind(2)))
+        else:
+            pieces = {mmproj_tensor_name(param, args): tensor}
+        for name, piece in pieces.items():
+            keep_f32 = piece.ndim == 1 or param == "pos_embed.weight"
+            out[name] = stored(piece.contiguous().numpy(), "f32" if keep_f32 else out_type)
+    return out
+
+
+def stored(array: np.ndarray, out_type: str) -> tuple[np.ndarray, object]:
+    from gguf import GGMLQuantizationType as Q
+
+    if out_type == "f32":
+        return array.astype(np.float32), None
+    if out_type in ("f16", "q8_0"):
+        return array.astype(np.float16), None
+    return encode(array, Q.BF16), Q.BF16

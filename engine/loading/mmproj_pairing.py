@@ -1,0 +1,49 @@
+"""The vision tower a GGUF model file gets: the mmproj file named with --mmproj, or else the one beside it
+(`mmproj*.gguf` in the same folder, as llama.cpp's GGUF downloads ship it). A model takes a tower when its family
+places image tokens with M-RoPE (ModelArgs.extra's mrope_section: qwen35moe)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine.errors import ModelFormatError, RequestError
+from engine.model.args import ModelArgs
+
+PATTERN = "mmproj*.gguf"
+
+
+def is_mmproj_name(path: Path) -> bool:
+    """A file named as llama.cpp's converter names a tower (the picker lists it with its model, not as one)."""
+    return path.suffix.lower() == ".gguf" and path.name.lower().startswith("mmproj")
+
+
+def mmproj_beside(model_file: Path) -> Path | None:
+    """The first mmproj*.gguf in the model file's folder, in name order (--mmproj picks another)."""
+    found = sorted(p for p in model_file.parent.glob("*.gguf") if is_mmproj_name(p) and p != model_file)
+    return found[0] if found else None
+
+
+def takes_images(args: ModelArgs) -> bool:
+    return "mrope_section" in args.extra
+
+
+def paired_mmproj(model_file: Path, args: ModelArgs, mmproj: str | None) -> Path | None:
+    """The tower a GGUF model loads with: `mmproj` (checked: it exists, the model takes images), else the one beside
+    the model file when the model takes images, else None."""
+    if mmproj is None:
+        found = mmproj_beside(model_file)
+        return found if found is not None and takes_images(args) else None
+    path = Path(mmproj).expanduser()
+    if not path.is_file():
+        raise ModelFormatError(f"{path}: no such mmproj file")
+    if not takes_images(args):
+        raise RequestError(f"{path}: {model_file.name} ({args.model_type}) does not take images, so it takes no "
+                           "mmproj vision tower")
+    return path
+
+
+def refuse_mmproj_for_folder(folder: Path, mmproj: str | None) -> None:
+    """--mmproj pairs a tower with a GGUF file; a safetensors folder's tower is in its own files."""
+    if mmproj is not None:
+        raise RequestError(f"--mmproj pairs a vision tower with a .gguf model file; {folder} reads its tower "
+                           "from its own safetensors files")
