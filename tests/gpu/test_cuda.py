@@ -49,7 +49,7 @@ def test_bf16_greedy_matches_transformers_on_cuda(bf16_model_dir, model_type):
     answer bf16 approximates). A tiny random model's logits are nearly flat, so rounding may flip a near-tie
     early, in either program: Wisp must follow one of the two for 16 tokens, or part from fp32 only where fp32
     rates the two choices within a bf16 rounding step of each other."""
-    from transformers import AutoModelForCausalLM
+    from tests.model.test_models import hf_reference
 
     folder = bf16_model_dir(model_type)
     with Engine(EngineOptions(model=str(folder), device="cuda")) as engine:
@@ -58,7 +58,7 @@ def test_bf16_greedy_matches_transformers_on_cuda(bf16_model_dir, model_type):
         ours = engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=SamplingParams(max_tokens=32, ignore_eos=True)))
     matching = {}
     for dtype in (torch.bfloat16, torch.float32):
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).cuda().eval()
+        model = hf_reference(folder, dtype).cuda()
         with torch.inference_mode():
             out = model.generate(torch.tensor([ids], device="cuda"), max_new_tokens=32, min_new_tokens=32,
                                  do_sample=False, eos_token_id=None, pad_token_id=0)

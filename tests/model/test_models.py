@@ -15,14 +15,14 @@ from engine.text.tokenizer import Tokenizer
 PROMPTS = ["def fib(n):", "The quick brown fox", "class Stack:\n    def", "héllo wörld 你好"]
 
 
-def hf_reference(folder):
+def hf_reference(folder, dtype: torch.dtype = torch.float32):
     """transformers' causal LM, or its vision-language model where it has no causal LM for the config (qwen3_vl_moe)."""
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
     try:
-        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        return AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
     except ValueError:
-        return AutoModelForImageTextToText.from_pretrained(folder, dtype=torch.float32).eval()
+        return AutoModelForImageTextToText.from_pretrained(folder, dtype=dtype).eval()
 
 
 def prompt_logits(folder, ids: list[int]) -> torch.Tensor:
