@@ -36,7 +36,8 @@ case $SHAPE in
     qwen3-30b-a3b) TRACE=resources/traces/qwen3-published_chat-carry44.npz ;;
     *) TRACE=$WORK/assumed.npz  # the published statistics of Qwen3-30B-A3B, scaled to the shape's experts
        [ -e "$TRACE" ] || python3 -m engine.cli trace synth --shape "$SHAPE" --carry-over 0.46 --cover90 130 \
-           --top-share 0.0215 --requests 4 --prompt 512 --tokens 96 --seed 1 --out "$TRACE" 2>&1 | tail -1 | cut -c1-200 & ;;
+           --top-share 0.0215 --requests 4 --prompt 512 --tokens 96 --seed 1 --out "$TRACE" 2>&1 | tail -1 | cut -c1-200 &
+       trace=$! ;;
 esac
 LB=$(dirname "$WORK")/lb  # llama.cpp with CUDA: llama-bench
 LQ=$(dirname "$WORK")/lq  # llama.cpp for the CPU alone: llama-quantize, built in a minute while CUDA's compiles
@@ -83,7 +84,7 @@ if [ -x "$LQ/bin/llama-quantize" ] && [ ! -e "$FILE" ]; then
     echo "quantize + assemble: $((SECONDS - t0)) s"
 fi
 [ -n "${build:-}" ] && { wait "$build" || echo "llama.cpp build failed"; }
-wait  # the trace
+[ -n "${trace:-}" ] && wait "$trace"  # a bare `wait` would also wait for the log's tee
 echo "elapsed $((SECONDS - start)) s"
 
 if [ -e "$FILE" ] && [ ! -e "$WORK/llama-$TYPE/llama_cpp.md" ]; then
