@@ -90,7 +90,7 @@ def draft_specs(args: ModelArgs, model_dir: Path, arch: str) -> list[TensorSpec]
     if not family(args.model_type).gguf.nextn:
         return []
     names, _, _ = runnable_draft_layer(model_dir, args)
-    return draft_layer_specs(args, model_dir, arch) if names is not None and names.style == "nextn" else []
+    return draft_layer_specs(args, model_dir, arch) if names is not None else []
 
 
 def import_gguf():

@@ -2,21 +2,26 @@
 `blk.{n}` after the model's n layers, counted in block_count and in `{arch}.nextn_predict_layers`, holding the
 decoder layer's tensors under the usual names and the nextn tensors (eh_proj over [embedding | hidden], enorm,
 hnorm, shared_head_norm, shared_head_head where the checkpoint has its own head, embed_tokens where it has its own
-embedding). GgufFormat.nextn says which families' files have it (llama.cpp's glm4moe). convert-gguf writes it
-(draft_layer_specs) and --speculative mtp reads it (GgufDraftTensors), dequantized to the compute dtype."""
+embedding). GgufFormat.nextn says which families' files have it (llama.cpp's glm4moe, qwen35moe, qwen3next).
+Whatever the checkpoint's layout (nextn, or Qwen's mtp.*: fc is eh_proj, pre_fc_norm_embedding enorm,
+pre_fc_norm_hidden hnorm, norm shared_head_norm), the file holds the layer in the family's GGUF layout
+(zero-centred norms with their 1 added, as the model's layers). convert-gguf writes it (draft_layer_specs) and
+--speculative mtp reads it (GgufDraftTensors), dequantized to the compute dtype."""
 
 from __future__ import annotations
 
 from typing import Iterator
 
+import numpy as np
 import torch
 
 from engine.gguf.model_file import GgufModel
 from engine.gguf.param_names import gguf_name
 from engine.gguf.tensor_map import as_f32
 from engine.model.args import ModelArgs
+from engine.model.families import family
 from engine.model.families.tensor_spec import TensorSpec
-from engine.model.mtp_names import NEXTN, DraftLayerNames
+from engine.model.mtp_names import DraftLayerNames
 
 # DraftLayer's parameters outside the decoder layer -> their tensor within blk.{n}
 NEXTN_TENSORS = {"embed_norm.weight": "nextn.enorm.weight", "hidden_norm.weight": "nextn.hnorm.weight",
@@ -37,6 +42,9 @@ def gguf_draft_layer(model: GgufModel) -> tuple[DraftLayerNames | None, str, boo
     """(the layout of the draft layer the file holds, or None; why not, where None; whether it has its own head),
     as engine.model.mtp_loader.runnable_draft_layer says it of a checkpoint folder."""
     args, arch = model.args, model.architecture
+    names = family(args.model_type).draft_layer
+    if names is None:
+        return None, "has no draft (MTP) layers", False
     if not model.format.nextn:
         return None, (f"is a GGUF file of llama.cpp's '{arch}', whose draft (MTP) layer Wisp does not read from "
                       "GGUF"), False
@@ -45,7 +53,8 @@ def gguf_draft_layer(model: GgufModel) -> tuple[DraftLayerNames | None, str, boo
         return None, "has no draft (MTP) layers", False
     if f"blk.{index}.{NEXTN_TENSORS['proj.weight']}" not in model.file.tensors:
         return None, f"declares draft (MTP) layers, but holds no blk.{index}.nextn tensors", False
-    return NEXTN, "", f"blk.{index}.{NEXTN_TENSORS['head.weight']}" in model.file.tensors
+    head = f"blk.{index}.{NEXTN_TENSORS['head.weight']}"
+    return names, "", names.head_name(index) is not None and head in model.file.tensors
 
 
 class GgufDraftTensors:
@@ -75,28 +84,41 @@ class GgufDraftTensors:
 
 
 def draft_layer_specs(args: ModelArgs, folder, arch: str) -> list[TensorSpec]:
-    """convert-gguf: the nextn draft layer of the checkpoint in folder as blk.{n}: the decoder layer's tensors in
-    Wisp's parameter order, the nextn ones, then its experts stacked as the model's layers'."""
+    """convert-gguf: the draft layer of the checkpoint in folder as blk.{n}, in the family's GGUF layout: the
+    decoder layer's tensors and the nextn ones in Wisp's parameter order (size-1 dimensions dropped, zero-centred
+    norms + 1), then its experts stacked as the model's layers'."""
     from engine.gguf.named_specs import keeps_f32
-    from engine.gguf.tensor_map import layer_expert_specs
-    from engine.model.families import family
+    from engine.gguf.tensor_map import EXPERTS
+    from engine.model.hybrid_layers import ZeroCenteredRMSNorm
     from engine.model.mtp import DraftLayer
     from engine.model.mtp_loader import CheckpointDraftTensors
 
-    weights, index = family(args.model_type).weight_names, args.num_hidden_layers
-    tensors = CheckpointDraftTensors(folder, args, weights, NEXTN)
+    known, index = family(args.model_type), args.num_hidden_layers
+    tensors = CheckpointDraftTensors(folder, args, known.weight_names, known.draft_layer)
+    file_args = known.gguf.file_args(args) if known.gguf.file_args is not None else args
     with torch.device("meta"):
-        layer = DraftLayer(args, NEXTN, has_head=tensors.has_head())
+        layer = DraftLayer(file_args, known.draft_layer, has_head=tensors.has_head())
+    centred = {f"{prefix}.weight" for prefix, module in layer.named_modules()
+               if isinstance(module, ZeroCenteredRMSNorm)}
     specs = []
     for param, value in layer.named_parameters():
-        name, shape = draft_tensor_name(param, args, arch), tuple(value.shape)
-        specs.append(TensorSpec(name, shape, _dense_loader(tensors, param, shape), keeps_f32(name, shape)))
-    embed = f"{NEXTN.layer_prefix(index)}embed_tokens.weight"
-    if tensors.ckpt.has(embed):
+        name = draft_tensor_name(param, args, arch)
+        shape = tuple(d for d in value.shape if d != 1) if value.dim() > 1 else tuple(value.shape)
+        load = _dense_loader(tensors, param, tuple(value.shape), param in centred)
+        specs.append(TensorSpec(name, shape, lambda load=load, shape=shape: load().reshape(shape),
+                                keeps_f32(name, shape)))
+    embed = f"{known.draft_layer.layer_prefix(index)}embed_tokens.weight"
+    if known.draft_layer.style == "nextn" and tensors.ckpt.has(embed):
         shape = (args.vocab_size, args.hidden_size)
         specs.append(TensorSpec(f"blk.{index}.{EMBEDDING}", shape, lambda: as_f32(tensors.ckpt.get(embed, shape))))
-    return specs + layer_expert_specs(args, tensors.ckpt, weights, index)
+    E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+    shapes = {"gate": (E, I, D), "up": (E, I, D), "down": (E, D, I)}
+    return specs + [TensorSpec(f"blk.{index}.{EXPERTS[projection]}.weight", shape,
+                               lambda projection=projection: as_f32(tensors.projection(projection)))
+                    for projection, shape in shapes.items()]
 
 
-def _dense_loader(tensors, param: str, shape: tuple[int, ...]):
+def _dense_loader(tensors, param: str, shape: tuple[int, ...], centred: bool):
+    if centred:  # llama.cpp's files hold a zero-centred norm's weight with its 1 added
+        return lambda: as_f32(tensors.dense(param, shape)) + np.float32(1.0)
     return lambda: as_f32(tensors.dense(param, shape))

@@ -104,17 +104,35 @@ class CheckpointDraftTensors:
 
     def experts(self) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
         """Per-expert tensors or transformers' stacked ones."""
-        args, weights = self.args, self.weights
-        E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
-        prefix = f"{self.names.layer_prefix(args.num_hidden_layers)}{weights.block}.experts."
+        E, D, I = self.args.num_experts, self.args.hidden_size, self.args.moe_intermediate_size
+        prefix = self.experts_prefix()
         if self.ckpt.has(prefix + "gate_up_proj"):
             gate_up = self.ckpt.get(prefix + "gate_up_proj", (E, 2 * I, D))
             down = self.ckpt.get(prefix + "down_proj", (E, D, I))
             yield from ((gate_up[e, :I], gate_up[e, I:], down[e]) for e in range(E))
             return
         for e in range(E):
-            yield tuple(self.ckpt.get(f"{prefix}{e}.{projection}.weight", shape) for projection, shape in
-                        ((weights.gate, (I, D)), (weights.up, (I, D)), (weights.down, (D, I))))
+            yield tuple(self.ckpt.get(f"{prefix}{e}.{name}.weight", shape) for name, shape in self.projections())
+
+    def projection(self, projection: str) -> torch.Tensor:
+        """One projection ("gate", "up" or "down") of every expert, stacked [E, out, in]."""
+        E, D, I = self.args.num_experts, self.args.hidden_size, self.args.moe_intermediate_size
+        prefix = self.experts_prefix()
+        if self.ckpt.has(prefix + "gate_up_proj"):
+            if projection == "down":
+                return self.ckpt.get(prefix + "down_proj", (E, D, I))
+            gate_up = self.ckpt.get(prefix + "gate_up_proj", (E, 2 * I, D))
+            return gate_up[:, :I] if projection == "gate" else gate_up[:, I:]
+        name, shape = dict(zip(("gate", "up", "down"), self.projections()))[projection]
+        return torch.stack([self.ckpt.get(f"{prefix}{e}.{name}.weight", shape) for e in range(E)])
+
+    def experts_prefix(self) -> str:
+        return f"{self.names.layer_prefix(self.args.num_hidden_layers)}{self.weights.block}.experts."
+
+    def projections(self) -> list[tuple[str, tuple[int, int]]]:
+        """Each expert's (gate, up, down) checkpoint name within the expert and shape."""
+        D, I, weights = self.args.hidden_size, self.args.moe_intermediate_size, self.weights
+        return [(weights.gate, (I, D)), (weights.up, (I, D)), (weights.down, (D, I))]
 
 
 def load_draft_dense(layer: DraftLayer, tensors: DraftTensors, dtype: torch.dtype, device: torch.device) -> None:
