@@ -42,10 +42,12 @@ def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: P
     arch = gguf_architecture(args)
     vocab = read_vocab(model_dir, args.vocab_size)
     specs = gguf_specs(args, Checkpoint(model_dir), arch)
+    draft = draft_specs(args, model_dir, arch)
+    specs += draft
     partial = out_path.with_name(out_path.name + ".partial")
     writer = gguf.GGUFWriter(partial, arch)
     try:
-        write_metadata(writer, args, arch, vocab, model_dir.name, out_type)
+        write_metadata(writer, args, arch, vocab, model_dir.name, out_type, num_draft_layers=1 if draft else 0)
         qtypes = [tensor_type(spec, out_type) for spec in specs]
         for spec, qtype in zip(specs, qtypes):
             writer.add_tensor_info(spec.name, *stored_layout(spec.shape, qtype), raw_dtype=qtype)
@@ -84,6 +86,18 @@ def gguf_specs(args: ModelArgs, ckpt: Checkpoint, arch: str) -> list[TensorSpec]
             dense = transformed_specs(args, known.gguf.file_args(args), ckpt, known.weight_names, arch)
         return module_order_specs(args, ckpt, known.weight_names, arch, dense)
     return tensor_specs(args, ckpt, known.weight_names)
+
+
+def draft_specs(args: ModelArgs, model_dir: Path, arch: str) -> list[TensorSpec]:
+    """The checkpoint's draft (MTP) layer as llama.cpp's converter writes it (engine.gguf.draft_layer), where the
+    family's GGUF has one and the checkpoint holds it; else none."""
+    from engine.gguf.draft_layer import draft_layer_specs
+    from engine.model.mtp_loader import runnable_draft_layer
+
+    if not family(args.model_type).gguf.nextn:
+        return []
+    names, _, _ = runnable_draft_layer(model_dir, args)
+    return draft_layer_specs(args, model_dir, arch) if names is not None else []
 
 
 def import_gguf():
@@ -132,14 +146,16 @@ def file_type(out_type: str) -> int:
     return {"f32": F.ALL_F32, "f16": F.MOSTLY_F16, "bf16": F.MOSTLY_BF16, "q8_0": F.MOSTLY_Q8_0}[out_type]
 
 
-def write_metadata(writer, args: ModelArgs, arch: str, vocab: Vocab, name: str, out_type: str) -> None:
+def write_metadata(writer, args: ModelArgs, arch: str, vocab: Vocab, name: str, out_type: str,
+                   num_draft_layers: int = 0) -> None:
     """Hyperparameters under `{arch}.*` as llama.cpp reads them, then the tokenizer."""
-    write_hparams(writer, args, arch, name, out_type)
+    write_hparams(writer, args, arch, name, out_type, num_draft_layers)
     write_vocab(writer, vocab)
 
 
-def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) -> None:
-    """The name, file type and hyperparameters under `{arch}.*` as llama.cpp reads them (no tokenizer)."""
+def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str, num_draft_layers: int = 0) -> None:
+    """The name, file type and hyperparameters under `{arch}.*` as llama.cpp reads them (no tokenizer); block_count
+    counts the draft layers written after the model's (nextn_predict_layers, where the family's GGUF has them)."""
     import gguf
 
     writer.add_name(name)
@@ -147,7 +163,9 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
     writer.add_quantization_version(gguf.GGML_QUANT_VERSION)
     writer.add_context_length(args.max_position_embeddings)
     writer.add_embedding_length(args.hidden_size)
-    writer.add_block_count(args.num_hidden_layers)
+    writer.add_block_count(args.num_hidden_layers + num_draft_layers)
+    if family(args.model_type).gguf.nextn:
+        writer.add_nextn_predict_layers(num_draft_layers)
     writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
     writer.add_head_count(args.num_attention_heads)
     writer.add_head_count_kv(args.num_key_value_heads)

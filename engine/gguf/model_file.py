@@ -114,10 +114,19 @@ class GgufModel:
     def expert_layers(self) -> dict[int, ExpertLayer]:
         """MoE layer index -> its stacked gate, up and down tensors (raw views, never dequantized)."""
         args = self.args
+        return {layer: self.layer_experts(layer) for layer, is_moe in enumerate(args.moe_layers) if is_moe}
+
+    def layer_experts(self, layer: int) -> ExpertLayer:
+        """One layer's stacked gate, up and down tensors (a trailing draft layer's too: engine.gguf.draft_layer)."""
+        args = self.args
         E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
         shapes = {"gate": (E, I, D), "up": (E, I, D), "down": (E, D, I)}
-        return {layer: ExpertLayer(layer, **{proj: self._experts(layer, proj, shape) for proj, shape in shapes.items()})
-                for layer, is_moe in enumerate(args.moe_layers) if is_moe}
+        return ExpertLayer(layer, **{proj: self._experts(layer, proj, shape) for proj, shape in shapes.items()})
+
+    def named_dense(self, param: str, name: str, shape: tuple[int, ...]) -> DenseTensor:
+        """The tensor `name` as Wisp's parameter `param` of `shape`; ModelFormatError where it is missing or its
+        shape disagrees."""
+        return self._dense(param, name, shape)
 
     def _info(self, name: str):
         if name not in self.file.tensors:

@@ -84,8 +84,12 @@ def plan_for(source: ModelSource, options: EngineOptions) -> LoadPlan:
     mmproj = planned_mmproj(source, args, options.mmproj)
     if mmproj is not None:
         sizes = replace(sizes, dense_bytes=sizes.dense_bytes + tower_bytes(mmproj, args, dtype.itemsize))
-    if options.speculative in ("mtp", "auto") and model_file is None and source.is_local_folder:
-        sizes = with_draft_layer(sizes, args, source.path)  # loaded only for these modes (engine.model.mtp)
+    if options.speculative in ("mtp", "auto"):  # the draft layer is loaded only for these modes (engine.model.mtp)
+        from engine.loading.draft_source import find_draft_layer
+
+        names, _, has_head = find_draft_layer(source, model_file, args)
+        if names is not None:
+            sizes = with_draft_layer(sizes, args, has_head)
     return LoadPlan(source, args, device, dtype, sizes, options.plan_request(args.max_position_embeddings),
                     model_file, keep, options.dense_quant, mmproj)
 

@@ -34,15 +34,24 @@ class SeqSpan:
     # context position, -1 for text [kv_len] (engine.vision.vision_model.VisionModel.mark_image_blocks)
     image_ids: torch.Tensor | None = None
 
+    @property
+    def is_decode(self) -> bool:
+        """Whether each row computes one position after a cached context, as a decode step does: a one-token span
+        or a verify step's. The Triton decode kernels compute such rows one position each, so a verify step's row
+        has the bits of the plain decode step at its position."""
+        return self.q_len == 1 or self.is_verify
+
     @cached_property
     def decode_index(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """kv_slots as one zero-padded row [1, 2^n >= 64] and its length [1], the Triton decode kernel's inputs
-        (built once per step, read by every layer). A power of two: the kernel's loop length is compiled in,
-        so a handful of variants, not one per length."""
+        """The Triton decode kernels' inputs for the span's rows: kv_slots zero-padded to [q_len, 2^n >= 64] (the
+        same row for each) and each row's context length [q_len], its position + 1 (built once per step, read by
+        every layer). A power of two: the kernel's loop length is compiled in, so a handful of variants, not one per
+        length."""
         length = self.kv_slots.numel()
         index = self.kv_slots.new_zeros(1, max(64, 1 << (length - 1).bit_length()))
         index[0, :length] = self.kv_slots
-        return index, torch.full((1,), length, dtype=torch.int32, device=self.kv_slots.device)
+        lengths = torch.arange(length - self.q_len + 1, length + 1, dtype=torch.int32, device=self.kv_slots.device)
+        return index.expand(self.q_len, -1).contiguous(), lengths
 
 
 @dataclass
@@ -211,7 +220,7 @@ class Attention(nn.Module):
         out = torch.empty_like(q)  # [T, H, hd]
         for span in meta.spans:
             rows = slice(span.q_start, span.q_start + span.q_len)
-            if span.q_len == 1 and self.decode_kernel == "triton":  # the same kernel (and bits) as static decode
+            if span.is_decode and self.decode_kernel == "triton":  # the same kernel (and bits) as static decode
                 index, lengths = span.decode_index
                 out[rows] = decode_attention(q[rows], cache.k[self.layer], cache.v[self.layer], index, lengths,
                                              self.scale, self.window, self.sinks)

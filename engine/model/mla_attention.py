@@ -4,7 +4,7 @@ Shapes: T new tokens, H heads, R kv_lora_rank, P qk_rope_head_dim, N qk_nope_hea
 Each token leaves one row [R + P] in the cache (normed c_kv, rotated k_pe); every step rebuilds its context's
 keys [L, H, N + P] and values [L, H, V] with kv_b_proj and attends with SDPA, as transformers does (so the same
 numbers). The Triton decode (CUDA) instead folds kv_b_proj into the query and the output and reads the rows in
-place (engine.model.mla_decode)."""
+place (engine.model.mla_decode), for a verify step's rows too: each computes its position as a decode step does."""
 
 from __future__ import annotations
 
@@ -69,24 +69,30 @@ class MlaAttention(nn.Module):
         cache.store(self.layer, meta.slot_mapping, rows)
         pool = cache.latent[self.layer]
         out = q.new_empty(x.shape[0], self.num_heads, self.v_dim)  # [T, H, V]
-        decode = [span for span in meta.spans if span.q_len == 1 and self.decode_kernel == "triton"]
+        stepped = self.decode_kernel == "triton"
+        decode = [span for span in meta.spans if span.is_decode and stepped]
         if decode:
             self.decode_rows(q, out, decode, pool)
         for span in meta.spans:
-            if span.q_len > 1 or self.decode_kernel != "triton":
+            if not (span.is_decode and stepped):
                 at = slice(span.q_start, span.q_start + span.q_len)
                 keys, values = self.expand(pool[span.kv_slots, 0])  # [L, H, N + P], [L, H, V]
                 out[at] = self.attend(q[at], keys, values)
         return self.o_proj(out.view(x.shape[0], -1))
 
     def decode_rows(self, q, out, spans: list, pool: torch.Tensor) -> None:
-        """The Triton decode of single-token spans into out. Absorbed for all of them at once: in a decode step
-        that is the same [B, H, *] products as static decode's, so the same bits."""
-        rows = torch.tensor([span.q_start for span in spans], device=q.device)
-        q_rows = absorb_query(q[rows], self.kv_b_proj.weight, self.nope_dim)  # [B, H, R + P]
-        latent = torch.cat([latent_decode(q_rows[i : i + 1], pool, *span.decode_index, self.rank, self.scale)
-                            for i, span in enumerate(spans)])
-        out[rows] = absorb_output(latent, self.kv_b_proj.weight, self.nope_dim)
+        """The Triton decode of one-token and verify spans into out, each row one position as a decode step computes
+        it. Absorbed for all their rows at once: in a decode step that is the same [B, H, *] products as static
+        decode's, so the same bits."""
+        rows = torch.tensor([row for span in spans for row in range(span.q_start, span.q_start + span.q_len)],
+                            device=q.device)
+        q_rows = absorb_query(q[rows], self.kv_b_proj.weight, self.nope_dim)  # [rows, H, R + P]
+        latent, first = [], 0
+        for span in spans:
+            latent.append(latent_decode(q_rows[first : first + span.q_len], pool, *span.decode_index, self.rank,
+                                        self.scale))
+            first += span.q_len
+        out[rows] = absorb_output(torch.cat(latent), self.kv_b_proj.weight, self.nope_dim)
 
     def forward_padded(self, x, rope, meta: PaddedDecodeMetadata, cache: LatentKVCache) -> torch.Tensor:
         """Decode for B sequences at once over contexts padded to a fixed length: no shape depends on data."""

@@ -4,7 +4,6 @@ weights, its experts (resident, engine.model.mtp.DraftExperts) and one more atte
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from engine.alloc.memory_plan import ModelSizes
 from engine.model.args import ModelArgs
@@ -21,13 +20,8 @@ def draft_layer_bytes(args: ModelArgs, dtype_bytes: int, has_head: bool) -> int:
     return layer + inputs + args.num_experts * expert_bytes(args, dtype_bytes)
 
 
-def with_draft_layer(sizes: ModelSizes, args: ModelArgs, folder: Path) -> ModelSizes:
-    """sizes with the draft layer of the checkpoint in folder counted (unchanged where it holds none Wisp runs)."""
-    from engine.model.mtp_loader import runnable_draft_layer
-
-    names, _, has_head = runnable_draft_layer(folder, args)
-    if names is None:
-        return sizes
+def with_draft_layer(sizes: ModelSizes, args: ModelArgs, has_head: bool) -> ModelSizes:
+    """sizes with a draft layer counted (its dense weights and experts in the compute dtype, one more KV layer)."""
     kv_layers = args.num_hidden_layers if args.is_mla else args.num_kv_layers
     return replace(sizes, dense_bytes=sizes.dense_bytes + draft_layer_bytes(args, sizes.dtype_bytes, has_head),
                    kv_bytes_per_token=sizes.kv_bytes_per_token * (kv_layers + 1) // kv_layers)

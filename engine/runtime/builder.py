@@ -29,7 +29,8 @@ from engine.loading.model_path import DEMO_MODEL
 from engine.runtime.llm_engine import LLMEngine
 from engine.runtime.decode_graphs import DecodeGraphs
 from engine.runtime.host_tier_rule import host_tier_planner
-from engine.runtime.draft_layers import drafting_kind, runnable_draft_layer
+from engine.loading.draft_source import draft_tensors, find_draft_layer
+from engine.runtime.draft_layers import drafting_kind
 from engine.runtime.speculation import Speculation
 from engine.runtime.verify_step import can_draft
 from engine.generation.speculative.mtp import MtpDrafter
@@ -58,7 +59,7 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
     is refused before anything large is read, then loaded and assembled from that plan."""
     plan = plan_for(source, options)
     memory = plan.memory  # BudgetError naming the minimum
-    draft_layer, why_not, _ = runnable_draft_layer(source.path if source.is_local_folder else None, plan.args)
+    draft_layer, why_not, _ = find_draft_layer(source, plan.gguf, plan.args)
     drafting = drafting_kind(options.speculative, draft_layer, display_name(source.path), why_not)
     if source.kind is SourceKind.GGUF:
         from engine.runtime.gguf_build import load_gguf
@@ -83,15 +84,15 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
 
 def attach_drafter(engine: LLMEngine, weights: LoadedWeights, plan: LoadPlan, draft_layer) -> MtpDrafter:
     """The checkpoint's draft layer on the device, its KV pool beside the model's, fed the runner's hidden states."""
-    from engine.model.families import family
     from engine.model.loader import expert_activation
     from engine.model.mtp_loader import load_draft_model
 
     runner, args = engine.runner, weights.args
     kernel = next((layer.self_attn.decode_kernel for layer in weights.model.layers if hasattr(layer, "self_attn")),
                   "sdpa")  # the model's attention decode kernel (assemble_engine's choice)
-    draft = load_draft_model(plan.source.path, args, family(args.model_type).weight_names, draft_layer,
-                             weights.model, runner.cache, expert_activation(args), weights.dtype, plan.device, kernel)
+    tensors = draft_tensors(plan.source, plan.gguf, args, draft_layer)
+    draft = load_draft_model(tensors, args, draft_layer, weights.model, runner.cache, expert_activation(args),
+                             weights.dtype, plan.device, kernel)
     drafter = MtpDrafter(draft, engine.scheduler.block_manager, lambda seq: can_draft(engine, seq))
     runner.hidden_observer = drafter.observe
     return drafter

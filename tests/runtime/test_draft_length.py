@@ -2,7 +2,8 @@
 
 import pytest
 
-from engine.generation.speculative.draft_length import PROBE_INTERVAL, DraftLength, expected_tokens
+from engine.generation.speculative.draft_length import (MAX_REMEASURE_AFTER, PROBE_INTERVAL, REMEASURE_AFTER,
+                                                        DraftLength, expected_tokens)
 
 
 def test_expected_tokens_of_the_geometric_model():
@@ -63,3 +64,37 @@ def test_the_choice_is_the_best_rate():
     rates = {k: expected_tokens(a, k) / (1.0 + 0.2 * k) for k in range(1, 9)}
     assert rule.choose() == max(rates, key=rates.get)
     assert 1 < rule.choose() < 8
+
+
+def drive(rule: DraftLength, num_choices: int, step_time, accepted) -> list[int]:
+    """Choices of a run whose verify steps take step_time(q, choice) and accept accepted(k, choice) drafts."""
+    choices = []
+    for choice in range(num_choices):
+        k = rule.choose()
+        choices.append(k)
+        if k:
+            rule.observe_step(1 + k, step_time(1 + k, choice))
+            rule.observe_drafts(k, accepted(k, choice))
+    return choices
+
+
+def test_a_slow_first_verify_step_does_not_stop_drafting_for_good():
+    """The first verify step (k = 8) is 20x slow, as on a loaded machine: the fit's slope says drafts do not pay and
+    probes of one draft cannot correct it; the step times are measured again and drafting resumes."""
+    rule = DraftLength(8)
+    choices = drive(rule, 400, lambda q, choice: 20.0 if choice == 0 else 1.0 + 0.05 * (q - 1),
+                    lambda k, choice: k if choice % 5 else k // 2)
+    assert choices[:2] == [8, 1] and set(choices[2:REMEASURE_AFTER]) <= {0, 1}  # the outlier declines at first
+    resumed = next(i for i in range(2, len(choices)) if choices[i] == 8)
+    assert resumed <= REMEASURE_AFTER + 4
+    after = choices[resumed:]
+    assert 0 not in after and after.count(8) >= 0.95 * len(after)  # the cap, as the true cost says (and a 1 where
+    # the fit, all of one q for a while, times a second length again)
+
+
+def test_re_measures_are_rare_where_drafts_do_not_pay():
+    rule = DraftLength(8)
+    choices = drive(rule, 4000, lambda q, choice: 1.0 + 0.5 * (q - 1), lambda k, choice: 0)
+    remeasures = choices.count(8) - 1  # the first is the start's measure
+    assert 1 <= remeasures <= 2 + (4000 - 1024) // MAX_REMEASURE_AFTER + 4
+    assert choices.count(0) >= 0.9 * len(choices)

@@ -101,3 +101,17 @@ def test_seeded_sampling_is_repeatable(tiny_model_dir):
     first, proposed, _ = run(folder, PROMPTS[:2], seeded, reference=reference, speculative="ngram")
     again, _, _ = run(folder, PROMPTS[:2], seeded, reference=reference, speculative="ngram")
     assert proposed > 0 and first == again
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "qwen3_moe"])
+def test_verify_rows_have_the_decode_steps_bits_in_bf16(tiny_model_dir, model_type):
+    """With the Triton decode kernels (here under Triton's interpreter) a verify step's rows take the decode kernel,
+    one position each (MLA's absorbed latent decode, GQA's paged decode): in bf16 the token ids and logprobs are
+    bitwise those of one-token steps, where an SDPA prompt-path verify rounds differently and changes the tokens."""
+    folder = tiny_model_dir(model_type)
+    options = dict(dtype="bfloat16", attention="triton", decode="static")
+    plain, _, _ = run(folder, **options)
+    reference = {rid: ids for rid, (ids, _) in plain[1].items()}
+    drafted, proposed, accepted = run(folder, reference=reference, speculative="ngram", **options)
+    assert drafted == plain
+    assert 0 < accepted < proposed

@@ -10,8 +10,12 @@ expert misses of the union of their experts, which stall the step. Step times ar
 by decayed least squares over every decode step (verifying or not), so the misses the union costs are in d as
 measured. Until two different q have been timed, k alternates between max_tokens and 1 (a drafter that always
 fills k, as the MTP layer does, would otherwise time one q only). When no k beats one token per t(1), k is 0
-(no drafts) except every PROBE_INTERVAL-th choice, which drafts one token so the estimates stay current. The
-misses of each verify step are counted too (SpecCounters) so that the cost can be read beside the acceptance."""
+(no drafts) except every PROBE_INTERVAL-th choice, which drafts one token so the acceptance stays current. Probes
+of one length cannot correct the slope the fit holds, so after REMEASURE_AFTER declines in a row the step times are
+forgotten and measured again as at the start (k alternating between max_tokens and 1): a slow step among the first
+ones (a loaded machine, a cold cache) does not decide for good. Each re-measure that still declines doubles the wait
+before the next, up to MAX_REMEASURE_AFTER, so where drafts do not pay the re-measures cost little. The misses of
+each verify step are counted too (SpecCounters) so that the cost can be read beside the acceptance."""
 
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ from dataclasses import dataclass
 
 DECAY = 0.95  # weight of the past per step: the estimates follow about the last 20 steps
 PROBE_INTERVAL = 16  # while drafting does not pay, one choice in this many still drafts (one token)
+REMEASURE_AFTER = 4 * PROBE_INTERVAL  # declines in a row before the step times are measured again
+MAX_REMEASURE_AFTER = 64 * PROBE_INTERVAL  # the longest wait between re-measures (it doubles while they decline)
 
 
 @dataclass
@@ -58,7 +64,9 @@ class DraftLength:
         self.max_tokens = max_tokens
         self.accepted, self.rejections = 1.0, 1.0  # the prior: a = 1/2
         self.step_times = DecayedFit()
-        self.num_declined = 0  # choices of 0 so far
+        self.num_declined = 0  # choices of 0 (or of a probe) so far
+        self.num_declined_in_row = 0  # since drafting last paid or the step times were last forgotten
+        self.remeasure_after = REMEASURE_AFTER
         self.num_unmeasured = 0  # choices made before the step times spread
 
     @property
@@ -86,6 +94,15 @@ class DraftLength:
                  for k in range(1, self.max_tokens + 1)}
         best = max(rates, key=rates.get)
         if rates[best] > 1.0 / base:
+            self.num_declined_in_row, self.remeasure_after = 0, REMEASURE_AFTER
             return best
+        return self.decline()
+
+    def decline(self) -> int:
+        """0 drafts, or 1 as a probe; after remeasure_after declines in a row, forget the step times."""
         self.num_declined += 1
+        self.num_declined_in_row += 1
+        if self.num_declined_in_row >= self.remeasure_after:
+            self.step_times, self.num_unmeasured, self.num_declined_in_row = DecayedFit(), 0, 0
+            self.remeasure_after = min(2 * self.remeasure_after, MAX_REMEASURE_AFTER)
         return 1 if self.num_declined % PROBE_INTERVAL == 0 else 0

@@ -40,6 +40,9 @@ class GgufFormat:
     # block_count counts layers past num_hidden_layers that Wisp does not run (multi-token prediction): their
     # tensors are expected in the file and left unread
     trailing_layers: bool = False
+    # llama.cpp's converter writes the checkpoint's draft layer as the trailing blk.{n} with nextn.* tensors and
+    # `{arch}.nextn_predict_layers`: convert-gguf writes it and --speculative mtp reads it (engine.gguf.draft_layer)
+    nextn: bool = False
     # convert-gguf writes the dense tensors in Wisp's parameter order under these names (engine.gguf.named_specs)
     # rather than in the checkpoint's order through the shared table (engine.gguf.tensor_map.tensor_specs)
     module_order: bool = False

@@ -5,8 +5,8 @@ q/k RMSNorm.
 In GGUF files, as llama.cpp's converter (Glm4MoeModel) and graph (src/models/glm4-moe.cpp) have them:
 - Metadata: the DeepSeek-style routing keys (expert_gating_func sigmoid, expert_weights_scale and _norm,
   expert_shared_count, leading_dense_block_count), partial RoPE as rope.dimension_count < head_dim, and
-  nextn_predict_layers: block_count counts the multi-token-prediction layers at the end, which Wisp (like
-  llama.cpp's generation) does not run.
+  nextn_predict_layers: block_count counts the multi-token-prediction layer at the end, which Wisp runs for
+  --speculative mtp (engine.gguf.draft_layer) and otherwise leaves unread.
 - Tensors: the norm before the MLP is blk.N.post_attention_norm; the router's correction bias is
   blk.N.exp_probs_b.bias; the shared expert is ffn_{gate,up,down}_shexp; q/k/v biases; leading dense layers hold
   ffn_{gate,up,down}."""
@@ -110,7 +110,6 @@ def write_gguf_metadata(writer, args: ModelArgs) -> None:
     writer.add_expert_weights_scale(router.routed_scaling_factor)
     writer.add_expert_weights_norm(router.norm_topk_prob)
     writer.add_expert_gating_func(gguf.ExpertGatingFuncType(SIGMOID))
-    writer.add_nextn_predict_layers(0)  # a checkpoint as transformers writes it holds no MTP layer
     if router.n_group > 1:
         writer.add_expert_group_count(router.n_group)
         writer.add_expert_group_used_count(router.topk_group)
@@ -123,7 +122,7 @@ FAMILY = Family(
     draft_layer=NEXTN,  # its multi-token-prediction layer, read for --speculative mtp/auto
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, layer_modules=GGUF_LAYER_MODULES,
                     check_convertible=check_convertible, write_metadata=write_gguf_metadata,
-                    trailing_layers=True, module_order=True),
+                    trailing_layers=True, nextn=True, module_order=True),
     examples=("GLM-4.5-Air", "GLM-4.5"),
     layers=(
         "GQA with q/k/v biases, partial RoPE, optional q/k norm; DeepSeek-V3-style grouped sigmoid router "

@@ -64,7 +64,7 @@ FAMILY = Family(
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf,
                     layer_modules=hybrid_gguf.LAYER_MODULES, layer_params=hybrid_gguf.LAYER_PARAMS,
                     check_convertible=partial(hybrid_gguf.check_convertible, arch=ARCH),
-                    write_metadata=write_gguf_metadata, module_order=True, trailing_layers=True,
+                    write_metadata=write_gguf_metadata, module_order=True, trailing_layers=True, nextn=True,
                     file_args=partial(hybrid_gguf.file_args, projections=QKV_Z_B_A, tiled=True)),
     examples=("Qwen3.5-35B-A3B", "Qwen3.6-35B-A3B"),
     layers="as qwen3_next, with separate DeltaNet projections (the language model of the vision-language checkpoint)",

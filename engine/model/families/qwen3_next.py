@@ -38,7 +38,7 @@ FAMILY = Family(
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf,
                     layer_modules=hybrid_gguf.LAYER_MODULES, layer_params=hybrid_gguf.LAYER_PARAMS,
                     check_convertible=partial(hybrid_gguf.check_convertible, arch=ARCH),
-                    write_metadata=hybrid_gguf.write_metadata, module_order=True,
+                    write_metadata=hybrid_gguf.write_metadata, module_order=True, trailing_layers=True, nextn=True,
                     file_args=partial(hybrid_gguf.file_args, projections=QKV_Z_BA, tiled=False)),
     examples=("Qwen3-Next-80B-A3B",),
     layers=(
