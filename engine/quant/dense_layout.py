@@ -6,7 +6,7 @@ import torch
 
 from engine.experts.formats import kernel
 from engine.experts.formats.activation import SILU_GLU, ExpertBias
-from engine.experts.routing.dispatch import Dispatch
+from engine.experts.routing.dispatch import Dispatch, combine
 from engine.experts.formats.layout import ExpertLayout
 
 
@@ -50,9 +50,32 @@ class DenseLayout(ExpertLayout):
 
     def run_gathered(self, x: torch.Tensor, blocks: torch.Tensor, weights: torch.Tensor,
                      ids: torch.Tensor | None = None) -> torch.Tensor:
+        """On the CPU one-row GEMMs per entry (kernel.entry_experts), elsewhere the batched GEMVs."""
         self._check_bound()
+        if self.runs_entries(x):
+            return kernel.entry_experts(x, blocks, weights, self.hidden, self.intermediate, self.activation,
+                                        self.bias, ids)
         return kernel.gathered_experts(x, blocks, weights, self.hidden, self.intermediate, self.activation,
                                        self.bias, ids)
+
+    def runs_entries(self, x: torch.Tensor) -> bool:
+        """Small steps on the CPU run kernel.entry_experts where every row it reads (a token row, a block's
+        projections, an activation row) starts 64 bytes after the one before: MKL's one-row GEMM rounds by its
+        operands' alignment, so a block must compute alike in any row of any table, slot pool or buffer. Else the
+        gathered path, which reads copies laid out alike in every mode."""
+        size = x.element_size()
+        return x.device.type == "cpu" and (self.hidden * size) % 64 == 0 and (self.intermediate * size) % 64 == 0
+
+    def run_rows(self, x: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor,
+                 weights: torch.Tensor) -> torch.Tensor:
+        """On the CPU each entry reads its row of the table in place (no gathered copy): the bits of
+        run_gathered over the gathered rows."""
+        if not self.runs_entries(x):
+            return super().run_rows(x, table, rows, ids, weights)
+        self._check_bound()
+        blocks = [table[row] for row in rows.tolist()]
+        return combine(kernel.entry_experts(x, blocks, weights, self.hidden, self.intermediate, self.activation,
+                                            self.bias, ids), ids)
 
     def run_expert(self, block: torch.Tensor, dispatch: Dispatch, u: int, out: torch.Tensor) -> None:
         self._check_bound()

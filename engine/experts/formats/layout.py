@@ -6,7 +6,8 @@ what a row holds, so a new format (say, a quantized GGUF block holding three qua
 class with its own fused kernels; the providers call it without knowing its type.
 
 Bit identity across providers holds because each provider computes through the same layout methods:
-`run_gathered` for small steps (one buffer of every (token, k) entry's block) and `run_group` for large steps
+`run_gathered`/`run_rows` for small steps (every (token, k) entry's block: a gathered buffer, or on the CPU the
+dense layout's rows read in place) and `run_group` for large steps
 (a group of experts, each over its span of token rows: on CUDA one grouped GEMM launch per projection, elsewhere
 `run_expert` one expert at a time). A group's results never depend on which other experts share it."""
 
