@@ -143,9 +143,12 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
     writer.add_block_count(args.num_hidden_layers)
     writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
     writer.add_head_count(args.num_attention_heads)
-    writer.add_head_count_kv(args.num_key_value_heads)
-    writer.add_key_length(args.head_dim)
-    writer.add_value_length(args.head_dim)
+    if args.mla is not None:
+        write_latent_attention(writer, args)
+    else:
+        writer.add_head_count_kv(args.num_key_value_heads)
+        writer.add_key_length(args.head_dim)
+        writer.add_value_length(args.head_dim)
     writer.add_rope_dimension_count(int(args.head_dim * args.attention.partial_rotary_factor))
     writer.add_rope_freq_base(args.rope_theta)
     writer.add_layer_norm_rms_eps(args.rms_norm_eps)
@@ -158,6 +161,21 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
     if args.attention.clip_qkv:
         writer.add_clamp_kqv(args.attention.clip_qkv)
     family(args.model_type).gguf.write_metadata(writer, args)
+
+
+def write_latent_attention(writer, args: ModelArgs) -> None:
+    """Multi-head latent attention as llama.cpp's files describe it: one key/value head of the compressed cache
+    row (key kv_lora_rank + the RoPE part, value kv_lora_rank), and the heads it expands to under *_mla; the q
+    LoRA's rank where it has one. (args.head_dim is the RoPE part of a head.)"""
+    mla = args.mla
+    writer.add_head_count_kv(1)
+    writer.add_key_length(mla.kv_lora_rank + args.head_dim)
+    writer.add_value_length(mla.kv_lora_rank)
+    writer.add_key_length_mla(mla.qk_nope_head_dim + args.head_dim)
+    writer.add_value_length_mla(mla.v_head_dim)
+    writer.add_kv_lora_rank(mla.kv_lora_rank)
+    if mla.q_lora_rank:
+        writer.add_q_lora_rank(mla.q_lora_rank)
 
 
 def write_vocab(writer, vocab: Vocab) -> None:

@@ -15,7 +15,8 @@ from engine.gguf.param_names import gguf_name
 from engine.gguf.reader import GgufFile
 from engine.gguf.split_experts import has_split_experts, split_expert_view, split_name
 from engine.gguf.tensor_map import EXPERTS, expert_bias_names, unpermute_rotary
-from engine.gguf.tensors import SUPPORTED_QTYPES, DenseTensor, ExpertLayer, ExpertTensor, qtype_name, row_bytes
+from engine.gguf.tensors import (SUPPORTED_QTYPES, DenseTensor, ExpertLayer, ExpertTensor, dequantize, qtype_name,
+                                 row_bytes)
 from engine.model.args import ModelArgs
 from engine.model.families import GgufFormat
 from engine.text.tokenizer import Tokenizer
@@ -59,7 +60,9 @@ class GgufModel:
 
         args = self.args
         check_tokenizer(self.file)
-        unsupported = Counter(kind for kind in self.tensor_types().values() if kind not in SUPPORTED_QTYPES)
+        joined = self._joined_parts(args)  # dequantized when loaded (gguf's reference reads every type)
+        unsupported = Counter(kind for name, kind in self.tensor_types().items()
+                              if kind not in SUPPORTED_QTYPES and name not in joined)
         if unsupported:
             kinds = ", ".join(f"{kind} ({count} tensors)" for kind, count in sorted(unsupported.items()))
             raise UnsupportedModelError(f"{self.path.name} has tensors of type {kinds}; Wisp's engine runs "
@@ -82,6 +85,7 @@ class GgufModel:
         from engine.model.model_tree import meta_model
 
         names = {gguf_name(param, self.architecture) for param, _ in meta_model(args).named_parameters()}
+        names |= self._joined_parts(args)  # a joined tensor's parts (MLA's kv_b)
         for layer, is_moe in enumerate(args.moe_layers):
             for projection in EXPERTS if is_moe else ():
                 names.add(f"blk.{layer}.{EXPERTS[projection]}.weight")
@@ -124,7 +128,39 @@ class GgufModel:
             raise ModelFormatError(f"{self.path}: tensor '{name}' is missing")
         return self.file.tensors[name]
 
+    def _joined_parts(self, args: ModelArgs) -> set[str]:
+        from engine.model.model_tree import meta_model
+
+        if not self.format.joined:
+            return set()
+        names = (gguf_name(param, self.architecture) for param, _ in meta_model(args).named_parameters())
+        return {part for name in names for part in self._parts(name)}
+
+    def _parts(self, name: str) -> list[str]:
+        """The GGUF tensors the family's files split `name` into (GgufFormat.joined), or []."""
+        layer, base = _layer_of(name), name.rsplit(".", 1)[0].split(".", 2)[-1]
+        joined = self.format.joined.get(base) if layer >= 0 else None
+        return [f"blk.{layer}.{part}.weight" for part in joined.parts] if joined else []
+
+    def _joined(self, name: str, shape: tuple[int, ...]) -> DenseTensor:
+        """A parameter the file stores split (GgufFormat.joined), joined back: f32 whatever the parts' types."""
+        from gguf import GGMLQuantizationType
+
+        joined = self.format.joined[name.rsplit(".", 1)[0].split(".", 2)[-1]]
+        parts = []
+        for part in self._parts(name):
+            info = self._info(part)
+            self._check_rows(info)
+            parts.append(dequantize(self.file.raw(part), info.qtype, info.shape).numpy())
+        weight = np.ascontiguousarray(joined.join(self.args, parts), dtype=np.float32)
+        if weight.shape != shape:
+            raise ModelFormatError(f"{self.path}: the tensors {', '.join(self._parts(name))} join into shape "
+                                   f"{list(weight.shape)}, the metadata implies {list(shape)}")
+        return DenseTensor(name, int(GGMLQuantizationType.F32), shape, weight.view(np.uint8).reshape(shape[0], -1))
+
     def _dense(self, param: str, name: str, shape: tuple[int, ...]) -> DenseTensor:
+        if name not in self.file.tensors and self._parts(name):
+            return self._joined(name, shape)
         info = self._info(name)
         # llama.cpp drops size-1 dimensions: the [1, D] shared-expert gate is [D], a depthwise conv [C, 1, K] is [C, K]
         if info.shape != shape and _squeezed(info.shape) != _squeezed(shape):

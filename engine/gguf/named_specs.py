@@ -26,18 +26,31 @@ def keeps_f32(name: str, shape: tuple[int, ...]) -> bool:
 
 
 def dense_specs(args: ModelArgs, ckpt, names, arch: str) -> list[TensorSpec]:
-    """One spec per dense parameter, in Wisp's parameter order; routers, biases and 1-D tensors are written f32
-    whatever the file type. A tied lm_head is left out (llama.cpp reads token_embd)."""
+    """One spec per dense parameter, in Wisp's parameter order (one per part where the family's files split it,
+    GgufFormat.joined); routers, biases and 1-D tensors are written f32 whatever the file type. A tied lm_head is
+    left out (llama.cpp reads token_embd)."""
+    from engine.model.families import family
     from engine.model.loader import hf_name
     from engine.model.model_tree import meta_model
 
-    specs = []
+    joined, specs = family(args.model_type).gguf.joined, []
     for param, value in meta_model(args).named_parameters():
         if param == "lm_head.weight" and not ckpt.has(param):
             continue
         name, shape = gguf_name(param, arch), tuple(value.shape)
-        specs.append(TensorSpec(name, shape, _loader(ckpt, hf_name(param, names)), keeps_f32(name, shape)))
+        load = _loader(ckpt, hf_name(param, names))
+        blk, _, base = name.rsplit(".", 1)[0].rpartition(".")
+        if blk and base in joined:
+            specs += _split_specs(args, joined[base], blk, load)
+            continue
+        specs.append(TensorSpec(name, shape, load, keeps_f32(name, shape)))
     return specs
+
+
+def _split_specs(args: ModelArgs, joined, blk: str, load) -> list[TensorSpec]:
+    """The parts a family's files split one parameter into (GgufFormat.joined), each split from the whole."""
+    return [TensorSpec(f"{blk}.{part}.weight", shape, lambda index=index: joined.split(args, load())[index])
+            for index, (part, shape) in enumerate(zip(joined.parts, joined.shapes(args)))]
 
 
 def _loader(ckpt, hf: str):

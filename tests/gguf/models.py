@@ -54,6 +54,14 @@ def hf_config(model_type: str):
 
         return Ernie4_5_MoeConfig(**{**common, "num_hidden_layers": 3}, moe_num_experts=4, moe_intermediate_size=K_ROW,
                                   intermediate_size=512, moe_num_shared_experts=2, moe_layer_start_index=1)
+    if model_type == "glm4_moe_lite":  # GLM-4.7-Flash's layers: MLA with a q LoRA, a dense first layer, one
+        from transformers import Glm4MoeLiteConfig  # routing group; rms_norm_eps transformers' LoRA norms use
+
+        return Glm4MoeLiteConfig(**{**common, "num_hidden_layers": 3, "num_key_value_heads": 4}, n_routed_experts=4,
+                                 moe_intermediate_size=K_ROW, intermediate_size=512, kv_lora_rank=K_ROW,
+                                 q_lora_rank=K_ROW, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64,
+                                 n_shared_experts=1, routed_scaling_factor=1.8, rms_norm_eps=1e-6,
+                                 mlp_layer_types=["dense", "sparse", "sparse"])
     if model_type in ("qwen3_next", "qwen3_5_moe"):
         return hybrid_config(model_type, common)
     raise ValueError(model_type)

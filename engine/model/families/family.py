@@ -21,6 +21,24 @@ def _writes_nothing(writer, args: ModelArgs) -> None:
     """The default: no `{arch}.*` keys beyond the shared ones."""
 
 
+def _reads_every_file(key: GgufKeys) -> bool:
+    """The default: the family reads every file of its architecture (no other family shares it)."""
+    return True
+
+
+@dataclass(frozen=True)
+class JoinedTensor:
+    """One Wisp parameter that llama.cpp's files store as several tensors within blk.N (`parts`, GGUF base names):
+    convert-gguf writes split(args, weight) -> one array per part (of shapes(args)), the reader joins them back
+    (join(args, parts)); f32 numpy arrays in torch order. A file that holds the parameter whole under its own name
+    is read as it is."""
+
+    parts: tuple[str, ...]
+    shapes: Callable[[ModelArgs], tuple[tuple[int, ...], ...]]
+    split: Callable[[ModelArgs, object], tuple]
+    join: Callable[[ModelArgs, list], object]
+
+
 @dataclass(frozen=True)
 class GgufFormat:
     """The family in llama.cpp's GGUF files."""
@@ -49,6 +67,12 @@ class GgufFormat:
     # a checkpoint's args -> the same model in the layout of its GGUF file, where that differs (module_order only):
     # convert-gguf computes the file's dense tensors from the checkpoint's (engine.gguf.linear_specs)
     file_args: Callable[[ModelArgs], ModelArgs] | None = None
+    # GGUF tensor base within blk.N (a layer_modules value) -> how the file splits it (MLA's attn_kv_b)
+    joined: Mapping[str, JoinedTensor] = field(default_factory=dict)
+    # which files of `arch` the family reads, from their metadata, where several families share the architecture
+    # (registry.gguf_family tries them in the registry's order); they name their tensors alike
+    reads: Callable[[GgufKeys], bool] = _reads_every_file
+    refusal: str = ""  # what `reads` asks of a file, for the error that names a file no family reads
 
 
 @dataclass(frozen=True)
