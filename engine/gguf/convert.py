@@ -146,7 +146,7 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
     if args.mla is not None:
         write_latent_attention(writer, args)
     else:
-        writer.add_head_count_kv(args.num_key_value_heads)
+        writer.add_head_count_kv(kv_heads(args))
         writer.add_key_length(args.head_dim)
         writer.add_value_length(args.head_dim)
     writer.add_rope_dimension_count(int(args.head_dim * args.attention.partial_rotary_factor))
@@ -161,6 +161,14 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
     if args.attention.clip_qkv:
         writer.add_clamp_kqv(args.attention.clip_qkv)
     family(args.model_type).gguf.write_metadata(writer, args)
+
+
+def kv_heads(args: ModelArgs) -> int | list[int]:
+    """head_count_kv: per layer where short-conv layers stand between the attention layers (llama.cpp's lfm2moe
+    tells a recurrent layer by its 0 KV heads)."""
+    if args.short_conv is None:
+        return args.num_key_value_heads
+    return [args.num_key_value_heads if kind == "full_attention" else 0 for kind in args.layer_types]
 
 
 def write_latent_attention(writer, args: ModelArgs) -> None:

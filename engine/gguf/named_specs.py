@@ -33,18 +33,26 @@ def dense_specs(args: ModelArgs, ckpt, names, arch: str) -> list[TensorSpec]:
     from engine.model.loader import hf_name
     from engine.model.model_tree import meta_model
 
-    joined, specs = family(args.model_type).gguf.joined, []
+    gguf, specs = family(args.model_type).gguf, []
     for param, value in meta_model(args).named_parameters():
         if param == "lm_head.weight" and not ckpt.has(param):
             continue
         name, shape = gguf_name(param, arch), tuple(value.shape)
-        load = _loader(ckpt, hf_name(param, names))
-        blk, _, base = name.rsplit(".", 1)[0].rpartition(".")
-        if blk and base in joined:
-            specs += _split_specs(args, joined[base], blk, load)
+        blk, base = layer_base(name)
+        if base in gguf.joined:
+            specs += _split_specs(args, gguf.joined[base], blk, _loader(ckpt, hf_name(param, names)))
             continue
-        specs.append(TensorSpec(name, shape, load, keeps_f32(name, shape)))
+        if len(shape) > 2:  # llama.cpp drops size-1 dimensions: a depthwise conv [C, 1, K] is [C, K]
+            shape = tuple(d for d in shape if d != 1)
+        load = _loader(ckpt, hf_name(param, names), shape)
+        specs.append(TensorSpec(name, shape, load, keeps_f32(name, shape) or base in gguf.f32_tensors))
     return specs
+
+
+def layer_base(name: str) -> tuple[str, str]:
+    """("blk.N", base) of a layer tensor blk.N.base.weight|bias; ("", "") for the others."""
+    parts = name.split(".")
+    return (".".join(parts[:2]), ".".join(parts[2:-1])) if parts[0] == "blk" and len(parts) > 3 else ("", "")
 
 
 def _split_specs(args: ModelArgs, joined, blk: str, load) -> list[TensorSpec]:
@@ -53,5 +61,7 @@ def _split_specs(args: ModelArgs, joined, blk: str, load) -> list[TensorSpec]:
             for index, (part, shape) in enumerate(zip(joined.parts, joined.shapes(args)))]
 
 
-def _loader(ckpt, hf: str):
-    return lambda: as_f32(ckpt.get(hf))
+def _loader(ckpt, hf: str, shape: tuple[int, ...] | None = None):
+    if shape is None:
+        return lambda: as_f32(ckpt.get(hf))
+    return lambda: as_f32(ckpt.get(hf)).reshape(shape)

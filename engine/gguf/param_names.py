@@ -16,13 +16,15 @@ BARE_PARAMS = {"self_attn.sinks": "attn_sinks.weight", "mlp.gate.e_score_correct
 def gguf_name(param: str, arch: str = "") -> str:
     """The GGUF tensor name of a Wisp parameter in a file of llama.cpp architecture `arch`; KeyError for a name
     with no GGUF counterpart."""
+    own = gguf_family(arch)
+    if own is not None and param in own.gguf.global_params:
+        return own.gguf.global_params[param]
     if param in GLOBAL_PARAMS:
         return GLOBAL_PARAMS[param]
     match = LAYER_PARAM.match(param)
     if not match:
         raise KeyError(param)
     layer, rest = match.groups()
-    own = gguf_family(arch)
     bare = {**BARE_PARAMS, **own.gguf.layer_params} if own is not None else BARE_PARAMS
     if rest in bare:
         return f"blk.{layer}.{bare[rest]}"

@@ -62,6 +62,12 @@ def hf_config(model_type: str):
                                  q_lora_rank=K_ROW, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64,
                                  n_shared_experts=1, routed_scaling_factor=1.8, rms_norm_eps=1e-6,
                                  mlp_layer_types=["dense", "sparse", "sparse"])
+    if model_type == "lfm2_moe":  # short-conv and attention layers (conv first, as published), a dense first layer
+        from transformers import Lfm2MoeConfig
+
+        return Lfm2MoeConfig(**{**common, "num_hidden_layers": 4}, num_experts=4, moe_intermediate_size=K_ROW,
+                             intermediate_size=512, num_dense_layers=1, conv_L_cache=3, routed_scaling_factor=1.0,
+                             layer_types=["conv", "full_attention", "conv", "conv"])
     if model_type in ("qwen3_next", "qwen3_5_moe"):
         return hybrid_config(model_type, common)
     raise ValueError(model_type)

@@ -51,6 +51,12 @@ class GgufFormat:
     # Wisp parameter within a layer that is no module's weight or bias -> its GGUF tensor within blk.N, beyond the
     # shared ones (engine.gguf.param_names.BARE_PARAMS: attention sinks, the router's correction bias)
     layer_params: Mapping[str, str] = field(default_factory=dict)
+    # Wisp parameter outside the layers -> its GGUF tensor, where the family's files name it otherwise than
+    # llama.cpp's shared names (lfm2moe's final norm is token_embd_norm)
+    global_params: Mapping[str, str] = field(default_factory=dict)
+    # GGUF tensor bases within blk.N that llama.cpp's graph reads as f32 only (convolution kernels): convert-gguf
+    # writes them f32 whatever the file type
+    f32_tensors: tuple[str, ...] = ()
     rotary_permuted: bool = False  # q/k rows in llama.cpp's adjacent-pair RoPE order (its `llama` architecture)
     # convert-gguf: raises UnsupportedModelError for a checkpoint whose GGUF llama.cpp would compute differently
     check_convertible: Callable[[ModelArgs], None] = _accepts

@@ -50,7 +50,7 @@ def _by_architecture(families) -> dict[str, tuple[Family, ...]]:
 
 def _layout(gguf) -> tuple:
     return (tuple(sorted(gguf.layer_modules.items())), tuple(sorted(gguf.layer_params.items())),
-            tuple(sorted(gguf.joined)), gguf.rotary_permuted)
+            tuple(sorted(gguf.global_params.items())), tuple(sorted(gguf.joined)), gguf.rotary_permuted)
 
 
 GGUF_ARCHITECTURES: dict[str, tuple[Family, ...]] = _by_architecture(FAMILIES.values())
