@@ -71,12 +71,13 @@ def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: P
 def gguf_specs(args: ModelArgs, ckpt: Checkpoint, arch: str) -> list[TensorSpec]:
     """Every tensor of the file, in the order its family's files list them."""
     known = family(args.model_type)
+    extra = known.gguf.file_tensors(args) if known.gguf.file_tensors else []
     if known.gguf.module_order:
         dense = None
         if known.gguf.file_args is not None:  # the file's layout differs from the checkpoint's
             dense = transformed_specs(args, known.gguf.file_args(args), ckpt, known.weight_names, arch)
-        return module_order_specs(args, ckpt, known.weight_names, arch, dense)
-    return tensor_specs(args, ckpt, known.weight_names)
+        return extra + module_order_specs(args, ckpt, known.weight_names, arch, dense)
+    return extra + tensor_specs(args, ckpt, known.weight_names)
 
 
 def import_gguf():
@@ -143,14 +144,7 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
     writer.add_block_count(args.num_hidden_layers)
     writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
     writer.add_head_count(args.num_attention_heads)
-    if args.mla is not None:
-        write_latent_attention(writer, args)
-    else:
-        writer.add_head_count_kv(kv_heads(args))
-        writer.add_key_length(args.head_dim)
-        writer.add_value_length(args.head_dim)
-    writer.add_rope_dimension_count(int(args.head_dim * args.attention.partial_rotary_factor))
-    writer.add_rope_freq_base(args.rope_theta)
+    (family(args.model_type).gguf.write_attention or write_attention)(writer, args)
     writer.add_layer_norm_rms_eps(args.rms_norm_eps)
     writer.add_vocab_size(args.vocab_size)
     writer.add_expert_count(args.num_experts)
@@ -163,27 +157,13 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
     family(args.model_type).gguf.write_metadata(writer, args)
 
 
-def kv_heads(args: ModelArgs) -> int | list[int]:
-    """head_count_kv: per layer where short-conv layers stand between the attention layers (llama.cpp's lfm2moe
-    tells a recurrent layer by its 0 KV heads)."""
-    if args.short_conv is None:
-        return args.num_key_value_heads
-    return [args.num_key_value_heads if kind == "full_attention" else 0 for kind in args.layer_types]
-
-
-def write_latent_attention(writer, args: ModelArgs) -> None:
-    """Multi-head latent attention as llama.cpp's files describe it: one key/value head of the compressed cache
-    row (key kv_lora_rank + the RoPE part, value kv_lora_rank), and the heads it expands to under *_mla; the q
-    LoRA's rank where it has one. (args.head_dim is the RoPE part of a head.)"""
-    mla = args.mla
-    writer.add_head_count_kv(1)
-    writer.add_key_length(mla.kv_lora_rank + args.head_dim)
-    writer.add_value_length(mla.kv_lora_rank)
-    writer.add_key_length_mla(mla.qk_nope_head_dim + args.head_dim)
-    writer.add_value_length_mla(mla.v_head_dim)
-    writer.add_kv_lora_rank(mla.kv_lora_rank)
-    if mla.q_lora_rank:
-        writer.add_q_lora_rank(mla.q_lora_rank)
+def write_attention(writer, args: ModelArgs) -> None:
+    """The attention keys most llama.cpp architectures share: KV heads, head sizes and RoPE."""
+    writer.add_head_count_kv(args.num_key_value_heads)
+    writer.add_key_length(args.head_dim)
+    writer.add_value_length(args.head_dim)
+    writer.add_rope_dimension_count(int(args.head_dim * args.attention.partial_rotary_factor))
+    writer.add_rope_freq_base(args.rope_theta)
 
 
 def write_vocab(writer, vocab: Vocab) -> None:

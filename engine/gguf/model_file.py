@@ -14,7 +14,7 @@ from engine.gguf.model_args import architecture_of, family_of, model_args
 from engine.gguf.param_names import gguf_name
 from engine.gguf.reader import GgufFile
 from engine.gguf.split_experts import has_split_experts, split_expert_view, split_name
-from engine.gguf.tensor_map import EXPERTS, expert_bias_names, unpermute_rotary
+from engine.gguf.tensor_map import EXPERTS, GATE_UP, expert_bias_names, unpermute_rotary
 from engine.gguf.tensors import (SUPPORTED_QTYPES, DenseTensor, ExpertLayer, ExpertTensor, dequantize, qtype_name,
                                  row_bytes)
 from engine.model.args import ModelArgs
@@ -86,7 +86,11 @@ class GgufModel:
 
         names = {gguf_name(param, self.architecture) for param, _ in meta_model(args).named_parameters()}
         names |= self._joined_parts(args)  # a joined tensor's parts (MLA's kv_b)
+        if self.format.file_tensors is not None:  # computed from the model's numbers, never read
+            names |= {spec.name for spec in self.format.file_tensors(args)}
         for layer, is_moe in enumerate(args.moe_layers):
+            if is_moe:
+                names.add(f"blk.{layer}.{GATE_UP}.weight")
             for projection in EXPERTS if is_moe else ():
                 names.add(f"blk.{layer}.{EXPERTS[projection]}.weight")
                 names |= {split_name(layer, projection, e) for e in range(args.num_experts)}
@@ -175,6 +179,9 @@ class GgufModel:
 
     def _experts(self, layer: int, projection: str, shape: tuple[int, int, int]) -> ExpertTensor:
         name = f"blk.{layer}.{EXPERTS[projection]}.weight"
+        fused = f"blk.{layer}.{GATE_UP}.weight"
+        if name not in self.file.tensors and projection != "down" and fused in self.file.tensors:
+            return self._fused_half(fused, projection, shape)
         if name not in self.file.tensors and has_split_experts(self.file, layer):
             qtype, raw = split_expert_view(self.file, layer, projection, shape[0])
             expert = self.file.tensors[split_name(layer, projection, 0)]
@@ -189,6 +196,20 @@ class GgufModel:
                                    f"implies {list(shape)}")
         self._check_rows(info)
         return ExpertTensor(name, info.qtype, shape, self.file.raw(name).reshape(shape[0], -1))
+
+    def _fused_half(self, name: str, projection: str, shape: tuple[int, int, int]) -> ExpertTensor:
+        """gate or up of a stacked [E, 2I, D] ffn_gate_up_exps (gate rows first): each expert's half is one
+        contiguous run of rows, the experts a constant stride apart."""
+        info = self._info(name)
+        E, I, D = shape
+        if info.shape != (E, 2 * I, D):
+            raise ModelFormatError(f"{self.path}: tensor '{name}' has shape {list(info.shape)}, the metadata "
+                                   f"implies {[E, 2 * I, D]}")
+        self._check_rows(info)
+        half = I * row_bytes(info.qtype, D)
+        rows = self.file.raw(name).reshape(E, 2 * half)
+        view = rows[:, :half] if projection == "gate" else rows[:, half:]
+        return ExpertTensor(f"{name}[{projection}]", info.qtype, shape, view)
 
     def _check_rows(self, info) -> None:
         if row_bytes(info.qtype, info.shape[-1]) * int(np.prod(info.shape[:-1], dtype=np.int64)) != info.num_bytes:

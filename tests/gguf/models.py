@@ -68,6 +68,15 @@ def hf_config(model_type: str):
         return Lfm2MoeConfig(**{**common, "num_hidden_layers": 4}, num_experts=4, moe_intermediate_size=K_ROW,
                              intermediate_size=512, num_dense_layers=1, conv_L_cache=3, routed_scaling_factor=1.0,
                              layer_types=["conv", "full_attention", "conv", "conv"])
+    if model_type == "gemma4_text":  # two sliding layers (a window the prompts cross), then a full one with wider
+        from transformers import Gemma4TextConfig  # heads, one KV head and keys as values; soft-capped, tied logits
+
+        return Gemma4TextConfig(**{**common, "num_hidden_layers": 3, "tie_word_embeddings": True}, head_dim=64,
+                                global_head_dim=128, num_global_key_value_heads=1, attention_k_eq_v=True,
+                                sliding_window=8, intermediate_size=512, moe_intermediate_size=K_ROW, num_experts=4,
+                                top_k_experts=2, enable_moe_block=True, hidden_size_per_layer_input=0,
+                                final_logit_softcapping=30.0,
+                                layer_types=["sliding_attention", "sliding_attention", "full_attention"])
     if model_type in ("qwen3_next", "qwen3_5_moe"):
         return hybrid_config(model_type, common)
     raise ValueError(model_type)
@@ -99,7 +108,7 @@ def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0,
 
     torch.manual_seed(seed)
     config = hf_config(model_type)
-    config.tie_word_embeddings = tie
+    config.tie_word_embeddings = tie or config.tie_word_embeddings  # gemma4_text ties them, as published
     for key, value in config_changes.items():
         setattr(config, key, value)
     if model_type == "qwen3_5_moe":  # the vision-language model the hub publishes, not its text-only class

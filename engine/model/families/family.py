@@ -61,6 +61,10 @@ class GgufFormat:
     # convert-gguf: raises UnsupportedModelError for a checkpoint whose GGUF llama.cpp would compute differently
     check_convertible: Callable[[ModelArgs], None] = _accepts
     write_metadata: Callable[[object, ModelArgs], None] = _writes_nothing  # keys beyond the shared ones
+    # (writer, args) -> head_count_kv, key_length, value_length, rope.dimension_count and rope.freq_base where the
+    # family's files describe attention otherwise (MLA's compressed row, per-layer KV heads, sliding layers' own
+    # sizes); None: engine.gguf.convert's
+    write_attention: Callable[[object, ModelArgs], None] | None = None
     # block_count counts layers past num_hidden_layers that Wisp does not run (multi-token prediction): their
     # tensors are expected in the file and left unread
     trailing_layers: bool = False
@@ -73,6 +77,9 @@ class GgufFormat:
     # a checkpoint's args -> the same model in the layout of its GGUF file, where that differs (module_order only):
     # convert-gguf computes the file's dense tensors from the checkpoint's (engine.gguf.linear_specs)
     file_args: Callable[[ModelArgs], ModelArgs] | None = None
+    # args -> the tensors the files hold beyond Wisp's parameters, computed from the model's numbers (gemma4's
+    # rope_freqs): convert-gguf writes them, the reader expects them and leaves them unread
+    file_tensors: Callable[[ModelArgs], list[TensorSpec]] | None = None
     # GGUF tensor base within blk.N (a layer_modules value) -> how the file splits it (MLA's attn_kv_b)
     joined: Mapping[str, JoinedTensor] = field(default_factory=dict)
     # which files of `arch` the family reads, from their metadata, where several families share the architecture

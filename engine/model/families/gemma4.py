@@ -4,12 +4,16 @@ also the values, and a RoPE of their own (transformers' "proportional": a quarte
 runs a dense GELU MLP beside 128 experts (top-8, GELU-gated) routed from its input by a scaled router. The published
 checkpoints are vision-language models: Wisp runs their language model (text_config; tensors under
 model.language_model.*, engine.model.checkpoint) and says that images are not supported. Gemma 4's smaller models
-(per-layer embeddings, shared KV layers, no experts) are refused by name (engine.model.families.sandwich_config)."""
+(per-layer embeddings, shared KV layers, no experts) are refused by name (engine.model.families.sandwich_config).
+`wisp convert-gguf` writes the language model as llama.cpp's gemma4 file (engine.model.families.sandwich_gguf), which
+gemma4_text reads: the file holds no vision tower."""
 
 from dataclasses import replace
 
 from engine.model.args import ModelArgs
+from engine.model.families import sandwich_gguf
 from engine.model.families.family import Family
+from engine.model.families.gguf_keys import GgufKeys
 from engine.model.families.multimodal_config import IMAGES_UNSUPPORTED, text_config
 from engine.model.families.sandwich_config import WEIGHT_NAMES, sandwich_model_args
 from engine.model.published_configs import GEMMA_4_26B_A4B
@@ -24,10 +28,20 @@ def read_config(config: dict) -> ModelArgs:
     return args
 
 
+def reads_no_file(key: GgufKeys) -> bool:
+    """A gemma4 file holds the language model alone: gemma4_text reads it."""
+    return False
+
+
+def read_gguf(key: GgufKeys) -> ModelArgs:
+    return read_config({"text_config": sandwich_gguf.text_config(key)})
+
+
 FAMILY = Family(
     model_type=MODEL_TYPE,
     read_config=read_config,
     weight_names=WEIGHT_NAMES,
+    gguf=sandwich_gguf.gguf_format(read_gguf, reads=reads_no_file),
     examples=("gemma-4-26B-A4B",),
     layers="sliding-window and wider full attention (keys as values), a dense GELU MLP beside 128 experts top-8, "
            "sandwich norms, soft-capped logits (the language model of the vision-language checkpoint)",

@@ -1,7 +1,7 @@
 """Multi-head latent attention in llama.cpp's files (its deepseek2 architecture, src/models/deepseek2.cpp): the
 tensor names of Wisp's MLA modules, kv_b_proj stored split per head into attn_k_b (the key part, transposed:
 [H, kv_lora_rank, qk_nope]) and attn_v_b ([H, v_head_dim, kv_lora_rank]) as llama.cpp's converter writes it, and
-the attention keys of the metadata (convert-gguf writes them, engine.gguf.convert.write_latent_attention)."""
+the attention keys of the metadata (write_attention, mla_config)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,23 @@ def join_kv_b(args: ModelArgs, parts: list[np.ndarray]) -> np.ndarray:
 
 JOINED = {"attn_kv_b": JoinedTensor(parts=("attn_k_b", "attn_v_b"), shapes=kv_b_shapes, split=split_kv_b,
                                     join=join_kv_b)}
+
+
+def write_attention(writer, args: ModelArgs) -> None:
+    """Multi-head latent attention as llama.cpp's files describe it: one key/value head of the compressed cache
+    row (key kv_lora_rank + the RoPE part, value kv_lora_rank), and the heads it expands to under *_mla; the q
+    LoRA's rank where it has one. (args.head_dim is the RoPE part of a head.)"""
+    mla = args.mla
+    writer.add_head_count_kv(1)
+    writer.add_key_length(mla.kv_lora_rank + args.head_dim)
+    writer.add_value_length(mla.kv_lora_rank)
+    writer.add_key_length_mla(mla.qk_nope_head_dim + args.head_dim)
+    writer.add_value_length_mla(mla.v_head_dim)
+    writer.add_rope_dimension_count(args.head_dim)
+    writer.add_rope_freq_base(args.rope_theta)
+    writer.add_kv_lora_rank(mla.kv_lora_rank)
+    if mla.q_lora_rank:
+        writer.add_q_lora_rank(mla.q_lora_rank)
 
 
 def mla_config(key: GgufKeys) -> dict:
