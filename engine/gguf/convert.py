@@ -142,9 +142,8 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
     writer.add_context_length(args.max_position_embeddings)
     writer.add_embedding_length(args.hidden_size)
     writer.add_block_count(args.num_hidden_layers)
-    writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
     writer.add_head_count(args.num_attention_heads)
-    (family(args.model_type).gguf.write_attention or write_attention)(writer, args)
+    (family(args.model_type).gguf.write_layer_keys or write_layer_keys)(writer, args)
     writer.add_layer_norm_rms_eps(args.rms_norm_eps)
     writer.add_vocab_size(args.vocab_size)
     writer.add_expert_count(args.num_experts)
@@ -157,8 +156,9 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str) 
     family(args.model_type).gguf.write_metadata(writer, args)
 
 
-def write_attention(writer, args: ModelArgs) -> None:
-    """The attention keys most llama.cpp architectures share: KV heads, head sizes and RoPE."""
+def write_layer_keys(writer, args: ModelArgs) -> None:
+    """The per-layer shapes most llama.cpp architectures share: feed-forward length, KV heads, head sizes, RoPE."""
+    writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
     writer.add_head_count_kv(args.num_key_value_heads)
     writer.add_key_length(args.head_dim)
     writer.add_value_length(args.head_dim)

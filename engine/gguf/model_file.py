@@ -22,6 +22,9 @@ from engine.model.families import GgufFormat
 from engine.text.tokenizer import Tokenizer
 
 
+UNGATED = ("relu_squared",)  # expert activations without a gate: their files hold no ffn_gate_exps
+
+
 class GgufModel:
     """Open with `GgufModel(path)`; nothing but the header is read until a tensor is asked for."""
 
@@ -122,7 +125,7 @@ class GgufModel:
     def expert_layers(self) -> dict[int, ExpertLayer]:
         """MoE layer index -> its stacked gate, up and down tensors (raw views, never dequantized)."""
         args = self.args
-        E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+        E, D, I = args.num_experts, args.expert_hidden_size, args.moe_intermediate_size
         shapes = {"gate": (E, I, D), "up": (E, I, D), "down": (E, D, I)}
         return {layer: ExpertLayer(layer, **{proj: self._experts(layer, proj, shape) for proj, shape in shapes.items()})
                 for layer, is_moe in enumerate(args.moe_layers) if is_moe}
@@ -137,34 +140,36 @@ class GgufModel:
 
         if not self.format.joined:
             return set()
-        names = (gguf_name(param, self.architecture) for param, _ in meta_model(args).named_parameters())
-        return {part for name in names for part in self._parts(name)}
+        return {part for param, _ in meta_model(args).named_parameters() for part in self._parts(param)}
 
-    def _parts(self, name: str) -> list[str]:
-        """The GGUF tensors the family's files split `name` into (GgufFormat.joined), or []."""
-        layer, base = _layer_of(name), name.rsplit(".", 1)[0].split(".", 2)[-1]
-        joined = self.format.joined.get(base) if layer >= 0 else None
-        return [f"blk.{layer}.{part}.weight" for part in joined.parts] if joined else []
+    def _parts(self, param: str) -> list[str]:
+        """The GGUF tensors the family's files store Wisp parameter `param` as (GgufFormat.joined), or []."""
+        layer, _, within = param.removeprefix("layers.").partition(".")
+        joined = self.format.joined.get(within) if param.startswith("layers.") else None
+        return [f"blk.{layer}.{part}" for part in joined.parts] if joined else []
 
-    def _joined(self, name: str, shape: tuple[int, ...]) -> DenseTensor:
-        """A parameter the file stores split (GgufFormat.joined), joined back: f32 whatever the parts' types."""
+    def _joined(self, param: str, shape: tuple[int, ...]) -> DenseTensor:
+        """A parameter the file stores as other tensors (GgufFormat.joined), computed back: f32 whatever their
+        types."""
         from gguf import GGMLQuantizationType
 
-        joined = self.format.joined[name.rsplit(".", 1)[0].split(".", 2)[-1]]
+        joined = self.format.joined[param.removeprefix("layers.").partition(".")[2]]
         parts = []
-        for part in self._parts(name):
+        for part in self._parts(param):
             info = self._info(part)
             self._check_rows(info)
             parts.append(dequantize(self.file.raw(part), info.qtype, info.shape).numpy())
         weight = np.ascontiguousarray(joined.join(self.args, parts), dtype=np.float32)
         if weight.shape != shape:
-            raise ModelFormatError(f"{self.path}: the tensors {', '.join(self._parts(name))} join into shape "
-                                   f"{list(weight.shape)}, the metadata implies {list(shape)}")
+            raise ModelFormatError(f"{self.path}: the tensors {', '.join(self._parts(param))} join into shape "
+                                   f"{list(weight.shape)}, the metadata implies {list(shape)} for {param}")
+        name = self._parts(param)[0]
         return DenseTensor(name, int(GGMLQuantizationType.F32), shape, weight.view(np.uint8).reshape(shape[0], -1))
 
     def _dense(self, param: str, name: str, shape: tuple[int, ...]) -> DenseTensor:
-        if name not in self.file.tensors and self._parts(name):
-            return self._joined(name, shape)
+        parts = self._parts(param)
+        if parts and all(part in self.file.tensors for part in parts):
+            return self._joined(param, shape)
         info = self._info(name)
         # llama.cpp drops size-1 dimensions: the [1, D] shared-expert gate is [D], a depthwise conv [C, 1, K] is [C, K]
         if info.shape != shape and _squeezed(info.shape) != _squeezed(shape):
@@ -182,6 +187,8 @@ class GgufModel:
         fused = f"blk.{layer}.{GATE_UP}.weight"
         if name not in self.file.tensors and projection != "down" and fused in self.file.tensors:
             return self._fused_half(fused, projection, shape)
+        if projection == "gate" and self.args.experts.activation in UNGATED and name not in self.file.tensors:
+            return self._experts(layer, "up", shape)  # an ungated expert's up rows stand for both halves
         if name not in self.file.tensors and has_split_experts(self.file, layer):
             qtype, raw = split_expert_view(self.file, layer, projection, shape[0])
             expert = self.file.tensors[split_name(layer, projection, 0)]

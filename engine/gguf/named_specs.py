@@ -38,14 +38,15 @@ def dense_specs(args: ModelArgs, ckpt, names, arch: str) -> list[TensorSpec]:
         if param == "lm_head.weight" and not ckpt.has(param):
             continue
         name, shape = gguf_name(param, arch), tuple(value.shape)
-        blk, base = layer_base(name)
-        if base in gguf.joined:
-            specs += _split_specs(args, gguf.joined[base], blk, _loader(ckpt, hf_name(param, names)))
+        within = param.removeprefix("layers.").partition(".")[2] if param.startswith("layers.") else ""
+        if within in gguf.joined:
+            blk = "blk." + param.split(".")[1]
+            specs += _split_specs(args, gguf.joined[within], blk, _loader(ckpt, hf_name(param, names)))
             continue
         if len(shape) > 2:  # llama.cpp drops size-1 dimensions: a depthwise conv [C, 1, K] is [C, K]
             shape = tuple(d for d in shape if d != 1)
         load = _loader(ckpt, hf_name(param, names), shape)
-        specs.append(TensorSpec(name, shape, load, keeps_f32(name, shape) or base in gguf.f32_tensors))
+        specs.append(TensorSpec(name, shape, load, keeps_f32(name, shape) or layer_base(name)[1] in gguf.f32_tensors))
     return specs
 
 
@@ -57,7 +58,7 @@ def layer_base(name: str) -> tuple[str, str]:
 
 def _split_specs(args: ModelArgs, joined, blk: str, load) -> list[TensorSpec]:
     """The parts a family's files split one parameter into (GgufFormat.joined), each split from the whole."""
-    return [TensorSpec(f"{blk}.{part}.weight", shape, lambda index=index: joined.split(args, load())[index])
+    return [TensorSpec(f"{blk}.{part}", shape, lambda index=index: joined.split(args, load())[index], joined.keep_f32)
             for index, (part, shape) in enumerate(zip(joined.parts, joined.shapes(args)))]
 
 

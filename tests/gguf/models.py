@@ -77,6 +77,16 @@ def hf_config(model_type: str):
                                 top_k_experts=2, enable_moe_block=True, hidden_size_per_layer_input=0,
                                 final_logit_softcapping=30.0,
                                 layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+    if model_type == "nemotron_h":  # Mamba-2, latent MoE and attention blocks (no dense MLP: llama.cpp's loader
+        from transformers import NemotronHConfig  # builds experts in every feed-forward block), two Mamba groups,
+        # Mamba chunks shorter than the prompts, grouped sigmoid routing
+
+        fields = {k: v for k, v in common.items() if k != "num_hidden_layers"}
+        return NemotronHConfig(**fields, head_dim=64, hybrid_override_pattern="ME*ME", mamba_num_heads=8,
+                               mamba_head_dim=32, ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=8,
+                               n_routed_experts=4, moe_intermediate_size=K_ROW, moe_shared_expert_intermediate_size=K_ROW,
+                               moe_latent_size=K_ROW, intermediate_size=512, n_group=2, topk_group=1,
+                               routed_scaling_factor=1.5)
     if model_type in ("qwen3_next", "qwen3_5_moe"):
         return hybrid_config(model_type, common)
     raise ValueError(model_type)

@@ -51,8 +51,8 @@ def test_tiny_models_cover_every_family():
     assert sorted(MODEL_TYPES) == sorted(FAMILIES)
     # gpt_oss's, the hybrids' and the later families' GGUF files have their own tests (tests/gguf/
     # test_gpt_oss_gguf.py, test_hybrid_*.py, test_glm4_moe_lite_gguf.py, test_lfm2_moe_gguf.py,
-    # test_gemma4_gguf.py)
-    own_tests = ["gpt_oss", *HYBRID_TYPES, "glm4_moe_lite", "lfm2_moe", "gemma4", "gemma4_text"]
+    # test_gemma4_gguf.py, test_nemotron_h_gguf.py)
+    own_tests = ["gpt_oss", *HYBRID_TYPES, "glm4_moe_lite", "lfm2_moe", "gemma4", "gemma4_text", "nemotron_h"]
     assert sorted([*GGUF_MODEL_TYPES, *own_tests]) == sorted(known.model_type for sharing in GGUF_ARCHITECTURES.values()
                                                              for known in sharing)
 

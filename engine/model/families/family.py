@@ -28,15 +28,17 @@ def _reads_every_file(key: GgufKeys) -> bool:
 
 @dataclass(frozen=True)
 class JoinedTensor:
-    """One Wisp parameter that llama.cpp's files store as several tensors within blk.N (`parts`, GGUF base names):
-    convert-gguf writes split(args, weight) -> one array per part (of shapes(args)), the reader joins them back
-    (join(args, parts)); f32 numpy arrays in torch order. A file that holds the parameter whole under its own name
-    is read as it is."""
+    """One Wisp parameter that llama.cpp's files store otherwise, as one or several tensors within blk.N (`parts`,
+    their names there: MLA's kv_b_proj split into attn_k_b.weight and attn_v_b.weight, Mamba-2's A_log as
+    ssm_a = -exp(A_log)): convert-gguf writes split(args, weight) -> one array per part (of shapes(args)), the reader
+    computes the parameter back (join(args, parts)); f32 numpy arrays in torch order. A file that lacks the parts
+    is read under the parameter's own name (older MLA files hold attn_kv_b whole)."""
 
     parts: tuple[str, ...]
     shapes: Callable[[ModelArgs], tuple[tuple[int, ...], ...]]
     split: Callable[[ModelArgs, object], tuple]
     join: Callable[[ModelArgs, list], object]
+    keep_f32: bool = False  # written f32 whatever the file type
 
 
 @dataclass(frozen=True)
@@ -61,10 +63,10 @@ class GgufFormat:
     # convert-gguf: raises UnsupportedModelError for a checkpoint whose GGUF llama.cpp would compute differently
     check_convertible: Callable[[ModelArgs], None] = _accepts
     write_metadata: Callable[[object, ModelArgs], None] = _writes_nothing  # keys beyond the shared ones
-    # (writer, args) -> head_count_kv, key_length, value_length, rope.dimension_count and rope.freq_base where the
-    # family's files describe attention otherwise (MLA's compressed row, per-layer KV heads, sliding layers' own
-    # sizes); None: engine.gguf.convert's
-    write_attention: Callable[[object, ModelArgs], None] | None = None
+    # (writer, args) -> feed_forward_length, head_count_kv, key_length, value_length, rope.dimension_count and
+    # rope.freq_base where the family's files describe the layers otherwise (MLA's compressed row, per-layer KV
+    # heads or feed-forward lengths, sliding layers' own sizes); None: engine.gguf.convert's
+    write_layer_keys: Callable[[object, ModelArgs], None] | None = None
     # block_count counts layers past num_hidden_layers that Wisp does not run (multi-token prediction): their
     # tensors are expected in the file and left unread
     trailing_layers: bool = False
@@ -80,7 +82,7 @@ class GgufFormat:
     # args -> the tensors the files hold beyond Wisp's parameters, computed from the model's numbers (gemma4's
     # rope_freqs): convert-gguf writes them, the reader expects them and leaves them unread
     file_tensors: Callable[[ModelArgs], list[TensorSpec]] | None = None
-    # GGUF tensor base within blk.N (a layer_modules value) -> how the file splits it (MLA's attn_kv_b)
+    # Wisp parameter within a layer -> the tensors the files store it as (MLA's kv_b_proj, Mamba-2's A_log)
     joined: Mapping[str, JoinedTensor] = field(default_factory=dict)
     # which files of `arch` the family reads, from their metadata, where several families share the architecture
     # (registry.gguf_family tries them in the registry's order); they name their tensors alike

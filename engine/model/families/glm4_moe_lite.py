@@ -140,7 +140,7 @@ FAMILY = Family(
     weight_names=QWEN_STYLE,
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, layer_modules=GGUF_LAYER_MODULES, joined=mla_gguf.JOINED,
                     check_convertible=check_convertible, write_metadata=write_gguf_metadata,
-                    write_attention=mla_gguf.write_attention, trailing_layers=True,
+                    write_layer_keys=mla_gguf.write_layer_keys, trailing_layers=True,
                     module_order=True, reads=reads_gguf,
                     refusal="glm4_moe_lite reads the files that route with sigmoid scores (expert_gating_func 2)"),
     examples=("GLM-4.7-Flash",),

@@ -133,8 +133,9 @@ def check_convertible(args: ModelArgs) -> None:
         raise UnsupportedModelError(f"{MODEL_TYPE} with conv_bias: llama.cpp's {ARCH} files have no conv biases")
 
 
-def write_gguf_attention(writer, args: ModelArgs) -> None:
+def write_gguf_layer_keys(writer, args: ModelArgs) -> None:
     """head_count_kv per layer: 0 for a short-conv layer (llama.cpp's lfm2moe tells a recurrent layer by it)."""
+    writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
     writer.add_head_count_kv([args.num_key_value_heads if kind == "full_attention" else 0
                               for kind in args.layer_types])
     writer.add_key_length(args.head_dim)
@@ -159,7 +160,7 @@ FAMILY = Family(
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, layer_modules=GGUF_LAYER_MODULES,
                     layer_params=GGUF_LAYER_PARAMS, global_params={"norm.weight": "token_embd_norm.weight"},
                     f32_tensors=("shortconv.conv",), check_convertible=check_convertible,
-                    write_metadata=write_gguf_metadata, write_attention=write_gguf_attention, module_order=True),
+                    write_metadata=write_gguf_metadata, write_layer_keys=write_gguf_layer_keys, module_order=True),
     examples=("LFM2-8B-A1B",),
     layers=("hybrid: gated short-conv layers and GQA (per-head q/k norm); dense first layers; sigmoid router with "
             "expert bias"),

@@ -1,7 +1,7 @@
 """Multi-head latent attention in llama.cpp's files (its deepseek2 architecture, src/models/deepseek2.cpp): the
 tensor names of Wisp's MLA modules, kv_b_proj stored split per head into attn_k_b (the key part, transposed:
 [H, kv_lora_rank, qk_nope]) and attn_v_b ([H, v_head_dim, kv_lora_rank]) as llama.cpp's converter writes it, and
-the attention keys of the metadata (write_attention, mla_config)."""
+the attention keys of the metadata (write_layer_keys, mla_config)."""
 
 from __future__ import annotations
 
@@ -46,14 +46,15 @@ def join_kv_b(args: ModelArgs, parts: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([k_b.transpose(0, 2, 1), v_b], axis=1).reshape(heads * (nope + v), rank)
 
 
-JOINED = {"attn_kv_b": JoinedTensor(parts=("attn_k_b", "attn_v_b"), shapes=kv_b_shapes, split=split_kv_b,
-                                    join=join_kv_b)}
+JOINED = {"self_attn.kv_b_proj.weight": JoinedTensor(parts=("attn_k_b.weight", "attn_v_b.weight"),
+                                                     shapes=kv_b_shapes, split=split_kv_b, join=join_kv_b)}
 
 
-def write_attention(writer, args: ModelArgs) -> None:
+def write_layer_keys(writer, args: ModelArgs) -> None:
     """Multi-head latent attention as llama.cpp's files describe it: one key/value head of the compressed cache
     row (key kv_lora_rank + the RoPE part, value kv_lora_rank), and the heads it expands to under *_mla; the q
     LoRA's rank where it has one. (args.head_dim is the RoPE part of a head.)"""
+    writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
     mla = args.mla
     writer.add_head_count_kv(1)
     writer.add_key_length(mla.kv_lora_rank + args.head_dim)

@@ -51,7 +51,8 @@ def file_tensors(args: ModelArgs) -> list[TensorSpec]:
     return [TensorSpec(ROPE_FREQS, (args.sandwich.full_head_dim // 2,), lambda: rope_freqs(args), keep_f32=True)]
 
 
-def write_attention(writer, args: ModelArgs) -> None:
+def write_layer_keys(writer, args: ModelArgs) -> None:
+    writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
     sandwich = args.sandwich
     full = [kind == "full_attention" for kind in args.layer_types]
     writer.add_head_count_kv([sandwich.full_kv_heads if is_full else args.num_key_value_heads for is_full in full])
@@ -152,7 +153,7 @@ def gguf_format(read_metadata, reads=None):
     extra = {"reads": reads, "refusal": "gemma4_text reads them"} if reads else {}
     return GgufFormat(arch="gemma4", read_metadata=read_metadata, layer_modules=LAYER_MODULES,
                       layer_params=LAYER_PARAMS, check_convertible=check_convertible, write_metadata=write_metadata,
-                      write_attention=write_attention, module_order=True, expert_specs=expert_specs,
+                      write_layer_keys=write_layer_keys, module_order=True, expert_specs=expert_specs,
                       file_tensors=file_tensors, **extra)
 
 
