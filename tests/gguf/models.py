@@ -84,9 +84,9 @@ def hf_config(model_type: str):
         fields = {k: v for k, v in common.items() if k != "num_hidden_layers"}
         return NemotronHConfig(**fields, head_dim=64, hybrid_override_pattern="ME*ME", mamba_num_heads=8,
                                mamba_head_dim=32, ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=8,
-                               n_routed_experts=4, moe_intermediate_size=K_ROW, moe_shared_expert_intermediate_size=K_ROW,
-                               moe_latent_size=K_ROW, intermediate_size=512, n_group=2, topk_group=1,
-                               routed_scaling_factor=1.5)
+                               n_routed_experts=4, moe_intermediate_size=K_ROW,
+                               moe_shared_expert_intermediate_size=K_ROW, moe_latent_size=K_ROW, intermediate_size=512,
+                               n_group=2, topk_group=1, routed_scaling_factor=1.5)
     if model_type in ("qwen3_next", "qwen3_5_moe"):
         return hybrid_config(model_type, common)
     raise ValueError(model_type)

@@ -32,13 +32,15 @@ def test_the_file_holds_what_llama_cpp_reads(gguf_files):
     model = GgufModel(gguf_files.converted(MODEL_TYPE, "f32"))
     assert model.architecture == "gemma4" and model.support()[0]
     get = lambda key: model.file.get(f"gemma4.{key}")  # noqa: E731
-    assert get("attention.head_count_kv") == [2, 2, 1] and get("attention.sliding_window_pattern") == [True, True, False]
+    assert get("attention.head_count_kv") == [2, 2, 1]
+    assert get("attention.sliding_window_pattern") == [True, True, False]
     assert (get("attention.key_length"), get("attention.key_length_swa"), get("rope.dimension_count")) == (128, 64, 128)
     assert get("final_logit_softcapping") == 30.0 and get("embedding_length_per_layer_input") == 0
     tensors = model.file.tensors
     factors = np.frombuffer(model.file.raw("rope_freqs.weight"), np.float32)
     assert factors.tolist() == [1.0] * 16 + [np.float32(1e30)] * 48  # a quarter of the 64 pairs turn
-    assert tensors["blk.0.ffn_gate_up_exps.weight"].shape == (4, 512, 256) and "blk.0.ffn_gate_exps.weight" not in tensors
+    assert tensors["blk.0.ffn_gate_up_exps.weight"].shape == (4, 512, 256)
+    assert "blk.0.ffn_gate_exps.weight" not in tensors
     assert {"blk.2.ffn_gate_inp.scale", "blk.2.ffn_down_exps.scale", "blk.2.post_ffw_norm_2.weight"} <= set(tensors)
     assert "blk.2.attn_v.weight" not in tensors and "blk.1.attn_v.weight" in tensors and "output.weight" not in tensors
     assert replace(model.args, extra={}) == replace(read_args(gguf_files.folder(MODEL_TYPE)), extra={})

@@ -41,7 +41,8 @@ def test_the_file_holds_what_llama_cpp_reads(gguf_files):
     assert (get("attention.kv_lora_rank"), get("attention.q_lora_rank"), get("rope.dimension_count")) == (256, 256, 32)
     assert (get("expert_gating_func"), get("leading_dense_block_count"), get("expert_shared_count")) == (2, 1, 1)
     tensors = model.file.tensors
-    assert tensors["blk.1.attn_k_b.weight"].shape == (4, 256, 64) and tensors["blk.1.attn_v_b.weight"].shape == (4, 64, 256)
+    assert tensors["blk.1.attn_k_b.weight"].shape == (4, 256, 64)  # [H, kv_lora_rank, qk_nope]
+    assert tensors["blk.1.attn_v_b.weight"].shape == (4, 64, 256)  # [H, v_head_dim, kv_lora_rank]
     assert "blk.1.attn_kv_b.weight" not in tensors and "blk.1.exp_probs_b.bias" in tensors
     assert replace(model.args, extra={}) == replace(read_args(gguf_files.folder(MODEL_TYPE)), extra={})
 

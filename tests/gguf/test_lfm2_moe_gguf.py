@@ -32,7 +32,8 @@ def test_the_file_holds_what_llama_cpp_reads(gguf_files):
     assert model.file.get("lfm2moe.shortconv.l_cache") == 3 and model.file.get("lfm2moe.expert_gating_func") == 2
     assert model.file.get("lfm2moe.leading_dense_block_count") == 1
     tensors = model.file.tensors
-    assert tensors["blk.0.shortconv.conv.weight"].shape == (256, 3) and tensors["blk.0.shortconv.conv.weight"].qtype == 0
+    conv = tensors["blk.0.shortconv.conv.weight"]
+    assert conv.shape == (256, 3) and conv.type_name == "F32"
     assert {"token_embd_norm.weight", "blk.1.exp_probs_b.bias", "blk.1.attn_q_norm.weight"} <= set(tensors)
     assert "output_norm.weight" not in tensors
     assert replace(model.args, extra={}) == replace(read_args(gguf_files.folder(MODEL_TYPE)), extra={})

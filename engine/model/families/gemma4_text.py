@@ -1,7 +1,7 @@
 """Gemma 4 MoE as a text-only checkpoint (model_type "gemma4_text": what Gemma4ForCausalLM.save_pretrained writes,
-e.g. fine-tunes): gemma4's language model (engine.model.families.gemma4), its tensors under model.*. It reads llama.cpp's
-gemma4 files (engine.model.families.sandwich_gguf), which hold that language model whichever checkpoint they were
-converted from."""
+e.g. fine-tunes): gemma4's language model (engine.model.families.gemma4), its tensors under model.*. It reads
+llama.cpp's gemma4 files (engine.model.families.sandwich_gguf), which hold that language model whichever
+checkpoint they were converted from."""
 
 from engine.model.args import ModelArgs
 from engine.model.families import sandwich_gguf
