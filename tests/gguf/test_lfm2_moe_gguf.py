@@ -15,6 +15,7 @@ import torch
 
 from engine.errors import UnsupportedModelError
 from engine.gguf.convert import convert
+from engine.gguf.info import read_info
 from engine.gguf.model_file import GgufModel
 from engine.model.loader import read_args
 from tests.gguf.engine_logits import agreement, file_logits
@@ -37,6 +38,7 @@ def test_the_file_holds_what_llama_cpp_reads(gguf_files):
     assert {"token_embd_norm.weight", "blk.1.exp_probs_b.bias", "blk.1.attn_q_norm.weight"} <= set(tensors)
     assert "output_norm.weight" not in tensors
     assert replace(model.args, extra={}) == replace(read_args(gguf_files.folder(MODEL_TYPE)), extra={})
+    assert read_info(model.path).kv_bytes_per_token == 1 * 2 * (64 + 64) * 2  # the attention layer's f16 K and V
 
 
 def test_an_f32_file_computes_llama_cpps_and_the_checkpoints_logits(gguf_files):
