@@ -11,7 +11,7 @@ import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError, WispError
 from engine.gguf.model_args import architecture_of, family_of, model_args
-from engine.gguf.param_names import gguf_name
+from engine.gguf.param_names import gguf_name, layer_param
 from engine.gguf.reader import GgufFile
 from engine.gguf.split_experts import has_split_experts, split_expert_view, split_name
 from engine.gguf.tensor_map import EXPERTS, GATE_UP, expert_bias_names, unpermute_rotary
@@ -144,8 +144,8 @@ class GgufModel:
 
     def _parts(self, param: str) -> list[str]:
         """The GGUF tensors the family's files store Wisp parameter `param` as (GgufFormat.joined), or []."""
-        layer, _, within = param.removeprefix("layers.").partition(".")
-        joined = self.format.joined.get(within) if param.startswith("layers.") else None
+        layer, within = layer_param(param)
+        joined = self.format.joined.get(within)
         return [f"blk.{layer}.{part}" for part in joined.parts] if joined else []
 
     def _joined(self, param: str, shape: tuple[int, ...]) -> DenseTensor:
@@ -153,7 +153,7 @@ class GgufModel:
         types."""
         from gguf import GGMLQuantizationType
 
-        joined = self.format.joined[param.removeprefix("layers.").partition(".")[2]]
+        joined = self.format.joined[layer_param(param)[1]]
         parts = []
         for part in self._parts(param):
             info = self._info(part)

@@ -4,7 +4,7 @@ layer's experts."""
 
 from __future__ import annotations
 
-from engine.gguf.param_names import gguf_name
+from engine.gguf.param_names import gguf_name, layer_param
 from engine.gguf.tensor_map import TensorSpec, as_f32, layer_expert_specs
 from engine.model.args import ModelArgs
 
@@ -38,27 +38,27 @@ def dense_specs(args: ModelArgs, ckpt, names, arch: str) -> list[TensorSpec]:
         if param == "lm_head.weight" and not ckpt.has(param):
             continue
         name, shape = gguf_name(param, arch), tuple(value.shape)
-        within = param.removeprefix("layers.").partition(".")[2] if param.startswith("layers.") else ""
+        layer, within = layer_param(param)
         if within in gguf.joined:
-            blk = "blk." + param.split(".")[1]
-            specs += _split_specs(args, gguf.joined[within], blk, _loader(ckpt, hf_name(param, names)))
+            specs += _split_specs(args, gguf.joined[within], layer, _loader(ckpt, hf_name(param, names)))
             continue
         if len(shape) > 2:  # llama.cpp drops size-1 dimensions: a depthwise conv [C, 1, K] is [C, K]
             shape = tuple(d for d in shape if d != 1)
         load = _loader(ckpt, hf_name(param, names), shape)
-        specs.append(TensorSpec(name, shape, load, keeps_f32(name, shape) or layer_base(name)[1] in gguf.f32_tensors))
+        specs.append(TensorSpec(name, shape, load, keeps_f32(name, shape) or _base(name) in gguf.f32_tensors))
     return specs
 
 
-def layer_base(name: str) -> tuple[str, str]:
-    """("blk.N", base) of a layer tensor blk.N.base.weight|bias; ("", "") for the others."""
+def _base(name: str) -> str:
+    """The tensor base of blk.N.BASE.weight|bias; "" for the others."""
     parts = name.split(".")
-    return (".".join(parts[:2]), ".".join(parts[2:-1])) if parts[0] == "blk" and len(parts) > 3 else ("", "")
+    return ".".join(parts[2:-1]) if parts[0] == "blk" and len(parts) > 3 else ""
 
 
-def _split_specs(args: ModelArgs, joined, blk: str, load) -> list[TensorSpec]:
-    """The parts a family's files split one parameter into (GgufFormat.joined), each split from the whole."""
-    return [TensorSpec(f"{blk}.{part}", shape, lambda index=index: joined.split(args, load())[index], joined.keep_f32)
+def _split_specs(args: ModelArgs, joined, layer: int, load) -> list[TensorSpec]:
+    """The tensors a family's files store one parameter as (GgufFormat.joined), each computed from it."""
+    return [TensorSpec(f"blk.{layer}.{part}", shape, lambda index=index: joined.split(args, load())[index],
+                       joined.keep_f32)
             for index, (part, shape) in enumerate(zip(joined.parts, joined.shapes(args)))]
 
 

@@ -44,5 +44,11 @@ def _layer_modules() -> dict[str, str]:
     return modules
 
 
+def layer_param(param: str) -> tuple[int, str]:
+    """(N, the name within the layer) of a Wisp parameter layers.N.*; (-1, "") for the others."""
+    match = LAYER_PARAM.match(param)
+    return (int(match.group(1)), match.group(2)) if match else (-1, "")
+
+
 GLOBAL_PARAMS = {hf.removeprefix("model."): gguf for hf, gguf in GLOBAL.items()}
 LAYER_MODULES = _layer_modules()
