@@ -80,12 +80,13 @@ def resolved_type(out_type: str, model_dir: Path, args: ModelArgs | None = None)
 def gguf_specs(args: ModelArgs, ckpt: Checkpoint, arch: str) -> list[TensorSpec]:
     """Every tensor of the file, in the order its family's files list them."""
     known = family(args.model_type)
+    extra = known.gguf.file_tensors(args) if known.gguf.file_tensors else []
     if known.gguf.module_order:
         dense = None
         if known.gguf.file_args is not None:  # the file's layout differs from the checkpoint's
             dense = transformed_specs(args, known.gguf.file_args(args), ckpt, known.weight_names, arch)
-        return module_order_specs(args, ckpt, known.weight_names, arch, dense)
-    return tensor_specs(args, ckpt, known.weight_names)
+        return extra + module_order_specs(args, ckpt, known.weight_names, arch, dense)
+    return extra + tensor_specs(args, ckpt, known.weight_names)
 
 
 def draft_specs(args: ModelArgs, model_dir: Path, arch: str) -> list[TensorSpec]:
@@ -166,13 +167,8 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str, 
     writer.add_block_count(args.num_hidden_layers + num_draft_layers)
     if family(args.model_type).gguf.nextn:
         writer.add_nextn_predict_layers(num_draft_layers)
-    writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
     writer.add_head_count(args.num_attention_heads)
-    writer.add_head_count_kv(args.num_key_value_heads)
-    writer.add_key_length(args.head_dim)
-    writer.add_value_length(args.head_dim)
-    writer.add_rope_dimension_count(int(args.head_dim * args.attention.partial_rotary_factor))
-    writer.add_rope_freq_base(args.rope_theta)
+    (family(args.model_type).gguf.write_layer_keys or write_layer_keys)(writer, args)
     writer.add_layer_norm_rms_eps(args.rms_norm_eps)
     writer.add_vocab_size(args.vocab_size)
     writer.add_expert_count(args.num_experts)
@@ -183,6 +179,16 @@ def write_hparams(writer, args: ModelArgs, arch: str, name: str, out_type: str, 
     if args.attention.clip_qkv:
         writer.add_clamp_kqv(args.attention.clip_qkv)
     family(args.model_type).gguf.write_metadata(writer, args)
+
+
+def write_layer_keys(writer, args: ModelArgs) -> None:
+    """The per-layer shapes most llama.cpp architectures share: feed-forward length, KV heads, head sizes, RoPE."""
+    writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
+    writer.add_head_count_kv(args.num_key_value_heads)
+    writer.add_key_length(args.head_dim)
+    writer.add_value_length(args.head_dim)
+    writer.add_rope_dimension_count(int(args.head_dim * args.attention.partial_rotary_factor))
+    writer.add_rope_freq_base(args.rope_theta)
 
 
 def write_vocab(writer, vocab: Vocab) -> None:

@@ -135,13 +135,19 @@ def chat_templates(fields: dict) -> dict[str, str]:
 
 
 def kv_bytes_per_token(fields: dict, arch: str) -> int:
+    """Per-layer KV heads where the file lists them (0: a recurrent layer without a KV cache; sliding layers
+    counted at the full layers' head size, a bound)."""
     layers = int(fields.get(f"{arch}.block_count") or 0)
     heads = first_int(fields.get(f"{arch}.attention.head_count")) or 1
-    kv_heads = first_int(fields.get(f"{arch}.attention.head_count_kv")) or heads
+    per_layer = fields.get(f"{arch}.attention.head_count_kv")
+    if isinstance(per_layer, list):
+        kv_heads = sum(int(v) for v in per_layer[:layers])
+    else:
+        kv_heads = layers * (first_int(per_layer) or heads)
     embedding = int(fields.get(f"{arch}.embedding_length") or 0)
     key = int(fields.get(f"{arch}.attention.key_length") or embedding // heads)
     value = int(fields.get(f"{arch}.attention.value_length") or embedding // heads)
-    return layers * kv_heads * (key + value) * 2
+    return kv_heads * (key + value) * 2
 
 
 def first_int(value) -> int:

@@ -28,14 +28,24 @@ def architecture_of(file: GgufFile) -> str:
 def family_of(file: GgufFile) -> Family:
     """The file's family, or UnsupportedModelError naming the architecture when Wisp's engine does not run it."""
     arch = architecture_of(file)
-    family = gguf_family(arch)
-    if family is None:
+    if gguf_family(arch) is None:
         raise UnsupportedModelError(f"{file.path}: architecture '{arch}' is not one Wisp's engine runs "
                                     f"({supported_gguf_architectures()})")
+    family = gguf_family(arch, GgufKeys(file, arch))
+    if family is None:
+        raise UnsupportedModelError(f"{file.path}: this '{arch}' file is none of the models Wisp's engine runs as "
+                                    f"'{arch}' ({supported_gguf_architectures()}): {unread_reason(arch, file)}")
     if not int(file.get(f"{arch}.expert_count") or 0) > 1:
         raise UnsupportedModelError(f"{file.path}: a dense '{arch}' model (no {arch}.expert_count); Wisp's engine "
                                     "runs Mixture-of-Experts models")
     return family
+
+
+def unread_reason(arch: str, file: GgufFile) -> str:
+    """Why no family of `arch` reads the file, as the families that share it say (GgufFormat.refusal)."""
+    from engine.model.families import GGUF_ARCHITECTURES
+
+    return "; ".join(known.gguf.refusal for known in GGUF_ARCHITECTURES[arch])
 
 
 def model_args(file: GgufFile) -> ModelArgs:

@@ -11,14 +11,18 @@ import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError, WispError
 from engine.gguf.model_args import architecture_of, family_of, model_args
-from engine.gguf.param_names import gguf_name
+from engine.gguf.param_names import gguf_name, layer_param
 from engine.gguf.reader import GgufFile
 from engine.gguf.split_experts import has_split_experts, split_expert_view, split_name
-from engine.gguf.tensor_map import EXPERTS, expert_bias_names, unpermute_rotary
-from engine.gguf.tensors import SUPPORTED_QTYPES, DenseTensor, ExpertLayer, ExpertTensor, qtype_name, row_bytes
+from engine.gguf.tensor_map import EXPERTS, GATE_UP, expert_bias_names, unpermute_rotary
+from engine.gguf.tensors import (SUPPORTED_QTYPES, DenseTensor, ExpertLayer, ExpertTensor, dequantize, qtype_name,
+                                 row_bytes)
 from engine.model.args import ModelArgs
 from engine.model.families import GgufFormat
 from engine.text.tokenizer import Tokenizer
+
+
+UNGATED = ("relu_squared",)  # expert activations without a gate: their files hold no ffn_gate_exps
 
 
 class GgufModel:
@@ -59,7 +63,9 @@ class GgufModel:
 
         args = self.args
         check_tokenizer(self.file)
-        unsupported = Counter(kind for kind in self.tensor_types().values() if kind not in SUPPORTED_QTYPES)
+        joined = self._joined_parts(args)  # dequantized when loaded (gguf's reference reads every type)
+        unsupported = Counter(kind for name, kind in self.tensor_types().items()
+                              if kind not in SUPPORTED_QTYPES and name not in joined)
         if unsupported:
             kinds = ", ".join(f"{kind} ({count} tensors)" for kind, count in sorted(unsupported.items()))
             raise UnsupportedModelError(f"{self.path.name} has tensors of type {kinds}; Wisp's engine runs "
@@ -82,7 +88,12 @@ class GgufModel:
         from engine.model.model_tree import meta_model
 
         names = {gguf_name(param, self.architecture) for param, _ in meta_model(args).named_parameters()}
+        names |= self._joined_parts(args)  # a joined tensor's parts (MLA's kv_b)
+        if self.format.file_tensors is not None:  # computed from the model's numbers, never read
+            names |= {spec.name for spec in self.format.file_tensors(args)}
         for layer, is_moe in enumerate(args.moe_layers):
+            if is_moe:
+                names.add(f"blk.{layer}.{GATE_UP}.weight")
             for projection in EXPERTS if is_moe else ():
                 names.add(f"blk.{layer}.{EXPERTS[projection]}.weight")
                 names |= {split_name(layer, projection, e) for e in range(args.num_experts)}
@@ -119,7 +130,7 @@ class GgufModel:
     def layer_experts(self, layer: int) -> ExpertLayer:
         """One layer's stacked gate, up and down tensors (a trailing draft layer's too: engine.gguf.draft_layer)."""
         args = self.args
-        E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
+        E, D, I = args.num_experts, args.expert_hidden_size, args.moe_intermediate_size
         shapes = {"gate": (E, I, D), "up": (E, I, D), "down": (E, D, I)}
         return ExpertLayer(layer, **{proj: self._experts(layer, proj, shape) for proj, shape in shapes.items()})
 
@@ -133,7 +144,41 @@ class GgufModel:
             raise ModelFormatError(f"{self.path}: tensor '{name}' is missing")
         return self.file.tensors[name]
 
+    def _joined_parts(self, args: ModelArgs) -> set[str]:
+        from engine.model.model_tree import meta_model
+
+        if not self.format.joined:
+            return set()
+        return {part for param, _ in meta_model(args).named_parameters() for part in self._parts(param)}
+
+    def _parts(self, param: str) -> list[str]:
+        """The GGUF tensors the family's files store Wisp parameter `param` as (GgufFormat.joined), or []."""
+        layer, within = layer_param(param)
+        joined = self.format.joined.get(within)
+        return [f"blk.{layer}.{part}" for part in joined.parts] if joined else []
+
+    def _joined(self, param: str, shape: tuple[int, ...]) -> DenseTensor:
+        """A parameter the file stores as other tensors (GgufFormat.joined), computed back: f32 whatever their
+        types."""
+        from gguf import GGMLQuantizationType
+
+        joined = self.format.joined[layer_param(param)[1]]
+        parts = []
+        for part in self._parts(param):
+            info = self._info(part)
+            self._check_rows(info)
+            parts.append(dequantize(self.file.raw(part), info.qtype, info.shape).numpy())
+        weight = np.ascontiguousarray(joined.join(self.args, parts), dtype=np.float32)
+        if weight.shape != shape:
+            raise ModelFormatError(f"{self.path}: the tensors {', '.join(self._parts(param))} join into shape "
+                                   f"{list(weight.shape)}, the metadata implies {list(shape)} for {param}")
+        name = self._parts(param)[0]
+        return DenseTensor(name, int(GGMLQuantizationType.F32), shape, weight.view(np.uint8).reshape(shape[0], -1))
+
     def _dense(self, param: str, name: str, shape: tuple[int, ...]) -> DenseTensor:
+        parts = self._parts(param)
+        if parts and all(part in self.file.tensors for part in parts):
+            return self._joined(param, shape)
         info = self._info(name)
         # llama.cpp drops size-1 dimensions: the [1, D] shared-expert gate is [D], a depthwise conv [C, 1, K] is [C, K]
         if info.shape != shape and _squeezed(info.shape) != _squeezed(shape):
@@ -148,6 +193,11 @@ class GgufModel:
 
     def _experts(self, layer: int, projection: str, shape: tuple[int, int, int]) -> ExpertTensor:
         name = f"blk.{layer}.{EXPERTS[projection]}.weight"
+        fused = f"blk.{layer}.{GATE_UP}.weight"
+        if name not in self.file.tensors and projection != "down" and fused in self.file.tensors:
+            return self._fused_half(fused, projection, shape)
+        if projection == "gate" and self.args.experts.activation in UNGATED and name not in self.file.tensors:
+            return self._experts(layer, "up", shape)  # an ungated expert's up rows stand for both halves
         if name not in self.file.tensors and has_split_experts(self.file, layer):
             qtype, raw = split_expert_view(self.file, layer, projection, shape[0])
             expert = self.file.tensors[split_name(layer, projection, 0)]
@@ -162,6 +212,20 @@ class GgufModel:
                                    f"implies {list(shape)}")
         self._check_rows(info)
         return ExpertTensor(name, info.qtype, shape, self.file.raw(name).reshape(shape[0], -1))
+
+    def _fused_half(self, name: str, projection: str, shape: tuple[int, int, int]) -> ExpertTensor:
+        """gate or up of a stacked [E, 2I, D] ffn_gate_up_exps (gate rows first): each expert's half is one
+        contiguous run of rows, the experts a constant stride apart."""
+        info = self._info(name)
+        E, I, D = shape
+        if info.shape != (E, 2 * I, D):
+            raise ModelFormatError(f"{self.path}: tensor '{name}' has shape {list(info.shape)}, the metadata "
+                                   f"implies {[E, 2 * I, D]}")
+        self._check_rows(info)
+        half = I * row_bytes(info.qtype, D)
+        rows = self.file.raw(name).reshape(E, 2 * half)
+        view = rows[:, :half] if projection == "gate" else rows[:, half:]
+        return ExpertTensor(f"{name}[{projection}]", info.qtype, shape, view)
 
     def _check_rows(self, info) -> None:
         if row_bytes(info.qtype, info.shape[-1]) * int(np.prod(info.shape[:-1], dtype=np.int64)) != info.num_bytes:

@@ -16,13 +16,15 @@ BARE_PARAMS = {"self_attn.sinks": "attn_sinks.weight", "mlp.gate.e_score_correct
 def gguf_name(param: str, arch: str = "") -> str:
     """The GGUF tensor name of a Wisp parameter in a file of llama.cpp architecture `arch`; KeyError for a name
     with no GGUF counterpart."""
+    own = gguf_family(arch)
+    if own is not None and param in own.gguf.global_params:
+        return own.gguf.global_params[param]
     if param in GLOBAL_PARAMS:
         return GLOBAL_PARAMS[param]
     match = LAYER_PARAM.match(param)
     if not match:
         raise KeyError(param)
     layer, rest = match.groups()
-    own = gguf_family(arch)
     bare = {**BARE_PARAMS, **own.gguf.layer_params} if own is not None else BARE_PARAMS
     if rest in bare:
         return f"blk.{layer}.{bare[rest]}"
@@ -40,6 +42,12 @@ def _layer_modules() -> dict[str, str]:
     modules |= {f"mlp.shared.{hf}": gguf for hf, gguf in SHARED_EXPERT.items()}
     modules |= {f"mlp.{hf}": gguf for hf, gguf in DENSE_MLP.items()}
     return modules
+
+
+def layer_param(param: str) -> tuple[int, str]:
+    """(N, the name within the layer) of a Wisp parameter layers.N.*; (-1, "") for the others."""
+    match = LAYER_PARAM.match(param)
+    return (int(match.group(1)), match.group(2)) if match else (-1, "")
 
 
 GLOBAL_PARAMS = {hf.removeprefix("model."): gguf for hf, gguf in GLOBAL.items()}

@@ -23,6 +23,7 @@ SHARED_EXPERT = {"shared_expert.gate_proj": "ffn_gate_shexp", "shared_expert.up_
 LAYER_NORMS = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
 DENSE_MLP = {"gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}  # layers without experts
 EXPERTS = {"gate": "ffn_gate_exps", "up": "ffn_up_exps", "down": "ffn_down_exps"}  # stacked [E, out, in]
+GATE_UP = "ffn_gate_up_exps"  # gate and up of every expert in one [E, 2I, D] (gate rows first), where files fuse them
 EXPERT_BIASES = {"gate": "ffn_gate_exps.bias", "up": "ffn_up_exps.bias", "down": "ffn_down_exps.bias"}  # [E, out]
 GLOBAL = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
           "lm_head.weight": "output.weight"}

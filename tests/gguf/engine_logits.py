@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
-from engine.model.state_cache import HybridCache
+from engine.model.attention import AttentionMetadata, SeqSpan
+from engine.model.latent_cache import new_kv_cache
 from engine.model.transformer import MoeContext
 from engine.quant.quant_modules import embedding_place
 
@@ -18,10 +18,7 @@ def prefill_logits(engine, token_ids: list[int]) -> np.ndarray:
     runner = engine._core.runner
     args, n = runner.model.args, len(token_ids)
     _, dtype = embedding_place(runner.model.embed_tokens)
-    if args.is_hybrid:  # KV for the full-attention layers, one sequence's state for the linear ones
-        cache = HybridCache(args, n, 1, dtype, runner.device)
-    else:
-        cache = KVCache(args.num_hidden_layers, n, args.num_key_value_heads, args.head_dim, dtype, runner.device)
+    cache = new_kv_cache(args, n, dtype, runner.device)  # hybrids: KV of the full-attention layers, one state
     rows = torch.arange(n, device=runner.device)
     meta = AttentionMetadata(slot_mapping=rows, spans=[SeqSpan(0, n, rows, state_slot=0)])
     with torch.inference_mode():

@@ -54,6 +54,39 @@ def hf_config(model_type: str):
 
         return Ernie4_5_MoeConfig(**{**common, "num_hidden_layers": 3}, moe_num_experts=4, moe_intermediate_size=K_ROW,
                                   intermediate_size=512, moe_num_shared_experts=2, moe_layer_start_index=1)
+    if model_type == "glm4_moe_lite":  # GLM-4.7-Flash's layers: MLA with a q LoRA, a dense first layer, one
+        from transformers import Glm4MoeLiteConfig  # routing group; rms_norm_eps transformers' LoRA norms use
+
+        return Glm4MoeLiteConfig(**{**common, "num_hidden_layers": 3, "num_key_value_heads": 4}, n_routed_experts=4,
+                                 moe_intermediate_size=K_ROW, intermediate_size=512, kv_lora_rank=K_ROW,
+                                 q_lora_rank=K_ROW, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64,
+                                 n_shared_experts=1, routed_scaling_factor=1.8, rms_norm_eps=1e-6,
+                                 mlp_layer_types=["dense", "sparse", "sparse"])
+    if model_type == "lfm2_moe":  # short-conv and attention layers (conv first, as published), a dense first layer
+        from transformers import Lfm2MoeConfig
+
+        return Lfm2MoeConfig(**{**common, "num_hidden_layers": 4}, num_experts=4, moe_intermediate_size=K_ROW,
+                             intermediate_size=512, num_dense_layers=1, conv_L_cache=3, routed_scaling_factor=1.0,
+                             layer_types=["conv", "full_attention", "conv", "conv"])
+    if model_type == "gemma4_text":  # two sliding layers (a window the prompts cross), then a full one with wider
+        from transformers import Gemma4TextConfig  # heads, one KV head and keys as values; soft-capped, tied logits
+
+        return Gemma4TextConfig(**{**common, "num_hidden_layers": 3, "tie_word_embeddings": True}, head_dim=64,
+                                global_head_dim=128, num_global_key_value_heads=1, attention_k_eq_v=True,
+                                sliding_window=8, intermediate_size=512, moe_intermediate_size=K_ROW, num_experts=4,
+                                top_k_experts=2, enable_moe_block=True, hidden_size_per_layer_input=0,
+                                final_logit_softcapping=30.0,
+                                layer_types=["sliding_attention", "sliding_attention", "full_attention"])
+    if model_type == "nemotron_h":  # Mamba-2, latent MoE and attention blocks (no dense MLP: llama.cpp's loader
+        from transformers import NemotronHConfig  # builds experts in every feed-forward block), two Mamba groups,
+        # Mamba chunks shorter than the prompts, grouped sigmoid routing
+
+        fields = {k: v for k, v in common.items() if k != "num_hidden_layers"}
+        return NemotronHConfig(**fields, head_dim=64, hybrid_override_pattern="ME*ME", mamba_num_heads=8,
+                               mamba_head_dim=32, ssm_state_size=16, n_groups=2, conv_kernel=4, chunk_size=8,
+                               n_routed_experts=4, moe_intermediate_size=K_ROW,
+                               moe_shared_expert_intermediate_size=K_ROW, moe_latent_size=K_ROW, intermediate_size=512,
+                               n_group=2, topk_group=1, routed_scaling_factor=1.5)
     if model_type in ("qwen3_next", "qwen3_5_moe"):
         return hybrid_config(model_type, common)
     raise ValueError(model_type)
@@ -85,7 +118,7 @@ def write_model(folder: Path, model_type: str, tie: bool = False, seed: int = 0,
 
     torch.manual_seed(seed)
     config = hf_config(model_type)
-    config.tie_word_embeddings = tie
+    config.tie_word_embeddings = tie or config.tie_word_embeddings  # gemma4_text ties them, as published
     for key, value in config_changes.items():
         setattr(config, key, value)
     if model_type == "qwen3_5_moe":  # the vision-language model the hub publishes, not its text-only class

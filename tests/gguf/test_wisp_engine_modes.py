@@ -9,6 +9,9 @@ from tests.gguf.engine_runs import mode_options, outputs
 CASES = [(model_type, ftype) for model_type in ("qwen3_moe", "qwen2_moe", "olmoe", "mixtral", "glm4_moe")
          for ftype in ("Q4_K_M", "Q8_0")] + [("qwen3_moe", "Q5_K_M"), ("mixtral", "Q6_K")]
 CASES += [("qwen3_next", "Q4_K_M"), ("qwen3_5_moe", "Q8_0")]  # the hybrids: their DeltaNet states in every mode
+# MLA with its kv_b_proj joined back, short-conv states, Gemma 4's fused gate/up experts, Mamba-2 states and ungated
+# latent experts
+CASES += [(model_type, "Q4_K_M") for model_type in ("glm4_moe_lite", "lfm2_moe", "gemma4_text", "nemotron_h")]
 
 
 @pytest.mark.parametrize("model_type,ftype", CASES)

@@ -27,7 +27,10 @@ What a Family provides (engine.model.families.family):
     otherwise (gguf_checks has the usual ones); write_metadata(writer, args): `{arch}.*` keys beyond the shared
     ones; module_order, expert_specs, file_args: how `wisp convert-gguf` writes the family's tensors (defaults:
     the shared table's order, stacked experts, the checkpoint's layout); trailing_layers: tensors past
-    num_hidden_layers (multi-token prediction).
+    num_hidden_layers (multi-token prediction); joined: parameters the files store otherwise (mla_gguf's kv_b_proj,
+    nemotron_h_gguf's A_log); global_params, f32_tensors, file_tensors, write_layer_keys: names, types, computed
+    tensors and per-layer keys of its own; reads / refusal: which files of an architecture several families share
+    the family reads.
 
 Helpers several families share, beside the family files: deepseek_config (DeepSeek-style routing keys), mla_config
 (multi-head latent attention keys), hybrid_config and hybrid_gguf (the linear-attention hybrids' config.json and GGUF

@@ -6,12 +6,16 @@ checkpoints are vision-language models: the language model reads text_config and
 model.language_model.* (engine.model.checkpoint); the vision tower beside it (vision_config, model.vision_tower.*,
 model.embed_vision.*) is engine.vision's, its image tokens attending to each other both ways in the sliding layers
 (use_bidirectional_attention "vision"). Gemma 4's smaller models (per-layer embeddings, shared KV layers, no experts)
-are refused by name (engine.model.families.sandwich_config)."""
+are refused by name (engine.model.families.sandwich_config).
+`wisp convert-gguf` writes the language model as llama.cpp's gemma4 file (engine.model.families.sandwich_gguf), which
+gemma4_text reads: the file holds no vision tower."""
 
 from dataclasses import replace
 
 from engine.model.args import ModelArgs
+from engine.model.families import sandwich_gguf
 from engine.model.families.family import Family
+from engine.model.families.gguf_keys import GgufKeys
 from engine.model.families.multimodal_config import IMAGES_UNSUPPORTED, text_config
 from engine.model.families.sandwich_config import WEIGHT_NAMES, sandwich_model_args
 from engine.model.published_configs import GEMMA_4_26B_A4B
@@ -31,10 +35,20 @@ def read_config(config: dict) -> ModelArgs:
     return args
 
 
+def reads_no_file(key: GgufKeys) -> bool:
+    """A gemma4 file holds the language model alone: gemma4_text reads it."""
+    return False
+
+
+def read_gguf(key: GgufKeys) -> ModelArgs:
+    return read_config({"text_config": sandwich_gguf.text_config(key)})
+
+
 FAMILY = Family(
     model_type=MODEL_TYPE,
     read_config=read_config,
     weight_names=WEIGHT_NAMES,
+    gguf=sandwich_gguf.gguf_format(read_gguf, reads=reads_no_file),
     examples=("gemma-4-26B-A4B",),
     layers="sliding-window and wider full attention (keys as values), a dense GELU MLP beside 128 experts top-8, "
            "sandwich norms, soft-capped logits (the language model of the vision-language checkpoint)",

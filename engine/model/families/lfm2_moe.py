@@ -1,18 +1,30 @@
 """LFM2-MoE (model_type "lfm2_moe"; llama.cpp "lfm2moe"): a hybrid of short-conv layers (engine.model.short_conv: a
 gated depthwise causal conv, its last inputs kept per sequence) and GQA layers with per-head q/k RMSNorm; the first
 num_dense_layers layers have a dense SwiGLU MLP, the others routed experts chosen by sigmoid scores plus a per-expert
-bias (engine.model.sigmoid_router). Plain RMSNorm everywhere; the final norm is named embedding_norm."""
+bias (engine.model.sigmoid_router). Plain RMSNorm everywhere; the final norm is named embedding_norm.
+
+In GGUF files (llama.cpp's lfm2moe, src/models/lfm2moe.cpp and lfm2.cpp): head_count_kv per layer, 0 for a
+short-conv layer; the conv layers' blk.N.shortconv.{in_proj,conv,out_proj} (the depthwise kernel [D, K], f32);
+shortconv.l_cache; leading_dense_block_count; expert_gating_func sigmoid; the expert bias as blk.N.exp_probs_b.bias;
+the final norm as token_embd_norm. llama.cpp's graph always renormalises the chosen weights and never scales them
+(it reads no expert_weights_scale): checkpoints that set otherwise are refused by convert-gguf."""
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, first_present, require
 from engine.model.attention_args import AttentionArgs
-from engine.model.families.family import Family
+from engine.model.families.family import Family, GgufFormat
+from engine.model.families.gguf_checks import fixed_renormalisation
+from engine.model.families.gguf_keys import GgufKeys
 from engine.model.published_configs import LFM2_8B_A1B
 from engine.model.renamed_weights import RenamedWeightNames
 from engine.model.router_args import RouterArgs
 from engine.model.short_conv_args import ShortConvArgs
 
-MODEL_TYPE = "lfm2_moe"
+MODEL_TYPE, ARCH = "lfm2_moe", "lfm2moe"
+SIGMOID = 2  # llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SIGMOID
+GGUF_LAYER_MODULES = {"conv.in_proj": "shortconv.in_proj", "conv.conv": "shortconv.conv",
+                      "conv.out_proj": "shortconv.out_proj"}
+GGUF_LAYER_PARAMS = {"mlp.gate.expert_bias.weight": "exp_probs_b.bias"}
 LAYER_KINDS = ("conv", "full_attention")
 
 WEIGHT_NAMES = RenamedWeightNames(
@@ -67,10 +79,88 @@ def read_config(config: dict) -> ModelArgs:
     )
 
 
+def read_gguf(key: GgufKeys) -> ModelArgs:
+    """ModelArgs through the same config reader as a Hugging Face folder, from the file's metadata."""
+    gating = key.integer("expert_gating_func")
+    if gating != SIGMOID:
+        raise UnsupportedModelError(f"{key.path}: {ARCH}.expert_gating_func {gating}: LFM2-MoE routes with sigmoid "
+                                    f"scores ({SIGMOID})")
+    scaling = key.get("rope.scaling.type")
+    if scaling not in (None, "none"):
+        raise UnsupportedModelError(f"{key.path}: RoPE scaling '{scaling}' ({ARCH}.rope.scaling.type) is not "
+                                    "supported for lfm2_moe")
+    layers = key.integer("block_count")
+    kv_heads = key.get("attention.head_count_kv")
+    if not isinstance(kv_heads, list) or len(kv_heads) != layers:
+        raise UnsupportedModelError(f"{key.path}: {ARCH}.attention.head_count_kv must list the KV heads of each of "
+                                    f"the {layers} layers (0 for a short-conv layer)")
+    attention = sorted({heads for heads in kv_heads if heads})
+    if len(attention) != 1:
+        raise UnsupportedModelError(f"{key.path}: {ARCH}.attention.head_count_kv {kv_heads}: Wisp's attention "
+                                    "layers share one number of KV heads")
+    config = {
+        "vocab_size": key.shape("token_embd.weight")[0],
+        "hidden_size": key.integer("embedding_length"),
+        "num_hidden_layers": layers,
+        "num_attention_heads": key.integer("attention.head_count"),
+        "num_key_value_heads": attention[0],
+        "head_dim": key.integer("attention.key_length"),
+        "norm_eps": key.number("attention.layer_norm_rms_epsilon"),
+        "rope_theta": key.number("rope.freq_base", 1000000.0),
+        "max_position_embeddings": key.integer("context_length"),
+        "tie_word_embeddings": not key.has_tensor("output.weight"),
+        "num_experts": key.integer("expert_count"),
+        "num_experts_per_tok": key.integer("expert_used_count"),
+        "moe_intermediate_size": key.integer("expert_feed_forward_length"),
+        "intermediate_size": key.integer("feed_forward_length"),
+        "num_dense_layers": key.integer("leading_dense_block_count", 0),
+        "layer_types": [LAYER_KINDS[bool(heads)] for heads in kv_heads],
+        "conv_L_cache": key.integer("shortconv.l_cache"),
+        "norm_topk_prob": True,
+        "routed_scaling_factor": 1.0,
+    }
+    return read_config(config)
+
+
+def check_convertible(args: ModelArgs) -> None:
+    """What llama.cpp's lfm2moe graph fixes: renormalised, unscaled top-k weights; no conv biases."""
+    fixed_renormalisation(args, ARCH, True)
+    if args.router.routed_scaling_factor != 1.0:
+        raise UnsupportedModelError(f"{MODEL_TYPE} with routed_scaling_factor={args.router.routed_scaling_factor}: "
+                                    f"llama.cpp's {ARCH} graph does not scale the router weights, so its GGUF would "
+                                    "compute a different model")
+    if args.short_conv.bias:
+        raise UnsupportedModelError(f"{MODEL_TYPE} with conv_bias: llama.cpp's {ARCH} files have no conv biases")
+
+
+def write_gguf_layer_keys(writer, args: ModelArgs) -> None:
+    """head_count_kv per layer: 0 for a short-conv layer (llama.cpp's lfm2moe tells a recurrent layer by it)."""
+    writer.add_feed_forward_length(args.intermediate_size or args.moe_intermediate_size)
+    writer.add_head_count_kv([args.num_key_value_heads if kind == "full_attention" else 0
+                              for kind in args.layer_types])
+    writer.add_key_length(args.head_dim)
+    writer.add_value_length(args.head_dim)
+    writer.add_rope_dimension_count(args.head_dim)
+    writer.add_rope_freq_base(args.rope_theta)
+
+
+def write_gguf_metadata(writer, args: ModelArgs) -> None:
+    """The keys beyond the shared ones (engine.gguf.convert.write_hparams), as llama.cpp's converter writes them."""
+    import gguf
+
+    writer.add_shortconv_l_cache(args.short_conv.conv_kernel_dim)
+    writer.add_leading_dense_block_count(args.moe_layers.index(True))
+    writer.add_expert_gating_func(gguf.ExpertGatingFuncType(SIGMOID))
+
+
 FAMILY = Family(
     model_type=MODEL_TYPE,
     read_config=read_config,
     weight_names=WEIGHT_NAMES,
+    gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, layer_modules=GGUF_LAYER_MODULES,
+                    layer_params=GGUF_LAYER_PARAMS, global_params={"norm.weight": "token_embd_norm.weight"},
+                    f32_tensors=("shortconv.conv",), check_convertible=check_convertible,
+                    write_metadata=write_gguf_metadata, write_layer_keys=write_gguf_layer_keys, module_order=True),
     examples=("LFM2-8B-A1B",),
     layers=("hybrid: gated short-conv layers and GQA (per-head q/k norm); dense first layers; sigmoid router with "
             "expert bias"),

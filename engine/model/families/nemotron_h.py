@@ -2,7 +2,8 @@
 hybrid_override_pattern (or layers_block_type) lays them out: Mamba-2 ("M", engine.model.mamba2_mixer), GQA without
 RoPE ("*"), the latent MoE block ("E", engine.model.latent_moe: DeepSeek-V3-style sigmoid routing with a correction
 bias, non-gated ReLU² experts in a latent space, a ReLU² shared expert) or a dense ReLU² MLP ("-"). Each block is
-x + block(norm(x)); the checkpoints name the model "backbone" and every block "mixer"."""
+x + block(norm(x)); the checkpoints name the model "backbone" and every block "mixer". Its GGUF files are llama.cpp's
+nemotron_h_moe (engine.model.families.nemotron_h_gguf)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, first_present, require
 from engine.model.attention_args import AttentionArgs
 from engine.model.expert_args import ExpertArgs
-from engine.model.families.family import Family
+from engine.model.families import nemotron_h_gguf
+from engine.model.families.family import Family, GgufFormat
+from engine.model.families.gguf_keys import GgufKeys
 from engine.model.mamba2_args import Mamba2Args
 from engine.model.published_configs import NEMOTRON_3_NANO_30B_A3B
 from engine.model.router_args import RouterArgs
@@ -119,10 +122,19 @@ def read_config(config: dict) -> ModelArgs:
     )
 
 
+def read_gguf(key: GgufKeys) -> ModelArgs:
+    return read_config(nemotron_h_gguf.config(key))
+
+
 FAMILY = Family(
     model_type=MODEL_TYPE,
     read_config=read_config,
     weight_names=WEIGHT_NAMES,
+    gguf=GgufFormat(arch="nemotron_h_moe", read_metadata=read_gguf, layer_modules=nemotron_h_gguf.LAYER_MODULES,
+                    layer_params=nemotron_h_gguf.LAYER_PARAMS, joined=nemotron_h_gguf.JOINED,
+                    f32_tensors=nemotron_h_gguf.F32_TENSORS, check_convertible=nemotron_h_gguf.check_convertible,
+                    write_metadata=nemotron_h_gguf.write_metadata, write_layer_keys=nemotron_h_gguf.write_layer_keys,
+                    module_order=True, expert_specs=nemotron_h_gguf.expert_specs, trailing_layers=True),
     examples=("Nemotron-3-Nano-30B-A3B",),
     layers=("hybrid, one block per layer: Mamba-2, GQA without RoPE, latent MoE (sigmoid router with correction "
             "bias, ReLU² experts, shared expert), dense ReLU² MLP"),

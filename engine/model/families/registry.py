@@ -33,7 +33,27 @@ FAMILIES: dict[str, Family] = {family.model_type: family for family in (
     nemotron_h.FAMILY,
     qwen3_vl_moe.FAMILY,
 )}
-GGUF_ARCHITECTURES: dict[str, Family] = {family.gguf.arch: family for family in FAMILIES.values() if family.gguf}
+
+
+def _by_architecture(families) -> dict[str, tuple[Family, ...]]:
+    """GGUF architecture -> the families that read its files, in the order gguf_family tries them. Families that
+    share an architecture name its tensors alike (a file's names do not depend on which family reads it)."""
+    by_arch: dict[str, tuple[Family, ...]] = {}
+    for known in families:
+        if known.gguf is not None:
+            by_arch[known.gguf.arch] = (*by_arch.get(known.gguf.arch, ()), known)
+    for arch, sharing in by_arch.items():
+        layouts = {_layout(known.gguf) for known in sharing}
+        assert len(layouts) == 1, f"the families of GGUF architecture '{arch}' name its tensors differently"
+    return by_arch
+
+
+def _layout(gguf) -> tuple:
+    return (tuple(sorted(gguf.layer_modules.items())), tuple(sorted(gguf.layer_params.items())),
+            tuple(sorted(gguf.global_params.items())), tuple(sorted(gguf.joined)), gguf.rotary_permuted)
+
+
+GGUF_ARCHITECTURES: dict[str, tuple[Family, ...]] = _by_architecture(FAMILIES.values())
 DENSE_TYPES = {"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "phi3", "olmo", "olmo2", "gpt2"}
 
 
@@ -42,7 +62,8 @@ def supported_types() -> str:
 
 
 def supported_gguf_architectures() -> str:
-    return ", ".join(f"{arch} ({family.model_type})" for arch, family in sorted(GGUF_ARCHITECTURES.items()))
+    return ", ".join(f"{arch} ({', '.join(known.model_type for known in sharing)})"
+                     for arch, sharing in sorted(GGUF_ARCHITECTURES.items()))
 
 
 def family(model_type: str | None) -> Family:
@@ -58,9 +79,14 @@ def family(model_type: str | None) -> Family:
     return FAMILIES[model_type]
 
 
-def gguf_family(arch: str) -> Family | None:
-    """The family of a GGUF file's general.architecture, or None when Wisp's engine runs no such file."""
-    return GGUF_ARCHITECTURES.get(arch)
+def gguf_family(arch: str, key=None) -> Family | None:
+    """The family of a GGUF file's general.architecture, or None when Wisp's engine runs no such file. `key`: the
+    file's GgufKeys, which pick the family where several share the architecture (the first whose GgufFormat.reads
+    it; None when none does); without it, the family that names the architecture's tensors (the first)."""
+    sharing = GGUF_ARCHITECTURES.get(arch, ())
+    if key is not None:
+        sharing = tuple(known for known in sharing if known.gguf.reads(key))
+    return sharing[0] if sharing else None
 
 
 def check_not_quantized(config: dict) -> None:
