@@ -181,11 +181,15 @@ def glm4_moe_lite_model(common: dict):
 
 
 def minimax_m2_model(common: dict):
-    """Partial RoPE given as the published rotary_dim (half of each head), q/k norms over the full projections."""
+    """Partial RoPE (half of each head) given as the published rotary_dim and as partial_rotary_factor: transformers
+    5.17 (the GPU machines') ignores rotary_dim and turns whole heads, so the reference would not compute what the
+    config says (the published config's rotary_dim alone: tests/model/test_minimax_m2.py). q/k norms over the full
+    projections."""
     from transformers import MiniMaxM2Config, MiniMaxM2ForCausalLM
 
     return MiniMaxM2ForCausalLM(MiniMaxM2Config(**common, num_local_experts=8, num_experts_per_tok=2,
-                                                intermediate_size=32, head_dim=16, rotary_dim=8))
+                                                intermediate_size=32, head_dim=16, rotary_dim=8,
+                                                partial_rotary_factor=0.5))
 
 
 def gemma4_model(model_type: str, common: dict):

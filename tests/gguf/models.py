@@ -45,10 +45,11 @@ def hf_config(model_type: str):
                              intermediate_size=512, head_dim=64, partial_rotary_factor=0.5, first_k_dense_replace=1,
                              n_shared_experts=1, n_group=1, topk_group=1, routed_scaling_factor=2.5,
                              norm_topk_prob=True, attention_bias=True)
-    if model_type == "minimax_m2":  # a quarter of each head turned, as published (64 of 128)
-        from transformers import MiniMaxM2Config
+    if model_type == "minimax_m2":  # half of each head turned, as published (64 of 128); the factor too, which
+        from transformers import MiniMaxM2Config  # transformers 5.17 reads where it ignores rotary_dim
 
-        return MiniMaxM2Config(**common, num_local_experts=4, intermediate_size=K_ROW, head_dim=64, rotary_dim=32)
+        return MiniMaxM2Config(**common, num_local_experts=4, intermediate_size=K_ROW, head_dim=64, rotary_dim=32,
+                               partial_rotary_factor=0.5)
     if model_type == "ernie4_5_moe":  # a dense first layer, then experts with shared ones, as published
         from transformers import Ernie4_5_MoeConfig
 

@@ -6,6 +6,7 @@ import gc
 
 import pytest
 import torch
+import transformers
 
 from engine.alloc.memory_plan import GiB
 from engine.system import triton_support
@@ -69,7 +70,8 @@ def test_bf16_greedy_matches_transformers_on_cuda(bf16_model_dir, model_type):
                 logprobs = model(torch.tensor([ids + list(ours.token_ids[:at])], device="cuda")).logits[0, -1]
                 logprobs = logprobs.float().log_softmax(-1)
                 margin = (logprobs[reference[at]] - logprobs[ours.token_ids[at]]).item()
-    print(f"{model_type}: Wisp bf16 on CUDA equals transformers bf16 for {matching[torch.bfloat16]}/32 greedy tokens, "
+    print(f"{model_type}: Wisp bf16 on CUDA equals transformers {transformers.__version__} bf16 for "
+          f"{matching[torch.bfloat16]}/32 greedy tokens, "
           f"transformers fp32 for {matching[torch.float32]}/32"
           + (f" (fp32 margin at the difference {margin:.4f} nats)" if matching[torch.float32] < 32 else ""))
     if max(matching.values()) < 16:

@@ -39,3 +39,19 @@ def test_the_correction_bias_sits_in_the_moe_block():
         "model.layers.3.block_sparse_moe.e_score_correction_bias")
     assert names.checkpoint_name("layers.3.mlp.gate.weight") == "model.layers.3.block_sparse_moe.gate.weight"
     assert names.expert_weight(3, 5, names.up) == "model.layers.3.block_sparse_moe.experts.5.w3.weight"
+
+
+def test_the_tiny_reference_turns_only_the_rotary_part_where_transformers_ignores_rotary_dim(monkeypatch):
+    """transformers 5.17 (the GPU machines') reads no rotary_dim and turns whole heads: the tiny checkpoint's
+    reference must turn rotary_dim channels of each head there too (its config's partial_rotary_factor), or the
+    greedy runs against transformers compare Wisp with another model. Here transformers without its rotary_dim
+    conversion (MiniMaxM2Config.convert_rope_params_to_dict, the base class's alone) stands for that version."""
+    from transformers import MiniMaxM2Config
+
+    from tests.tiny_models import hf_model
+
+    base = next(c for c in MiniMaxM2Config.__mro__[1:] if hasattr(c, "convert_rope_params_to_dict"))
+    monkeypatch.setattr(MiniMaxM2Config, "convert_rope_params_to_dict", base.convert_rope_params_to_dict)
+    model = hf_model("minimax_m2")
+    assert model.config.rotary_dim == 8 and model.config.head_dim == 16
+    assert model.model.rotary_emb.inv_freq.numel() * 2 == model.config.rotary_dim
