@@ -1,5 +1,7 @@
 """CPU seconds (process time, one torch thread: robust to other processes on the machine) per generated token of
-the bundled demo, --speculative off vs ngram, on the code workload's prompts and a code-editing prompt.
+the bundled demo, --speculative off vs ngram, on the code workload's prompts and a code-editing prompt. Each
+repeat loads fresh engines, so ngram's cache across requests starts empty: within a repeat the workload's earlier
+requests fill it (as a user's session would), and no repeat drafts from an earlier repeat's replies.
 From the repository root: python docs/speculative_measure.py [REPEATS] [WORKLOAD-SETTING,...] [GATHER-ENTRIES]
 (GATHER-ENTRIES: an experiment, steps of more expert entries than this take the per-expert path)."""
 import json, statistics, sys, time
@@ -28,21 +30,23 @@ def run(engine, prompts, sampling):
 
 if len(sys.argv) > 3:  # an experiment: steps of more than this many expert entries take the per-expert path
     from engine.experts.routing import dispatch
-engines = {mode: Engine(EngineOptions(device="cpu", speculative=mode)) for mode in ("off", "ngram")}
-if len(sys.argv) > 3:
-    dispatch.GATHER_LIMIT_BYTES = int(sys.argv[3]) * engines["off"].info.plan.expert_bytes
-    print("gather limit", dispatch.GATHER_LIMIT_BYTES, flush=True)
+def fresh_engine(mode):
+    engine = Engine(EngineOptions(device="cpu", speculative=mode))
+    if len(sys.argv) > 3:
+        dispatch.GATHER_LIMIT_BYTES = int(sys.argv[3]) * engine.info.plan.expert_bytes
+    return engine
+
 for (name, prompts), (setting, sampling) in [(w, s) for w in workloads.items() for s in settings.items()]:
     if only and f"{name}-{setting}" not in only: continue
-    rates = {"off": [], "ngram": []}
+    rates, counts, same = {"off": [], "ngram": []}, [], True
     for _ in range(repeats):
-        for mode, engine in engines.items():
-            rate, ids, proposed, accepted = run(engine, prompts, sampling)
+        for mode in ("off", "ngram"):
+            with fresh_engine(mode) as engine:  # an empty n-gram cache
+                rate, ids, proposed, accepted = run(engine, prompts, sampling)
             rates[mode].append(rate)
             if mode == "off": plain = ids
-            else: same = ids == plain; counts = (proposed, accepted)
+            else: same = same and ids == plain; counts.append(f"{accepted}/{proposed}")
     off, on = statistics.median(rates["off"]), statistics.median(rates["ngram"])
-    print(f"{name} {setting}: off {off:.1f} tok/cpu-s, ngram {on:.1f} tok/cpu-s, x{on/off:.2f}; drafts proposed "
-          f"{counts[0]}, accepted {counts[1]} ({counts[1]/max(counts[0],1):.0%}); ids identical: {same}; "
+    print(f"{name} {setting}: off {off:.1f} tok/cpu-s, ngram {on:.1f} tok/cpu-s, x{on/off:.2f}; drafts accepted/"
+          f"proposed per repeat {counts}; ids identical: {same}; "
           f"runs off {[round(r,1) for r in rates['off']]} ngram {[round(r,1) for r in rates['ngram']]}", flush=True)
-for engine in engines.values(): engine.close()

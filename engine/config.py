@@ -57,8 +57,9 @@ class EngineOptions:
     # .gguf files on Wisp's engine: an attention's q/k/v projections of one block type merged into one layer (one
     # decode GEMV launch instead of up to three; the same bits; engine.quant.merged_projections)
     merge_qkv: bool = False
-    # Speculative decoding (Wisp's engine): "ngram" drafts from n-grams of the prompt and the reply, "mtp" from the
-    # model's own draft layers, "auto" the model's draft layers where Wisp runs them, else ngram; verified losslessly.
+    # Speculative decoding (Wisp's engine): "ngram" drafts from n-grams of the prompt and the reply (then of
+    # earlier requests, engine.generation.speculative.ngram_cache), "mtp" from the model's own draft layers, "auto"
+    # the model's draft layers where Wisp runs them, else ngram; verified losslessly.
     speculative: str = "off"
     draft_tokens: int = 8  # most drafts a step verifies; the engine picks fewer when they do not pay
 

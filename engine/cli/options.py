@@ -126,7 +126,8 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
                              "decode GEMV launch instead of up to three; the same outputs)")
     parser.add_argument("--speculative", default="off", choices=list(SPECULATIVE_MODES),
                         help="speculative decoding, lossless: ngram drafts tokens from n-grams of the prompt and the "
-                             "reply (fast where the reply copies the prompt: code edits, re-sent files); mtp from the "
+                             "reply, then of earlier requests (fast where the reply copies text seen: code edits, "
+                             "re-sent files, repeated boilerplate); mtp from the "
                              "model's own draft layers; auto picks (default: off)")
     parser.add_argument("--draft-tokens", type=whole(1, MAX_DRAFT_TOKENS), default=8, metavar="K",
                         help="with --speculative: most drafts a step verifies (the engine picks fewer when they do "

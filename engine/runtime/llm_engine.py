@@ -330,6 +330,6 @@ class LLMEngine:
         if self.runner.vision is not None:
             self.runner.vision.forget(active.seq.request_id)
         if self.speculation is not None:
-            self.speculation.forget(active.seq.request_id)
+            self.speculation.forget(active.seq.request_id, active.seq.token_ids)
         del self.active[active.seq.request_id]
         return active.state.finish(reason, active.seq.num_preemptions, error)

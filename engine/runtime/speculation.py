@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from engine.generation.speculative.draft_length import DraftLength
 from engine.generation.speculative.mtp import MtpDrafter
 from engine.generation.speculative.ngram import NgramIndex
+from engine.generation.speculative.ngram_cache import NgramCache
 from engine.generation.speculative.replay import AcceptanceReplay
 
 DEFAULT_DRAFT_TOKENS = 8  # --draft-tokens' default: most drafts a step verifies
@@ -30,6 +31,7 @@ class Speculation:
         self.drafter = drafter  # the model's own draft layer; None: prompt lookup
         self.replay, self.vocab_size = replay, vocab_size  # benchmarks: a stated acceptance on random weights
         self.indexes: dict[str, NgramIndex] = {}  # by request id
+        self.cache = NgramCache()  # finished requests' n-grams, for prompt lookup; empty on every load
         self.counters = SpecCounters()
 
     def propose(self, request_id: str, token_ids: list[int], max_tokens: int) -> list[int]:
@@ -39,14 +41,17 @@ class Speculation:
             return self.replay.drafts(self.vocab_size, num_drafts)
         if self.drafter is not None:
             return self.drafter.propose(request_id, token_ids, num_drafts)
-        return self.indexes.setdefault(request_id, NgramIndex()).propose(token_ids, num_drafts)
+        return self.indexes.setdefault(request_id, NgramIndex()).propose(token_ids, num_drafts, self.cache)
 
     def observe(self, num_proposed: int, num_accepted: int) -> None:
         self.counters.num_proposed += num_proposed
         self.counters.num_accepted += num_accepted
         self.draft_length.observe_drafts(num_proposed, num_accepted)
 
-    def forget(self, request_id: str) -> None:
+    def forget(self, request_id: str, token_ids: list[int] | None = None) -> None:
+        """A request ended; its text (prompt and reply, token_ids) joins the n-gram cache for prompt lookup."""
         self.indexes.pop(request_id, None)
+        if token_ids and self.drafter is None and self.replay is None:
+            self.cache.add(token_ids)
         if self.drafter is not None:
             self.drafter.forget(request_id)

@@ -2,8 +2,8 @@
 replies to resources/traces' code prompts, replayed through engine.generation.speculative.ngram.NgramIndex step by
 step (the drafts accepted up to the first that differs from the reply, plus one token), against the measured
 CPU step time t(q) of q positions (step_times.py; linear between the measured q). The `shared` rows also look
-the text's suffix up in the earlier requests' prompts and replies (an n-gram cache across requests, which Wisp
-does not have: the longest suffix wins, this request's text first). From the repository root:
+the text's suffix up in the earlier requests' prompts and replies (an n-gram cache across requests, as
+engine/generation/speculative/ngram_cache.py: the longest suffix wins, this request's text first). From the repository root:
 python bench/results/2026-12-07-ngram-cpu/ceiling.py [q:ms,...]"""
 import json, sys
 import numpy as np

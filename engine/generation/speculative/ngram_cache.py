@@ -1,0 +1,45 @@
+"""The engine-wide n-gram cache (llama.cpp's dynamic lookup cache): the 1- to 3-grams of every finished request's
+prompt and reply, each with the tokens that followed its latest occurrence. Prompt lookup consults it where the
+request's own text has no continuation for a suffix, so a reply can draft the boilerplate an earlier reply wrote.
+Bounded: at most max_entries n-grams, the least recently added or used evicted first. Engine thread only."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from engine.generation.speculative.ngram import MAX_NGRAM, MIN_NGRAM
+
+DEFAULT_MAX_ENTRIES = 1 << 16  # n-grams kept; each holds at most CONTINUATION_TOKENS tokens
+CONTINUATION_TOKENS = 16  # the tokens kept after an n-gram: the longest draft the cache gives
+
+
+class NgramCache:
+    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES):
+        self.max_entries = max_entries
+        self.continuations: OrderedDict[tuple[int, ...], tuple[int, ...]] = OrderedDict()  # n-gram -> what followed
+
+    def __len__(self) -> int:
+        return len(self.continuations)
+
+    def add(self, token_ids: list[int]) -> None:
+        """Record a finished request's text: every n-gram with a continuation, later occurrences replacing earlier."""
+        continuations = self.continuations
+        for end in range(len(token_ids) - 1):
+            following = tuple(token_ids[end + 1 : end + 1 + CONTINUATION_TOKENS])
+            for n in range(MIN_NGRAM, min(MAX_NGRAM, end + 1) + 1):
+                key = tuple(token_ids[end + 1 - n : end + 1])
+                continuations[key] = following
+                continuations.move_to_end(key)
+        while len(continuations) > self.max_entries:
+            continuations.popitem(last=False)
+
+    def continuation(self, ngram: tuple[int, ...], max_tokens: int) -> list[int]:
+        """At most max_tokens tokens that followed ngram in an earlier request (empty when none did)."""
+        following = self.continuations.get(ngram)
+        if following is None:
+            return []
+        self.continuations.move_to_end(ngram)
+        return list(following[:max_tokens])
+
+    def clear(self) -> None:
+        self.continuations.clear()
