@@ -14,7 +14,8 @@ from engine.gguf.model_args import architecture_of, family_of, model_args
 from engine.gguf.param_names import gguf_name, layer_param
 from engine.gguf.reader import GgufFile
 from engine.gguf.split_experts import has_split_experts, split_expert_view, split_name
-from engine.gguf.tensor_map import EXPERTS, GATE_UP, expert_bias_names, unpermute_rotary
+from engine.gguf.tensor_map import expert_bias_names, unpermute_rotary
+from engine.model.families.tensor_spec import EXPERTS, GATE_UP
 from engine.gguf.tensors import (SUPPORTED_QTYPES, DenseTensor, ExpertLayer, ExpertTensor, dequantize, qtype_name,
                                  row_bytes)
 from engine.model.args import ModelArgs

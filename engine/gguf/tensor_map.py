@@ -13,7 +13,7 @@ from engine.errors import UnsupportedModelError
 from engine.model.args import ModelArgs
 from engine.model.checkpoint import Checkpoint
 from engine.model.families import FAMILIES, family
-from engine.model.families.tensor_spec import TensorSpec, as_f32
+from engine.model.families.tensor_spec import EXPERTS, TensorSpec, as_f32, stacked_experts
 from engine.model.weight_names import MoeWeightNames
 
 ATTENTION = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output"}
@@ -22,8 +22,6 @@ SHARED_EXPERT = {"shared_expert.gate_proj": "ffn_gate_shexp", "shared_expert.up_
                  "shared_expert.down_proj": "ffn_down_shexp", "shared_expert_gate": "ffn_gate_inp_shexp"}
 LAYER_NORMS = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
 DENSE_MLP = {"gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}  # layers without experts
-EXPERTS = {"gate": "ffn_gate_exps", "up": "ffn_up_exps", "down": "ffn_down_exps"}  # stacked [E, out, in]
-GATE_UP = "ffn_gate_up_exps"  # gate and up of every expert in one [E, 2I, D] (gate rows first), where files fuse them
 EXPERT_BIASES = {"gate": "ffn_gate_exps.bias", "up": "ffn_up_exps.bias", "down": "ffn_down_exps.bias"}  # [E, out]
 GLOBAL = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
           "lm_head.weight": "output.weight"}
@@ -132,20 +130,7 @@ def stacked_expert_specs(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightName
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
     blk = f"blk.{layer}."
     return [
-        TensorSpec(f"{blk}{EXPERTS['gate']}.weight", (E, I, D), lambda: _stacked(args, ckpt, names, layer, "gate")),
-        TensorSpec(f"{blk}{EXPERTS['up']}.weight", (E, I, D), lambda: _stacked(args, ckpt, names, layer, "up")),
-        TensorSpec(f"{blk}{EXPERTS['down']}.weight", (E, D, I), lambda: _stacked(args, ckpt, names, layer, "down")),
+        TensorSpec(f"{blk}{EXPERTS['gate']}.weight", (E, I, D), lambda: stacked_experts(args, ckpt, names, layer, "gate")),
+        TensorSpec(f"{blk}{EXPERTS['up']}.weight", (E, I, D), lambda: stacked_experts(args, ckpt, names, layer, "up")),
+        TensorSpec(f"{blk}{EXPERTS['down']}.weight", (E, D, I), lambda: stacked_experts(args, ckpt, names, layer, "down")),
     ]
-
-
-def _stacked(args: ModelArgs, ckpt: Checkpoint, names: MoeWeightNames, layer: int, projection: str) -> np.ndarray:
-    """One projection of every expert of a layer: [E, I, D] (gate, up) or [E, D, I] (down)."""
-    E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
-    if ckpt.has(names.fused_weight(layer, "gate_up_proj")):
-        if projection == "down":
-            return as_f32(ckpt.get(names.fused_weight(layer, "down_proj"), (E, D, I)))
-        gate_up = ckpt.get(names.fused_weight(layer, "gate_up_proj"), (E, 2 * I, D))
-        return as_f32(gate_up[:, :I] if projection == "gate" else gate_up[:, I:])
-    hf_projection = {"gate": names.gate, "up": names.up, "down": names.down}[projection]
-    shape = (D, I) if projection == "down" else (I, D)
-    return np.stack([as_f32(ckpt.get(names.expert_weight(layer, e, hf_projection), shape)) for e in range(E)])

@@ -5,13 +5,7 @@ before, the engine-wide cache of earlier requests' n-grams (ngram_cache.py) give
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from engine.generation.speculative.ngram_cache import NgramCache
-
-MAX_NGRAM = 3  # the longest suffix looked up; a longer match is rarer and only a little more precise
-MIN_NGRAM = 1
+from engine.generation.speculative.ngram_cache import MAX_NGRAM, MIN_NGRAM, NgramCache
 
 
 class NgramIndex:

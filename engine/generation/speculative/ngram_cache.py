@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from engine.generation.speculative.ngram import MAX_NGRAM, MIN_NGRAM
+MAX_NGRAM = 3  # the longest suffix looked up; a longer match is rarer and only a little more precise
+MIN_NGRAM = 1
 
 DEFAULT_MAX_ENTRIES = 1 << 16  # n-grams kept; each holds at most CONTINUATION_TOKENS tokens
 CONTINUATION_TOKENS = 16  # the tokens kept after an n-gram: the longest draft the cache gives

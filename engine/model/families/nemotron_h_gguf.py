@@ -12,13 +12,12 @@ mamba-base.cpp):
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs
 from engine.model.families.family import JoinedTensor
 from engine.model.families.gguf_keys import GgufKeys
-from engine.model.families.tensor_spec import TensorSpec
+from engine.model.families.tensor_spec import EXPERTS, TensorSpec, as_f32
 
 LAYER_MODULES = {
     "norm": "attn_norm",
@@ -40,8 +39,8 @@ def _per_head(args: ModelArgs) -> tuple[tuple[int, ...], ...]:
 
 
 def _decay(args: ModelArgs, a_log: np.ndarray) -> tuple[np.ndarray]:
-    """-exp(A_log) with the bits Wisp's mixer computes it with on the CPU."""
-    return ((-torch.from_numpy(np.ascontiguousarray(a_log)).float().exp()).numpy().reshape(-1, 1),)
+    """-exp(A_log) in fp32."""
+    return (-np.exp(a_log.astype(np.float32)).reshape(-1, 1),)
 
 
 def _log_decay(args: ModelArgs, parts: list[np.ndarray]) -> np.ndarray:
@@ -93,9 +92,6 @@ def write_metadata(writer, args: ModelArgs) -> None:
 
 def expert_specs(args: ModelArgs, ckpt, names, layer: int) -> list[TensorSpec]:
     """The ungated experts: up [E, I, L] and down [E, L, I] (L the latent width)."""
-    from engine.gguf.tensor_map import EXPERTS
-    from engine.model.families.tensor_spec import as_f32
-
     E, L, I = args.num_experts, args.expert_hidden_size, args.moe_intermediate_size
 
     def stacked(projection: str, shape: tuple[int, int]) -> np.ndarray:

@@ -19,7 +19,7 @@ import numpy as np
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs
 from engine.model.families.gguf_keys import GgufKeys
-from engine.model.families.tensor_spec import TensorSpec
+from engine.model.families.tensor_spec import EXPERTS, GATE_UP, TensorSpec, stacked_experts
 
 LAYER_MODULES = {
     "post_attention_layernorm": "post_attention_norm",
@@ -76,17 +76,15 @@ def write_metadata(writer, args: ModelArgs) -> None:
 
 def expert_specs(args: ModelArgs, ckpt, names, layer: int) -> list[TensorSpec]:
     """gate and up fused as llama.cpp's converter writes Gemma 4's experts, then down."""
-    from engine.gguf.tensor_map import EXPERTS, GATE_UP, _stacked
-
     E, D, I = args.num_experts, args.hidden_size, args.moe_intermediate_size
     blk = f"blk.{layer}."
 
     def gate_up() -> np.ndarray:
-        return np.concatenate([_stacked(args, ckpt, names, layer, "gate"), _stacked(args, ckpt, names, layer, "up")],
+        return np.concatenate([stacked_experts(args, ckpt, names, layer, "gate"), stacked_experts(args, ckpt, names, layer, "up")],
                               axis=1)
 
     return [TensorSpec(f"{blk}{GATE_UP}.weight", (E, 2 * I, D), gate_up),
-            TensorSpec(f"{blk}{EXPERTS['down']}.weight", (E, D, I), lambda: _stacked(args, ckpt, names, layer, "down"))]
+            TensorSpec(f"{blk}{EXPERTS['down']}.weight", (E, D, I), lambda: stacked_experts(args, ckpt, names, layer, "down"))]
 
 
 def text_config(key: GgufKeys) -> dict:
