@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.model import deltanet_step_kernels
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, PaddedDecodeMetadata
 from engine.model.delta_rule_kernels import kernels_for
@@ -58,7 +59,10 @@ class GatedDeltaNet(StateMixer):
     """Linear attention with a fixed-size state per sequence. Parameter names as the checkpoints' linear_attn.*, the
     input projections as LinearAttentionArgs.projections names them; with llama_cpp_values the decay rate A itself
     (-exp(A_log)) instead of A_log. The gated delta rule runs on the kernels engine.model.delta_rule_kernels picks
-    for the device (torch, or fla's on CUDA); the conv is the torch one everywhere."""
+    for the device (torch, or fla's on CUDA); the conv is the torch one everywhere. Where
+    engine.model.deltanet_step_kernels applies, a decode step's conv, gates, delta rule and output norm run its fused
+    kernels on the state cache in place instead, and the per-token inputs carry the gate projections a, b (the gates
+    are computed where they are used)."""
 
     def __init__(self, args: ModelArgs, state_layer: int):
         super().__init__()
@@ -104,16 +108,24 @@ class GatedDeltaNet(StateMixer):
             b, a = self.in_proj_b(x), self.in_proj_a(x)
         return mixed, z.reshape(*heads, self.head_v_dim), b.reshape(heads), a.reshape(heads)
 
+    def gates(self, a: torch.Tensor, b: torch.Tensor):
+        """a, b [T, H] -> (g [T, H] log decay per token (fp32), beta [T, H])."""
+        decay_rate = self.A.float() if self.stores_decay else -self.A_log.float().exp()
+        return decay_rate * F.softplus(a.float() + self.dt_bias), b.sigmoid()
+
     def inputs(self, x: torch.Tensor):
         """x [T, D] -> (mixed q|k|v [T, C], z [T, H, Dv], g [T, H] log decay per token, beta [T, H])."""
         mixed, z, b, a = self.project(x)
-        decay_rate = self.A.float() if self.stores_decay else -self.A_log.float().exp()
-        return mixed, z, decay_rate * F.softplus(a.float() + self.dt_bias), b.sigmoid()
+        return mixed, z, *self.gates(a, b)
 
     def output(self, out: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         """out [T, H, Dv] of the delta rule -> the layer's output [T, D]."""
-        out = self.norm(out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim))
-        return self.out_proj(out.view(z.shape[0], -1))
+        out, z = out.reshape(-1, self.head_v_dim), z.reshape(-1, self.head_v_dim)
+        if deltanet_step_kernels.applies(out):
+            out = deltanet_step_kernels.gated_norm(out, z, self.norm.weight, self.norm.eps)
+        else:
+            out = self.norm(out, z)
+        return self.out_proj(out.view(-1, self.num_v_heads * self.head_v_dim))
 
     def split_heads(self, mixed: torch.Tensor):
         q, k, v = mixed.split(self.split, dim=-1)
@@ -126,12 +138,17 @@ class GatedDeltaNet(StateMixer):
         return q, k, v.reshape(*lead, self.num_v_heads, self.head_v_dim)
 
     def mix_inputs(self, x: torch.Tensor):
+        if deltanet_step_kernels.applies(x):
+            mixed, z, b, a = self.project(x)
+            return (mixed, a, b), z
         mixed, z, g, beta = self.inputs(x)
         return (mixed, g, beta), z
 
     def prefill(self, inputs, states):
         """One sequence's new tokens, its conv history [K-1, C] and recurrent state [H, Dk, Dv]: the chunked form."""
         mixed, g, beta = inputs
+        if deltanet_step_kernels.applies(mixed):  # the inputs carry a, b (mix_inputs)
+            g, beta = self.gates(g, beta)
         history, state = states
         conv_out, history = causal_conv(mixed, history, self.conv1d.weight[:, 0])
         q, k, v = self.split_heads(conv_out)
@@ -146,6 +163,16 @@ class GatedDeltaNet(StateMixer):
         q, k, v = self.split_heads(conv_out[:, 0])
         out, state = kernels_for(v.device.type).recurrent_step(q, k, v, g, beta, state)
         return out, (history, state)
+
+    def decode(self, slots: torch.Tensor, inputs, cache: HybridCache) -> torch.Tensor:
+        """StateMixer.decode, or where deltanet_step_kernels applies its fused kernels on the cache rows in place:
+        the conv (with its history shift), then the gates and the delta rule."""
+        if not deltanet_step_kernels.applies(inputs[0]):
+            return super().decode(slots, inputs, cache)
+        mixed, a, b = inputs
+        history, state = cache.states[self.state_layer]
+        conv_out = deltanet_step_kernels.conv_step(mixed, history, self.conv1d.weight[:, 0], slots)
+        return deltanet_step_kernels.delta_step(self, conv_out, a, b, state, slots)
 
 
 class GatedAttention(Attention):
