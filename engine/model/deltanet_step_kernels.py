@@ -16,22 +16,19 @@ divisions round to nearest, as torch's CUDA kernels compute them."""
 
 from __future__ import annotations
 
-import os
-
 import torch
 
-# GatedDeltaNet's decode steps run these kernels where its tensors are on CUDA. Off until a GPU run has passed
-# tests/gpu/test_deltanet_step_gpu.py (the fused path's greedy tokens equal the unfused path's, rows batch-invariant)
-# and measured the step.
-IS_ON = False
+from engine.system.triton_support import fused_step
+
 CONV_BLOCK = 256
 VALUE_BLOCK = 8  # value columns per delta program (fla's fused_recurrent blocking)
 _built: dict = {}
 
 
 def applies(x: torch.Tensor) -> bool:
-    """Whether GatedDeltaNet's decode steps on x's device run the fused kernels."""
-    return IS_ON and (x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1")
+    """Whether GatedDeltaNet's decode steps on x's device run the fused kernels: on CUDA wherever Triton is
+    installed; the CPU keeps the unfused torch path (tests run the kernels there under Triton's interpreter)."""
+    return x.is_cuda and fused_step()
 
 
 def _kernels():

@@ -1,5 +1,5 @@
 """The fused Gated DeltaNet decode step (engine.model.deltanet_step_kernels) on CUDA: `pytest -m gpu
-tests/gpu/test_deltanet_step_gpu.py`. Fails (not skips) without a GPU. What deltanet_step_kernels.IS_ON waits for:
+tests/gpu/test_deltanet_step_gpu.py`. Fails (not skips) without a GPU:
 a layer's fused step against the unfused one (fla's recurrent kernel) at the tiny models' and qwen3.5-35b-a3b's heads
 in bf16, a row's bits alone equal to its bits in a batch, a CUDA graph's replay equal to eager, and the engine's
 greedy tokens on a tiny qwen3_5_moe in bf16 equal to the unfused path's, batched and alone, in graphed and dynamic
@@ -108,7 +108,7 @@ def greedy_tokens(folder, decode: str, prompts: list[str]) -> list[list[int]]:
 @pytest.mark.parametrize("decode", ["graphs", "dynamic"])
 def test_the_engines_greedy_tokens_are_the_unfused_paths(compiled, monkeypatch, bf16_model, decode):
     """bf16: the fused step rounds differently from fla's kernel (no TF32, q and k kept fp32 after the l2norm), so a
-    near tie of a random tiny model could flip a token; a failure here wants its logits read before IS_ON changes."""
+    near tie of a random tiny model could flip a token; a failure here wants its logits read first."""
     fused(monkeypatch, False)
     unfused = greedy_tokens(bf16_model, decode, PROMPTS)
     fused(monkeypatch, True)

@@ -57,7 +57,7 @@ def interpreted(monkeypatch):
 
 
 def fused(monkeypatch, on: bool):
-    monkeypatch.setattr(deltanet_step_kernels, "IS_ON", on)
+    monkeypatch.setattr(deltanet_step_kernels, "applies", lambda x: on)
 
 
 def layer_and_cache(folder, dtype, tiled=False, stores_decay=False, seed=0, device="cpu", **heads):
