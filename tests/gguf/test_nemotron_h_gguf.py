@@ -1,9 +1,10 @@
-"""Nemotron-H MoE GGUF files (llama.cpp's nemotron_h_moe), written by `wisp convert-gguf` from a tiny checkpoint
-that transformers' own class wrote: llama.cpp loads them and Wisp's engine computes llama.cpp's logits at f32 (Mamba-2
+"""Nemotron-H MoE GGUF files (llama.cpp's nemotron_h_moe), written by `wisp convert-gguf` from a tiny checkpoint that
+transformers' own class wrote: llama.cpp loads them and Wisp's engine computes llama.cpp's logits at f32 (Mamba-2
 blocks with ssm_a = -exp(A_log), the grouped gated norm and the f32 conv kernel; attention without RoPE; the latent
 MoE with ungated ReLU² experts, the shared expert and grouped sigmoid routing) and the checkpoint's own logits and
 tokens; a file that llama.cpp's quantizer made Q4_K_M reads as llama.cpp computes its weights; the converter refuses
-the dense MLP blocks llama.cpp's loader cannot hold."""
+the dense MLP blocks llama.cpp's loader cannot hold. The logits and tokens against llama.cpp and the checkpoint:
+test_gguf_agreement.py."""
 
 import json
 import shutil
@@ -17,12 +18,8 @@ from engine.errors import UnsupportedModelError
 from engine.gguf.convert import convert
 from engine.gguf.model_file import GgufModel
 from engine.model.loader import read_args
-from tests.gguf.engine_logits import agreement, file_logits
-from tests.gguf.engine_runs import outputs
-from tests.gguf.reference import dequantized_copy, llama_cpp_logits
 
 MODEL_TYPE = "nemotron_h"
-TOKENS = np.random.default_rng(0).integers(3, 384, 64).tolist()
 
 
 def test_the_file_holds_what_llama_cpp_reads(gguf_files):
@@ -44,34 +41,6 @@ def test_the_file_holds_what_llama_cpp_reads(gguf_files):
     ours, theirs = model.args, read_args(gguf_files.folder(MODEL_TYPE))
     # the file keeps no Mamba chunk size (a way of computing the scan) nor the unused dense MLP width
     assert replace(ours, extra={}) == replace(theirs, mamba=replace(theirs.mamba, chunk_size=128), intermediate_size=0)
-
-
-def test_an_f32_file_computes_llama_cpps_and_the_checkpoints_logits(gguf_files):
-    from transformers import AutoModelForCausalLM
-
-    path = gguf_files.converted(MODEL_TYPE, "f32")
-    ours = file_logits(path, TOKENS)
-    top1, kl = agreement(ours, llama_cpp_logits(path, TOKENS))
-    assert top1 == 1.0 and kl < 1e-6, (top1, kl)
-    with torch.inference_mode():
-        reference = AutoModelForCausalLM.from_pretrained(gguf_files.folder(MODEL_TYPE), dtype=torch.float32)(
-            torch.tensor([TOKENS]))
-    assert np.abs(ours - reference.logits[0].numpy()).max() < 1e-4
-
-
-def test_an_f32_file_generates_its_checkpoints_tokens(gguf_files):
-    reference = outputs(gguf_files.folder(MODEL_TYPE), max_tokens=4)
-    ours = outputs(gguf_files.converted(MODEL_TYPE, "f32"), max_tokens=4)
-    assert len({ids for ids, _ in reference}) > 1
-    assert [ids for ids, _ in ours] == [ids for ids, _ in reference]
-
-
-def test_a_q4_k_m_file_reads_as_llama_cpp_computes_its_weights(gguf_files, tmp_path):
-    path = gguf_files.quantized(MODEL_TYPE, "Q4_K_M")
-    theirs = llama_cpp_logits(dequantized_copy(path, tmp_path / "dequantized.gguf"), TOKENS)
-    ours = file_logits(path, TOKENS)
-    assert np.abs(ours - theirs).max() < 1e-3 * np.abs(theirs).max()
-    assert (ours.argmax(-1) == theirs.argmax(-1)).all()
 
 
 def test_dense_mlp_blocks_are_refused_by_the_converter(gguf_files, tmp_path):

@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+from engine.api import Engine, EngineOptions
 from tests.experts.test_expert_modes import mode_options
-from tests.vision.test_gemma4_vision import CONVERSATIONS, MAX_TOKENS
+from tests.gpu.test_vision import outputs as vision_outputs
+from tests.vision.test_vl_tokens import CONVERSATIONS, GREEDY, MAX_TOKENS
 from tests.vision.tiny_gemma4 import reference_inputs, write_tiny_gemma4_vl
 
 pytestmark = pytest.mark.gpu
-GREEDY = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")
@@ -24,12 +24,7 @@ def gemma4_dir(tmp_path_factory):
 
 
 def outputs(folder, dtype: str, conversations, **options):
-    with Engine(EngineOptions(model=str(folder), device="cuda", dtype=dtype, **options)) as engine:
-        assert engine.sees_images
-        handles = [engine.submit(GenerateRequest(messages=tuple(m), sampling=GREEDY)) for m in conversations]
-        finishes = [handle.result() for handle in handles]
-    assert all(f.reason == "length" for f in finishes), [f.error for f in finishes]
-    return [(f.token_ids, f.logprobs) for f in finishes]
+    return vision_outputs(folder, dtype, conversations, GREEDY, **options)
 
 
 @pytest.mark.parametrize("name", list(CONVERSATIONS))

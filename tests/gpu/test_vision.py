@@ -23,10 +23,10 @@ def vl_dir(tmp_path_factory):
     return write_tiny_vl(tmp_path_factory.mktemp("tiny_vl_cuda"))
 
 
-def outputs(folder, dtype: str, conversations, **options):
+def outputs(folder, dtype: str, conversations, sampling: SamplingParams = GREEDY, **options):
     with Engine(EngineOptions(model=str(folder), device="cuda", dtype=dtype, **options)) as engine:
         assert engine.sees_images
-        handles = [engine.submit(GenerateRequest(messages=tuple(m), sampling=GREEDY)) for m in conversations]
+        handles = [engine.submit(GenerateRequest(messages=tuple(m), sampling=sampling)) for m in conversations]
         finishes = [handle.result() for handle in handles]
     assert all(f.reason == "length" for f in finishes), [f.error for f in finishes]
     return [(f.token_ids, f.logprobs) for f in finishes]

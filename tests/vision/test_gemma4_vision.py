@@ -9,26 +9,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+from engine.api import Engine, EngineOptions, GenerateRequest
 from engine.vision.gemma4_preprocess import Gemma4ImageProcessing, gemma4_preprocess
 from tests.vision.tiny_gemma4 import reference_image_processor, reference_inputs, write_tiny_gemma4_vl
+from tests.vision.test_vl_tokens import CONVERSATIONS, GREEDY, MAX_TOKENS
 from tests.vision.tiny_vl import encoded_image
 
-MAX_TOKENS = 8
-GREEDY = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, ignore_eos=True)
-IMAGES = [encoded_image(70, 50, 1), encoded_image(40, 120, 2), encoded_image(150, 90, 3, mode="RGBA")]
-CONVERSATIONS = {
-    "one image": [{"role": "user", "content": [{"type": "image", "image": IMAGES[0]},
-                                               {"type": "text", "text": "def fib(n):"}]}],
-    "two images then text": [{"role": "user", "content": [
-        {"type": "image", "image": IMAGES[1]}, {"type": "image", "image": IMAGES[2]},
-        {"type": "text", "text": "The quick brown fox"}]}],
-    "text, image, text": [
-        {"role": "user", "content": "class Stack:"},
-        {"role": "assistant", "content": "def push(self, item):"},
-        {"role": "user", "content": [{"type": "text", "text": "héllo"}, {"type": "image", "image": IMAGES[2]},
-                                     {"type": "text", "text": "wörld"}]}],
-}
 
 
 @pytest.fixture(scope="module")
