@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.gguf.convert import import_gguf, write_hparams  # noqa: E402
 from engine.gguf.named_specs import keeps_f32  # noqa: E402
 from engine.gguf.param_names import gguf_name  # noqa: E402
-from engine.gguf.tensor_map import EXPERTS, gguf_architecture  # noqa: E402
+from engine.gguf.tensor_map import gguf_architecture  # noqa: E402
+from engine.model.families.tensor_spec import EXPERTS  # noqa: E402
 from engine.model.args import ModelArgs  # noqa: E402
 from engine.model.families import family  # noqa: E402
 from engine.model.families.hybrid_gguf import DEFAULT_INTERVAL  # noqa: E402

@@ -88,7 +88,7 @@ def draft_layer_specs(args: ModelArgs, folder, arch: str) -> list[TensorSpec]:
     decoder layer's tensors and the nextn ones in Wisp's parameter order (size-1 dimensions dropped, zero-centred
     norms + 1), then its experts stacked as the model's layers'."""
     from engine.gguf.named_specs import keeps_f32
-    from engine.gguf.tensor_map import EXPERTS
+    from engine.model.families.tensor_spec import EXPERTS
     from engine.model.hybrid_layers import ZeroCenteredRMSNorm
     from engine.model.mtp import DraftLayer
     from engine.model.mtp_loader import CheckpointDraftTensors

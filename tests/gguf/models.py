@@ -192,7 +192,7 @@ def write_f32_gguf_by_names(folder: Path, out: Path) -> Path:
 
     from engine.gguf.convert import write_metadata
     from engine.gguf.param_names import gguf_name
-    from engine.gguf.tensor_map import EXPERTS, _stacked
+    from engine.model.families.tensor_spec import EXPERTS, stacked_experts
     from engine.gguf.vocab import read_vocab
     from engine.model.checkpoint import Checkpoint
     from engine.model.loader import hf_name, read_args
@@ -211,7 +211,7 @@ def write_f32_gguf_by_names(folder: Path, out: Path) -> Path:
             writer.add_tensor(gguf_name(param), weight.reshape(-1) if "shared_expert_gate" in param else weight)
     for layer, is_moe in enumerate(args.moe_layers):
         for projection in ("gate", "up", "down") if is_moe else ():
-            stacked = _stacked(args, ckpt, names, layer, projection)
+            stacked = stacked_experts(args, ckpt, names, layer, projection)
             writer.add_tensor(f"blk.{layer}.{EXPERTS[projection]}.weight", stacked)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
