@@ -5,7 +5,7 @@ import json
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.generation.speculative.ngram import NgramIndex
-from engine.generation.speculative.ngram_cache import CONTINUATION_TOKENS, NgramCache
+from engine.generation.speculative.ngram_cache import ADDED_TOKENS, CONTINUATION_TOKENS, NgramCache
 
 
 def cache_of(*texts, max_entries=1 << 16) -> NgramCache:
@@ -40,6 +40,13 @@ def test_continuations_are_bounded():
     text = list(range(100, 200))
     cache = cache_of(text)
     assert cache.continuation((100,), 1000) == text[1 : 1 + CONTINUATION_TOKENS]
+
+
+def test_a_long_text_adds_its_last_tokens_alone():
+    text = list(range(1000, 1000 + ADDED_TOKENS + 100))
+    cache = cache_of(text)
+    assert cache.continuation((1000,), 1) == [] and cache.continuation((text[-3],), 2) == text[-2:]
+    assert len(cache) == 3 * (ADDED_TOKENS - 1) - 3
 
 
 def test_at_most_max_entries_the_least_recently_used_evicted():
