@@ -4,6 +4,7 @@ file that llama.cpp runs, written tensor by tensor (one layer's experts in RAM a
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +34,7 @@ class ConvertResult:
 def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: Progress | None = None) -> ConvertResult:
     """Write `out_path` (through a temporary file, renamed at the end); raises WispError subclasses.
     out_type "auto" keeps bf16 checkpoints bf16 and writes f16 otherwise (llama.cpp's converter does the same)."""
-    gguf = import_gguf()
+    import_gguf()  # the missing-package error before any work
     model_dir, out_path = Path(model_dir), Path(out_path)
     if out_type not in (*OUT_TYPES, "auto"):
         raise UnsupportedModelError(f"GGUF type '{out_type}' is not one of {', '.join(OUT_TYPES)}")
@@ -44,9 +45,7 @@ def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: P
     specs = gguf_specs(args, Checkpoint(model_dir), arch)
     draft = draft_specs(args, model_dir, arch)
     specs += draft
-    partial = out_path.with_name(out_path.name + ".partial")
-    writer = gguf.GGUFWriter(partial, arch)
-    try:
+    with partial_writer(out_path, arch) as writer:
         write_metadata(writer, args, arch, vocab, model_dir.name, out_type, num_draft_layers=1 if draft else 0)
         qtypes = [tensor_type(spec, out_type) for spec in specs]
         for spec, qtype in zip(specs, qtypes):
@@ -59,14 +58,25 @@ def convert(model_dir: Path, out_path: Path, out_type: str = "auto", progress: P
             writer.write_tensor_data(data if spec.raw_type is not None else encode(data, qtype))
             if progress:
                 progress((done + 1) / len(specs), spec.name)
+    return ConvertResult(out_path, arch, len(specs), out_path.stat().st_size)
+
+
+@contextmanager
+def partial_writer(out_path: Path, arch: str):
+    """A GGUFWriter on `out_path`.partial, renamed to out_path when the block ends without an error. An OSError is a
+    ModelFormatError naming out_path; the partial file never stays behind."""
+    partial = out_path.with_name(out_path.name + ".partial")
+    writer = import_gguf().GGUFWriter(partial, arch)
+    try:
+        yield writer
         writer.close()
         os.replace(partial, out_path)
     except OSError as error:
         raise ModelFormatError(f"{out_path}: cannot write it ({error.strerror or error})") from None
     finally:
         writer.close()
-        partial.unlink(missing_ok=True)
-    return ConvertResult(out_path, arch, len(specs), out_path.stat().st_size)
+        with suppress(OSError):  # no partial file, or a folder that cannot be written (the error above names it)
+            partial.unlink()
 
 
 def resolved_type(out_type: str, model_dir: Path, args: ModelArgs | None = None) -> str:

@@ -7,7 +7,6 @@ The image processor's pixel limits go in clip.vision.image_{min,max}_pixels."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ import torch
 from safetensors import safe_open
 
 from engine.errors import ModelFormatError, UnsupportedModelError
-from engine.gguf.convert import ConvertResult, encode, import_gguf
+from engine.gguf.convert import ConvertResult, encode, import_gguf, partial_writer
 from engine.gguf.mmproj_file import ARCHITECTURE, PROJECTORS
 from engine.gguf.mmproj_names import PATCH_WEIGHT, mmproj_tensor_name, patch_weight_names
 from engine.vision.tower_files import PREFIX, tower_shards
@@ -30,7 +29,7 @@ LAYER_NORM_EPS = 1e-6  # engine.vision.tower's LayerNorms
 def write_mmproj(model_dir: Path, out_path: Path, out_type: str) -> ConvertResult:
     """Write `out_path` (through a temporary file); UnsupportedModelError for a checkpoint without a tower Wisp
     runs, ModelFormatError for one whose tower tensors are missing."""
-    gguf = import_gguf()
+    import_gguf()  # the missing-package error before any work
     config = json.loads((model_dir / "config.json").read_text())
     args = vision_args(config)
     if args is None:
@@ -39,22 +38,13 @@ def write_mmproj(model_dir: Path, out_path: Path, out_type: str) -> ConvertResul
     if args.hidden_act not in ACTIVATIONS:
         raise UnsupportedModelError(f"{model_dir}: the tower's hidden_act '{args.hidden_act}' has no clip.use_* key")
     tensors = mmproj_tensors(model_dir, args, out_type)
-    partial = out_path.with_name(out_path.name + ".partial")
-    writer = gguf.GGUFWriter(partial, ARCHITECTURE)
-    try:
+    with partial_writer(out_path, ARCHITECTURE) as writer:
         write_keys(writer, args, ImageProcessing.from_folder(model_dir, config["vision_config"]), model_dir.name)
         for name, (data, qtype) in tensors.items():
             writer.add_tensor(name, data, raw_dtype=qtype)
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
-        writer.close()
-        os.replace(partial, out_path)
-    except OSError as error:
-        raise ModelFormatError(f"{out_path}: cannot write it ({error.strerror or error})") from None
-    finally:
-        writer.close()
-        partial.unlink(missing_ok=True)
     return ConvertResult(out_path, ARCHITECTURE, len(tensors), out_path.stat().st_size)
 
 

@@ -8,7 +8,7 @@ import torch
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.gguf.info import read_info
 from engine.cli import main
-from engine.errors import UnsupportedModelError
+from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.gguf.convert import convert
 from engine.loading.model_path import DEMO_MODEL
 from tests.tiny_glm4_moe import randomize_correction_bias
@@ -87,6 +87,14 @@ def test_a_tokenizer_llama_cpp_does_not_know_is_refused(tmp_path):
     (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
     with pytest.raises(UnsupportedModelError, match="pre-tokenizer"):
         convert(folder, tmp_path / "x.gguf")
+
+
+def test_an_unwritable_output_names_it_and_leaves_nothing(tmp_path):
+    (tmp_path / "taken").write_text("a file where the output's folder would be")
+    out = tmp_path / "taken" / "demo.gguf"
+    with pytest.raises(ModelFormatError, match="demo.gguf: cannot write it"):
+        convert(DEMO_MODEL, out, "f32")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):

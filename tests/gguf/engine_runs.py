@@ -64,3 +64,21 @@ def mode_options(path: Path, dtype_bytes: int, dense_in_blocks: bool = False) ->
             "paged-top_k+1": dict(experts="paged", expert_slots=top_k + 1),
             "paged-all": dict(experts="paged", expert_slots=experts),
             "paged-budget": dict(experts="paged", budget_bytes=small_budget(path, dtype_bytes, dense_in_blocks))}
+
+
+def assert_every_mode_is_bitwise_resident_on_cuda(path: Path) -> None:
+    """On CUDA in bf16: every expert mode of mode_options gives resident's token ids and logprobs bit for bit, and a
+    budget run's peak device memory stays within its budget."""
+    import gc
+
+    import torch
+
+    assert torch.cuda.is_available(), "GPU tests need CUDA"
+    reference = outputs(path, max_tokens=12, device="cuda", experts="resident")
+    assert len({ids for ids, _ in reference}) > 1
+    for name, options in mode_options(path, dtype_bytes=2).items():
+        gc.collect()
+        peak = []
+        assert outputs(path, max_tokens=12, device="cuda", peak=peak, **options) == reference, name
+        if options.get("budget_bytes"):
+            assert peak[0] <= options["budget_bytes"], (name, peak[0], options["budget_bytes"])

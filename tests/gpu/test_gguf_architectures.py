@@ -5,15 +5,13 @@ and the budget run's peak device memory stays within the budget. Files made befo
 llama.cpp: WISP_GGUF_DIR/models/{glm4_moe_lite,lfm2_moe,gemma4_text,nemotron_h}-Q4_K_M.gguf (tests/gguf/conftest.py's
 GgufFiles)."""
 
-import gc
 import os
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.gguf.conftest import GgufFiles
-from tests.gguf.engine_runs import mode_options, outputs
+from tests.gguf.engine_runs import assert_every_mode_is_bitwise_resident_on_cuda
 
 pytestmark = pytest.mark.gpu
 MODEL_TYPES = ["glm4_moe_lite", "lfm2_moe", "gemma4_text", "nemotron_h"]
@@ -27,13 +25,4 @@ def files(run_artifact) -> GgufFiles:
 
 @pytest.mark.parametrize("model_type", MODEL_TYPES)
 def test_every_expert_mode_is_bitwise_resident_on_cuda(model_type, files):
-    assert torch.cuda.is_available(), "GPU tests need CUDA"
-    path = files.quantized(model_type, "Q4_K_M")
-    reference = outputs(path, max_tokens=12, device="cuda", experts="resident")
-    assert len({ids for ids, _ in reference}) > 1
-    for name, options in mode_options(path, dtype_bytes=2).items():
-        gc.collect()
-        peak = []
-        assert outputs(path, max_tokens=12, device="cuda", peak=peak, **options) == reference, name
-        if options.get("budget_bytes"):
-            assert peak[0] <= options["budget_bytes"], (name, peak[0], options["budget_bytes"])
+    assert_every_mode_is_bitwise_resident_on_cuda(files.quantized(model_type, "Q4_K_M"))

@@ -4,12 +4,9 @@ resident, static, paged at top_k / top_k + 1 / all slots and under a budget, and
 stays within the budget. Files made beforehand where the GPU machine has no llama.cpp: WISP_GGUF_DIR/peak50/
 {qwen3_next-Q4_K_M,qwen3_5_moe-Q8_0}.gguf (tests/gguf/peaked.py)."""
 
-import gc
-
 import pytest
-import torch
 
-from tests.gguf.engine_runs import mode_options, outputs
+from tests.gguf.engine_runs import assert_every_mode_is_bitwise_resident_on_cuda
 from tests.gguf.peaked import greedy_files  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.gpu
@@ -18,13 +15,4 @@ CASES = [("qwen3_next", "Q4_K_M"), ("qwen3_5_moe", "Q8_0")]
 
 @pytest.mark.parametrize("model_type,ftype", CASES)
 def test_every_expert_mode_is_bitwise_resident_on_cuda(model_type, ftype, greedy_files):
-    assert torch.cuda.is_available(), "GPU tests need CUDA"
-    path = greedy_files.quantized(model_type, ftype)
-    reference = outputs(path, max_tokens=12, device="cuda", experts="resident")
-    assert len({ids for ids, _ in reference}) > 1
-    for name, options in mode_options(path, dtype_bytes=2).items():
-        gc.collect()
-        peak = []
-        assert outputs(path, max_tokens=12, device="cuda", peak=peak, **options) == reference, name
-        if options.get("budget_bytes"):
-            assert peak[0] <= options["budget_bytes"], (name, peak[0], options["budget_bytes"])
+    assert_every_mode_is_bitwise_resident_on_cuda(greedy_files.quantized(model_type, ftype))
