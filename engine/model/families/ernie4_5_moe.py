@@ -20,7 +20,7 @@ from engine.model.args import ModelArgs, common_args, require
 from engine.model.attention_args import AttentionArgs
 from engine.model.biased_softmax_args import BiasedSoftmaxArgs
 from engine.model.families.family import Family, GgufFormat
-from engine.model.families.gguf_keys import GgufKeys
+from engine.model.families.gguf_keys import GgufKeys, config_basics
 from engine.model.published_configs import ERNIE_45_21B_A3B
 from engine.model.router_args import RouterArgs
 from engine.model.shared_expert_args import SharedExpertArgs
@@ -92,16 +92,12 @@ def read_gguf(key: GgufKeys) -> ModelArgs:
                                     "supported")
     expert_rows = key.integer("expert_feed_forward_length")
     config = {
-        "vocab_size": key.shape("token_embd.weight")[0],
-        "hidden_size": hidden,
+        **config_basics(key),
         "num_hidden_layers": key.integer("block_count"),
         "num_attention_heads": heads,
         "num_key_value_heads": key.integer("attention.head_count_kv", heads),
         "head_dim": head_dim,
-        "rms_norm_eps": key.number("attention.layer_norm_rms_epsilon"),
         "rope_theta": key.number("rope.freq_base", 500000.0),
-        "max_position_embeddings": key.integer("context_length"),
-        "tie_word_embeddings": not key.has_tensor("output.weight"),
         "moe_num_experts": key.integer("expert_count"),
         "moe_k": key.integer("expert_used_count"),
         "moe_intermediate_size": expert_rows,

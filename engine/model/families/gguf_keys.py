@@ -56,6 +56,21 @@ class GgufKeys:
         return value
 
 
+def config_basics(key: GgufKeys, eps: str | None = "rms_norm_eps") -> dict:
+    """The Hugging Face config fields every llama.cpp architecture stores alike, under their config names: the
+    vocabulary (token_embd's rows), hidden size, context length, tied embeddings and, under the family's name for
+    it (eps; None leaves it out), the RMSNorm epsilon. A family's read_gguf adds the rest."""
+    fields = {
+        "vocab_size": key.shape("token_embd.weight")[0],
+        "hidden_size": key.integer("embedding_length"),
+        "max_position_embeddings": key.integer("context_length"),
+        "tie_word_embeddings": not key.has_tensor("output.weight"),
+    }
+    if eps is not None:
+        fields[eps] = key.number("attention.layer_norm_rms_epsilon")
+    return fields
+
+
 def common_fields(key: GgufKeys, reads_rope_scaling: bool = False, **attention) -> dict:
     """The ModelArgs fields llama.cpp's qwen3moe, qwen2moe, olmoe, llama (Mixtral) and gpt-oss files store alike:
     every field but model_type, norm_topk_prob, qk_norm and what one family adds. Refuses what Wisp's attention

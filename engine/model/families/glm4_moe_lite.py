@@ -19,7 +19,7 @@ from engine.model.args import ModelArgs, common_args, first_present, rope_params
 from engine.model.families.deepseek_config import deepseek_moe_fields
 from engine.model.families import mla_gguf
 from engine.model.families.family import Family, GgufFormat
-from engine.model.families.gguf_keys import GgufKeys
+from engine.model.families.gguf_keys import GgufKeys, config_basics
 from engine.model.families.mla_config import mla_args
 from engine.model.published_configs import GLM_47_FLASH
 from engine.model.weight_names import QWEN_STYLE
@@ -85,15 +85,11 @@ def read_gguf(key: GgufKeys) -> ModelArgs:
     layers = key.integer("block_count") - key.integer("nextn_predict_layers", 0)
     dense = key.integer("leading_dense_block_count", 0)
     config = {
-        "vocab_size": key.shape("token_embd.weight")[0],
-        "hidden_size": key.integer("embedding_length"),
+        **config_basics(key),
         "num_hidden_layers": layers,
         "num_attention_heads": key.integer("attention.head_count"),
         "num_key_value_heads": key.integer("attention.head_count"),
-        "rms_norm_eps": key.number("attention.layer_norm_rms_epsilon"),
         "rope_theta": key.number("rope.freq_base", 10000.0),
-        "max_position_embeddings": key.integer("context_length"),
-        "tie_word_embeddings": not key.has_tensor("output.weight"),
         "n_routed_experts": key.integer("expert_count"),
         "num_experts_per_tok": key.integer("expert_used_count"),
         "moe_intermediate_size": key.integer("expert_feed_forward_length"),

@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs
-from engine.model.families.gguf_keys import GgufKeys
+from engine.model.families.gguf_keys import GgufKeys, config_basics
 from engine.model.families.hybrid_config import hybrid_args
 
 LAYER_MODULES = {
@@ -65,16 +65,12 @@ def read_gguf(key: GgufKeys, model_type: str, projections: str, tiled: bool) -> 
         raise ModelFormatError(f"{key.path}: {key.arch}.ssm.inner_size is no multiple of ssm.time_step_rank")
     moe_intermediate = key.shape("blk.0.ffn_gate_exps.weight")[1]
     config = {
-        "vocab_size": key.shape("token_embd.weight")[0],
-        "hidden_size": key.integer("embedding_length"),
+        **config_basics(key),
         "num_hidden_layers": layers,
         "num_attention_heads": key.integer("attention.head_count"),
         "num_key_value_heads": key.integer("attention.head_count_kv"),
         "head_dim": head_dim,
-        "rms_norm_eps": key.number("attention.layer_norm_rms_epsilon"),
         "rope_theta": key.number("rope.freq_base", 10000.0),
-        "max_position_embeddings": key.integer("context_length"),
-        "tie_word_embeddings": not key.has_tensor("output.weight"),
         "num_experts": key.integer("expert_count"),
         "num_experts_per_tok": key.integer("expert_used_count"),
         "moe_intermediate_size": key.integer("expert_feed_forward_length", moe_intermediate),

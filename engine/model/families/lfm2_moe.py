@@ -14,7 +14,7 @@ from engine.model.args import ModelArgs, common_args, first_present, require
 from engine.model.attention_args import AttentionArgs
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_checks import fixed_renormalisation
-from engine.model.families.gguf_keys import GgufKeys
+from engine.model.families.gguf_keys import GgufKeys, config_basics
 from engine.model.published_configs import LFM2_8B_A1B
 from engine.model.renamed_weights import RenamedWeightNames
 from engine.model.router_args import RouterArgs
@@ -99,16 +99,12 @@ def read_gguf(key: GgufKeys) -> ModelArgs:
         raise UnsupportedModelError(f"{key.path}: {ARCH}.attention.head_count_kv {kv_heads}: Wisp's attention "
                                     "layers share one number of KV heads")
     config = {
-        "vocab_size": key.shape("token_embd.weight")[0],
-        "hidden_size": key.integer("embedding_length"),
+        **config_basics(key, eps="norm_eps"),
         "num_hidden_layers": layers,
         "num_attention_heads": key.integer("attention.head_count"),
         "num_key_value_heads": attention[0],
         "head_dim": key.integer("attention.key_length"),
-        "norm_eps": key.number("attention.layer_norm_rms_epsilon"),
         "rope_theta": key.number("rope.freq_base", 1000000.0),
-        "max_position_embeddings": key.integer("context_length"),
-        "tie_word_embeddings": not key.has_tensor("output.weight"),
         "num_experts": key.integer("expert_count"),
         "num_experts_per_tok": key.integer("expert_used_count"),
         "moe_intermediate_size": key.integer("expert_feed_forward_length"),

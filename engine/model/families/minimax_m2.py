@@ -16,7 +16,7 @@ from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs, common_args, require, rope_params
 from engine.model.attention_args import AttentionArgs
 from engine.model.families.family import Family, GgufFormat
-from engine.model.families.gguf_keys import GgufKeys
+from engine.model.families.gguf_keys import GgufKeys, config_basics
 from engine.model.router_args import RouterArgs
 from engine.model.weight_names import MoeWeightNames
 
@@ -80,17 +80,13 @@ def read_gguf(key: GgufKeys) -> ModelArgs:
     if key.integer("attention.value_length", head_dim) != head_dim:
         raise UnsupportedModelError(f"{key.path}: key_length != value_length: Wisp's attention needs them equal")
     config = {
-        "vocab_size": key.shape("token_embd.weight")[0],
-        "hidden_size": key.integer("embedding_length"),
+        **config_basics(key),
         "num_hidden_layers": key.integer("block_count"),
         "num_attention_heads": key.integer("attention.head_count"),
         "num_key_value_heads": key.integer("attention.head_count_kv"),
         "head_dim": head_dim,
         "rotary_dim": key.integer("rope.dimension_count", head_dim),
-        "rms_norm_eps": key.number("attention.layer_norm_rms_epsilon"),
         "rope_theta": key.number("rope.freq_base", 5000000.0),
-        "max_position_embeddings": key.integer("context_length"),
-        "tie_word_embeddings": not key.has_tensor("output.weight"),
         "num_local_experts": key.integer("expert_count"),
         "num_experts_per_tok": key.integer("expert_used_count"),
         "intermediate_size": key.integer("expert_feed_forward_length"),

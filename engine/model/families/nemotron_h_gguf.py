@@ -16,7 +16,7 @@ import numpy as np
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs
 from engine.model.families.family import JoinedTensor
-from engine.model.families.gguf_keys import GgufKeys
+from engine.model.families.gguf_keys import GgufKeys, config_basics
 from engine.model.families.tensor_spec import EXPERTS, TensorSpec, as_f32
 
 LAYER_MODULES = {
@@ -127,16 +127,13 @@ def config(key: GgufKeys) -> dict:
     inner, heads = key.integer("ssm.inner_size"), key.integer("ssm.time_step_rank")
     first_mamba = kinds.index("mamba") if "mamba" in kinds else None
     return {
-        "vocab_size": key.shape("token_embd.weight")[0],
-        "hidden_size": key.integer("embedding_length"),
+        **config_basics(key, eps=None),
         "hybrid_override_pattern": "".join(LETTERS[kind] for kind in kinds),
         "num_attention_heads": key.integer("attention.head_count"),
         "num_key_value_heads": attention.pop() if attention else 1,
         "head_dim": key.integer("attention.key_length"),
         "layer_norm_epsilon": key.number("attention.layer_norm_rms_epsilon",
                                          key.number("attention.layer_norm_epsilon")),
-        "max_position_embeddings": key.integer("context_length"),
-        "tie_word_embeddings": not key.has_tensor("output.weight"),
         "n_routed_experts": key.integer("expert_count"),
         "num_experts_per_tok": key.integer("expert_used_count"),
         "moe_intermediate_size": key.integer("expert_feed_forward_length"),

@@ -18,7 +18,7 @@ import numpy as np
 
 from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.model.args import ModelArgs
-from engine.model.families.gguf_keys import GgufKeys
+from engine.model.families.gguf_keys import GgufKeys, config_basics
 from engine.model.families.tensor_spec import EXPERTS, GATE_UP, TensorSpec, stacked_experts
 
 LAYER_MODULES = {
@@ -114,8 +114,7 @@ def text_config(key: GgufKeys) -> dict:
         raise UnsupportedModelError(f"{key.path}: rope_freqs must be f32 factors of 1 (the pairs that turn) or 1e30 "
                                     "(the others)")
     return {
-        "vocab_size": key.shape("token_embd.weight")[0],
-        "hidden_size": key.integer("embedding_length"),
+        **config_basics(key),
         "num_hidden_layers": layers,
         "num_attention_heads": key.integer("attention.head_count"),
         "num_key_value_heads": sliding_kv.pop(),
@@ -133,9 +132,6 @@ def text_config(key: GgufKeys) -> dict:
         "hidden_size_per_layer_input": key.integer("embedding_length_per_layer_input", 0),
         "num_kv_shared_layers": key.integer("attention.shared_kv_layers", 0),
         "final_logit_softcapping": key.get("final_logit_softcapping"),
-        "tie_word_embeddings": not key.has_tensor("output.weight"),
-        "rms_norm_eps": key.number("attention.layer_norm_rms_epsilon"),
-        "max_position_embeddings": key.integer("context_length"),
         "rope_parameters": {
             "full_attention": {"rope_type": "proportional", "rope_theta": key.number("rope.freq_base"),
                                "partial_rotary_factor": 2 * int((factors == 1.0).sum()) / full_head_dim},
