@@ -1,10 +1,11 @@
 """The tensor names and layouts of Gemma 4's tower in an mmproj file (llama.cpp's `clip` architecture, projector
 `gemma4v`), for each parameter and buffer of engine.vision.gemma4_tower, as llama.cpp's converter writes them: the
 checkpoint's names (model.vision_tower.*, model.embed_vision.*) through the gguf package's tensor map once the
-converter's renames are made (model.vision_tower.encoder. -> vision_model.model., the ClippableLinear's .linear dropped), so that
-q_proj.linear.weight -> v.blk.N.attn_q.weight, its clip bounds q_proj.input_min -> v.blk.N.attn_q.input_min, the
-norms ln1 / attn_post_norm / ln2 / ffn_post_norm, the projector mm.input_projection; the patch embedding as a Conv2d
-weight [hidden, 3, P, P] (the checkpoint's linear reads patches flattened as (row, column, channel))."""
+converter's renames are made (model.vision_tower.encoder. -> vision_model.model., the ClippableLinear's .linear
+dropped), so that q_proj.linear.weight -> v.blk.N.attn_q.weight, its clip bounds q_proj.input_min ->
+v.blk.N.attn_q.input_min, the norms ln1 / attn_post_norm / ln2 / ffn_post_norm, the projector mm.input_projection;
+the patch embedding as a Conv2d weight [hidden, 3, P, P] (the checkpoint's linear reads patches flattened as (row,
+column, channel))."""
 
 from __future__ import annotations
 

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import torch
 
-from engine.errors import ModelFormatError
+from engine.errors import ModelFormatError, UnsupportedModelError
 from engine.gguf.mmproj_file import MmprojFile
 from engine.gguf.mmproj_gemma4 import BOI_TOKEN, EOI_TOKEN, IMAGE_TOKEN, gemma4_mmproj_args, gemma4_mmproj_processing
 from engine.gguf.mmproj_gemma4_names import PATCH_WEIGHT, gemma4_tensor_name, patch_weight_from_file
 from engine.vision.gemma4_args import Gemma4VisionArgs
 from engine.vision.gemma4_tower import Gemma4VisionTower
 from engine.vision.gemma4_vision_model import Gemma4VisionModel
+
+VISION_PREFIXES = ("v.", "mm.input_projection")  # the vision encoder's and its projector's tensors
 
 
 def load_gemma4_mmproj(mmproj: MmprojFile, model_path: Path, hidden_size: int, token_to_id, device: torch.device,
@@ -30,6 +32,7 @@ def load_gemma4_mmproj(mmproj: MmprojFile, model_path: Path, hidden_size: int, t
     args = gemma4_mmproj_args(mmproj, tokens[IMAGE_TOKEN])
     with torch.device("meta"):
         tower = Gemma4VisionTower(args)
+    check_no_other_tensors(mmproj, {gemma4_tensor_name(name, args.depth) for name in tower.state_dict()})
     state = {name: read_tensor(mmproj, name, tuple(value.shape), args).to(dtype)
              for name, value in tower.state_dict().items()}
     tower = tower.to_empty(device=device).to(dtype)
@@ -49,3 +52,12 @@ def read_tensor(mmproj: MmprojFile, param: str, shape: tuple[int, ...], args: Ge
         raise ModelFormatError(f"{mmproj.path}: Gemma 4's tower '{param}' has shape {list(array.shape)}, the file's "
                                f"clip.vision keys imply {list(shape)}")
     return torch.from_numpy(array)
+
+
+def check_no_other_tensors(mmproj: MmprojFile, expected: set[str]) -> None:
+    """UnsupportedModelError naming the file for vision tensors Wisp's tower has no place for (a feature it does not
+    compute); an audio encoder's (a.*, mm.a.*) are left unread."""
+    others = sorted(name for name in mmproj.tensors if name.startswith(VISION_PREFIXES) and name not in expected)
+    if others:
+        raise UnsupportedModelError(f"{mmproj.path}: Gemma 4's vision tower here has tensors Wisp does not compute "
+                                    f"({', '.join(others[:3])}{', ...' if len(others) > 3 else ''})")

@@ -71,7 +71,8 @@ def write_keys(writer, args: Gemma4VisionArgs, processing: Gemma4ImageProcessing
     add_activation(writer, args.hidden_act)
 
 
-def gemma4_mmproj_tensors(model_dir: Path, args: Gemma4VisionArgs, out_type: str) -> dict[str, tuple[np.ndarray, object]]:
+def gemma4_mmproj_tensors(model_dir: Path, args: Gemma4VisionArgs,
+                          out_type: str) -> dict[str, tuple[np.ndarray, object]]:
     """mmproj tensor name -> (its data, the raw GGML type where the data is encoded blocks, else None)."""
     shards = tower_shards(model_dir, PREFIXES)
     with torch.device("meta"):

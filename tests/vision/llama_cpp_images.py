@@ -42,4 +42,5 @@ def encoded_image(mtmd, context, chunks, bitmap, hidden: int) -> np.ndarray:
         mtmd.mtmd_input_chunks_size(chunks))) if mtmd.mtmd_input_chunk_get_type(chunk) == IMAGE_CHUNK]
     assert len(images) == 1 and mtmd.mtmd_encode_chunk(context, images[0]) == 0
     count = mtmd.mtmd_input_chunk_get_n_tokens(images[0])
-    return np.ctypeslib.as_array(mtmd.mtmd_get_output_embd(context), shape=(count * hidden,)).reshape(count, hidden).copy()
+    embeddings = np.ctypeslib.as_array(mtmd.mtmd_get_output_embd(context), shape=(count * hidden,))
+    return embeddings.reshape(count, hidden).copy()

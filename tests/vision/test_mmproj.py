@@ -16,7 +16,7 @@ from PIL import Image
 from safetensors.torch import load_file, save_file
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams, engine_plan
-from engine.errors import ModelFormatError, RequestError
+from engine.errors import ModelFormatError, RequestError, UnsupportedModelError
 from engine.gguf.mmproj_tower import load_mmproj_vision
 from engine.gguf.mmproj_writer import write_mmproj
 from engine.text.tokenizer import Tokenizer
@@ -162,6 +162,15 @@ def test_a_gemma4_tower_of_another_token_budget_is_refused_naming_it(tiny_gemma4
     assert str(mmproj) in str(caught.value)
 
 
+def test_a_gemma4_tower_with_tensors_wisp_does_not_compute_is_refused_naming_it(tiny_gemma4_gguf, tmp_path):
+    mmproj = tmp_path / "mmproj-out-scale.gguf"
+    out_scale = ("v.blk.0.out_scale.weight", np.ones(1, np.float32))  # a per-layer scale Wisp's tower lacks
+    with_key(tiny_gemma4_gguf.parent / MMPROJ, mmproj, extra_tensor=out_scale)
+    with pytest.raises(UnsupportedModelError, match="does not compute .v.blk.0.out_scale.weight") as caught:
+        Engine(EngineOptions(model=str(tiny_gemma4_gguf), device="cpu", dtype="float32", mmproj=str(mmproj)))
+    assert str(mmproj) in str(caught.value)
+
+
 def test_mmproj_for_a_safetensors_folder_is_refused(tiny_vl_dir, tiny_vl_gguf):
     with pytest.raises(RequestError, match="--mmproj pairs a vision tower with a .gguf"):
         Engine(EngineOptions(model=str(tiny_vl_dir), device="cpu", dtype="float32",
@@ -178,8 +187,8 @@ def test_the_picker_pairs_the_model_with_its_tower(pair):
     assert folder_entries(folder)[0].sees_images
 
 
-def with_key(source, target, key: str, value: int) -> None:
-    """A copy of a GGUF file with one integer key changed."""
+def with_key(source, target, key: str = "", value: int = 0, extra_tensor: tuple | None = None) -> None:
+    """A copy of a GGUF file with one integer key changed, or one (name, array) tensor added."""
     import gguf
 
     reader = gguf.GGUFReader(source)
@@ -191,6 +200,8 @@ def with_key(source, target, key: str, value: int) -> None:
         writer.add_key_value(name, value if name == key else field.contents(), field.types[0], sub_type)
     for tensor in reader.tensors:
         writer.add_tensor(tensor.name, np.array(tensor.data), raw_dtype=tensor.tensor_type)
+    if extra_tensor is not None:
+        writer.add_tensor(*extra_tensor)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

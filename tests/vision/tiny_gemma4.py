@@ -13,7 +13,7 @@ from PIL import Image
 
 from tests.tiny_models import VOCAB, gemma4_model, save_tokenizer
 
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|image|>", "<|image>", "<image|>"]  # Gemma 4's image tokens
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|image|>", "<|image>", "<image|>"]  # Gemma 4's names
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
     "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
