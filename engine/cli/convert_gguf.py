@@ -20,7 +20,7 @@ def register(commands) -> None:
                         help="weight type; routers, norms and biases stay f32 (default auto: bf16 for a bf16 "
                              "checkpoint, else f16)")
     parser.add_argument("--mmproj", default=None, metavar="MMPROJ_OUT",
-                        help="also write the vision tower of a vision-language checkpoint (Qwen3.5, Qwen3-VL) "
+                        help="also write the vision tower of a vision-language checkpoint (Qwen3.5, Qwen3-VL, Gemma 4) "
                              "to this file, as llama.cpp's mmproj-*.gguf (q8_0 writes an f16 tower)")
     parser.set_defaults(handler=convert_command)
 

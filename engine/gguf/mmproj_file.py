@@ -1,7 +1,8 @@
 """An mmproj file (`mmproj-*.gguf`): the vision tower llama.cpp's converter writes beside a vision-language model's
 GGUF file (architecture `clip`, keys clip.vision.*), read with the gguf package into Wisp's tower arguments and image
-processing. Wisp runs the `qwen3vl_merger` projector: the towers of Qwen3-VL and Qwen3.5 / 3.6. Torch-free (the
-planner counts the tower from here); engine.gguf.mmproj_tower loads the weights."""
+processing. Wisp runs two projectors: `qwen3vl_merger` (the towers of Qwen3-VL and Qwen3.5 / 3.6, read here) and
+`gemma4v` (Gemma 4's tower: engine.gguf.mmproj_gemma4). Torch-free (the planner counts the tower from here);
+engine.gguf.mmproj_tower loads the weights."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from engine.vision.preprocess import ImageProcessing
 from engine.vision.vision_args import VisionArgs
 
 ARCHITECTURE = "clip"
-PROJECTORS = ("qwen3vl_merger",)  # gguf.VisionProjectorType.QWEN3VL: Qwen3-VL's and Qwen3.5's towers
+QWEN_PROJECTOR = "qwen3vl_merger"  # gguf.VisionProjectorType.QWEN3VL: Qwen3-VL's and Qwen3.5's towers
+GEMMA4_PROJECTOR = "gemma4v"  # gguf.VisionProjectorType.GEMMA4V: Gemma 4's tower
+PROJECTORS = {QWEN_PROJECTOR: "Qwen3-VL and Qwen3.5", GEMMA4_PROJECTOR: "Gemma 4"}  # projector -> whose tower
 IMAGE_TOKEN, VISION_START_TOKEN = "<|image_pad|>", "<|vision_start|>"  # the language model's, found by their text
 # Qwen3-VL's and Qwen3.5's preprocessor_config.json: what an mmproj without clip.vision.image_{min,max}_pixels gets
 PUBLISHED_MIN_PIXELS, PUBLISHED_MAX_PIXELS = 65536, 16777216
@@ -53,10 +56,18 @@ class MmprojFile:
                                    f"'{ARCHITECTURE}'): pass the vision tower's mmproj-*.gguf, not a model file")
         if not self.get("clip.has_vision_encoder", False):
             raise UnsupportedModelError(f"{self.path}: the mmproj file has no vision encoder (an audio one only?)")
-        projector = self.get("clip.vision.projector_type") or self.get("clip.projector_type")
-        if projector not in PROJECTORS:
-            raise UnsupportedModelError(f"{self.path}: Wisp runs the vision towers of Qwen3-VL and Qwen3.5 "
-                                        f"(projector {', '.join(PROJECTORS)}), not projector '{projector}'")
+        self.projector = self.get("clip.vision.projector_type") or self.get("clip.projector_type")
+        if self.projector not in PROJECTORS:
+            known = ", ".join(f"{models} ({name})" for name, models in PROJECTORS.items())
+            raise UnsupportedModelError(f"{self.path}: Wisp runs the vision towers of {known}, not projector "
+                                        f"'{self.projector}'")
+
+    def check_projector(self, projector: str, model_name: str) -> None:
+        """ModelFormatError naming both files when the tower is another model's (a Qwen tower for Gemma 4)."""
+        if self.projector != projector:
+            raise ModelFormatError(f"{self.path}: this is {PROJECTORS[self.projector]}'s vision tower (projector "
+                                   f"'{self.projector}'), but {model_name} takes {PROJECTORS.get(projector, projector)}"
+                                   f"'s ('{projector}'): pass the mmproj file published with this model")
 
     def shape(self, name: str) -> tuple[int, ...]:
         if name not in self.tensors:

@@ -1,6 +1,6 @@
 """The vision tower of an mmproj file beside a GGUF model (engine.gguf.mmproj_file), on the device in the compute
 dtype: the same engine.vision tower and image processing as a safetensors checkpoint's, its weights dequantized
-from the file's types."""
+from the file's types. Gemma 4's (projector gemma4v): engine.gguf.mmproj_gemma4_tower."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 import torch
 
 from engine.errors import ModelFormatError
-from engine.gguf.mmproj_file import IMAGE_TOKEN, VISION_START_TOKEN, MmprojFile
+from engine.gguf.mmproj_file import GEMMA4_PROJECTOR, IMAGE_TOKEN, VISION_START_TOKEN, MmprojFile
+from engine.gguf.mmproj_gemma4_tower import load_gemma4_mmproj
 from engine.gguf.mmproj_names import PATCH_WEIGHT, mmproj_tensor_name, patch_weight_names
 from engine.vision.tower import VisionTower
 from engine.vision.vision_args import VisionArgs
@@ -31,6 +32,8 @@ def mmproj_vision_args(mmproj: MmprojFile, model_path: Path, hidden_size: int, t
 def load_mmproj_vision(path: Path, model_path: Path, hidden_size: int, token_to_id, device: torch.device,
                        dtype: torch.dtype) -> VisionModel:
     mmproj = MmprojFile(path)
+    if mmproj.projector == GEMMA4_PROJECTOR:
+        return load_gemma4_mmproj(mmproj, model_path, hidden_size, token_to_id, device, dtype)
     args = mmproj_vision_args(mmproj, model_path, hidden_size, token_to_id)
     with torch.device("meta"):
         tower = VisionTower(args)

@@ -2,7 +2,8 @@
 mmproj file llama.cpp's converter (`convert_hf_to_gguf.py --mmproj`) writes: architecture `clip`, projector
 `qwen3vl_merger`, the clip.vision.* keys, the tensors under engine.gguf.mmproj_names' names. Matrices in the
 model's type (q8_0 models get an f16 tower, as llama.cpp's default mmproj), norms, biases and the position grid f32.
-The image processor's pixel limits go in clip.vision.image_{min,max}_pixels."""
+The image processor's pixel limits go in clip.vision.image_{min,max}_pixels. Gemma 4's tower:
+engine.gguf.mmproj_gemma4_writer."""
 
 from __future__ import annotations
 
@@ -14,15 +15,17 @@ import torch
 from safetensors import safe_open
 
 from engine.errors import ModelFormatError, UnsupportedModelError
-from engine.gguf.convert import ConvertResult, encode, import_gguf, partial_writer
-from engine.gguf.mmproj_file import ARCHITECTURE, PROJECTORS
+from engine.gguf.convert import ConvertResult, import_gguf
+from engine.gguf.mmproj_file import QWEN_PROJECTOR
+from engine.gguf.mmproj_gemma4_writer import write_gemma4_mmproj
 from engine.gguf.mmproj_names import PATCH_WEIGHT, mmproj_tensor_name, patch_weight_names
+from engine.gguf.mmproj_output import ACTIVATIONS, add_activation, stored, write_mmproj_file
+from engine.vision.load_tower import GEMMA4_VISION
 from engine.vision.tower_files import PREFIX, tower_shards
 from engine.vision.preprocess import ImageProcessing
 from engine.vision.tower import VisionTower
 from engine.vision.vision_args import VisionArgs, vision_args
 
-ACTIVATIONS = ("gelu_pytorch_tanh", "silu")  # what clip.use_gelu / clip.use_silu say
 LAYER_NORM_EPS = 1e-6  # engine.vision.tower's LayerNorms
 
 
@@ -31,21 +34,17 @@ def write_mmproj(model_dir: Path, out_path: Path, out_type: str) -> ConvertResul
     runs, ModelFormatError for one whose tower tensors are missing."""
     import_gguf()  # the missing-package error before any work
     config = json.loads((model_dir / "config.json").read_text())
+    if (config.get("vision_config") or {}).get("model_type") == GEMMA4_VISION:
+        return write_gemma4_mmproj(model_dir, config, out_path, out_type)
     args = vision_args(config)
     if args is None:
         raise UnsupportedModelError(f"{model_dir}: no vision tower to write an mmproj file of (Wisp writes the "
-                                    "towers of qwen3_5_moe and qwen3_vl_moe checkpoints)")
+                                    "towers of qwen3_5_moe, qwen3_vl_moe and gemma4 checkpoints)")
     if args.hidden_act not in ACTIVATIONS:
         raise UnsupportedModelError(f"{model_dir}: the tower's hidden_act '{args.hidden_act}' has no clip.use_* key")
     tensors = mmproj_tensors(model_dir, args, out_type)
-    with partial_writer(out_path, ARCHITECTURE) as writer:
-        write_keys(writer, args, ImageProcessing.from_folder(model_dir, config["vision_config"]), model_dir.name)
-        for name, (data, qtype) in tensors.items():
-            writer.add_tensor(name, data, raw_dtype=qtype)
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-    return ConvertResult(out_path, ARCHITECTURE, len(tensors), out_path.stat().st_size)
+    processing = ImageProcessing.from_folder(model_dir, config["vision_config"])
+    return write_mmproj_file(out_path, lambda writer: write_keys(writer, args, processing, model_dir.name), tensors)
 
 
 def write_keys(writer, args: VisionArgs, processing: ImageProcessing, name: str) -> None:
@@ -54,7 +53,7 @@ def write_keys(writer, args: VisionArgs, processing: ImageProcessing, name: str)
     writer.add_type(gguf.GGUFType.MMPROJ)
     writer.add_name(name)
     writer.add_clip_has_vision_encoder(True)
-    writer.add_clip_projector_type(PROJECTORS[0])
+    writer.add_clip_projector_type(QWEN_PROJECTOR)
     writer.add_vision_projection_dim(args.out_hidden_size)
     writer.add_vision_image_size(int(args.num_position_embeddings**0.5) * args.patch_size)
     writer.add_vision_patch_size(args.patch_size)
@@ -68,7 +67,7 @@ def write_keys(writer, args: VisionArgs, processing: ImageProcessing, name: str)
     writer.add_vision_max_pixels(processing.max_pixels)
     writer.add_vision_spatial_merge_size(args.spatial_merge_size)
     writer.add_vision_attention_layernorm_eps(LAYER_NORM_EPS)
-    (writer.add_vision_use_silu if args.hidden_act == "silu" else writer.add_vision_use_gelu)(True)
+    add_activation(writer, args.hidden_act)
     if args.deepstack_visual_indexes:
         writer.add_vision_is_deepstack_layers([i in args.deepstack_visual_indexes for i in range(args.depth)])
 
@@ -96,12 +95,3 @@ def mmproj_tensors(model_dir: Path, args: VisionArgs, out_type: str) -> dict[str
             out[name] = stored(piece.contiguous().numpy(), "f32" if keep_f32 else out_type)
     return out
 
-
-def stored(array: np.ndarray, out_type: str) -> tuple[np.ndarray, object]:
-    from gguf import GGMLQuantizationType as Q
-
-    if out_type == "f32":
-        return array.astype(np.float32), None
-    if out_type in ("f16", "q8_0"):
-        return array.astype(np.float16), None
-    return encode(array, Q.BF16), Q.BF16

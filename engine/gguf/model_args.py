@@ -55,6 +55,7 @@ def model_args(file: GgufFile) -> ModelArgs:
     key = GgufKeys(file, family.gguf.arch)
     embedding = key.tensor("token_embd.weight")
     args = family.gguf.read_metadata(key)
+    images = {"mmproj_projector": family.gguf.mmproj_projector} if family.gguf.mmproj_projector else {}
     facts = {"torch_dtype": FLOAT_DTYPES.get(embedding.qtype, QUANTIZED_DTYPE),
-             "extra": {**args.extra, "gguf_architecture": family.gguf.arch, "gguf_path": str(file.path)}}
+             "extra": {**args.extra, "gguf_architecture": family.gguf.arch, "gguf_path": str(file.path), **images}}
     return replace(args, **facts)

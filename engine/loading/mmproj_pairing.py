@@ -1,6 +1,7 @@
 """The vision tower a GGUF model file gets: the mmproj file named with --mmproj, or else the one beside it
-(`mmproj*.gguf` in the same folder, as llama.cpp's GGUF downloads ship it). A model takes a tower when its family
-places image tokens with M-RoPE (ModelArgs.extra's mrope_section: qwen35moe)."""
+(`mmproj*.gguf` in the same folder, as llama.cpp's GGUF downloads ship it). A model takes a tower when its family's
+GGUF format names the projector its files pair with (GgufFormat.mmproj_projector, in ModelArgs.extra: qwen35moe's
+qwen3vl_merger, gemma4's gemma4v)."""
 
 from __future__ import annotations
 
@@ -23,8 +24,13 @@ def mmproj_beside(model_file: Path) -> Path | None:
     return found[0] if found else None
 
 
+def model_projector(args: ModelArgs) -> str | None:
+    """llama.cpp's projector type of the towers the model takes (engine.gguf.mmproj_file), None for none."""
+    return args.extra.get("mmproj_projector")
+
+
 def takes_images(args: ModelArgs) -> bool:
-    return "mrope_section" in args.extra
+    return model_projector(args) is not None
 
 
 def paired_mmproj(model_file: Path, args: ModelArgs, mmproj: str | None) -> Path | None:

@@ -12,7 +12,7 @@ from engine.alloc.memory_plan import (MemoryPlan, ModelSizes, PlanRequest, kv_fl
                                       plan_memory, state_bytes, workspace_bytes)
 from engine.config import EngineOptions
 from engine.errors import RequestError, UnsupportedModelError
-from engine.loading.mmproj_pairing import paired_mmproj, refuse_mmproj_for_folder
+from engine.loading.mmproj_pairing import model_projector, paired_mmproj, refuse_mmproj_for_folder
 from engine.loading.source import ModelSource, SourceKind
 from engine.model.args import ModelArgs
 from engine.model.mtp_sizes import with_draft_layer
@@ -103,14 +103,17 @@ def planned_mmproj(source: ModelSource, args: ModelArgs, mmproj: str | None) -> 
 
 
 def tower_bytes(path: Path, args: ModelArgs, dtype_bytes: int) -> int:
-    """The tower's weights and one largest image's activations (as a checkpoint's: engine.vision.vision_args),
-    from the mmproj file's header; ModelFormatError naming it when it does not fit the model."""
+    """The tower's weights and one largest image's activations (as a checkpoint's: engine.vision.vision_args,
+    gemma4_args), from the mmproj file's header; ModelFormatError naming it when it does not fit the model (another
+    model's projector, another hidden size)."""
     from engine.gguf.mmproj_file import MmprojFile
+    from engine.gguf.mmproj_sizes import mmproj_tower_elements
 
     mmproj = MmprojFile(path)
-    mmproj.check_feeds(args.hidden_size, Path(args.extra.get("gguf_path", "the model")).name)
-    tower = mmproj.vision_args(image_token_id=0, vision_start_token_id=0)
-    return (tower.num_params + tower.workspace_elements(mmproj.processing.max_pixels)) * dtype_bytes
+    model_name = Path(args.extra.get("gguf_path", "the model")).name
+    mmproj.check_projector(model_projector(args), model_name)
+    mmproj.check_feeds(args.hidden_size, model_name)
+    return mmproj_tower_elements(mmproj) * dtype_bytes
 
 
 def check_dense_quant(source: ModelSource, options: EngineOptions) -> None:

@@ -83,5 +83,9 @@ def gemma4_vision_sizes(config: dict, vocab_size: int, max_patches: int = 1120 *
     args = gemma4_vision_args(config)
     if args is None or not 0 <= args.image_token_id < vocab_size:
         return {}
-    workspace = max_patches * (6 * args.hidden_size + 2 * args.intermediate_size + args.patch_dim)
-    return {"vision_params": gemma4_num_params(args), "vision_workspace": workspace}
+    return {"vision_params": gemma4_num_params(args), "vision_workspace": gemma4_workspace_elements(args, max_patches)}
+
+
+def gemma4_workspace_elements(args: Gemma4VisionArgs, max_patches: int) -> int:
+    """The tower's activations for one image of max_patches patches, in elements."""
+    return max_patches * (6 * args.hidden_size + 2 * args.intermediate_size + args.patch_dim)

@@ -11,15 +11,10 @@ from PIL import Image
 
 from engine.api import Engine, EngineOptions, GenerateRequest
 from engine.vision.gemma4_preprocess import Gemma4ImageProcessing, gemma4_preprocess
-from tests.vision.tiny_gemma4 import reference_image_processor, reference_inputs, write_tiny_gemma4_vl
+from tests.vision.tiny_gemma4 import reference_image_processor, reference_inputs
 from tests.vision.test_vl_tokens import CONVERSATIONS, GREEDY, MAX_TOKENS
 from tests.vision.tiny_vl import encoded_image
 
-
-
-@pytest.fixture(scope="module")
-def gemma4_dir(tmp_path_factory):
-    return write_tiny_gemma4_vl(tmp_path_factory.mktemp("tiny_gemma4_vl"))
 
 
 @pytest.mark.parametrize("size, mode, budget", [((70, 50), "RGB", 70), ((400, 120), "RGB", 280),
@@ -64,28 +59,28 @@ def wisp_outputs(folder, messages, **options) -> tuple[list[int], list[float]]:
 
 
 @pytest.mark.parametrize("name", list(CONVERSATIONS))
-def test_greedy_tokens_and_logprobs_match_transformers(gemma4_dir, name):
+def test_greedy_tokens_and_logprobs_match_transformers(tiny_gemma4_dir, name):
     """The logprobs too: the tiny model's greedy tokens alone barely depend on the image tokens' mask."""
-    tokens, logprobs = wisp_outputs(gemma4_dir, CONVERSATIONS[name])
-    reference_tokens, reference_logprobs = reference_outputs(gemma4_dir, CONVERSATIONS[name])
+    tokens, logprobs = wisp_outputs(tiny_gemma4_dir, CONVERSATIONS[name])
+    reference_tokens, reference_logprobs = reference_outputs(tiny_gemma4_dir, CONVERSATIONS[name])
     assert tokens == reference_tokens
     assert logprobs == pytest.approx(reference_logprobs, abs=1e-4)
 
 
-def test_a_chunk_that_would_cut_an_image_keeps_it_whole(gemma4_dir):
+def test_a_chunk_that_would_cut_an_image_keeps_it_whole(tiny_gemma4_dir):
     """Chunks of 8 tokens: each image's soft tokens (12 and 45 here) run in one chunk, as they attend both ways."""
     messages = CONVERSATIONS["two images then text"]
-    tokens, logprobs = wisp_outputs(gemma4_dir, messages, prefill_chunk=8)
-    whole_tokens, whole_logprobs = wisp_outputs(gemma4_dir, messages)
+    tokens, logprobs = wisp_outputs(tiny_gemma4_dir, messages, prefill_chunk=8)
+    whole_tokens, whole_logprobs = wisp_outputs(tiny_gemma4_dir, messages)
     assert tokens == whole_tokens and logprobs == pytest.approx(whole_logprobs, abs=1e-5)  # other GEMM shapes
 
 
-def test_the_processor_config_is_read(gemma4_dir):
-    processing = Gemma4ImageProcessing.from_folder(gemma4_dir, 16, 3)
+def test_the_processor_config_is_read(tiny_gemma4_dir):
+    processing = Gemma4ImageProcessing.from_folder(tiny_gemma4_dir, 16, 3)
     assert processing == Gemma4ImageProcessing(16, 3, reference_image_processor().max_soft_tokens)
 
 
-def test_the_plan_counts_the_towers_weights(gemma4_dir):
+def test_the_plan_counts_the_towers_weights(tiny_gemma4_dir):
     import json
 
     import torch
@@ -94,21 +89,21 @@ def test_the_plan_counts_the_towers_weights(gemma4_dir):
     from engine.vision.gemma4_args import gemma4_num_params, gemma4_vision_args
     from engine.vision.gemma4_tower import Gemma4VisionTower
 
-    args = gemma4_vision_args(json.loads((gemma4_dir / "config.json").read_text()))
+    args = gemma4_vision_args(json.loads((tiny_gemma4_dir / "config.json").read_text()))
     with torch.device("meta"):
         tower = Gemma4VisionTower(args)
     assert gemma4_num_params(args) == sum(p.numel() for p in tower.parameters())
-    assert read_args(gemma4_dir).extra["vision_params"] == gemma4_num_params(args)
+    assert read_args(tiny_gemma4_dir).extra["vision_params"] == gemma4_num_params(args)
 
 
-def test_a_second_turn_reuses_the_cached_image_blocks_with_the_same_outputs(gemma4_dir):
+def test_a_second_turn_reuses_the_cached_image_blocks_with_the_same_outputs(tiny_gemma4_dir):
     """Blocks of 4: both images' tokens come from the cache (their keys and values computed with each image whole
     in view); the rest of the prompt attends to them as a fresh run does."""
     first = CONVERSATIONS["two images then text"]
-    with Engine(EngineOptions(model=str(gemma4_dir), device="cpu", dtype="float32", block_size=4)) as engine:
+    with Engine(EngineOptions(model=str(tiny_gemma4_dir), device="cpu", dtype="float32", block_size=4)) as engine:
         reply = engine.generate(GenerateRequest(messages=tuple(first), sampling=GREEDY))
         second = (*first, {"role": "assistant", "content": reply.text}, {"role": "user", "content": "def fib"})
         cached = engine.generate(GenerateRequest(messages=second, sampling=GREEDY))
     assert cached.stats.cached_prompt_tokens >= 12 + 45
-    tokens, logprobs = wisp_outputs(gemma4_dir, second)
+    tokens, logprobs = wisp_outputs(tiny_gemma4_dir, second)
     assert list(cached.token_ids) == tokens and list(cached.logprobs) == pytest.approx(logprobs, abs=1e-5)

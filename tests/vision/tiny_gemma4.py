@@ -13,7 +13,7 @@ from PIL import Image
 
 from tests.tiny_models import VOCAB, gemma4_model, save_tokenizer
 
-SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|image|>", "<|boi|>", "<|eoi|>"]
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|image|>", "<|image>", "<image|>"]  # Gemma 4's names
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n"
     "{% if m['content'] is string %}{{ m['content'] }}{% else %}{% for p in m['content'] %}"
@@ -54,8 +54,8 @@ def reference_image_processor():
 
 
 def reference_inputs(folder: Path, messages: list[dict], images: list[bytes]) -> dict:
-    """What Gemma4Processor gives the model: the template's ids with each image token as <|boi|>, one image token per
-    soft token, <|eoi|>; mm_token_type_ids marking the image tokens; pixel_values and image_position_ids."""
+    """What Gemma4Processor gives the model: the template's ids with each image token as <|image>, one image token per
+    soft token, <image|>; mm_token_type_ids marking the image tokens; pixel_values and image_position_ids."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(folder)

@@ -91,6 +91,9 @@ class GgufFormat:
     # (registry.gguf_family tries them in the registry's order); they name their tensors alike
     reads: Callable[[GgufKeys], bool] = _reads_every_file
     refusal: str = ""  # what `reads` asks of a file, for the error that names a file no family reads
+    # llama.cpp's projector type (clip.vision.projector_type) of the vision tower its files pair with, an
+    # mmproj-*.gguf beside them (engine.loading.mmproj_pairing); empty: the files take no images on Wisp's engine
+    mmproj_projector: str = ""
 
 
 @dataclass(frozen=True)

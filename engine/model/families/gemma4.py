@@ -8,7 +8,8 @@ model.embed_vision.*) is engine.vision's, its image tokens attending to each oth
 (use_bidirectional_attention "vision"). Gemma 4's smaller models (per-layer embeddings, shared KV layers, no experts)
 are refused by name (engine.model.families.sandwich_config).
 `wisp convert-gguf` writes the language model as llama.cpp's gemma4 file (engine.model.families.sandwich_gguf), which
-gemma4_text reads: the file holds no vision tower."""
+gemma4_text reads: the file holds no vision tower; `--mmproj` writes it as llama.cpp's gemma4v mmproj file, which the
+gemma4 files pair with (engine.gguf.mmproj_gemma4)."""
 
 from dataclasses import replace
 

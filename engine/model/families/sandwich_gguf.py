@@ -148,7 +148,7 @@ def gguf_format(read_metadata, reads=None):
     return GgufFormat(arch="gemma4", read_metadata=read_metadata, layer_modules=LAYER_MODULES,
                       layer_params=LAYER_PARAMS, check_convertible=check_convertible, write_metadata=write_metadata,
                       write_layer_keys=write_layer_keys, module_order=True, expert_specs=expert_specs,
-                      file_tensors=file_tensors, **extra)
+                      file_tensors=file_tensors, mmproj_projector="gemma4v", **extra)
 
 
 def check_convertible(args: ModelArgs) -> None:
