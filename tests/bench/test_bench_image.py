@@ -1,0 +1,78 @@
+"""`wisp bench --image` end to end on the CPU: a tiny qwen3_5_moe shape and a tiny tower, each request one random-pixel
+PNG + text tokens through the real preprocessing; the rows carry the image's TTFT, the tower's share of it and the
+tokens it makes, and the plans count the tower."""
+
+import json
+
+import pytest
+
+from engine.alloc.memory_plan import GiB
+from engine.bench.image_prompts import ImageChatTokenizer, parse_size, random_png, tower_config
+from engine.bench.suite import shape_plan
+from engine.cli import main
+from engine.model.shapes import shape
+from engine.vision.preprocess import ImageProcessing
+from engine.vision.vision_args import PUBLISHED_MAX_PIXELS, vision_args
+
+SHAPE, LAYERS, PROMPT = "qwen3.5-topology-tiny", 4, 16
+
+
+@pytest.fixture(scope="module")
+def image_json(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench-image")
+    trace = out / "tiny.npz"
+    assert main(["trace", "synth", "--shape", SHAPE, "--carry-over", "0.46", "--cover90", "130", "--top-share",
+                 "0.0215", "--requests", "2", "--prompt", "64", "--tokens", "24", "--seed", "1",
+                 "--out", str(trace)]) == 0
+    assert main(["bench", "--shape", SHAPE, "--layers", str(LAYERS), "--device", "cpu", "--trace", str(trace),
+                 "--budgets", "0.81", "--prompt", str(PROMPT), "--tokens", "4", "--runs", "3", "--max-len", "512",
+                 "--arms", "resident,wisp", "--image", "64x48", "--tower", "tiny", "--out", str(out)]) == 0
+    return json.loads((out / f"{SHAPE}-b1-img64x48-p{PROMPT}-tiny.json").read_text())
+
+
+def test_image_rows_time_the_tower_inside_ttft(image_json):
+    rows = {row["arm"]: row for row in image_json["rows"]}
+    assert set(rows) == {"resident", "wisp"} and not [row for row in rows.values() if "error" in row]
+    image_tokens = ImageProcessing().num_tokens(64, 48)
+    for row in rows.values():
+        assert row["image"] == "64x48" and row["image_tokens"] == image_tokens
+        assert row["prompt_tokens_total"] == image_tokens + 2 + PROMPT  # <|vision_start|> ... <|vision_end|> + text
+        assert len(row["tower_s_runs"]) == 3 and 0 < row["tower_s_median"] < row["ttft_s_median"]
+        assert 0 < row["tower_share"] < 1 and row["preprocess_s_median"] > 0
+        assert row["decode_path"] == "dynamic"  # a prompt with an image decodes with M-RoPE offsets
+    assert rows["wisp"]["misses"] > 0  # the budget pages experts
+    assert rows["wisp"]["tokens"] == rows["resident"]["tokens"]  # the image's prompt, the same tokens in any mode
+
+
+def test_plans_count_the_tower_as_the_product_does(image_json):
+    facts, resident = image_json["facts"], next(r for r in image_json["rows"] if r["arm"] == "resident")
+    model_args = shape(SHAPE, LAYERS)
+    tower = vision_args(tower_config("tiny", model_args))
+    assert facts["tower_params"] == tower.num_params
+    counted = (tower.num_params + tower.workspace_elements(PUBLISHED_MAX_PIXELS)) * 2
+    fp32_expert_bytes = 3 * model_args.hidden_size * model_args.moe_intermediate_size * 4  # the CPU's experts
+    text_only = shape_plan(model_args, "resident", None, None, 1, 512, fp32_expert_bytes)
+    assert resident["plan_gib"] * GiB - text_only.total_bytes == pytest.approx(counted, abs=16)
+    assert "prompt rows" in facts["image_routing"]
+
+
+def test_the_bench_chat_template_places_the_image_tokens():
+    config = tower_config("tiny", shape(SHAPE, LAYERS))
+    tokenizer = ImageChatTokenizer(config)
+    ids = tokenizer.encode_chat([{"role": "user", "content": [{"type": "image", "image": b""},
+                                                               {"type": "text", "text": "7 8 9"}]}])
+    assert ids == [config["vision_start_token_id"], config["image_token_id"], config["vision_end_token_id"], 7, 8, 9]
+    assert random_png(32, 16, seed=1) == random_png(32, 16, seed=1) != random_png(32, 16, seed=2)
+
+
+def test_bad_image_options_are_one_line(capsys):
+    with pytest.raises(ValueError, match="WIDTHxHEIGHT"):
+        parse_size("1280by720")
+    with pytest.raises(SystemExit):
+        main(["bench", "--shape", SHAPE, "--trace", "x.npz", "--image", "0x720", "--out", "unused"])
+    assert "--image takes WIDTHxHEIGHT" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as raised:
+        main(["bench", "--shape", "qwen3-topology-tiny", "--layers", "1", "--device", "cpu", "--trace",
+              "resources/traces/qwen3-twin_chat.npz", "--image", "64x48", "--tower", "tiny", "--out", "unused"])
+    assert raised.value.code == 2
+    assert "--image needs a model that takes the Qwen vision tower" in capsys.readouterr().err
