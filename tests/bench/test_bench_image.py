@@ -44,6 +44,16 @@ def test_image_rows_time_the_tower_inside_ttft(image_json):
     assert rows["wisp"]["tokens"] == rows["resident"]["tokens"]  # the image's prompt, the same tokens in any mode
 
 
+def test_the_report_has_an_image_table(image_json):
+    from bench.report import table
+
+    markdown = table(image_json)
+    resident = next(r for r in image_json["rows"] if r["arm"] == "resident")
+    row = next(line for line in markdown.split("### Image prompts")[1].splitlines() if line.startswith("| resident |"))
+    assert f"| {resident['prompt_tokens_total']} | {resident['ttft_s_median']:.3f} | " in row
+    assert f"| {resident['tower_share']:.3f} | " in row and row.endswith("| dynamic | - |")
+
+
 def test_plans_count_the_tower_as_the_product_does(image_json):
     facts, resident = image_json["facts"], next(r for r in image_json["rows"] if r["arm"] == "resident")
     model_args = shape(SHAPE, LAYERS)
@@ -76,3 +86,29 @@ def test_bad_image_options_are_one_line(capsys):
               "resources/traces/qwen3-twin_chat.npz", "--image", "64x48", "--tower", "tiny", "--out", "unused"])
     assert raised.value.code == 2
     assert "--image needs a model that takes the Qwen vision tower" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_the_published_tower_on_the_gpu(tmp_path):
+    """The GPU command's path at 4 of the shape's 40 layers: Qwen3.5-35B-A3B's tower in bf16 on a 1280x720 image,
+    the tower timed by CUDA events, a paged arm inside its budget, and a session paced to 25 GB/s."""
+    import torch
+
+    assert torch.cuda.is_available(), "GPU tests need CUDA"
+    trace = tmp_path / "assumed.npz"
+    assert main(["trace", "synth", "--shape", "qwen3.5-35b-a3b", "--carry-over", "0.46", "--cover90", "130",
+                 "--top-share", "0.0215", "--requests", "2", "--prompt", "512", "--tokens", "24", "--seed", "1",
+                 "--out", str(trace)]) == 0
+    assert main(["bench", "--shape", "qwen3.5-35b-a3b", "--layers", "4", "--trace", str(trace), "--budgets", "7",
+                 "--prompt", "512", "--tokens", "8", "--runs", "2", "--max-len", "2048", "--arms", "resident,wisp",
+                 "--image", "1280x720", "--out", str(tmp_path), "--also", "--arms wisp --link-gbps 25"]) == 0
+    stem = "qwen3.5-35b-a3b-b1-img1280x720-p512"
+    rows = json.loads((tmp_path / f"{stem}-assumed.json").read_text())["rows"]
+    rows += json.loads((tmp_path / f"{stem}-link25-assumed.json").read_text())["rows"]
+    assert len(rows) == 3 and not [row for row in rows if "error" in row]
+    for row in rows:
+        assert row["image_tokens"] == ImageProcessing().num_tokens(1280, 720) == 880
+        assert 0 < row["tower_s_median"] < row["ttft_s_median"] and row["peak_gib"] > 0
+    resident, wisp, paced = rows
+    assert wisp["peak_gib"] <= 7 and paced["peak_gib"] <= 7 and wisp["misses"] > 0
+    assert wisp["tokens"] == resident["tokens"] == paced["tokens"]
