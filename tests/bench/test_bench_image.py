@@ -112,3 +112,16 @@ def test_the_published_tower_on_the_gpu(tmp_path):
     resident, wisp, paced = rows
     assert wisp["peak_gib"] <= 7 and paced["peak_gib"] <= 7 and wisp["misses"] > 0
     assert wisp["tokens"] == resident["tokens"] == paced["tokens"]
+
+
+def test_the_tower_counts_beside_quantized_dense_bytes():
+    from engine.bench.image_prompts import tower_plan_bytes, with_tower_sizes
+    from engine.bench.suite import bench_sizes
+    from engine.model.loader import LoadedWeights
+
+    model_args = shape("qwen3.5-35b-a3b")
+    seen = with_tower_sizes(LoadedWeights(model_args, None, None, None), tower_config("qwen3.5-35b-a3b", model_args))
+    held = 1_600_000_000  # a Q4_K_M file's dense tensors in their blocks
+    assert bench_sizes(seen.args, dense_bytes=held).dense_bytes == held + tower_plan_bytes(seen.args)
+    assert bench_sizes(model_args, dense_bytes=held).dense_bytes == held
+    assert 2.6 < tower_plan_bytes(seen.args) / GiB < 2.7  # 447 M parameters and a 16.7-megapixel image, bf16
