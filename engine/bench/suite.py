@@ -540,6 +540,10 @@ def static_rows(host, budget: int, arms, args, device, router) -> list[dict]:
 def main(argv: list[str] | None = None) -> None:
     argv = list(argv) if argv is not None else sys.argv[1:]
     args = parse_args(argv)
+    if args.image is None and any(parse_args(argv + shlex.split(extra)).image for extra in args.also):
+        print("wisp bench: --image goes on the command itself, not in --also (the tower is built once)",
+              file=sys.stderr)
+        raise SystemExit(2)
     device = torch.device(args.device)
     started = time.perf_counter()
     host = bench_weights(args, device)
@@ -556,7 +560,7 @@ def main(argv: list[str] | None = None) -> None:
         if session.dense_weights != args.dense_weights:  # the same experts, the dense weights rebuilt
             host = with_dense_weights(host, session, device)
             facts = {**facts, **dense_facts(host)}
-        session.prompts = prompts.for_size(session.image) if prompts and session.image else TextPrompts()
+        session.prompts = prompts.for_size(session.image) if prompts else TextPrompts()
         run_session(session, host, device, {**facts, **link_facts(session, facts["copy_loop_gb_s_measured"]),
                                             "trace": session.trace.name, "label": session.label})
 

@@ -86,6 +86,9 @@ def test_bad_image_options_are_one_line(capsys):
               "resources/traces/qwen3-twin_chat.npz", "--image", "64x48", "--tower", "tiny", "--out", "unused"])
     assert raised.value.code == 2
     assert "--image needs a model that takes the Qwen vision tower" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as raised:
+        main(["bench", "--shape", SHAPE, "--trace", "x.npz", "--out", "unused", "--also", "--image 64x48"])
+    assert raised.value.code == 2 and "not in --also" in capsys.readouterr().err
 
 
 @pytest.mark.gpu
