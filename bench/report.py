@@ -181,16 +181,43 @@ def split_check(rows: list[dict]) -> list[str]:
     return lines + ["", f"Sweep points: median of {'/'.join(map(str, runs))} runs."]
 
 
+def image_table(facts: dict, rows: list[dict]) -> list[str]:
+    """`wisp bench --image` rows: an image + text prompt's TTFT and the vision tower's part of it."""
+    rows = [r for r in rows if "image_tokens" in r]
+    if not rows:
+        return []
+    first = rows[0]
+    lines = ["### Image prompts", "",
+             f"Each request: one {first['image']} random-pixel PNG ({first['image_tokens']} image tokens) + "
+             f"{first['prompt']} text tokens; the {facts['tower']} tower with random weights, planned as "
+             f"{facts['tower_gib']:.2f} GiB of weights + {facts['tower_workspace_gib']:.2f} GiB for the largest "
+             "image's activations. TTFT runs from the request's admission, after its image was decoded and preprocessed "
+             "(preprocess s); tower s: the pixels to the device and the tower (its share: of TTFT). Medians of the "
+             "runs.",
+             "", "| arm | budget GiB | slots/layer (min) | prompt tokens | TTFT s | tower s | tower share | "
+             "preprocess s | prefill tok/s | decode tok/s | decode path | peak GiB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        budget = row["budget_gib"]
+        lines.append(
+            f"| {row['arm']} | {f'{budget:g}' if budget else '-'} | {row['slots_per_layer_min']} | "
+            f"{row['prompt_tokens_total']} | {row['ttft_s_median']:.3f} | {row['tower_s_median']:.3f} | "
+            f"{row['tower_share']:.3f} | {row['preprocess_s_median']:.3f} | {row['prefill_tok_s']:.0f} | "
+            f"{row['decode_tok_s']:.1f} | {row['decode_path']} | {cell(row['peak_gib'], '.2f')} |")
+    return lines
+
+
 def table(result: dict) -> str:
-    """The arm table, the split check (when the JSON has wisp-sweep rows) and the failed arms of one JSON."""
+    """The arm table, the image table (--image rows), the split check (when the JSON has wisp-sweep rows) and the
+    failed arms of one JSON."""
     facts, rows = result["facts"], completed(result)
     lines = [caption(facts, rows), ""]
     if resident_of(rows) is None:
         lines += ["No resident row: the floor columns are '-'.", ""]
     lines += arm_table(result)
-    check = split_check(rows)
-    if check:
-        lines += [""] + check
+    for section in (image_table(facts, rows), split_check(rows)):
+        if section:
+            lines += [""] + section
     errors = [r for r in result["rows"] if "error" in r]
     lines += [f"\nFailed arm: {r['arm']} at {r['budget_gib']} GiB: {r['error']}" for r in errors]
     return "\n".join(lines) + "\n"

@@ -28,6 +28,8 @@ from engine.alloc.memory_plan import GiB, MemoryPlan, ModelSizes, PlanRequest, k
 from engine.alloc.mvwsa import PoolSpec, configure
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate
 from engine.bench.graph_timing import step_gpu_ms
+from engine.bench.image_prompts import (TOWERS, BenchImageError, ImagePrompts, image_prompts, image_speed, parse_size,
+                                        tower_facts, tower_plan_bytes)
 from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
@@ -74,11 +76,14 @@ def plan_for(weights: LoadedWeights, mode: str, budget: int | None, slots: int |
 
 def bench_sizes(model_args: ModelArgs, expert_bytes: int | None = None, dense_bytes: int | None = None) -> ModelSizes:
     """The shape's sizes with bf16 dense weights and KV; experts at expert_bytes (a quantized store's slot row), the
-    dense weights at dense_bytes where given (quantized ones: LoadedWeights.dense_bytes)."""
+    dense weights at dense_bytes where given (quantized ones: LoadedWeights.dense_bytes); a vision tower in
+    model_args.extra (--image) counts in the dense bytes either way."""
     sizes = model_sizes(model_args, 2)
     if expert_bytes is not None:
         sizes = replace(sizes, expert_bytes=expert_bytes)
-    return sizes if dense_bytes is None else replace(sizes, dense_bytes=dense_bytes)
+    if dense_bytes is None:
+        return sizes
+    return replace(sizes, dense_bytes=dense_bytes + tower_plan_bytes(model_args))  # --image's tower (or nothing)
 
 
 def shape_plan(model_args: ModelArgs, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int,
@@ -142,15 +147,35 @@ def sweep_plans(model_args: ModelArgs, budget: int, batch: int, max_len: int,
     return [by_slots[slots] for slots in sorted(by_slots)]
 
 
-def decode_once(engine, prompt: int, tokens: int, batch: int, seed: int, on_prefilled=None) -> list:
-    """batch requests of random prompt ids, run to their end; on_prefilled() runs once, after the step that
-    leaves no request waiting for its prefill."""
-    generator = torch.Generator().manual_seed(seed)
-    vocab = engine.runner.model.args.vocab_size
-    for i in range(batch):
-        ids = torch.randint(0, vocab, (prompt,), generator=generator).tolist()
-        engine.add(GenerateRequest(prompt_token_ids=tuple(ids), request_id=f"s{seed}-{i}",
+class TextPrompts:
+    """Requests of random prompt ids (engine.bench.image_prompts.ImagePrompts puts an image before them)."""
+
+    tokenizer = IdOnlyTokenizer()
+
+    def add(self, engine, request_id: str, index: int, generator: torch.Generator, prompt: int, tokens: int) -> None:
+        ids = torch.randint(0, engine.runner.model.args.vocab_size, (prompt,), generator=generator).tolist()
+        engine.add(GenerateRequest(prompt_token_ids=tuple(ids), request_id=request_id,
                                    sampling=SamplingParams(max_tokens=tokens, ignore_eos=True)))
+
+    def attach(self, engine) -> None:
+        pass
+
+    def take(self) -> dict:
+        return {}
+
+
+def prompts_of(args) -> "TextPrompts | ImagePrompts":
+    """The session's requests (main sets args.prompts; other callers of the arms get text prompts)."""
+    return getattr(args, "prompts", None) or TextPrompts()
+
+
+def decode_once(engine, prompt: int, tokens: int, batch: int, seed: int, on_prefilled=None, prompts=None) -> list:
+    """batch requests of prompt random ids (TextPrompts, or prompts'), run to their end; on_prefilled() runs once,
+    after the step that leaves no request waiting for its prefill."""
+    generator = torch.Generator().manual_seed(seed)
+    prompts = prompts or TextPrompts()
+    for i in range(batch):
+        prompts.add(engine, f"s{seed}-{i}", i, generator, prompt, tokens)
     finishes = []
     while engine.has_work:
         finishes += [e for e in engine.step() if hasattr(e, "stats")]
@@ -162,13 +187,15 @@ def decode_once(engine, prompt: int, tokens: int, batch: int, seed: int, on_pref
 
 
 def measure(engine, provider, args, tokens: int) -> dict:
-    decode_once(engine, args.prompt, 4, args.batch, seed=1000)  # warm-up
+    prompts = prompts_of(args)
+    decode_once(engine, args.prompt, 4, args.batch, seed=1000, prompts=prompts)  # warm-up
+    prompts.take()
     runs = []
     for run in range(args.runs):
         engine.scheduler.block_manager.hash_to_block.clear()  # no prefix reuse between runs
         before, prefilled = provider.counters.snapshot(), []
         finishes = decode_once(engine, args.prompt, tokens, args.batch, seed=run,
-                               on_prefilled=lambda: prefilled.append(provider.counters.snapshot()))
+                               on_prefilled=lambda: prefilled.append(provider.counters.snapshot()), prompts=prompts)
         provider.synchronize()
         after = provider.counters
         decode_s = max(f.stats.total_s - f.stats.ttft_s for f in finishes)
@@ -180,11 +207,15 @@ def measure(engine, provider, args, tokens: int) -> dict:
                      "decode_hits": after.hits - prefilled[0].hits,
                      "decode_h2d_bytes": after.h2d_bytes - prefilled[0].h2d_bytes,
                      "timed_bytes": after.timed_bytes - before.timed_bytes,
-                     "tokens": [list(f.token_ids) for f in finishes], "logprobs": [list(f.logprobs) for f in finishes]})
+                     "tokens": [list(f.token_ids) for f in finishes], "logprobs": [list(f.logprobs) for f in finishes],
+                     **prompts.take()})
     middle = sorted(runs, key=lambda r: r["decode_tok_s"])[len(runs) // 2]
     # Tokens and logprobs of the first run (same prompts in every arm): the report checks them against resident.
+    speed = prefill_speed(runs, args)
+    if isinstance(prompts, ImagePrompts):
+        speed.update(image_speed(runs, prompts.facts(args.prompt), args.batch))
     return {**middle, "tokens": runs[0]["tokens"], "logprobs": runs[0]["logprobs"],
-            "decode_tok_s_runs": [r["decode_tok_s"] for r in runs], **prefill_speed(runs, args)}
+            "decode_tok_s_runs": [r["decode_tok_s"] for r in runs], **speed}
 
 
 def prefill_speed(runs: list[dict], args) -> dict:
@@ -225,7 +256,9 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
     options = {"decode": getattr(args, "decode", "auto"), **options}  # an arm's own decode path (resident-dynamic) wins
     engine_options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, **options)
-    engine = assemble_engine(weights, IdOnlyTokenizer(), engine_options, plan, device, args.max_len, provider=provider)
+    prompts = prompts_of(args)
+    engine = assemble_engine(weights, prompts.tokenizer, engine_options, plan, device, args.max_len, provider=provider)
+    prompts.attach(engine)
     provider = engine.runner.experts
     if args.link_gbps and hasattr(provider, "pace_link"):  # resident mode copies nothing
         provider.pace_link(LinkPace(args.link_gbps, device))
@@ -241,6 +274,9 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
     spec_facts = attach_speculation(engine, args, weights.args.vocab_size)
     result = measure(engine, provider, argparse.Namespace(**{**vars(args), "runs": runs or args.runs}), tokens)
     result["plan_changes"] = engine.plan_changes if online else 0
+    if isinstance(prompts, ImagePrompts):  # a prompt with images decodes with M-RoPE offsets
+        padded = engine.runner.padded_decode
+        result["decode_path"] = "static shapes" if padded is not None and args.batch in padded.by_batch else "dynamic"
     if engine.speculation is not None:  # measured over every run: the drafts replayed and the union's misses
         counters = engine.speculation.counters
         result.update(spec_proposed=counters.num_proposed, spec_accepted=counters.num_accepted,
@@ -333,6 +369,14 @@ def rate(text: str) -> float:
     return value
 
 
+def image_size(text: str) -> tuple[int, int]:
+    """An argparse type: WIDTHxHEIGHT."""
+    try:
+        return parse_size(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="wisp bench")
     add_shape_options(parser)
@@ -374,6 +418,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--accept-rate", type=rate, default=0.6,
                         help="with --speculative: the acceptance each draft is given (0..1)")
     parser.add_argument("--draft-tokens", type=int, default=8, help="with --speculative: most drafts a step")
+    parser.add_argument("--image", type=image_size, default=None, metavar="WxH",
+                        help="each request: one random-pixel PNG of this size (decoded and preprocessed as a user's "
+                             "image), then --prompt text tokens, seen by a random-weight --tower that the plans count; "
+                             "rows add the tower's time and share of TTFT (engine.bench.image_prompts)")
+    parser.add_argument("--tower", default="qwen3.5-35b-a3b", choices=sorted(TOWERS),
+                        help="with --image: the vision tower's published shape (tiny: CPU tests)")
     parser.add_argument("--label", default="", help="free text stored in the JSON facts (e.g. what changed)")
     parser.add_argument("--out", type=Path, required=True)
     return parser.parse_args(argv)
@@ -490,11 +540,19 @@ def static_rows(host, budget: int, arms, args, device, router) -> list[dict]:
 def main(argv: list[str] | None = None) -> None:
     argv = list(argv) if argv is not None else sys.argv[1:]
     args = parse_args(argv)
+    if args.image is None and any(parse_args(argv + shlex.split(extra)).image for extra in args.also):
+        print("wisp bench: --image goes on the command itself, not in --also (the tower is built once)",
+              file=sys.stderr)
+        raise SystemExit(2)
     device = torch.device(args.device)
     started = time.perf_counter()
     host = bench_weights(args, device)
     model_args = host.args
     facts = run_facts(args, model_args, host, device, time.perf_counter() - started)
+    prompts = None
+    if args.image is not None:
+        host, prompts = bench_tower(host, args, device)
+        facts.update(tower_facts(host, args.tower))
     print(json.dumps(facts), flush=True)
     for extra in [""] + args.also:  # each --also session reuses the built weights with its flags on top
         session = parse_args(argv + shlex.split(extra)) if extra else args
@@ -502,8 +560,19 @@ def main(argv: list[str] | None = None) -> None:
         if session.dense_weights != args.dense_weights:  # the same experts, the dense weights rebuilt
             host = with_dense_weights(host, session, device)
             facts = {**facts, **dense_facts(host)}
+        session.prompts = prompts.for_size(session.image) if prompts else TextPrompts()
         run_session(session, host, device, {**facts, **link_facts(session, facts["copy_loop_gb_s_measured"]),
                                             "trace": session.trace.name, "label": session.label})
+
+
+def bench_tower(host: LoadedWeights, args, device: torch.device):
+    """--image: (the weights whose plans count the tower, the ImagePrompts that feed it); a model the tower cannot
+    feed is one line and exit status 2."""
+    try:
+        return image_prompts(host, args.tower, args.image, device)
+    except BenchImageError as error:
+        print(f"wisp bench: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def with_dense_weights(host: LoadedWeights, args, device: torch.device) -> LoadedWeights:
@@ -526,7 +595,7 @@ def with_dense_weights(host: LoadedWeights, args, device: torch.device) -> Loade
 
 def dense_facts(host: LoadedWeights) -> dict:
     """What dense weights the rows ran on: the file's quant types or the compute dtype, and their device bytes."""
-    planned = host.dense_bytes or model_sizes(host.args, 2).dense_bytes
+    planned = host.dense_bytes or model_sizes(host.args, 2).dense_bytes - tower_plan_bytes(host.args)
     return {"dense_weights": "file" if host.dense_bytes is not None else "dtype", "dense_gib": planned / GiB}
 
 
@@ -547,16 +616,26 @@ def bench_weights(args, device: torch.device) -> LoadedWeights:
         raise SystemExit(2) from None
 
 
+def image_routing(router: TraceRouter) -> str:
+    """What routes an image's positions: the trace's prompt rows, as for text (no trace of image tokens exists)."""
+    rows = min(len(prefill) for prefill, _ in router.streams)
+    return (f"the trace's prompt rows, as for text; positions past the shortest replayed prompt's {rows} rows take "
+            "its rows again from the first")
+
+
 def run_session(args, host, device, facts: dict) -> None:
     arms = args.arms.split(",")
     trace = load_trace(args.trace)
     link = LinkCost(facts["copy_loop_gb_s"] * 1e9, 20e-6, 0.012, 0.0004)
     router = TraceRouter(trace, device)
+    if isinstance(prompts_of(args), ImagePrompts):
+        facts = {**facts, "image_routing": image_routing(router)}
     args.out.mkdir(parents=True, exist_ok=True)
     quant = f"-{args.quant}" if args.quant else ""
     paced = f"-link{args.link_gbps:g}" if args.link_gbps else ""
     dense = "-dense-dtype" if args.quant and args.dense_weights == "dtype" else ""
-    path = args.out / f"{args.shape}{quant}{dense}-b{args.batch}-p{args.prompt}{paced}-{args.trace.stem}.json"
+    image = f"-img{args.image[0]}x{args.image[1]}" if args.image else ""
+    path = args.out / f"{args.shape}{quant}{dense}-b{args.batch}{image}-p{args.prompt}{paced}-{args.trace.stem}.json"
     rows = unbudgeted_rows(host, arms, args, device, router)
     for budget in [int(float(b) * GiB) for b in args.budgets.split(",")]:
         path.write_text(json.dumps({"facts": facts, "rows": rows}))  # what is done survives a timeout

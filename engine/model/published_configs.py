@@ -56,6 +56,18 @@ QWEN3_5_35B_A3B = {  # Qwen/Qwen3.5-35B-A3B's language model (transformers' Qwen
     "tie_word_embeddings": False,
 }
 
+QWEN3_5_35B_A3B_VISION = {  # the rest of Qwen/Qwen3.5-35B-A3B's config.json: its vision tower and image tokens
+    # (transformers' Qwen3_5MoeVisionConfig default geometry, its output in the language model's hidden size). Kept
+    # apart from QWEN3_5_35B_A3B, whose shape plans the language model alone, as its GGUF file without an mmproj is
+    # planned; `wisp bench --image` adds the tower (engine.bench.image_prompts).
+    "vision_config": {
+        "model_type": "qwen3_5_moe_vision", "depth": 27, "hidden_size": 1152, "intermediate_size": 4304,
+        "num_heads": 16, "in_channels": 3, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+        "out_hidden_size": 2048, "hidden_act": "gelu_pytorch_tanh", "num_position_embeddings": 2304,
+    },
+    "image_token_id": 248056, "video_token_id": 248057, "vision_start_token_id": 248053, "vision_end_token_id": 248054,
+}
+
 GLM_47_FLASH = {  # zai-org/GLM-4.7-Flash (its geometry is transformers' Glm4MoeLiteConfig default)
     "architectures": ["Glm4MoeLiteForCausalLM"], "model_type": "glm4_moe_lite", "vocab_size": 154880,
     "hidden_size": 2048, "num_hidden_layers": 47, "num_attention_heads": 20, "num_key_value_heads": 20,

@@ -61,6 +61,7 @@ SHAPES: dict[str, ModelArgs] = {
 SHAPES["gpt-oss-20b-topology-tiny"] = _topology_tiny(SHAPES["gpt-oss-20b"])
 SHAPES["glm-4.5-air-topology-tiny"] = _topology_tiny(SHAPES["glm-4.5-air"])
 SHAPES["nemotron-3-nano-topology-tiny"] = _topology_tiny(SHAPES["nemotron-3-nano-30b-a3b"])
+SHAPES["qwen3.5-topology-tiny"] = _topology_tiny(SHAPES["qwen3.5-35b-a3b"])  # wisp bench --image on the CPU
 
 
 def shape(name: str, num_layers: int | None = None) -> ModelArgs:

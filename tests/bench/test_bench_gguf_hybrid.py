@@ -20,6 +20,7 @@ from tests.gguf.models import quantize
 pytest.importorskip("llama_cpp", reason="llama.cpp's quantizer makes the template's types")
 LAYERS = 8  # full attention at 3 and 7; use_more_bits at 8 layers: 0, 3, 6, 7
 EXPERTS = 16
+BUDGET = "0.8125"  # GiB: with the tiny tower, 8 of 16 expert slots a layer
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +102,21 @@ def test_wisp_runs_the_file_with_the_same_bits_resident_and_paged(files, capsys)
     assert len(resident["token_ids"]) == 3 and np.isfinite(resident["logprobs"]).all()
     assert paged["token_ids"] == resident["token_ids"] and paged["logprobs"] == resident["logprobs"]
     assert paged["stats"]["expert_misses"] > 0 and resident["stats"]["expert_misses"] == 0
+
+
+def test_wisp_bench_sees_an_image_on_the_file(files, tmp_path):
+    """--image on a qwen35moe file: the tower beside the file's quantized dense weights, the same tokens paged."""
+    from engine.traces.format import save
+    from engine.traces.synth import spec_for_shape, synthesize
+
+    spec = spec_for_shape("qwen3.5-35b-a3b", carry_over=0.6, skew=0.2, requests=2, prompt=64, tokens=24)
+    save(synthesize(replace(spec, num_layers=LAYERS, num_experts=EXPERTS)), tmp_path / "routing.npz")
+    assert main(["bench", "--gguf", str(files[1]), "--trace", str(tmp_path / "routing.npz"), "--budgets", BUDGET,
+                 "--prompt", "8", "--tokens", "3", "--runs", "1", "--max-len", "256", "--device", "cpu",
+                 "--arms", "resident,wisp", "--image", "64x48", "--tower", "tiny", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "Q4_K_M-Q4_K_M-b1-img64x48-p8-routing.json").read_text())
+    assert result["facts"]["dense_weights"] == "file" and result["facts"]["tower"] == "tiny"
+    rows = {row["arm"]: row for row in result["rows"]}
+    assert set(rows) == {"resident", "wisp"} and not [r for r in rows.values() if "error" in r]
+    assert rows["wisp"]["misses"] > 0 and rows["wisp"]["tokens"] == rows["resident"]["tokens"]
+    assert all(0 < row["tower_share"] < 1 and row["image_tokens"] == 70 for row in rows.values())
