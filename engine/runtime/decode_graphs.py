@@ -67,15 +67,17 @@ class PaddedDecode:
         self.graphed_context: MoeContext | None = None  # the same with the provider's graphed path
 
     def load(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, state_slots: list[int],
-             device_ids: torch.Tensor | None = None) -> None:
+             device_ids: torch.Tensor | None = None, position_offsets: list[int] | None = None) -> None:
         """This step's inputs, in one host->device copy. kv_index [B, max_len], padded with slot 0; state_slots [B]
         the sequences' linear-attention state rows (-1 where the model has none). device_ids [B]: the input tokens
-        as the last step sampled them on the device, in place of input_ids (a failed row's -1 reads token 0)."""
+        as the last step sampled them on the device, in place of input_ids (a failed row's -1 reads token 0).
+        position_offsets [B]: each row's rotary position less its index (M-RoPE after an image; None: 0)."""
         B = self.batch
         buffer = self.hosts[self.loads % 2]
         self.loads += 1
         host = buffer.numpy()
-        host[:B], host[B : 2 * B] = input_ids, np.asarray(lengths) - 1
+        host[:B], host[B : 2 * B] = input_ids, np.asarray(lengths) - 1 + (0 if position_offsets is None
+                                                                  else np.asarray(position_offsets))
         host[2 * B : 3 * B] = kv_index[np.arange(B), np.asarray(lengths) - 1]
         host[3 * B : 4 * B], host[4 * B : 5 * B], host[5 * B :] = lengths, state_slots, kv_index.reshape(-1)
         self.packed.copy_(buffer, non_blocking=True)
@@ -230,11 +232,12 @@ class DecodeGraphs:
         return (self._dropped[0] + sum(s.captures for s in live), self._dropped[1] + sum(s.capture_s for s in live))
 
     def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, state_slots: list[int],
-             context: MoeContext, device_ids: torch.Tensor | None = None) -> torch.Tensor:
+             context: MoeContext, device_ids: torch.Tensor | None = None,
+             position_offsets: list[int] | None = None) -> torch.Tensor:
         batch = len(input_ids)
         if batch not in self.by_batch:
             self.by_batch[batch] = PaddedDecode(self.model, self.cache, batch, self.max_len, self.use_graphs,
                                                 self.whole_options)
         static = self.by_batch[batch]
-        static.load(input_ids, lengths, kv_index, state_slots, device_ids)
+        static.load(input_ids, lengths, kv_index, state_slots, device_ids, position_offsets)
         return static.run(context)

@@ -23,7 +23,7 @@ from engine.generation.throughput import Throughput
 from engine.requests import GenerateRequest
 from engine.runtime.active_request import Active, row_context
 from engine.runtime.launched_step import LaunchedStep, read_back
-from engine.runtime.model_runner import ModelRunner, rope_delta
+from engine.runtime.model_runner import ModelRunner
 from engine.runtime.replan import Replanner, budget_change, plan_change
 from engine.runtime.scheduler import Scheduler
 from engine.runtime.sequence import Sequence
@@ -257,8 +257,6 @@ class LLMEngine:
             if active is None or active.grammar is not None or seq.sampling.changes_logits:
                 return False
             if active.drafts:  # drafts are proposed from its tokens on the host
-                return False
-            if rope_delta(seq):  # M-RoPE positions after an image: such rows decode eagerly
                 return False
             if (seq.num_output_tokens + 1 >= seq.sampling.max_tokens
                     or len(seq.token_ids) + 1 >= min(self.max_model_len, runner.padded_decode.max_len)):

@@ -82,8 +82,7 @@ class ModelRunner:
         if self.step_hook is not None:
             self.step_hook(seqs, is_prefill)
         context = MoeContext(self.experts, self.routing_observer, self.routing_override)
-        if (self.padded_decode is not None and not is_prefill and not any(seq.draft_ids for seq in seqs)
-                and not any(rope_delta(seq) for seq in seqs)):
+        if self.padded_decode is not None and not is_prefill and not any(seq.draft_ids for seq in seqs):
             hidden = self.decode_padded(seqs, context, ahead)  # [B, D]
             if self.hidden_observer is not None:
                 for row, seq in enumerate(seqs):  # a copy: a graph's output buffer is rewritten by its next replay
@@ -112,5 +111,7 @@ class ModelRunner:
         for row, (seq, length) in enumerate(zip(seqs, lengths)):
             kv_index[row, :length] = kv_slots(seq.block_table, length, block_size)
         input_ids = [seq.token_ids[-1] for seq in seqs] if ahead is None else [0] * len(seqs)
+        # after an image, M-RoPE's three position axes are equal at every decoded token: the rotary of one position
+        offsets = [rope_delta(seq) for seq in seqs]
         return self.padded_decode.step(input_ids, lengths, kv_index, [seq.state_slot for seq in seqs], context,
-                                       device_ids=ahead)
+                                       device_ids=ahead, position_offsets=offsets if any(offsets) else None)

@@ -85,3 +85,18 @@ def test_a_second_turn_reuses_the_cached_image_blocks_with_the_same_tokens(tiny_
         cached = engine.generate(GenerateRequest(messages=second, sampling=GREEDY))
     assert cached.stats.cached_prompt_tokens >= 16
     assert list(cached.token_ids) == wisp_tokens(tiny_vl_moe_dir, second)
+
+
+@pytest.mark.parametrize("name", ["one image", "text, image, text"])
+def test_static_decode_after_an_image_gives_the_same_tokens_through_the_padded_step(vl_dir, name, monkeypatch):
+    """After an image M-RoPE's position axes move together, so decode steps take the static-shape path (CUDA graphs
+    on CUDA) with the rotary position offset by the image's rope_delta."""
+    from engine.runtime.model_runner import ModelRunner
+
+    padded = []
+    original = ModelRunner.decode_padded
+    monkeypatch.setattr(ModelRunner, "decode_padded",
+                        lambda self, seqs, *a, **k: padded.append(len(seqs)) or original(self, seqs, *a, **k))
+    messages = CONVERSATIONS[name]
+    assert wisp_tokens(vl_dir, messages, decode="static") == wisp_tokens(vl_dir, messages, decode="dynamic")
+    assert len(padded) >= MAX_TOKENS - 1
