@@ -1,0 +1,247 @@
+"""The hybrids' (qwen3_next, qwen3_5_moe) decode-step kernels beside the Gated DeltaNet's, under the Triton interpreter
+on the CPU against the torch ops they replace: the zero-centred RMSNorm alone and after the residual add
+(engine.model.centred_norm_kernels), GatedAttention's q/k norm, RoPE and KV write in one kernel
+(engine.model.fused_qk_rope); the ops of one decode step per layer kind; the engine's greedy tokens.
+tests/gpu/test_hybrid_step_gpu.py runs them on CUDA."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from engine.model import centred_norm_kernels, deltanet_step_kernels
+from engine.model.attention import KVCache
+from engine.model.config_file import read_args
+from engine.model.hybrid_layers import GatedAttention, ZeroCenteredRMSNorm
+from engine.model.layers import RotaryEmbedding, apply_rope
+from tests.model.test_deltanet_step_kernels import NO_KERNEL, round_to_nearest_even
+
+pytest.importorskip("triton")
+TOLERANCE = {torch.float32: {"atol": 1e-6, "rtol": 1e-5}, torch.bfloat16: {"atol": 1e-2, "rtol": 2**-7}}
+
+
+@pytest.fixture
+def interpreted(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    round_to_nearest_even(monkeypatch)
+    for module in ("engine.model.centred_norm_triton", "engine.model.fused_qk_rope",
+                   "engine.model.deltanet_step_triton"):
+        monkeypatch.delitem(sys.modules, module, raising=False)  # their kernels interpreted
+    for built in (centred_norm_kernels._built, deltanet_step_kernels._built):
+        built.clear()
+    yield
+    for built in (centred_norm_kernels._built, deltanet_step_kernels._built):
+        built.clear()
+
+
+def fused(monkeypatch, on: bool):
+    """The hybrid step's kernels on or off; the DeltaNet's fused step on in both (as on CUDA)."""
+    monkeypatch.setattr(centred_norm_kernels, "applies", lambda x: on)
+    monkeypatch.setattr(deltanet_step_kernels, "applies", lambda x: True)
+
+
+def centred_norm(dtype, one_added: bool, size=96) -> ZeroCenteredRMSNorm:
+    norm = ZeroCenteredRMSNorm(size, 1e-6, one_added)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(size, generator=torch.Generator().manual_seed(size)) * 0.3 + one_added)
+    return norm if one_added else norm.to(dtype)  # llama.cpp's 1 + weight stays fp32 (keeps_fp32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("one_added", [False, True], ids=["centred", "one-added"])
+def test_centred_norm_and_add_as_the_torch_ops(interpreted, monkeypatch, dtype, one_added):
+    norm = centred_norm(dtype, one_added)
+    generator = torch.Generator().manual_seed(1)
+    x = (torch.randn(5, 96, generator=generator) * 3).to(dtype)
+    delta = torch.randn(5, 96, generator=generator).to(dtype)
+    with torch.no_grad():
+        fused(monkeypatch, False)
+        expected, expected_sum = norm(x), x + delta
+        expected_normed_sum = norm(expected_sum)
+        fused(monkeypatch, True)
+        got = norm(x)
+        total, normed_sum = norm.add_forward(x, delta)
+    assert got.dtype == normed_sum.dtype == dtype
+    assert torch.equal(total, expected_sum)  # rounded to the dtype as torch's add rounds
+    torch.testing.assert_close(got, expected, **TOLERANCE[dtype])
+    torch.testing.assert_close(normed_sum, expected_normed_sum, **TOLERANCE[dtype])
+
+
+def gated_attention(folder, dtype, one_added: bool):
+    args = read_args(folder)
+    if one_added:
+        import dataclasses
+
+        args = dataclasses.replace(args, linear=dataclasses.replace(args.linear, llama_cpp_values=True))
+    torch.manual_seed(0)
+    layer = GatedAttention(args, kv_layer=0)
+    with torch.no_grad():
+        for name, p in layer.named_parameters():
+            p.copy_(torch.randn_like(p) * (0.3 if p.ndim > 1 else 1.0) + ("norm" in name and one_added))
+    layer = layer.to(dtype)
+    if one_added:
+        layer.q_norm.weight.data, layer.k_norm.weight.data = (n.weight.data.float() for n in (layer.q_norm,
+                                                                                              layer.k_norm))
+    return args, layer
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("one_added", [False, True], ids=["centred", "one-added"])
+def test_gated_attentions_fused_turn_and_store_as_the_torch_ops(interpreted, monkeypatch, tiny_model_dir, dtype,
+                                                                one_added):
+    """q's heads are views at twice the head width (q_proj's output holds q and the gate per head): the kernel
+    reads them in place. Partial RoPE (the tiny model turns a quarter of each head)."""
+    args, layer = gated_attention(tiny_model_dir("qwen3_5_moe"), dtype, one_added)
+    x = torch.randn(3, args.hidden_size).to(dtype)
+    rope = RotaryEmbedding(args.rotary_dim, args.rope_theta)(torch.tensor([0, 7, 400]), dtype)
+    assert rope[0].shape[1] < layer.head_dim
+    slots, results = torch.tensor([5, 0, 9]), []
+    for on in (False, True):
+        fused(monkeypatch, on)
+        cache = KVCache(1, 12, layer.num_kv_heads, layer.head_dim, dtype, "cpu")
+        for pool in cache.pools():
+            pool[0].fill_(7.0)
+        with torch.no_grad():
+            q, gate = layer.gated_turn_and_store(x, rope, slots, cache)
+        results.append((q, gate, cache.k[0], cache.v[0]))
+    (q, gate, k, v), (q_fused, gate_fused, k_fused, v_fused) = results
+    assert torch.equal(gate_fused, gate) and torch.equal(v_fused, v)  # values copied, the other slots untouched
+    torch.testing.assert_close(q_fused, q, **TOLERANCE[dtype])
+    torch.testing.assert_close(k_fused, k, **TOLERANCE[dtype])
+    assert torch.equal(k_fused[[1, 2, 3, 4, 6, 7, 8, 10, 11]], k[[1, 2, 3, 4, 6, 7, 8, 10, 11]])
+
+
+def test_the_torch_path_of_gated_attention_turns_the_normed_q_and_k(tiny_model_dir):
+    """The reference of the test above: q_norm then RoPE, op by op."""
+    args, layer = gated_attention(tiny_model_dir("qwen3_5_moe"), torch.float32, False)
+    x = torch.randn(2, args.hidden_size)
+    rope = RotaryEmbedding(args.rotary_dim, args.rope_theta)(torch.tensor([3, 4]), torch.float32)
+    cache = KVCache(1, 4, layer.num_kv_heads, layer.head_dim, torch.float32, "cpu")
+    with torch.no_grad():
+        q, _ = layer.gated_turn_and_store(x, rope, torch.tensor([1, 2]), cache)
+        heads = layer.q_proj(x).view(2, layer.num_heads, 2 * layer.head_dim)[..., : layer.head_dim]
+        assert torch.equal(q, apply_rope(layer.q_norm(heads), *rope))
+
+
+class CountOps(TorchDispatchMode):
+    """The aten ops dispatched, each Triton launch as one "triton:<kernel>" (what the interpreter runs inside a launch
+    is not counted)."""
+
+    def __init__(self, ops: list[str]):
+        super().__init__()
+        self.ops = ops
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func.overloadpacket.__name__))
+        return func(*args, **(kwargs or {}))
+
+
+def count_launches(monkeypatch, ops_of_thread: dict):
+    """Every interpreted Triton launch recorded as one op of the counting thread's list, its inside not counted."""
+    from torch.utils._python_dispatch import _disable_current_modes
+    from triton.runtime.interpreter import InterpretedFunction
+    import threading
+
+    run = InterpretedFunction.run
+
+    def counted_run(self, *args, **kwargs):
+        ops = ops_of_thread.get(threading.get_ident())
+        if ops is None:
+            return run(self, *args, **kwargs)
+        ops.append(f"triton:{self.__name__}")
+        with _disable_current_modes():
+            return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(InterpretedFunction, "run", counted_run)
+
+
+def first_decode_step_ops(monkeypatch, folder, on: bool) -> dict[int, list[str]]:
+    """Layer -> the ops of its part of the first static decode step (two sequences): dense_part and finish."""
+    import threading
+
+    from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+    from engine.model.hybrid import HybridDecoderLayer
+
+    fused(monkeypatch, on)
+    per_layer: dict[int, list[str]] = {}
+    ops_of_thread: dict = {}
+    count_launches(monkeypatch, ops_of_thread)
+
+    counted = set()
+
+    def counting(name: str):
+        method = getattr(HybridDecoderLayer, name)
+
+        def run(layer, *args, **kwargs):
+            if (layer.index, name) in counted:
+                return method(layer, *args, **kwargs)
+            counted.add((layer.index, name))
+            ops = per_layer.setdefault(layer.index, [])
+            ops_of_thread[threading.get_ident()] = ops
+            try:
+                with CountOps(ops):
+                    return method(layer, *args, **kwargs)
+            finally:
+                del ops_of_thread[threading.get_ident()]
+        return run
+
+    with monkeypatch.context() as patch, Engine(EngineOptions(model=str(folder), device="cpu", dtype="bfloat16", decode="static")) as engine:
+        for name in ("dense_part", "finish"):
+            patch.setattr(HybridDecoderLayer, name, counting(name))
+        for index, layer in enumerate(engine._core.runner.model.layers):
+            layer.index = index
+        sampling = SamplingParams(max_tokens=2, ignore_eos=True)
+        handles = [engine.submit(GenerateRequest(prompt=p, sampling=sampling)) for p in ("def f(x):", "class A:")]
+        assert all(h.result().error is None for h in handles)
+    return per_layer
+
+
+def test_a_decode_step_runs_fewer_ops_per_layer(interpreted, monkeypatch, tiny_model_dir):
+    """The first static decode step of the tiny qwen3_5_moe in bf16 (two sequences), each layer's dense_part and
+    finish: the ops on the torch path of the norms and q/k against the fused one (the DeltaNet's fused step on in
+    both). The counts are printed (pytest -s); the CUDA path differs where the CPU keeps torch ops (RoPE, the KV
+    and router kernels, the quantized GEMVs)."""
+    folder = tiny_model_dir("qwen3_5_moe")
+    kinds = read_args(folder).layer_types
+    unfused, ours = (first_decode_step_ops(monkeypatch, folder, on) for on in (False, True))
+    by_kind = {}
+    for layer, kind in enumerate(kinds):
+        counts = [[op for op in ops[layer] if op not in NO_KERNEL] for ops in (unfused, ours)]
+        print(f"\nlayer {layer} ({kind}): torch {len(unfused[layer])} aten ops ({len(counts[0])} not views or "
+              f"allocations), fused {len(ours[layer])} ({len(counts[1])})")
+        print("  torch:", " ".join(counts[0]))
+        print("  fused:", " ".join(counts[1]))
+        by_kind.setdefault(kind, counts)
+        assert counts == by_kind[kind]  # each layer of a kind runs the same ops
+    for kind, (torch_ops, fused_ops) in by_kind.items():
+        launches = Counter(op for op in fused_ops if op.startswith("triton:"))
+        assert launches["triton:centred_norm_kernel"] == launches["triton:add_centred_norm_kernel"] == 1, kind
+        assert launches["triton:qk_rope_store_kernel"] == (kind == "full_attention"), kind
+        assert not {"pow", "mean", "rsqrt", "type_as", "cat", "neg", "index_copy_"} & set(fused_ops), kind
+    assert {kind: (len(torch_ops), len(fused_ops)) for kind, (torch_ops, fused_ops) in by_kind.items()} == {
+        "linear_attention": (76, 57), "full_attention": (113, 61)}
+
+
+@pytest.mark.parametrize("model_type, decode", [("qwen3_5_moe", "static"), ("qwen3_next", "dynamic")])
+def test_the_engines_greedy_tokens_are_the_torch_paths(interpreted, monkeypatch, tiny_model_dir, model_type, decode):
+    """Prompts batched, prefilled and decoded with the norms and q/k fused: the tokens of the torch path."""
+    from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
+
+    prompts = ["def fib(n):\n    return n", "class Stack:\n    def push(self, item):\n"]
+    launches = []
+    add_norm = centred_norm_kernels.add_centred_rms_norm
+    monkeypatch.setattr(centred_norm_kernels, "add_centred_rms_norm",
+                        lambda *args: launches.append(args[0].shape[0]) or add_norm(*args))
+    tokens = []
+    for on in (False, True):
+        fused(monkeypatch, on)
+        with Engine(EngineOptions(model=str(tiny_model_dir(model_type)), device="cpu", decode=decode)) as engine:
+            sampling = SamplingParams(max_tokens=12, ignore_eos=True)
+            handles = [engine.submit(GenerateRequest(prompt=p, sampling=sampling)) for p in prompts]
+            tokens.append([h.result().token_ids for h in handles])
+    assert tokens[1] == tokens[0]
+    assert launches.count(2) >= 4 * 10  # four layers, both sequences in each decode step
