@@ -6,12 +6,14 @@ tests/gpu/test_hybrid_step_gpu.py runs them on CUDA."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+import threading
 from collections import Counter
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from engine.model import centred_norm_kernels, deltanet_step_kernels
 from engine.model.attention import KVCache
@@ -74,8 +76,6 @@ def test_centred_norm_and_add_as_the_torch_ops(interpreted, monkeypatch, dtype, 
 def gated_attention(folder, dtype, one_added: bool):
     args = read_args(folder)
     if one_added:
-        import dataclasses
-
         args = dataclasses.replace(args, linear=dataclasses.replace(args.linear, llama_cpp_values=True))
     torch.manual_seed(0)
     layer = GatedAttention(args, kv_layer=0)
@@ -142,9 +142,7 @@ class CountOps(TorchDispatchMode):
 
 def count_launches(monkeypatch, ops_of_thread: dict):
     """Every interpreted Triton launch recorded as one op of the counting thread's list, its inside not counted."""
-    from torch.utils._python_dispatch import _disable_current_modes
     from triton.runtime.interpreter import InterpretedFunction
-    import threading
 
     run = InterpretedFunction.run
 
@@ -161,8 +159,6 @@ def count_launches(monkeypatch, ops_of_thread: dict):
 
 def first_decode_step_ops(monkeypatch, folder, on: bool) -> dict[int, list[str]]:
     """Layer -> the ops of its part of the first static decode step (two sequences): dense_part and finish."""
-    import threading
-
     from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
     from engine.model.hybrid import HybridDecoderLayer
 
@@ -171,16 +167,17 @@ def first_decode_step_ops(monkeypatch, folder, on: bool) -> dict[int, list[str]]
     ops_of_thread: dict = {}
     count_launches(monkeypatch, ops_of_thread)
 
-    counted = set()
+    counted, index_of = set(), {}
 
     def counting(name: str):
         method = getattr(HybridDecoderLayer, name)
 
         def run(layer, *args, **kwargs):
-            if (layer.index, name) in counted:
+            index = index_of[id(layer)]
+            if (index, name) in counted:
                 return method(layer, *args, **kwargs)
-            counted.add((layer.index, name))
-            ops = per_layer.setdefault(layer.index, [])
+            counted.add((index, name))
+            ops = per_layer.setdefault(index, [])
             ops_of_thread[threading.get_ident()] = ops
             try:
                 with CountOps(ops):
@@ -189,11 +186,11 @@ def first_decode_step_ops(monkeypatch, folder, on: bool) -> dict[int, list[str]]
                 del ops_of_thread[threading.get_ident()]
         return run
 
-    with monkeypatch.context() as patch, Engine(EngineOptions(model=str(folder), device="cpu", dtype="bfloat16", decode="static")) as engine:
+    options = EngineOptions(model=str(folder), device="cpu", dtype="bfloat16", decode="static")
+    with monkeypatch.context() as patch, Engine(options) as engine:
         for name in ("dense_part", "finish"):
             patch.setattr(HybridDecoderLayer, name, counting(name))
-        for index, layer in enumerate(engine._core.runner.model.layers):
-            layer.index = index
+        index_of.update((id(layer), index) for index, layer in enumerate(engine._core.runner.model.layers))
         sampling = SamplingParams(max_tokens=2, ignore_eos=True)
         handles = [engine.submit(GenerateRequest(prompt=p, sampling=sampling)) for p in ("def f(x):", "class A:")]
         assert all(h.result().error is None for h in handles)
