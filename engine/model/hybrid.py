@@ -72,7 +72,9 @@ class HybridDecoderLayer(nn.Module):
     def forward(self, x, rope, meta: AttentionMetadata, cache: HybridCache, context: MoeContext):
         x, h = self.post_attention_layernorm.add_forward(x, self.mix(self.input_layernorm(x), rope, meta, cache,
                                                                      padded=False))
-        return x + (self.mlp(h, context) if self.is_moe else self.mlp(h))
+        if not self.is_moe:
+            return x + self.mlp(h)
+        return self.finish((x, h, *self.mlp.route(h, context, unscaled_shared=True)), context)
 
     def dense_part(self, x, rope, meta: PaddedDecodeMetadata, cache: HybridCache, context: MoeContext):
         """A padded decode step's layer up to its routed experts (engine.model.transformer.DecoderLayer.dense_part):
@@ -81,7 +83,7 @@ class HybridDecoderLayer(nn.Module):
                                                                      padded=True))
         if not self.is_moe:
             return x + self.mlp(h)
-        return (x, h, *self.mlp.route(h, context))
+        return (x, h, *self.mlp.route(h, context, unscaled_shared=True))
 
     finish = DecoderLayer.finish
 

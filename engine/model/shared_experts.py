@@ -9,6 +9,7 @@ from torch import nn
 
 from engine.model.args import ModelArgs
 from engine.model.layers import DenseMLP
+from engine.model.moe_tail_kernels import GatedShared
 
 
 class GatedSharedExpert(nn.Module):
@@ -21,6 +22,11 @@ class GatedSharedExpert(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
+
+    def unscaled(self, x: torch.Tensor) -> GatedShared:
+        """x [T, D] -> the gate logit [T, 1] and the expert's output [T, D], for a kernel that scales and adds them
+        (engine.model.moe_tail_kernels)."""
+        return GatedShared(self.shared_expert_gate(x), self.shared_expert(x))
 
 
 class UngatedSharedExperts(nn.Module):

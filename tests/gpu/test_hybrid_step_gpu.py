@@ -1,4 +1,5 @@
-"""The hybrids' norm and q/k kernels (engine.model.centred_norm_kernels, fused_qk_rope's centred mode) on CUDA:
+"""The hybrids' norm, q/k and MoE-tail kernels (engine.model.centred_norm_kernels, fused_qk_rope's centred mode,
+engine.model.moe_tail_kernels) on CUDA:
 `pytest -m gpu tests/gpu/test_hybrid_step_gpu.py`. Fails (not skips) without a GPU: against the torch ops they
 replace in bf16 at the tiny model's and qwen3.5-35b-a3b's widths, a row's bits alone equal to its bits in a batch,
 a CUDA graph's replay equal to eager, and the engine's greedy tokens on a tiny fp32 qwen3_5_moe equal to the torch
@@ -12,11 +13,11 @@ import pytest
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.model import centred_norm_kernels
+from engine.model import centred_norm_kernels, moe_tail_kernels
 from engine.model.attention import KVCache
 from engine.model.layers import RotaryEmbedding
 from tests.model.test_hybrid import LONG_PROMPT
-from tests.model.test_hybrid_step_kernels import TOLERANCE, centred_norm, gated_attention
+from tests.model.test_hybrid_step_kernels import BUILT, KERNEL_MODULES, TOLERANCE, centred_norm, gated_attention
 from tests.tiny_models import write_tiny_model
 
 pytestmark = pytest.mark.gpu
@@ -27,15 +28,37 @@ PROMPTS = [LONG_PROMPT[: 7 + 23 * i] for i in range(6)]
 def compiled(monkeypatch):
     assert torch.cuda.is_available(), "GPU tests need CUDA"
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    for module in ("engine.model.centred_norm_triton", "engine.model.fused_qk_rope"):
+    for module in KERNEL_MODULES:
         monkeypatch.delitem(sys.modules, module, raising=False)
-    centred_norm_kernels._built.clear()
+    for built in BUILT:
+        built.clear()
     yield
-    centred_norm_kernels._built.clear()
+    for built in BUILT:
+        built.clear()
 
 
 def on(monkeypatch, is_on: bool):
     monkeypatch.setattr(centred_norm_kernels, "applies", lambda x: is_on and x.is_cuda)
+    monkeypatch.setattr(moe_tail_kernels, "applies", lambda x: is_on and x.is_cuda)
+
+
+def test_the_moe_tail_kernel_gives_the_torch_ops_bits(compiled):
+    """x + (routed + sigmoid(gate) * shared) in bf16 at qwen3.5-35b-a3b's width: torch's roundings, its sigmoid's
+    expf and division; a row alone as in the batch; a graph's replay as eager."""
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    x, routed, shared, gate = ((torch.randn(*shape, generator=generator, device="cuda") * scale).bfloat16()
+                               for shape, scale in (((8, 2048), 4), ((8, 2048), 1), ((8, 2048), 1), ((8, 1), 3)))
+    parts = moe_tail_kernels.GatedShared(gate, shared)
+    got = moe_tail_kernels.gated_residual_sum(x, routed, parts)
+    assert torch.equal(got, x + (routed + torch.sigmoid(gate) * shared))
+    alone = moe_tail_kernels.gated_residual_sum(x[3:4], routed[3:4], moe_tail_kernels.GatedShared(gate[3:4],
+                                                                                                shared[3:4]))
+    out = torch.empty_like(x)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        moe_tail_kernels.gated_residual_sum(x, routed, parts, out=out)
+    graph.replay()
+    assert torch.equal(alone, got[3:4]) and torch.equal(out, got)
 
 
 @pytest.mark.parametrize("width", [64, 256, 2048])  # the tiny hidden size, qwen3.5-35b-a3b's head and hidden sizes

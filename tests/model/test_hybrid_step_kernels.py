@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from engine.model import centred_norm_kernels, deltanet_step_kernels
+from engine.model import centred_norm_kernels, deltanet_step_kernels, moe_tail_kernels
 from engine.model.attention import KVCache
 from engine.model.config_file import read_args
 from engine.model.hybrid_layers import GatedAttention, ZeroCenteredRMSNorm
@@ -23,6 +23,9 @@ from engine.model.layers import RotaryEmbedding, apply_rope
 from tests.model.test_deltanet_step_kernels import NO_KERNEL, round_to_nearest_even
 
 pytest.importorskip("triton")
+KERNEL_MODULES = ("engine.model.centred_norm_triton", "engine.model.fused_qk_rope", "engine.model.moe_tail_triton",
+                  "engine.model.deltanet_step_triton")
+BUILT = (centred_norm_kernels._built, moe_tail_kernels._built, deltanet_step_kernels._built)
 TOLERANCE = {torch.float32: {"atol": 1e-6, "rtol": 1e-5}, torch.bfloat16: {"atol": 1e-2, "rtol": 2**-7}}
 
 
@@ -30,19 +33,19 @@ TOLERANCE = {torch.float32: {"atol": 1e-6, "rtol": 1e-5}, torch.bfloat16: {"atol
 def interpreted(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     round_to_nearest_even(monkeypatch)
-    for module in ("engine.model.centred_norm_triton", "engine.model.fused_qk_rope",
-                   "engine.model.deltanet_step_triton"):
+    for module in KERNEL_MODULES:
         monkeypatch.delitem(sys.modules, module, raising=False)  # their kernels interpreted
-    for built in (centred_norm_kernels._built, deltanet_step_kernels._built):
+    for built in BUILT:
         built.clear()
     yield
-    for built in (centred_norm_kernels._built, deltanet_step_kernels._built):
+    for built in BUILT:
         built.clear()
 
 
 def fused(monkeypatch, on: bool):
     """The hybrid step's kernels on or off; the DeltaNet's fused step on in both (as on CUDA)."""
     monkeypatch.setattr(centred_norm_kernels, "applies", lambda x: on)
+    monkeypatch.setattr(moe_tail_kernels, "applies", lambda x: on)
     monkeypatch.setattr(deltanet_step_kernels, "applies", lambda x: True)
 
 
@@ -71,6 +74,18 @@ def test_centred_norm_and_add_as_the_torch_ops(interpreted, monkeypatch, dtype, 
     assert torch.equal(total, expected_sum)  # rounded to the dtype as torch's add rounds
     torch.testing.assert_close(got, expected, **TOLERANCE[dtype])
     torch.testing.assert_close(normed_sum, expected_normed_sum, **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_moe_tail_as_the_torch_ops(interpreted, dtype):
+    generator = torch.Generator().manual_seed(2)
+    x, routed, shared = ((torch.randn(3, 2100, generator=generator) * scale).to(dtype) for scale in (4, 1, 1))
+    gate = (torch.randn(3, 1, generator=generator) * 3).to(dtype)
+    out = torch.full_like(x, 7.0)
+    got = moe_tail_kernels.gated_residual_sum(x, routed, moe_tail_kernels.GatedShared(gate, shared), out=out)
+    expected = x + (routed + torch.sigmoid(gate) * shared)
+    assert got is out
+    torch.testing.assert_close(got, expected, **TOLERANCE[dtype])
 
 
 def gated_attention(folder, dtype, one_added: bool):
@@ -174,7 +189,8 @@ def first_decode_step_ops(monkeypatch, folder, on: bool) -> dict[int, list[str]]
 
         def run(layer, *args, **kwargs):
             index = index_of[id(layer)]
-            if (index, name) in counted:
+            is_decode = (index, "dense_part") in counted or name == "dense_part"  # forward ends in finish too
+            if (index, name) in counted or not is_decode:
                 return method(layer, *args, **kwargs)
             counted.add((index, name))
             ops = per_layer.setdefault(index, [])
@@ -218,9 +234,11 @@ def test_a_decode_step_runs_fewer_ops_per_layer(interpreted, monkeypatch, tiny_m
         launches = Counter(op for op in fused_ops if op.startswith("triton:"))
         assert launches["triton:centred_norm_kernel"] == launches["triton:add_centred_norm_kernel"] == 1, kind
         assert launches["triton:qk_rope_store_kernel"] == (kind == "full_attention"), kind
+        assert launches["triton:gated_residual_sum_kernel"] == 1, kind
         assert not {"pow", "mean", "rsqrt", "type_as", "cat", "neg", "index_copy_"} & set(fused_ops), kind
+        assert fused_ops.count("sigmoid") == (kind == "full_attention")  # the attention's output gate
     assert {kind: (len(torch_ops), len(fused_ops)) for kind, (torch_ops, fused_ops) in by_kind.items()} == {
-        "linear_attention": (76, 57), "full_attention": (113, 61)}
+        "linear_attention": (76, 54), "full_attention": (113, 58)}
 
 
 @pytest.mark.parametrize("model_type, decode", [("qwen3_5_moe", "static"), ("qwen3_next", "dynamic")])
@@ -242,3 +260,50 @@ def test_the_engines_greedy_tokens_are_the_torch_paths(interpreted, monkeypatch,
             tokens.append([h.result().token_ids for h in handles])
     assert tokens[1] == tokens[0]
     assert launches.count(2) >= 4 * 10  # four layers, both sequences in each decode step
+
+
+def compile_for_sm90() -> None:
+    """Compile the kernels for sm_90 in bf16 at qwen3.5-35b-a3b's widths (hidden 2048, heads of 256 turning 64) and
+    check their PTX: no approximate division (the sigmoid's is torch's IEEE one). Needs Triton out of its
+    interpreter (a process of its own under the test suite)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from engine.model import centred_norm_triton, fused_qk_rope, moe_tail_triton
+
+    def ptx(fn, signature: dict, constexprs: dict, **options) -> str:
+        signature = dict(signature, **{name: "constexpr" for name in constexprs})
+        source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
+        return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
+
+    rows = {"x_ptr": "*bf16", "w_ptr": "*fp32", "out_ptr": "*bf16", "D": "i32", "eps": "fp32", "offset": "fp32"}
+    norm = ptx(centred_norm_triton.centred_norm_kernel, rows, {"BLOCK": 2048}, num_warps=8, enable_fp_fusion=False)
+    add_rows = dict(rows, delta_ptr="*bf16", sum_ptr="*bf16")
+    add_rows = {name: add_rows[name] for name in ("x_ptr", "delta_ptr", "w_ptr", "sum_ptr", "out_ptr", "D", "eps",
+                                                  "offset")}
+    add_norm = ptx(centred_norm_triton.add_centred_norm_kernel, add_rows, {"BLOCK": 2048}, num_warps=8,
+                   enable_fp_fusion=False)
+    qk = {name: "*bf16" for name in ("q_ptr", "k_ptr", "v_ptr", "q_weight_ptr", "k_weight_ptr", "cos_ptr", "sin_ptr")}
+    qk.update(slots_ptr="*i64", q_out_ptr="*bf16", k_cache_ptr="*bf16", v_cache_ptr="*bf16", q_stride="i32",
+              q_head_stride="i32", k_stride="i32", v_stride="i32", H="i32", KVH="i32", D="i32", eps="fp32",
+              offset="fp32")
+    turn = ptx(fused_qk_rope.qk_rope_store_kernel, qk, {"NORM": True, "CENTRED": True, "ROT": 64, "BD": 256},
+               num_warps=4)
+    tail = {"x_ptr": "*bf16", "routed_ptr": "*bf16", "gate_ptr": "*bf16", "shared_ptr": "*bf16", "out_ptr": "*bf16",
+            "D": "i32"}
+    tail_ptx = ptx(moe_tail_triton.gated_residual_sum_kernel, tail, {"BLOCK": 1024}, num_warps=4,
+                   enable_fp_fusion=False)
+    assert all(code.count(".entry") == 1 for code in (norm, add_norm, turn, tail_ptx))
+    assert "div.rn.f32" in tail_ptx and "div.full" not in tail_ptx
+
+
+def test_the_kernels_compile_for_cuda():
+    """No GPU needed: what the interpreter does not check (types, libdevice's exp) compiles (compile_for_sm90)."""
+    import os
+    import subprocess
+
+    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    script = "from tests.model.test_hybrid_step_kernels import compile_for_sm90; compile_for_sm90()"
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
