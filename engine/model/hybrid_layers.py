@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.model import centred_norm_kernels, deltanet_step_kernels
+from engine.model import centred_norm_kernels, deltanet_step_kernels, gate_kernels
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, PaddedDecodeMetadata
 from engine.model.delta_rule_kernels import kernels_for
@@ -233,7 +233,10 @@ class GatedAttention(Attention):
                 and not (torch.is_grad_enabled() and any(norm.weight.requires_grad for norm in norms)))
 
     def gated_output(self, out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        """out [T, H, hd] of the attention, gate [T, H, hd] -> o_proj(out * sigmoid(gate)) [T, D]."""
         T = out.shape[0]
+        if gate_kernels.applies(out) and out.is_contiguous():
+            return self.o_proj(gate_kernels.sigmoid_gate(out, gate).view(T, -1))
         return self.o_proj(out.reshape(T, -1) * torch.sigmoid(gate.reshape(T, -1)))
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata, cache: HybridCache):

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.model import gate_kernels
 from engine.model.args import ModelArgs
 from engine.model.layers import DenseMLP
 from engine.model.moe_tail_kernels import GatedShared
@@ -26,7 +27,11 @@ class GatedSharedExpert(nn.Module):
     def unscaled(self, x: torch.Tensor) -> GatedShared:
         """x [T, D] -> the gate logit [T, 1] and the expert's output [T, D], for a kernel that scales and adds them
         (engine.model.moe_tail_kernels)."""
-        return GatedShared(self.shared_expert_gate(x), self.shared_expert(x))
+        mlp = self.shared_expert
+        if gate_kernels.applies(x):
+            return GatedShared(self.shared_expert_gate(x), mlp.down_proj(gate_kernels.silu_mul(mlp.gate_proj(x),
+                                                                                            mlp.up_proj(x))))
+        return GatedShared(self.shared_expert_gate(x), mlp(x))
 
 
 class UngatedSharedExperts(nn.Module):

@@ -1,5 +1,5 @@
-"""The hybrids' norm, q/k and MoE-tail kernels (engine.model.centred_norm_kernels, fused_qk_rope's centred mode,
-engine.model.moe_tail_kernels) on CUDA:
+"""The hybrids' norm, q/k, gate and MoE-tail kernels (engine.model.centred_norm_kernels, fused_qk_rope's centred
+mode, engine.model.gate_kernels, engine.model.moe_tail_kernels) on CUDA:
 `pytest -m gpu tests/gpu/test_hybrid_step_gpu.py`. Fails (not skips) without a GPU: against the torch ops they
 replace in bf16 at the tiny model's and qwen3.5-35b-a3b's widths, a row's bits alone equal to its bits in a batch,
 a CUDA graph's replay equal to eager, and the engine's greedy tokens on a tiny fp32 qwen3_5_moe equal to the torch
@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
-from engine.model import centred_norm_kernels, moe_tail_kernels
+from engine.model import centred_norm_kernels, gate_kernels, moe_tail_kernels
 from engine.model.attention import KVCache
 from engine.model.layers import RotaryEmbedding
 from tests.model.test_hybrid import LONG_PROMPT
@@ -40,6 +40,20 @@ def compiled(monkeypatch):
 def on(monkeypatch, is_on: bool):
     monkeypatch.setattr(centred_norm_kernels, "applies", lambda x: is_on and x.is_cuda)
     monkeypatch.setattr(moe_tail_kernels, "applies", lambda x: is_on and x.is_cuda)
+    monkeypatch.setattr(gate_kernels, "applies", lambda x: is_on and x.is_cuda)
+
+
+def test_the_gate_kernels_give_the_torch_ops_bits(compiled):
+    """silu(gate) * up at qwen3.5-35b-a3b's shared expert width, out * sigmoid(gate) at its attention heads (the gate
+    strided beside q) in bf16: torch's roundings, expf and divisions."""
+    generator = torch.Generator(device="cuda").manual_seed(1)
+    gate, up = ((torch.randn(8, 512, generator=generator, device="cuda") * 3).bfloat16() for _ in range(2))
+    assert torch.equal(gate_kernels.silu_mul(gate, up), torch.nn.functional.silu(gate) * up)
+    out = torch.randn(8, 16, 256, generator=generator, device="cuda").bfloat16()
+    q_and_gate = (torch.randn(8, 16, 512, generator=generator, device="cuda") * 3).bfloat16()
+    attention_gate = q_and_gate[..., 256:]
+    expected = (out.reshape(8, -1) * torch.sigmoid(attention_gate.reshape(8, -1))).view(8, 16, 256)
+    assert torch.equal(gate_kernels.sigmoid_gate(out, attention_gate), expected)
 
 
 def test_the_moe_tail_kernel_gives_the_torch_ops_bits(compiled):

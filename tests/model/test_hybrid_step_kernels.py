@@ -15,7 +15,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
-from engine.model import centred_norm_kernels, deltanet_step_kernels, moe_tail_kernels
+from engine.model import centred_norm_kernels, deltanet_step_kernels, gate_kernels, moe_tail_kernels
 from engine.model.attention import KVCache
 from engine.model.config_file import read_args
 from engine.model.hybrid_layers import GatedAttention, ZeroCenteredRMSNorm
@@ -24,8 +24,8 @@ from tests.model.test_deltanet_step_kernels import NO_KERNEL, round_to_nearest_e
 
 pytest.importorskip("triton")
 KERNEL_MODULES = ("engine.model.centred_norm_triton", "engine.model.fused_qk_rope", "engine.model.moe_tail_triton",
-                  "engine.model.deltanet_step_triton")
-BUILT = (centred_norm_kernels._built, moe_tail_kernels._built, deltanet_step_kernels._built)
+                  "engine.model.gate_triton", "engine.model.deltanet_step_triton")
+BUILT = (centred_norm_kernels._built, moe_tail_kernels._built, gate_kernels._built, deltanet_step_kernels._built)
 TOLERANCE = {torch.float32: {"atol": 1e-6, "rtol": 1e-5}, torch.bfloat16: {"atol": 1e-2, "rtol": 2**-7}}
 
 
@@ -46,6 +46,7 @@ def fused(monkeypatch, on: bool):
     """The hybrid step's kernels on or off; the DeltaNet's fused step on in both (as on CUDA)."""
     monkeypatch.setattr(centred_norm_kernels, "applies", lambda x: on)
     monkeypatch.setattr(moe_tail_kernels, "applies", lambda x: on)
+    monkeypatch.setattr(gate_kernels, "applies", lambda x: on)
     monkeypatch.setattr(deltanet_step_kernels, "applies", lambda x: True)
 
 
@@ -86,6 +87,19 @@ def test_the_moe_tail_as_the_torch_ops(interpreted, dtype):
     expected = x + (routed + torch.sigmoid(gate) * shared)
     assert got is out
     torch.testing.assert_close(got, expected, **TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_gates_as_the_torch_ops(interpreted, dtype):
+    generator = torch.Generator().manual_seed(3)
+    gate, up = ((torch.randn(3, 1500, generator=generator) * 3).to(dtype) for _ in range(2))
+    torch.testing.assert_close(gate_kernels.silu_mul(gate, up), torch.nn.functional.silu(gate) * up,
+                               **TOLERANCE[dtype])
+    x = torch.randn(3, 4, 48, generator=generator).to(dtype)
+    q_and_gate = (torch.randn(3, 4, 96, generator=generator) * 3).to(dtype)
+    gate = q_and_gate[..., 48:]  # strided: q_proj's output holds q and the gate per head
+    expected = (x.reshape(3, -1) * torch.sigmoid(gate.reshape(3, -1))).view(3, 4, 48)
+    torch.testing.assert_close(gate_kernels.sigmoid_gate(x, gate), expected, **TOLERANCE[dtype])
 
 
 def gated_attention(folder, dtype, one_added: bool):
@@ -236,9 +250,11 @@ def test_a_decode_step_runs_fewer_ops_per_layer(interpreted, monkeypatch, tiny_m
         assert launches["triton:qk_rope_store_kernel"] == (kind == "full_attention"), kind
         assert launches["triton:gated_residual_sum_kernel"] == 1, kind
         assert not {"pow", "mean", "rsqrt", "type_as", "cat", "neg", "index_copy_"} & set(fused_ops), kind
-        assert fused_ops.count("sigmoid") == (kind == "full_attention")  # the attention's output gate
+        assert launches["triton:silu_mul_kernel"] == 1, kind
+        assert launches["triton:sigmoid_gate_kernel"] == (kind == "full_attention"), kind
+        assert "sigmoid" not in fused_ops, kind
     assert {kind: (len(torch_ops), len(fused_ops)) for kind, (torch_ops, fused_ops) in by_kind.items()} == {
-        "linear_attention": (76, 54), "full_attention": (113, 58)}
+        "linear_attention": (76, 53), "full_attention": (113, 54)}
 
 
 @pytest.mark.parametrize("model_type, decode", [("qwen3_5_moe", "static"), ("qwen3_next", "dynamic")])
@@ -270,7 +286,7 @@ def compile_for_sm90() -> None:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from engine.model import centred_norm_triton, fused_qk_rope, moe_tail_triton
+    from engine.model import centred_norm_triton, fused_qk_rope, gate_triton, moe_tail_triton
 
     def ptx(fn, signature: dict, constexprs: dict, **options) -> str:
         signature = dict(signature, **{name: "constexpr" for name in constexprs})
@@ -294,8 +310,13 @@ def compile_for_sm90() -> None:
             "D": "i32"}
     tail_ptx = ptx(moe_tail_triton.gated_residual_sum_kernel, tail, {"BLOCK": 1024}, num_warps=4,
                    enable_fp_fusion=False)
-    assert all(code.count(".entry") == 1 for code in (norm, add_norm, turn, tail_ptx))
-    assert "div.rn.f32" in tail_ptx and "div.full" not in tail_ptx
+    silu_rows = {"gate_ptr": "*bf16", "up_ptr": "*bf16", "out_ptr": "*bf16", "width": "i32"}
+    silu = ptx(gate_triton.silu_mul_kernel, silu_rows, {"BLOCK": 1024}, num_warps=4, enable_fp_fusion=False)
+    sigmoid = ptx(gate_triton.sigmoid_gate_kernel, {"x_ptr": "*bf16", "gate_ptr": "*bf16", "out_ptr": "*bf16",
+                                                    "gate_row_stride": "i32", "gate_head_stride": "i32"},
+                  {"HEAD": 256, "BLOCK": 256}, num_warps=4, enable_fp_fusion=False)
+    assert all(code.count(".entry") == 1 for code in (norm, add_norm, turn, tail_ptx, silu, sigmoid))
+    assert all("div.rn.f32" in code and "div.full" not in code for code in (tail_ptx, silu, sigmoid))
 
 
 def test_the_kernels_compile_for_cuda():
