@@ -14,10 +14,10 @@ from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, KVCache
 from engine.model.layers import DenseMLP, RMSNorm
 from engine.model.mla_attention import MlaAttention
+from engine.model.moe_tail_kernels import GatedShared
 from engine.model.mrope import mrope_cos_sin
 from engine.model.rope_layouts import ROTARY_EMBEDDINGS
 from engine.model.routers import build_router
-from engine.model.moe_tail_kernels import GatedShared
 from engine.model.shared_experts import GatedSharedExpert, build_shared_experts
 
 if TYPE_CHECKING:
