@@ -70,18 +70,20 @@ class HybridDecoderLayer(nn.Module):
         return run(h, meta, cache) if self.is_linear else run(h, rope, meta, cache)
 
     def forward(self, x, rope, meta: AttentionMetadata, cache: HybridCache, context: MoeContext):
-        x = x + self.mix(self.input_layernorm(x), rope, meta, cache, padded=False)
-        h = self.post_attention_layernorm(x)
-        return x + (self.mlp(h, context) if self.is_moe else self.mlp(h))
+        x, h = self.post_attention_layernorm.add_forward(x, self.mix(self.input_layernorm(x), rope, meta, cache,
+                                                                     padded=False))
+        if not self.is_moe:
+            return x + self.mlp(h)
+        return self.finish((x, h, *self.mlp.route(h, context, unscaled_shared=True)), context)
 
     def dense_part(self, x, rope, meta: PaddedDecodeMetadata, cache: HybridCache, context: MoeContext):
         """A padded decode step's layer up to its routed experts (engine.model.transformer.DecoderLayer.dense_part):
         -> (x after the token mixer, normed h, ids, weights, shared) or the layer's output."""
-        x = x + self.mix(self.input_layernorm(x), rope, meta, cache, padded=True)
-        h = self.post_attention_layernorm(x)
+        x, h = self.post_attention_layernorm.add_forward(x, self.mix(self.input_layernorm(x), rope, meta, cache,
+                                                                     padded=True))
         if not self.is_moe:
             return x + self.mlp(h)
-        return (x, h, *self.mlp.route(h, context))
+        return (x, h, *self.mlp.route(h, context, unscaled_shared=True))
 
     finish = DecoderLayer.finish
 

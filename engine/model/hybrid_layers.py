@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.model import deltanet_step_kernels
+from engine.model import centred_norm_kernels, deltanet_step_kernels, gate_kernels
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, PaddedDecodeMetadata
 from engine.model.delta_rule_kernels import kernels_for
@@ -30,9 +30,23 @@ class ZeroCenteredRMSNorm(nn.Module):
         self.keeps_fp32 = one_added  # engine.model.fp32_parameters
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.is_fusable(x):
+            return centred_norm_kernels.centred_rms_norm(x, self.weight, self.eps, self.offset)
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
         return (h * (self.offset + self.weight.float())).type_as(x)
+
+    def add_forward(self, x: torch.Tensor, delta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A residual add and this norm of the sum -> (x + delta, norm(x + delta)); one kernel on CUDA."""
+        if self.is_fusable(x) and delta.is_contiguous() and delta.dtype == x.dtype and delta.shape == x.shape:
+            return centred_norm_kernels.add_centred_rms_norm(x, delta, self.weight, self.eps, self.offset)
+        x = x + delta
+        return x, self(x)
+
+    def is_fusable(self, x: torch.Tensor) -> bool:
+        """The kernels have no backward: training (grad enabled) keeps the torch ops."""
+        return (centred_norm_kernels.applies(x) and x.is_contiguous()
+                and not (torch.is_grad_enabled() and (self.weight.requires_grad or x.requires_grad)))
 
 
 def centred_norm(args: ModelArgs, size: int) -> ZeroCenteredRMSNorm:
@@ -186,27 +200,51 @@ class GatedAttention(Attention):
         self.q_norm = centred_norm(args, self.head_dim)
         self.k_norm = centred_norm(args, self.head_dim)
 
-    def gated_project(self, x, rope: tuple[torch.Tensor, torch.Tensor]):
-        """x [T, D] -> q [T, H, hd], gate [T, H, hd], k, v [T, KVH, hd] (q, k normed and turned)."""
+    def gated_turn_and_store(self, x, rope: tuple[torch.Tensor, torch.Tensor], slots: torch.Tensor,
+                             cache: HybridCache):
+        """x [T, D] -> q [T, H, hd] normed and turned, gate [T, H, hd]; k (normed, turned) and v written at slots [T].
+        Where centred_norm_kernels applies, after the projections one kernel (engine.model.fused_qk_rope)."""
         T = x.shape[0]
-        q, k, v = (t.contiguous() for t in self.project_qkv(x))
+        q, k, v = self.project_qkv(x)
+        if self.is_fused_step(x, rope):
+            from engine.model.fused_qk_rope import fused_qk_rope_store
+
+            q, gate = q.view(T, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)  # views: q's heads at 2 hd
+            k, v = k.view(T, self.num_kv_heads, self.head_dim), v.view(T, self.num_kv_heads, self.head_dim)
+            q = fused_qk_rope_store(q, k, v, self.q_norm.weight, self.k_norm.weight, self.q_norm.eps, *rope, slots,
+                                    cache.k[self.layer], cache.v[self.layer], centred_offset=self.q_norm.offset)
+            return q, gate
+        q, k, v = (t.contiguous() for t in (q, k, v))
         q, gate = q.view(T, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
         k = k.view(T, self.num_kv_heads, self.head_dim)
         v = v.view(T, self.num_kv_heads, self.head_dim)
-        return apply_rope(self.q_norm(q), *rope), gate, apply_rope(self.k_norm(k), *rope), v
+        cache.store(self.layer, slots, apply_rope(self.k_norm(k), *rope), v)
+        return apply_rope(self.q_norm(q), *rope), gate
+
+    def is_fused_step(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> bool:
+        """Whether the one kernel computes what the torch ops compute here: the norms alike, one cos/sin row per
+        token in x's dtype, no gradients."""
+        cos, sin = rope
+        norms = (self.q_norm, self.k_norm)
+        return (centred_norm_kernels.applies(x) and cos.dim() == 2 and cos.shape == sin.shape
+                and cos.shape[0] == x.shape[0] and cos.shape[1] % 2 == 0 and cos.shape[1] <= self.head_dim
+                and cos.dtype == sin.dtype == x.dtype and self.q_norm.offset == self.k_norm.offset
+                and self.q_norm.eps == self.k_norm.eps
+                and not (torch.is_grad_enabled() and any(norm.weight.requires_grad for norm in norms)))
 
     def gated_output(self, out: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
+        """out [T, H, hd] of the attention, gate [T, H, hd] -> o_proj(out * sigmoid(gate)) [T, D]."""
         T = out.shape[0]
+        if gate_kernels.applies(out) and out.is_contiguous():
+            return self.o_proj(gate_kernels.sigmoid_gate(out, gate).view(T, -1))
         return self.o_proj(out.reshape(T, -1) * torch.sigmoid(gate.reshape(T, -1)))
 
     def forward(self, x, rope: tuple[torch.Tensor, torch.Tensor], meta: AttentionMetadata, cache: HybridCache):
-        q, gate, k, v = self.gated_project(x, rope)
-        cache.store(self.layer, meta.slot_mapping, k, v)
+        q, gate = self.gated_turn_and_store(x, rope, meta.slot_mapping, cache)
         return self.gated_output(self.attend_spans(q, meta, cache), gate)  # attention [T, H, hd]
 
     def forward_padded(self, x, rope, meta: PaddedDecodeMetadata, cache: HybridCache) -> torch.Tensor:
-        q, gate, k, v = self.gated_project(x, rope)
-        cache.store(self.layer, meta.slot_mapping, k, v)
+        q, gate = self.gated_turn_and_store(x, rope, meta.slot_mapping, cache)
         return self.gated_output(self.attend_padded(q, meta, cache), gate)
 
 

@@ -7,8 +7,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.model import gate_kernels
 from engine.model.args import ModelArgs
 from engine.model.layers import DenseMLP
+from engine.model.moe_tail_kernels import GatedShared
 
 
 class GatedSharedExpert(nn.Module):
@@ -21,6 +23,15 @@ class GatedSharedExpert(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.sigmoid(self.shared_expert_gate(x)) * self.shared_expert(x)
+
+    def unscaled(self, x: torch.Tensor) -> GatedShared:
+        """x [T, D] -> the gate logit [T, 1] and the expert's output [T, D], for a kernel that scales and adds them
+        (engine.model.moe_tail_kernels)."""
+        mlp = self.shared_expert
+        if gate_kernels.applies(x):
+            return GatedShared(self.shared_expert_gate(x), mlp.down_proj(gate_kernels.silu_mul(mlp.gate_proj(x),
+                                                                                            mlp.up_proj(x))))
+        return GatedShared(self.shared_expert_gate(x), mlp(x))
 
 
 class UngatedSharedExperts(nn.Module):

@@ -9,14 +9,16 @@ from typing import TYPE_CHECKING, Callable
 import torch
 from torch import nn
 
+from engine.model import moe_tail_kernels
 from engine.model.args import ModelArgs
 from engine.model.attention import Attention, AttentionMetadata, KVCache
 from engine.model.layers import DenseMLP, RMSNorm
 from engine.model.mla_attention import MlaAttention
+from engine.model.moe_tail_kernels import GatedShared
 from engine.model.mrope import mrope_cos_sin
 from engine.model.rope_layouts import ROTARY_EMBEDDINGS
 from engine.model.routers import build_router
-from engine.model.shared_experts import build_shared_experts
+from engine.model.shared_experts import GatedSharedExpert, build_shared_experts
 
 if TYPE_CHECKING:
     from engine.experts.provider import ExpertForward
@@ -45,18 +47,28 @@ class MoeBlock(nn.Module):
         self.gate, self.router = build_router(args)
         self.shared = build_shared_experts(args)
 
-    def route(self, x: torch.Tensor, context: MoeContext):
-        """x [T, D] -> (ids [T, K], weights [T, K], shared experts' output or None). No host sync: graphable."""
+    def route(self, x: torch.Tensor, context: MoeContext, unscaled_shared: bool = False):
+        """x [T, D] -> (ids [T, K], weights [T, K], shared experts' output or None). No host sync: graphable.
+        unscaled_shared: a gated shared expert's output as GatedShared where moe_tail_kernels applies (the layer's
+        finish scales and adds it in one kernel)."""
         logits = self.gate(x)  # [T, E]
         ids = context.override(self.layer) if context.override is not None else None  # trace-driven: ids only
         ids, weights = self.router.select(logits, ids)
-        return ids, weights, self.shared(x) if self.shared is not None else None
+        if self.shared is None:
+            return ids, weights, None
+        if unscaled_shared and isinstance(self.shared, GatedSharedExpert) and moe_tail_kernels.applies(x):
+            return ids, weights, self.shared.unscaled(x)
+        return ids, weights, self.shared(x)
+
+    def routed(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, context: MoeContext) -> torch.Tensor:
+        """The routed experts alone, through the context's provider (where paging happens)."""
+        if context.observer is not None:
+            context.observer(self.layer, ids)
+        return context.experts.forward(self.layer, x, ids, weights)
 
     def experts(self, x, ids, weights, shared, context: MoeContext) -> torch.Tensor:
         """The routed experts through the context's provider (where paging happens), plus the shared experts."""
-        if context.observer is not None:
-            context.observer(self.layer, ids)
-        out = context.experts.forward(self.layer, x, ids, weights)
+        out = self.routed(x, ids, weights, context)
         return out if shared is None else out + shared
 
     def forward(self, x: torch.Tensor, context: MoeContext) -> torch.Tensor:
@@ -94,6 +106,8 @@ class DecoderLayer(nn.Module):
         """A MoE layer's dense_part output -> the layer's output (into out if given), its routed experts through
         the context's provider."""
         x, h, ids, weights, shared = parts
+        if isinstance(shared, GatedShared):  # route(unscaled_shared=True): one kernel scales and adds
+            return moe_tail_kernels.gated_residual_sum(x, self.mlp.routed(h, ids, weights, context), shared, out)
         return torch.add(x, self.mlp.experts(h, ids, weights, shared, context), out=out)
 
 
