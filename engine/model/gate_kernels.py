@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.system.triton_support import fused_step
+from engine.system.triton_support import hybrid_step_kernels
 
 BLOCK = 1024
 NO_FUSION = {"enable_fp_fusion": False}
@@ -21,9 +21,10 @@ _built: dict = {}
 
 
 def applies(x: torch.Tensor) -> bool:
-    """Whether the hybrid layers' gates on x's device run the kernels: on CUDA wherever Triton is installed; the CPU
-    keeps the torch ops (tests run the kernels there under Triton's interpreter)."""
-    return x.is_cuda and fused_step()
+    """Whether the hybrid layers' gates on x's device run the kernels: on CUDA where
+    engine.system.triton_support.hybrid_step_kernels() (off until a GPU run has checked them); the CPU keeps the
+    torch ops (tests run the kernels there under Triton's interpreter)."""
+    return x.is_cuda and hybrid_step_kernels()
 
 
 def _kernels():
