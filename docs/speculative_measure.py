@@ -1,9 +1,11 @@
 """CPU seconds (process time, one torch thread: robust to other processes on the machine) per generated token of
-the bundled demo, --speculative off vs ngram, on the code workload's prompts and a code-editing prompt. Each
-repeat loads fresh engines, so ngram's cache across requests starts empty: within a repeat the workload's earlier
-requests fill it (as a user's session would), and no repeat drafts from an earlier repeat's replies.
-From the repository root: python docs/speculative_measure.py [REPEATS] [WORKLOAD-SETTING,...] [GATHER-ENTRIES]
-(GATHER-ENTRIES: an experiment, steps of more expert entries than this take the per-expert path)."""
+the bundled demo, --speculative off vs each of MODES (default ngram; the demo's draft layer makes mtp and auto
+meaningful too), on the code workload's prompts and a code-editing prompt. Each repeat loads fresh engines, so
+ngram's cache across requests starts empty: within a repeat the workload's earlier requests fill it (as a user's
+session would), and no repeat drafts from an earlier repeat's replies.
+From the repository root: python docs/speculative_measure.py [REPEATS] [WORKLOAD-SETTING,...|all] [MODES]
+[GATHER-ENTRIES]  (MODES: comma-separated, e.g. ngram,mtp,auto; GATHER-ENTRIES: an experiment, steps of more expert
+entries than this take the per-expert path)."""
 import json, statistics, sys, time
 import torch
 torch.set_num_threads(1)
@@ -16,7 +18,8 @@ workloads = {"code": code, "edit": [edit]}
 settings = {"greedy": SamplingParams(max_tokens=128, ignore_eos=True),
             "T0.8": SamplingParams(max_tokens=128, ignore_eos=True, temperature=0.8, seed=0)}
 repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-only = sys.argv[2].split(",") if len(sys.argv) > 2 else None
+only = sys.argv[2].split(",") if len(sys.argv) > 2 and sys.argv[2] != "all" else None
+modes = sys.argv[3].split(",") if len(sys.argv) > 3 else ["ngram"]
 
 def run(engine, prompts, sampling):
     tokens, seconds, ids, proposed, accepted = 0, 0.0, [], 0, 0
@@ -28,25 +31,28 @@ def run(engine, prompts, sampling):
         ids.append(r.token_ids); proposed += r.stats.spec_proposed; accepted += r.stats.spec_accepted
     return tokens / seconds, ids, proposed, accepted
 
-if len(sys.argv) > 3:  # an experiment: steps of more than this many expert entries take the per-expert path
+if len(sys.argv) > 4:  # an experiment: steps of more than this many expert entries take the per-expert path
     from engine.experts.routing import dispatch
 def fresh_engine(mode):
     engine = Engine(EngineOptions(device="cpu", speculative=mode))
-    if len(sys.argv) > 3:
-        dispatch.GATHER_LIMIT_BYTES = int(sys.argv[3]) * engine.info.plan.expert_bytes
+    if len(sys.argv) > 4:
+        dispatch.GATHER_LIMIT_BYTES = int(sys.argv[4]) * engine.info.plan.expert_bytes
     return engine
 
 for (name, prompts), (setting, sampling) in [(w, s) for w in workloads.items() for s in settings.items()]:
     if only and f"{name}-{setting}" not in only: continue
-    rates, counts, same = {"off": [], "ngram": []}, [], True
+    rates = {mode: [] for mode in ["off", *modes]}
+    counts, same = {mode: [] for mode in modes}, {mode: True for mode in modes}
     for _ in range(repeats):
-        for mode in ("off", "ngram"):
+        for mode in rates:  # interleaved
             with fresh_engine(mode) as engine:  # an empty n-gram cache
                 rate, ids, proposed, accepted = run(engine, prompts, sampling)
             rates[mode].append(rate)
             if mode == "off": plain = ids
-            else: same = same and ids == plain; counts.append(f"{accepted}/{proposed}")
-    off, on = statistics.median(rates["off"]), statistics.median(rates["ngram"])
-    print(f"{name} {setting}: off {off:.1f} tok/cpu-s, ngram {on:.1f} tok/cpu-s, x{on/off:.2f}; drafts accepted/"
-          f"proposed per repeat {counts}; ids identical: {same}; "
-          f"runs off {[round(r,1) for r in rates['off']]} ngram {[round(r,1) for r in rates['ngram']]}", flush=True)
+            else: same[mode] = same[mode] and ids == plain; counts[mode].append(f"{accepted}/{proposed}")
+    off = statistics.median(rates["off"])
+    print(f"{name} {setting}: off {off:.1f} tok/cpu-s {[round(r, 1) for r in rates['off']]}", flush=True)
+    for mode in modes:
+        on = statistics.median(rates[mode])
+        print(f"  {mode} {on:.1f} tok/cpu-s, x{on/off:.2f}; drafts accepted/proposed per repeat {counts[mode]}; "
+              f"ids identical: {same[mode]}; runs {[round(r, 1) for r in rates[mode]]}", flush=True)

@@ -13,7 +13,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-MTP_TYPES = ("qwen3_next", "qwen3_5_moe", "glm4_moe", "deepseek_v3")
+MTP_TYPES = ("qwen3_next", "qwen3_5_moe", "qwen3_moe", "glm4_moe", "deepseek_v3")
+QWEN_LAYOUT = ("qwen3_next", "qwen3_5_moe", "qwen3_moe")  # mtp.*; the others: model.layers.{N}. (nextn)
+CENTRED_NORMS = ("qwen3_next", "qwen3_5_moe")  # their norms' weights hold w - 1
 ZEROED = ("o_proj.weight", "out_proj.weight", "down_proj.weight")  # what a layer adds to the residual stream
 
 
@@ -30,24 +32,24 @@ def draft_tensors(tensors: dict, model_type: str, copying: bool, generator: torc
     final_norm = next(t for name, t in tensors.items() if name.endswith("model.norm.weight") or
                       name.endswith("language_model.norm.weight"))
     D = embed.shape[1]
-    hybrid = model_type in ("qwen3_next", "qwen3_5_moe")
-    target = "mtp.layers.0." if hybrid else f"model.layers.{count}."
+    qwen, centred = model_type in QWEN_LAYOUT, model_type in CENTRED_NORMS
+    target = "mtp.layers.0." if qwen else f"model.layers.{count}."
 
     def random_like(tensor):
         return torch.randn(tensor.shape, generator=generator) * (0.1 if tensor.dim() == 1 else 0.15)
 
     added = {target + name[len(source):]: random_like(t) for name, t in tensors.items() if name.startswith(source)}
-    if not hybrid:  # noaux_tc's correction bias, as the model's
+    if not qwen:  # noaux_tc's correction bias, as the model's
         added.update({target + name[len(source):]: t.clone() for name, t in tensors.items()
                       if name.startswith(source) and name.endswith("e_score_correction_bias")})
     proj = torch.randn(D, 2 * D, generator=generator) * 0.15
-    unit = torch.zeros(D) if hybrid else torch.ones(D)  # a centred norm's weight of 0 scales by 1
-    norms = [random_like(final_norm) + (0 if hybrid else 1) for _ in range(3)]
+    unit = torch.zeros(D) if centred else torch.ones(D)  # a centred norm's weight of 0 scales by 1
+    norms = [random_like(final_norm) + (0 if centred else 1) for _ in range(3)]
     if copying:
         proj = torch.cat([torch.eye(D), torch.zeros(D, D)], dim=1)
         norms = [unit, unit.clone(), final_norm.clone()]
         added = {name: (t.zero_() if name.endswith(ZEROED) else t) for name, t in added.items()}
-    if hybrid:
+    if qwen:
         added.update({"mtp.pre_fc_norm_embedding.weight": norms[0], "mtp.pre_fc_norm_hidden.weight": norms[1],
                       "mtp.fc.weight": proj, "mtp.norm.weight": norms[2]})
     else:
@@ -74,7 +76,7 @@ def write_mtp_model(tiny_folder: Path, folder: Path, model_type: str, copying: b
     config = json.loads(config_path.read_text())
     if model_type == "qwen3_5_moe":
         config["text_config"]["mtp_num_hidden_layers"] = 1
-    elif model_type == "qwen3_next":
+    elif model_type in QWEN_LAYOUT:
         config["mtp_num_hidden_layers"] = 1
     else:
         config["num_nextn_predict_layers"] = 1

@@ -144,6 +144,11 @@ class MoeLM(nn.Module):
         self.lm_head = nn.Linear(arch.hidden_size, arch.vocab_size, bias=False)
 
     def forward(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, list[RouterOutput]]:
+        hidden, routers = self.final_hidden(input_ids)
+        return self.lm_head(hidden), routers  # [B, S, V]
+
+    def final_hidden(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, list[RouterOutput]]:
+        """The last layer's output after the final norm [B, S, D] (what lm_head and a draft layer read)."""
         cos, sin = rope_cos_sin(self.arch, input_ids.shape[1], input_ids.device)
         x = self.embed_tokens(input_ids)  # [B, S, D]
         routers = []
@@ -153,7 +158,7 @@ class MoeLM(nn.Module):
             else:
                 x, router = layer(x, cos, sin)
             routers.append(router)
-        return self.lm_head(self.norm(x)), routers  # [B, S, V]
+        return self.norm(x), routers
 
 
 def init_weights(model: MoeLM, seed: int, std: float = 0.02) -> None:

@@ -82,3 +82,11 @@ PRESETS = {
         TrainSpec(seq_len=32, batch_size=4, max_steps=4, time_budget_s=60.0, warmup_steps=1,
                   eval_every=2, eval_batches=1)),
 }
+
+# Draft (MTP) layers trained on a frozen model (training.train_mtp): the demo's for a 2-core CPU in 18 minutes.
+MTP_PRESETS = {
+    "demo": TrainSpec(seq_len=256, batch_size=16, max_steps=100000, time_budget_s=1080.0, lr=1e-3, warmup_steps=20,
+                      weight_decay=0.0, aux_loss_coef=0.0, eval_every=100, eval_batches=4),
+    "toy": TrainSpec(seq_len=32, batch_size=4, max_steps=4, time_budget_s=60.0, warmup_steps=1, eval_every=2,
+                     eval_batches=1),
+}

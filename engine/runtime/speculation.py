@@ -4,6 +4,7 @@ the counters."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from engine.generation.speculative.draft_length import DraftLength
@@ -40,7 +41,10 @@ class Speculation:
         if self.replay is not None:
             return self.replay.drafts(self.vocab_size, num_drafts)
         if self.drafter is not None:
-            return self.drafter.propose(request_id, token_ids, num_drafts)
+            started = time.perf_counter()
+            drafts = self.drafter.propose(request_id, token_ids, num_drafts)
+            self.draft_length.observe_drafting(len(drafts), time.perf_counter() - started)
+            return drafts
         return self.indexes.setdefault(request_id, NgramIndex()).propose(token_ids, num_drafts, self.cache)
 
     def observe(self, num_proposed: int, num_accepted: int) -> None:

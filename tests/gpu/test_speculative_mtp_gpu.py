@@ -20,7 +20,8 @@ GREEDY = SamplingParams(max_tokens=32, ignore_eos=True)
 
 
 def run(folder, **options):
-    with Engine(EngineOptions(model=str(folder), device="cuda", decode="graphs", **options)) as engine:
+    model = None if folder is None else str(folder)  # None: the bundled demo
+    with Engine(EngineOptions(model=model, device="cuda", decode="graphs", **options)) as engine:
         results = [h.result() for h in engine.submit_batch([GenerateRequest(prompt=p, sampling=GREEDY)
                                                             for p in PROMPTS])]
     assert all(r.error is None for r in results), [r.error for r in results]
@@ -49,3 +50,12 @@ def test_mtp_drafting_is_lossless_on_cuda_in_every_expert_mode(tmp_path, model_t
             assert ids == plain_ids, mode
             if dtype == torch.float32:
                 assert logprobs == pytest.approx(plain_logprobs, abs=1e-4), mode
+
+
+def test_the_demos_draft_layer_is_lossless_on_cuda():
+    """The bundled demo's trained draft layer (bf16, resources/demo_model/mtp.safetensors) on CUDA graphs."""
+    assert torch.cuda.is_available(), "GPU tests need CUDA"
+    plain, _, _ = run(None)
+    drafted, proposed, accepted = run(None, speculative="mtp")
+    assert [ids for ids, _ in drafted] == [ids for ids, _ in plain]
+    assert proposed > 0 and accepted >= 0.2 * proposed

@@ -98,3 +98,16 @@ def test_re_measures_are_rare_where_drafts_do_not_pay():
     remeasures = choices.count(8) - 1  # the first is the start's measure
     assert 1 <= remeasures <= 2 + (4000 - 1024) // MAX_REMEASURE_AFTER + 4
     assert choices.count(0) >= 0.9 * len(choices)
+
+
+def test_drafting_time_counts_in_each_drafts_cost():
+    free, costly = DraftLength(8), DraftLength(8)
+    for rule in (free, costly):
+        timed(rule, base=1.0, per_position=0.05)
+        for _ in range(50):
+            rule.observe_drafts(4, 2)  # a = 2/3: drafts pay where one costs 0.05 of a step, not where 0.95
+    free.observe_drafting(1, 0.0)
+    for _ in range(20):
+        costly.observe_drafting(1, 0.9)
+    assert free.choose() >= 1
+    assert costly.choose() == 0

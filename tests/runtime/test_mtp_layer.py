@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from engine.api import Engine, EngineOptions
 from engine.model.attention import AttentionMetadata, SeqSpan
-from tests.mtp_checkpoints import MTP_TYPES, mtp_model_dir  # noqa: F401 - the fixture
+from tests.mtp_checkpoints import CENTRED_NORMS, MTP_TYPES, QWEN_LAYOUT, mtp_model_dir  # noqa: F401 - the fixture
 
 TOKENS = [5, 17, 3, 99, 42, 7, 7, 64, 8, 21, 13, 2]
 
@@ -51,7 +51,7 @@ def hf_decoder_layer(config, model_type: str, tensors: dict, prefix: str):
     config._attn_implementation = "eager"
     module = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
     name = {"qwen3_next": "Qwen3NextDecoderLayer", "qwen3_5_moe": "Qwen3_5MoeDecoderLayer",
-            "glm4_moe": "Glm4MoeDecoderLayer", "deepseek_v3": "DeepseekV3DecoderLayer"}[model_type]
+            "qwen3_moe": "Qwen3MoeDecoderLayer", "glm4_moe": "Glm4MoeDecoderLayer", "deepseek_v3": "DeepseekV3DecoderLayer"}[model_type]
     layer = getattr(module, name)(config, index).float().eval()
     state = {key[len(prefix):]: t for key, t in tensors.items() if key.startswith(prefix)}
     state = {key: t for key, t in state.items() if not key.startswith(("enorm", "hnorm", "eh_proj", "shared_head"))}
@@ -71,26 +71,27 @@ def reference_logits(folder, model_type: str) -> torch.Tensor:
     config, embed, rotary, lm_head, hidden = hf_parts(folder, model_type)
     (shard,) = folder.glob("*.safetensors")
     tensors = load_file(shard)
-    hybrid, eps, N = model_type in ("qwen3_next", "qwen3_5_moe"), config.rms_norm_eps, config.num_hidden_layers
-    prefix = "mtp." if hybrid else f"model.layers.{N}."
-    names = (["pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm"] if hybrid
+    qwen, centred = model_type in QWEN_LAYOUT, model_type in CENTRED_NORMS
+    eps, N = config.rms_norm_eps, config.num_hidden_layers
+    prefix = "mtp." if qwen else f"model.layers.{N}."
+    names = (["pre_fc_norm_embedding", "pre_fc_norm_hidden", "fc", "norm"] if qwen
              else ["enorm", "hnorm", "eh_proj", "shared_head.norm"])
     embed_norm, hidden_norm, proj, out_norm = (tensors[f"{prefix}{name}.weight"] for name in names)
     count = len(TOKENS) - 1
     positions = torch.arange(count)
     with torch.no_grad():
         embeds = embed(torch.tensor(TOKENS[1:]))  # [T, D]: the token after each position
-        if not hybrid:
+        if not qwen:
             embeds[positions == 0] = 0.0  # DeepSeek's MTP masks the embedding at position 0
-        inputs = [rms(embeds, embed_norm, eps, hybrid), rms(hidden[:count], hidden_norm, eps, hybrid)]
+        inputs = [rms(embeds, embed_norm, eps, centred), rms(hidden[:count], hidden_norm, eps, centred)]
         x = torch.cat(inputs, dim=-1) @ proj.T  # [T, D]
-        layer = hf_decoder_layer(config, model_type, tensors, prefix + "layers.0." if hybrid else prefix)
+        layer = hf_decoder_layer(config, model_type, tensors, prefix + "layers.0." if qwen else prefix)
         rope = rotary(x[None], positions[None])
         mask = torch.full((count, count), float("-inf")).triu(1)[None, None]
         x = layer(x[None], position_embeddings=rope, attention_mask=mask, position_ids=positions[None])
         x = x[0] if isinstance(x, tuple) else x
         head = tensors.get(f"{prefix}shared_head.head.weight", lm_head.weight)
-        return rms(x[0], out_norm, eps, hybrid) @ head.T
+        return rms(x[0], out_norm, eps, centred) @ head.T
 
 
 def wisp_logits(folder) -> torch.Tensor:

@@ -15,7 +15,10 @@ of one length cannot correct the slope the fit holds, so after REMEASURE_AFTER d
 forgotten and measured again as at the start (k alternating between max_tokens and 1): a slow step among the first
 ones (a loaded machine, a cold cache) does not decide for good. Each re-measure that still declines doubles the wait
 before the next, up to MAX_REMEASURE_AFTER, so where drafts do not pay the re-measures cost little. The misses of
-each verify step are counted too (SpecCounters) so that the cost can be read beside the acceptance."""
+each verify step are counted too (SpecCounters) so that the cost can be read beside the acceptance.
+Drafting itself costs time where a model computes the drafts (the MTP layer, one position at a time, and its
+catch-up over the accepted positions): the seconds per draft, decayed as the rest, add to each draft's cost beside
+d (prompt lookup's drafts cost next to nothing)."""
 
 from __future__ import annotations
 
@@ -68,6 +71,7 @@ class DraftLength:
         self.num_declined_in_row = 0  # since drafting last paid or the step times were last forgotten
         self.remeasure_after = REMEASURE_AFTER
         self.num_unmeasured = 0  # choices made before the step times spread
+        self.drafting_seconds, self.num_drafted = 0.0, 0.0  # decayed: the time drafting took, the drafts it made
 
     @property
     def acceptance(self) -> float:
@@ -81,6 +85,15 @@ class DraftLength:
     def observe_step(self, positions_per_seq: float, seconds: float) -> None:
         self.step_times.add(positions_per_seq, seconds)
 
+    def observe_drafting(self, num_drafts: int, seconds: float) -> None:
+        """One sequence's drafts took seconds to make."""
+        self.drafting_seconds = DECAY * self.drafting_seconds + seconds
+        self.num_drafted = DECAY * self.num_drafted + num_drafts
+
+    @property
+    def seconds_per_draft(self) -> float:
+        return self.drafting_seconds / self.num_drafted if self.num_drafted > 0 else 0.0
+
     def choose(self) -> int:
         """The number of drafts the next verify step checks for a sequence (0: decode it one token)."""
         line = self.step_times.line()
@@ -90,7 +103,8 @@ class DraftLength:
         intercept, per_position = line
         per_position = max(per_position, 0.0)
         base = max(intercept + per_position, 1e-9)  # t(1): a step of one position per sequence
-        rates = {k: expected_tokens(self.acceptance, k) / (base + k * per_position)
+        per_draft = per_position + self.seconds_per_draft
+        rates = {k: expected_tokens(self.acceptance, k) / (base + k * per_draft)
                  for k in range(1, self.max_tokens + 1)}
         best = max(rates, key=rates.get)
         if rates[best] > 1.0 / base:

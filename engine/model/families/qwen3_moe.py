@@ -1,11 +1,14 @@
 """Qwen3-MoE (model_type "qwen3_moe"; llama.cpp "qwen3moe"): per-head q/k RMSNorm, softmax router, optional
-top-k renormalisation (always on in llama.cpp's graph)."""
+top-k renormalisation (always on in llama.cpp's graph). The published checkpoints carry no draft layer; a fine-tune
+may add one in Qwen's `mtp.*` layout with `mtp_num_hidden_layers` in config.json (the bundled demo does, in its own
+mtp.safetensors), read only for --speculative mtp/auto."""
 
 from engine.model.args import ModelArgs, common_args, first_present, require
 from engine.model.attention_args import AttentionArgs
 from engine.model.families.family import Family, GgufFormat
 from engine.model.families.gguf_checks import renormalising_moe
 from engine.model.families.gguf_keys import GgufKeys, common_fields
+from engine.model.mtp_names import MTP
 from engine.model.router_args import RouterArgs
 from engine.model.weight_names import QWEN_STYLE
 
@@ -36,5 +39,6 @@ FAMILY = Family(
     weight_names=QWEN_STYLE,
     gguf=GgufFormat(arch=ARCH, read_metadata=read_gguf, check_convertible=renormalising_moe(ARCH, True)),
     examples=("Qwen3-30B-A3B", "Qwen3-Coder-30B-A3B"),
+    draft_layer=MTP,  # a fine-tune's multi-token-prediction layer, read for --speculative mtp/auto
     layers="GQA with per-head q/k norm; softmax router, renormalised top-k",
 )
