@@ -111,7 +111,7 @@ class ModelRunner:
         """Whether a step runs with static shapes (CUDA graphs on CUDA): a decode step, one row per position. A verify
         step's sequence takes one row for its last token and one per draft, each one position further into its
         context: every attention layer writes all rows' K and V before any row attends, so a draft's row sees the
-        rows before it, and each row computes the bits of a plain decode step at its position.
+        rows before it, and each row computes what a plain decode step at its position computes.
         Models with state layers (linear attention, Mamba, short conv: hybrids such as qwen3_next, qwen3_5_moe,
         nemotron_h, lfm2_moe) verify on the dynamic path: a sequence's rows there step its state one after another,
         where a padded row reads the state the step began with."""

@@ -7,6 +7,8 @@ too: the GEMMs of different row counts sum in other orders; on CUDA, tests/gpu/t
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from engine.api import Engine, EngineOptions, GenerateRequest
@@ -151,3 +153,22 @@ def test_hybrid_models_verify_on_the_dynamic_path(tiny_model_dir, monkeypatch):
     drafted, accepted = run(folder, reference_of(plain), speculative="ngram")
     assert_same(drafted, plain)
     assert accepted > 0 and paths.padded == 0 and paths.dynamic > 0
+
+
+def test_a_verify_step_that_captures_graphs_is_not_timed(tiny_model_dir, monkeypatch):
+    """A row count's first graphed step also captures its graphs; the draft length rule times only later ones. Here
+    every step reports a capture, so the rule's step times stay empty; with none, every verify step is timed."""
+    from engine.runtime.decode_graphs import DecodeGraphs
+
+    folder = tiny_model_dir("qwen3_moe")
+
+    def fitted_weight(captures) -> float:
+        monkeypatch.setattr(DecodeGraphs, "capture_totals", lambda graphs: (next(captures), 0.0))
+        with Engine(EngineOptions(model=str(folder), device="cpu", decode="static", speculative="ngram")) as engine:
+            engine._core.speculation.propose = lambda request_id, token_ids, room: [7] * min(room, 2)
+            result = engine.generate(requests(PROMPTS[:1], GREEDY)[0])
+            assert result.error is None and result.stats.spec_proposed > 0
+            return engine._core.speculation.draft_length.step_times.weight
+
+    assert fitted_weight(itertools.count()) == 0
+    assert fitted_weight(itertools.repeat(0)) > 0
