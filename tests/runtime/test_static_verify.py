@@ -172,3 +172,18 @@ def test_a_verify_step_that_captures_graphs_is_not_timed(tiny_model_dir, monkeyp
 
     assert fitted_weight(itertools.count()) == 0
     assert fitted_weight(itertools.repeat(0)) > 0
+
+
+@pytest.mark.parametrize("model_type", ["qwen3_moe", "deepseek_v3"])
+def test_static_verify_rows_have_the_decode_steps_bits_with_the_triton_kernels(tiny_model_dir, model_type,
+                                                                               monkeypatch):
+    """With CUDA's decode kernels (here under Triton's interpreter) and bf16, every verify step on the static path:
+    the token ids and logprobs are bitwise those of one-token steps."""
+    pytest.importorskip("triton", reason="the decode kernels need Triton")
+    folder = tiny_model_dir(model_type)
+    options = dict(dtype="bfloat16", attention="triton")
+    plain, _ = run(folder, **options)
+    paths = StepPaths(monkeypatch)
+    drafted, accepted = run(folder, reference_of(plain), speculative="ngram", **options)
+    assert drafted == plain
+    assert accepted > 0 and paths.padded > 0 and paths.dynamic == 0
