@@ -2,8 +2,8 @@
 its drafts are rows of the padded decode step, so with static decode on, drafting gives the token ids of
 decoding without drafts and their log-probabilities within 1e-4, alone and batched with different draft counts, in
 every expert mode; and such steps do not fall back to the dynamic path where the static one takes them. Models with
-state layers verify on the dynamic path. (On the CPU a row's bits depend on the batch's size, plain static decode's
-too: the GEMMs of different row counts sum in other orders; on CUDA, tests/gpu/test_speculative_gpu.py.)"""
+state layers verify on the dynamic path. (On the CPU in fp32 with SDPA attention a row's last bits depend on the
+batch's size, in plain static decode too; with the Triton decode kernels, in bf16, they do not: the last test.)"""
 
 from __future__ import annotations
 
