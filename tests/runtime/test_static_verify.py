@@ -187,3 +187,20 @@ def test_static_verify_rows_have_the_decode_steps_bits_with_the_triton_kernels(t
     drafted, accepted = run(folder, reference_of(plain), speculative="ngram", **options)
     assert drafted == plain
     assert accepted > 0 and paths.padded > 0 and paths.dynamic == 0
+
+
+def test_static_verify_steps_past_the_small_step_limit(tiny_model_dir, monkeypatch):
+    """A verify step with more (token, expert) entries than a small step holds (Qwen3-30B's 9 rows of 8 experts
+    past GATHER_MAX_ENTRIES 64) runs its experts the large step's way between the static dense parts."""
+    from engine.experts.routing import dispatch
+
+    folder = tiny_model_dir("qwen3_moe")
+    top_k = read_args(folder).num_experts_per_tok
+    plain, _ = run(folder)
+    monkeypatch.setattr(dispatch, "GATHER_MAX_ENTRIES", 2 * top_k)  # a step of 3 rows or more is large
+    paths = StepPaths(monkeypatch)
+    for options in (dict(), dict(experts="paged", expert_slots=2 * top_k)):
+        drafted, accepted = run(folder, reference_of(plain), speculative="ngram", **options)
+        assert_same(drafted, plain)
+        assert accepted > 0
+    assert paths.padded > 0 and paths.dynamic == 0
