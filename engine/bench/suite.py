@@ -33,6 +33,7 @@ from engine.bench.image_prompts import (TOWERS, BenchImageError, ImagePrompts, i
 from engine.bench.shapes import add_shape_options, shape_of
 from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
 from engine.bench.trace_router import TraceRouter
+from engine.bench.verify_warm_up import warm_verify_rows
 from engine.config import EngineOptions
 from engine.errors import BudgetError
 from engine.experts.pager.link_pace import LinkPace
@@ -189,6 +190,8 @@ def decode_once(engine, prompt: int, tokens: int, batch: int, seed: int, on_pref
 def measure(engine, provider, args, tokens: int) -> dict:
     prompts = prompts_of(args)
     decode_once(engine, args.prompt, 4, args.batch, seed=1000, prompts=prompts)  # warm-up
+    warm_verify_rows(engine, lambda tokens: decode_once(engine, args.prompt, tokens, args.batch, seed=1001,
+                                                         prompts=prompts), getattr(args, "draft_tokens", 8))
     prompts.take()
     runs = []
     for run in range(args.runs):
@@ -255,7 +258,8 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
     reset_peak(device)
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
     options = {"decode": getattr(args, "decode", "auto"), **options}  # an arm's own decode path (resident-dynamic) wins
-    engine_options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch, **options)
+    engine_options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch,
+                                   draft_tokens=getattr(args, "draft_tokens", 8), **options)  # sizes verify steps
     prompts = prompts_of(args)
     engine = assemble_engine(weights, prompts.tokenizer, engine_options, plan, device, args.max_len, provider=provider)
     prompts.attach(engine)

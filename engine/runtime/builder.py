@@ -194,7 +194,9 @@ def decode_path(options: EngineOptions, model, cache: KVCache, device: torch.dev
         return None
     if mode == "graphs" and device.type != "cuda":
         raise UnsupportedModelError("CUDA graphs need a CUDA device; use --decode static or dynamic on the CPU")
-    return DecodeGraphs(model, cache, max_model_len, use_graphs=mode == "graphs")
+    # a step's rows: its sequences, or one sequence's last token and its drafts (a verify step)
+    max_rows = max(options.max_num_seqs, 1 + options.draft_tokens)
+    return DecodeGraphs(model, cache, max_model_len, use_graphs=mode == "graphs", max_rows=max_rows)
 
 
 def attach_controller(engine: LLMEngine, sizes, request: PlanRequest, device: torch.device, num_layers: int) -> None:

@@ -208,10 +208,13 @@ class PaddedDecode:
 
 
 class DecodeGraphs:
-    """PaddedDecode per batch size, created on first use; dropped when the KV cache is reallocated."""
+    """PaddedDecode per batch size (rows), created on first use; dropped when the KV cache is reallocated. max_rows:
+    the most rows a step takes here (each size up to it holds [rows, max_len] buffers and its own graphs); a larger
+    step runs on the dynamic path."""
 
-    def __init__(self, model: MoeTransformer, cache: KVCache, max_len: int, use_graphs: bool):
+    def __init__(self, model: MoeTransformer, cache: KVCache, max_len: int, use_graphs: bool, max_rows: int = 8):
         self.model, self.cache, self.max_len, self.use_graphs = model, cache, max_len, use_graphs
+        self.max_rows = max_rows
         self.by_batch: dict[int, PaddedDecode] = {}
         self._dropped = (0, 0.0)  # captures and their seconds of the batch sizes' graphs dropped so far
         self.whole_options = WholeStepOptions()

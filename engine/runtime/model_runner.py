@@ -73,20 +73,24 @@ class ModelRunner:
 
     @torch.inference_mode()
     def run(self, seqs: list[Sequence], is_prefill: bool, ahead: torch.Tensor | None = None) -> torch.Tensor:
-        """-> fp32 logits [R, V] of each sequence's last position, and after it of each of its drafts (a decode step
-        with drafts runs eagerly: the static-shape path computes one position per sequence). ahead [B] (decode steps
-        with static shapes only): each sequence's next token as the previous step sampled it, still on the device:
-        this step computes it at the position after token_ids' last, whose KV block the caller has reserved."""
+        """-> fp32 logits [R, V] of each sequence's last position, and after it of each of its drafts. ahead [B]
+        (decode steps with static shapes only): each sequence's next token as the previous step sampled it, still
+        on the device: this step computes it at the position after token_ids' last, whose KV block the caller has
+        reserved."""
         self.lookahead = 0 if ahead is None else 1
         self.experts.begin_step(is_prefill)
         if self.step_hook is not None:
             self.step_hook(seqs, is_prefill)
         context = MoeContext(self.experts, self.routing_observer, self.routing_override)
-        if self.padded_decode is not None and not is_prefill and not any(seq.draft_ids for seq in seqs):
-            hidden = self.decode_padded(seqs, context, ahead)  # [B, D]
+        if self.takes_padded(seqs, is_prefill):
+            hidden = self.decode_padded(seqs, context, ahead)  # [R, D]
             if self.hidden_observer is not None:
-                for row, seq in enumerate(seqs):  # a copy: a graph's output buffer is rewritten by its next replay
-                    self.hidden_observer(seq, len(seq.token_ids) - 1 + self.lookahead, hidden[row : row + 1].clone())
+                row = 0
+                for seq in seqs:  # a copy: a graph's output buffer is rewritten by its next replay
+                    num_rows = 1 + len(seq.draft_ids)
+                    self.hidden_observer(seq, len(seq.token_ids) - 1 + self.lookahead,
+                                         hidden[row : row + num_rows].clone())
+                    row += num_rows
             return self.model.logits(hidden)
         if ahead is not None:
             raise ValueError("a step ahead of its sequences' tokens runs only as a decode step with static shapes")
@@ -103,15 +107,36 @@ class ModelRunner:
                 self.hidden_observer(seq, first, hidden[span.q_start : span.q_start + span.q_len])
         return self.model.logits(hidden[logit_rows])
 
+    def takes_padded(self, seqs: list[Sequence], is_prefill: bool) -> bool:
+        """Whether a step runs with static shapes (CUDA graphs on CUDA): a decode step, one row per position. A verify
+        step's sequence takes one row for its last token and one per draft, each one position further into its
+        context: every attention layer writes all rows' K and V before any row attends, so a draft's row sees the
+        rows before it, and each row computes what a plain decode step at its position computes.
+        Models with state layers (linear attention, Mamba, short conv: hybrids such as qwen3_next, qwen3_5_moe,
+        nemotron_h, lfm2_moe) verify on the dynamic path: a sequence's rows there step its state one after another,
+        where a padded row reads the state the step began with."""
+        if self.padded_decode is None or is_prefill:
+            return False
+        num_drafts = sum(len(seq.draft_ids) for seq in seqs)
+        if num_drafts == 0:
+            return True
+        return not self.model.args.is_hybrid and len(seqs) + num_drafts <= self.padded_decode.max_rows
+
     def decode_padded(self, seqs: list[Sequence], context: MoeContext, ahead: torch.Tensor | None = None
                       ) -> torch.Tensor:
+        """Rows in step order: each sequence's last token (or, ahead, the token after it), then its drafts."""
         max_len, block_size = self.padded_decode.max_len, self.block_manager.block_size
-        lengths = [len(seq.token_ids) + self.lookahead for seq in seqs]
-        kv_index = np.zeros((len(seqs), max_len), dtype=np.int64)
-        for row, (seq, length) in enumerate(zip(seqs, lengths)):
+        rows = [(seq, len(seq.token_ids) + self.lookahead + draft)
+                for seq in seqs for draft in range(1 + len(seq.draft_ids))]  # (sequence, context length)
+        kv_index = np.zeros((len(rows), max_len), dtype=np.int64)
+        for row, (seq, length) in enumerate(rows):
             kv_index[row, :length] = kv_slots(seq.block_table, length, block_size)
-        input_ids = [seq.token_ids[-1] for seq in seqs] if ahead is None else [0] * len(seqs)
+        if ahead is None:
+            input_ids = [token for seq in seqs for token in [seq.token_ids[-1], *seq.draft_ids]]
+        else:
+            input_ids = [0] * len(seqs)
         # after an image, M-RoPE's three position axes are equal at every decoded token: the rotary of one position
-        offsets = [rope_delta(seq) for seq in seqs]
-        return self.padded_decode.step(input_ids, lengths, kv_index, [seq.state_slot for seq in seqs], context,
-                                       device_ids=ahead, position_offsets=offsets if any(offsets) else None)
+        offsets = [rope_delta(seq) for seq, _ in rows]
+        return self.padded_decode.step(input_ids, [length for _, length in rows], kv_index,
+                                       [seq.state_slot for seq, _ in rows], context, device_ids=ahead,
+                                       position_offsets=offsets if any(offsets) else None)

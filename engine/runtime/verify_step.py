@@ -1,7 +1,9 @@
 """A decode step that verifies drafts (speculative decoding, engine thread): each sequence computes its last
 token's position and its drafts' in one model step; its emitted tokens are accepted one by one as a plain decode
 step's are, and what follows the last accepted position is dropped: the KV written there is overwritten by later
-steps (attention never reads past a sequence's length) and a linear-attention state is rolled back."""
+steps (attention never reads past a sequence's length) and a linear-attention state is rolled back. On models whose
+layers are all attention the step runs with static shapes (CUDA graphs), one row per position; models with state
+layers verify eagerly (ModelRunner.takes_padded)."""
 
 from __future__ import annotations
 
@@ -40,8 +42,12 @@ def propose_drafts(engine, seqs: list[Sequence]) -> bool:
 
 
 def run_verify_step(engine, seqs: list[Sequence]) -> list[Event]:
+    """The step's time, to the draft length rule, ends once its tokens are read back to the host (choose_tokens),
+    so a graph replay is timed to the GPU's end. A step that captured graphs (a row count's first static step) is
+    not timed: its capture is not what later steps of that length cost."""
     started = time.perf_counter()
     misses_before = engine.runner.experts.counters.misses
+    captures_before = num_captures(engine)
     logits = engine.runner.run(seqs, False)  # [sum of 1 + drafts, V]
     results, row = [], 0
     for seq in seqs:
@@ -52,7 +58,8 @@ def run_verify_step(engine, seqs: list[Sequence]) -> list[Event]:
     counters = engine.speculation.counters
     counters.num_verify_steps += 1
     counters.verify_misses += engine.runner.experts.counters.misses - misses_before
-    engine.speculation.draft_length.observe_step(row / len(seqs), now - started)
+    if num_captures(engine) == captures_before:
+        engine.speculation.draft_length.observe_step(row / len(seqs), now - started)
     events: list[Event] = []
     for seq, (tokens, logprobs) in zip(seqs, results):
         events.extend(accept_verified(engine, engine.active[seq.request_id], tokens, logprobs, now))
@@ -61,6 +68,11 @@ def run_verify_step(engine, seqs: list[Sequence]) -> list[Event]:
         forget()
     engine.throughput.record(now, sum(len(tokens) for tokens, _ in results), False)
     return events
+
+
+def num_captures(engine) -> int:
+    graphs = engine.runner.padded_decode
+    return 0 if graphs is None else graphs.capture_totals()[0]
 
 
 def choose_tokens(engine, active: Active, logits: torch.Tensor) -> tuple[list[int], list[float]]:
