@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.errors import ModelFormatError, RequestError
+from engine.errors import ModelFormatError, RequestError, WispError
 from engine.model.args import ModelArgs
 
 PATTERN = "mmproj*.gguf"
@@ -18,10 +18,24 @@ def is_mmproj_name(path: Path) -> bool:
     return path.suffix.lower() == ".gguf" and path.name.lower().startswith("mmproj")
 
 
-def mmproj_beside(model_file: Path) -> Path | None:
-    """The first mmproj*.gguf in the model file's folder, in name order (--mmproj picks another)."""
+def mmproj_beside(model_file: Path, projector: str | None = None) -> Path | None:
+    """The first mmproj*.gguf in the model file's folder, in name order (--mmproj picks another); given the model's
+    projector type, the first of that type (a folder of several models' files pairs each with its own), None when
+    none is."""
     found = sorted(p for p in model_file.parent.glob("*.gguf") if is_mmproj_name(p) and p != model_file)
+    if projector is not None:
+        found = [p for p in found if projector_of(p) == projector]
     return found[0] if found else None
+
+
+def projector_of(path: Path) -> str | None:
+    """An mmproj file's projector type (clip.vision.projector_type), None for a file that is not one Wisp runs."""
+    from engine.gguf.mmproj_file import MmprojFile
+
+    try:
+        return MmprojFile(path).projector
+    except WispError:
+        return None
 
 
 def model_projector(args: ModelArgs) -> str | None:
@@ -34,11 +48,11 @@ def takes_images(args: ModelArgs) -> bool:
 
 
 def paired_mmproj(model_file: Path, args: ModelArgs, mmproj: str | None) -> Path | None:
-    """The tower a GGUF model loads with: `mmproj` (checked: it exists, the model takes images), else the one beside
-    the model file when the model takes images, else None."""
-    if mmproj is None:
-        found = mmproj_beside(model_file)
-        return found if found is not None and takes_images(args) else None
+    """The tower a GGUF model loads with: `mmproj` (checked: it exists, the model takes images; its projector is
+    checked when it is read), else the one of the model's projector type beside the model file when the model takes
+    images, else None."""
+    if mmproj is None:  # beside it: only a tower of the model's own kind (another model's is left alone)
+        return mmproj_beside(model_file, model_projector(args)) if takes_images(args) else None
     path = Path(mmproj).expanduser()
     if not path.is_file():
         raise ModelFormatError(f"{path}: no such mmproj file")

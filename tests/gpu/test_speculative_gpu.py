@@ -56,9 +56,11 @@ def test_verify_steps_replay_cuda_graphs_and_are_lossless(tmp_path, name, dtype,
     """Attention-only models verify drafts as rows of the padded decode step: every verify step takes the static
     path, row counts other than the batch's get graphs of their own, and the ids are those of decoding without
     drafts in every expert mode."""
+    from engine.runtime import model_runner
     from tests.runtime.test_static_verify import StepPaths
 
     assert torch.cuda.is_available(), "GPU tests need CUDA"
+    monkeypatch.setattr(model_runner, "VERIFY_ON_CUDA_GRAPHS", True)  # the check this constant waits for
     folder = write_tiny_model(tmp_path / name, name, dtype=dtype)
     args = read_args(folder)
     sizes = dict(max_num_seqs=16, draft_tokens=4)  # 3 sequences of up to 5 rows: every verify step fits

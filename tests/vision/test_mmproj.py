@@ -8,6 +8,7 @@ named."""
 import io
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -185,6 +186,24 @@ def test_the_picker_pairs_the_model_with_its_tower(pair):
     assert [entry.path for entry in entries] == [str(gguf)]
     assert entries[0].sees_images and entries[0].mmproj == str(gguf.parent / MMPROJ)
     assert folder_entries(folder)[0].sees_images
+
+
+def test_a_folder_of_two_models_pairs_each_with_its_own_tower(tiny_vl_gguf, tiny_gemma4_gguf, tmp_path):
+    """mmproj-a (Gemma 4's) sorts before mmproj-b (Qwen's): the Qwen model takes mmproj-b, not the first by name;
+    a model beside only another model's tower takes none and loads without images instead of failing."""
+    from engine.loading.catalog import folder_entries
+
+    shutil.copy(tiny_vl_gguf, tmp_path / "qwen.gguf")
+    shutil.copy(tiny_gemma4_gguf, tmp_path / "gemma.gguf")
+    shutil.copy(tiny_gemma4_gguf.parent / MMPROJ, tmp_path / "mmproj-a-gemma.gguf")
+    shutil.copy(tiny_vl_gguf.parent / MMPROJ, tmp_path / "mmproj-b-qwen.gguf")
+    towers = {Path(entry.path).name: entry.mmproj and Path(entry.mmproj).name for entry in folder_entries(tmp_path)}
+    assert towers == {"gemma.gguf": "mmproj-a-gemma.gguf", "qwen.gguf": "mmproj-b-qwen.gguf"}
+    (tmp_path / "mmproj-b-qwen.gguf").unlink()
+    entries = {Path(entry.path).name: entry for entry in folder_entries(tmp_path)}
+    assert not entries["qwen.gguf"].sees_images and entries["gemma.gguf"].sees_images
+    with Engine(EngineOptions(model=str(tmp_path / "qwen.gguf"), device="cpu", dtype="float32")) as engine:
+        assert not engine.sees_images
 
 
 def with_key(source, target, key: str = "", value: int = 0, extra_tensor: tuple | None = None) -> None:
