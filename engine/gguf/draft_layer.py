@@ -45,12 +45,12 @@ def gguf_draft_layer(model: GgufModel) -> tuple[DraftLayerNames | None, str, boo
     names = family(args.model_type).draft_layer
     if names is None:
         return None, "has no draft (MTP) layers", False
+    if not int(model.file.get(f"{arch}.nextn_predict_layers") or 0):
+        return None, "has no draft (MTP) layers", False
     if not model.format.nextn:
         return None, (f"is a GGUF file of llama.cpp's '{arch}', whose draft (MTP) layer Wisp does not read from "
                       "GGUF"), False
     index = args.num_hidden_layers
-    if not int(model.file.get(f"{arch}.nextn_predict_layers") or 0):
-        return None, "has no draft (MTP) layers", False
     if f"blk.{index}.{NEXTN_TENSORS['proj.weight']}" not in model.file.tensors:
         return None, f"declares draft (MTP) layers, but holds no blk.{index}.nextn tensors", False
     head = f"blk.{index}.{NEXTN_TENSORS['head.weight']}"
