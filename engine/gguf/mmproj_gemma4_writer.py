@@ -18,7 +18,7 @@ from engine.gguf.convert import ConvertResult
 from engine.gguf.mmproj_file import GEMMA4_PROJECTOR
 from engine.gguf.mmproj_gemma4 import PIXEL_RANGE, ROPE_THETA
 from engine.gguf.mmproj_gemma4_names import POSITION_TABLE, PATCH_WEIGHT, gemma4_tensor_name, patch_weight_to_file
-from engine.gguf.mmproj_output import ACTIVATIONS, add_activation, stored, write_mmproj_file
+from engine.gguf.mmproj_output import ACTIVATIONS, stored, write_mmproj_file, write_tower_keys
 from engine.vision.gemma4_args import Gemma4VisionArgs, gemma4_vision_args
 from engine.vision.gemma4_load import PREFIXES
 from engine.vision.gemma4_preprocess import Gemma4ImageProcessing
@@ -48,27 +48,12 @@ def check_writable(model_dir: Path, args: Gemma4VisionArgs) -> None:
 
 
 def write_keys(writer, args: Gemma4VisionArgs, processing: Gemma4ImageProcessing, name: str) -> None:
-    import gguf
-
-    writer.add_type(gguf.GGUFType.MMPROJ)
-    writer.add_name(name)
-    writer.add_clip_has_vision_encoder(True)
+    write_tower_keys(writer, name, args, CONVERTER_IMAGE_SIZE, PIXEL_RANGE[0], PIXEL_RANGE[1], args.rms_norm_eps)
     writer.add_clip_vision_projector_type(GEMMA4_PROJECTOR)
-    writer.add_vision_projection_dim(args.out_hidden_size)
-    writer.add_vision_image_size(CONVERTER_IMAGE_SIZE)
-    writer.add_vision_patch_size(args.patch_size)
-    writer.add_vision_embedding_length(args.hidden_size)
-    writer.add_vision_feed_forward_length(args.intermediate_size)
-    writer.add_vision_block_count(args.depth)
-    writer.add_vision_head_count(args.num_heads)
     writer.add_uint32("clip.vision.attention.head_count_kv", args.num_kv_heads)
     writer.add_uint32("clip.vision.attention.head_dim", args.head_dim)
-    writer.add_vision_image_mean(list(PIXEL_RANGE[0]))
-    writer.add_vision_image_std(list(PIXEL_RANGE[1]))
-    writer.add_vision_attention_layernorm_eps(args.rms_norm_eps)
     writer.add_vision_projector_scale_factor(args.pooling_kernel_size)
     writer.add_vision_max_pixels(processing.max_soft_tokens * (args.patch_size * args.pooling_kernel_size) ** 2)
-    add_activation(writer, args.hidden_act)
 
 
 def gemma4_mmproj_tensors(model_dir: Path, args: Gemma4VisionArgs,

@@ -40,3 +40,25 @@ def stored(array: np.ndarray, out_type: str) -> tuple[np.ndarray, object]:
 
 def add_activation(writer, hidden_act: str) -> None:
     (writer.add_vision_use_silu if hidden_act == "silu" else writer.add_vision_use_gelu)(True)
+
+
+def write_tower_keys(writer, name: str, args, image_size: int, mean, std, eps: float) -> None:
+    """The `clip.*` keys every tower's mmproj file holds as llama.cpp's converter writes them: the file type, the
+    tower's sizes (args: a Qwen or Gemma 4 tower's VisionArgs), its image size and normalization, the norm epsilon and
+    activation. Each writer adds its projector type and its own keys."""
+    import gguf
+
+    writer.add_type(gguf.GGUFType.MMPROJ)
+    writer.add_name(name)
+    writer.add_clip_has_vision_encoder(True)
+    writer.add_vision_projection_dim(args.out_hidden_size)
+    writer.add_vision_image_size(image_size)
+    writer.add_vision_patch_size(args.patch_size)
+    writer.add_vision_embedding_length(args.hidden_size)
+    writer.add_vision_feed_forward_length(args.intermediate_size)
+    writer.add_vision_block_count(args.depth)
+    writer.add_vision_head_count(args.num_heads)
+    writer.add_vision_image_mean(list(mean))
+    writer.add_vision_image_std(list(std))
+    writer.add_vision_attention_layernorm_eps(eps)
+    add_activation(writer, args.hidden_act)

@@ -19,7 +19,7 @@ from engine.gguf.convert import ConvertResult, import_gguf
 from engine.gguf.mmproj_file import QWEN_PROJECTOR
 from engine.gguf.mmproj_gemma4_writer import write_gemma4_mmproj
 from engine.gguf.mmproj_names import PATCH_WEIGHT, mmproj_tensor_name, patch_weight_names
-from engine.gguf.mmproj_output import ACTIVATIONS, add_activation, stored, write_mmproj_file
+from engine.gguf.mmproj_output import ACTIVATIONS, stored, write_mmproj_file, write_tower_keys
 from engine.vision.load_tower import GEMMA4_VISION
 from engine.vision.tower_files import PREFIX, tower_shards
 from engine.vision.preprocess import ImageProcessing
@@ -48,26 +48,12 @@ def write_mmproj(model_dir: Path, out_path: Path, out_type: str) -> ConvertResul
 
 
 def write_keys(writer, args: VisionArgs, processing: ImageProcessing, name: str) -> None:
-    import gguf
-
-    writer.add_type(gguf.GGUFType.MMPROJ)
-    writer.add_name(name)
-    writer.add_clip_has_vision_encoder(True)
+    write_tower_keys(writer, name, args, int(args.num_position_embeddings**0.5) * args.patch_size,
+                     processing.image_mean, processing.image_std, LAYER_NORM_EPS)
     writer.add_clip_projector_type(QWEN_PROJECTOR)
-    writer.add_vision_projection_dim(args.out_hidden_size)
-    writer.add_vision_image_size(int(args.num_position_embeddings**0.5) * args.patch_size)
-    writer.add_vision_patch_size(args.patch_size)
-    writer.add_vision_embedding_length(args.hidden_size)
-    writer.add_vision_feed_forward_length(args.intermediate_size)
-    writer.add_vision_block_count(args.depth)
-    writer.add_vision_head_count(args.num_heads)
-    writer.add_vision_image_mean(list(processing.image_mean))
-    writer.add_vision_image_std(list(processing.image_std))
     writer.add_vision_min_pixels(processing.min_pixels)
     writer.add_vision_max_pixels(processing.max_pixels)
     writer.add_vision_spatial_merge_size(args.spatial_merge_size)
-    writer.add_vision_attention_layernorm_eps(LAYER_NORM_EPS)
-    add_activation(writer, args.hidden_act)
     if args.deepstack_visual_indexes:
         writer.add_vision_is_deepstack_layers([i in args.deepstack_visual_indexes for i in range(args.depth)])
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from engine.model.fused_add_norm import stored_sum
 from engine.system.triton_rounding import rounded
 
 
@@ -34,8 +35,5 @@ def add_centred_norm_kernel(x_ptr, delta_ptr, w_ptr, sum_ptr, out_ptr, D, eps, o
     cols = tl.arange(0, BLOCK)
     ok = cols < D
     dtype = out_ptr.dtype.element_ty
-    x = tl.load(x_ptr + row * D + cols, mask=ok, other=0.0).to(tl.float32)
-    delta = tl.load(delta_ptr + row * D + cols, mask=ok, other=0.0).to(tl.float32)
-    x = rounded(x + delta, dtype)
-    tl.store(sum_ptr + row * D + cols, x.to(dtype), mask=ok)
+    x = stored_sum(x_ptr, delta_ptr, sum_ptr, row, cols, ok, D, dtype)
     tl.store(out_ptr + row * D + cols, centred_row(x, w_ptr, cols, ok, D, eps, offset, dtype).to(dtype), mask=ok)

@@ -14,15 +14,22 @@ from engine.system.triton_rounding import rounded
 
 
 @triton.jit
+def stored_sum(x_ptr, delta_ptr, sum_ptr, row, cols, ok, D, dtype):
+    """x + delta of one row, rounded to dtype as torch's add rounds it, stored at sum_ptr -> the sum in fp32."""
+    x = tl.load(x_ptr + row * D + cols, mask=ok, other=0.0).to(tl.float32)
+    delta = tl.load(delta_ptr + row * D + cols, mask=ok, other=0.0).to(tl.float32)
+    x = rounded(x + delta, dtype)
+    tl.store(sum_ptr + row * D + cols, x.to(dtype), mask=ok)
+    return x
+
+
+@triton.jit
 def add_rms_norm(x_ptr, delta_ptr, w_ptr, sum_ptr, out_ptr, D, eps, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     ok = cols < D
     dtype = out_ptr.dtype.element_ty
-    x = tl.load(x_ptr + row * D + cols, mask=ok, other=0.0).to(tl.float32)
-    delta = tl.load(delta_ptr + row * D + cols, mask=ok, other=0.0).to(tl.float32)
-    x = rounded(x + delta, dtype)
-    tl.store(sum_ptr + row * D + cols, x.to(dtype), mask=ok)
+    x = stored_sum(x_ptr, delta_ptr, sum_ptr, row, cols, ok, D, dtype)
     scale = tl.math.rsqrt(tl.sum(x * x, axis=0) / D + eps)
     y = rounded(x * scale, dtype)
     w = tl.load(w_ptr + cols, mask=ok, other=0.0).to(tl.float32)
