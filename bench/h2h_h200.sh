@@ -11,7 +11,8 @@
 # 4. `wisp bench --gguf` on the same file, each row at the H200's link and paced to PCIe4 (--link-gbps 25):
 #    WISP_ROWS names the `wisp bench` sessions, in order, as long as the call's time lasts (DEADLINE seconds after
 #    the start, default 575). The Qwen3 shape runs on its published-locality trace; Qwen3.5 has none, so a trace
-#    is drawn with assumed statistics (bench/results/2026-12-02-hybrid-h200).
+#    is drawn with assumed statistics (bench/results/2026-12-02-hybrid-h200). WISP_PARAMS (NAME=VALUE ...) sets
+#    engine module attributes for those sessions first (bench/params.py), e.g. a developer constant on trial.
 # Steps whose outputs already exist in WORK (a warm machine) are skipped. Everything printed goes to OUT/log.txt.
 set -u
 OUT=${1:?usage: bench/h2h_h200.sh OUT_DIR LLAMA_SRC_TAR_XZ [FILE_TYPE]}
@@ -107,7 +108,7 @@ if [ -e "$FILE" ] && [ -e "$TRACE" ]; then
         tag=$(echo "$session" | tr -cs 'A-Za-z0-9' '-' | sed 's/^-*//; s/-*$//')
         also+=(--also "$session --out $OUT/wisp-$SHAPE-$tag")
     done
-    timeout $(left) python3 -m engine.bench.suite --gguf "$FILE" --trace "$TRACE" --prompt 512 --tokens 64 --runs 3 \
+    timeout $(left) python3 -m bench.params ${WISP_PARAMS:-} -- -m engine.bench.suite --gguf "$FILE" --trace "$TRACE" --prompt 512 --tokens 64 --runs 3 \
         --label "same file as llama.cpp, commit ${H2H_COMMIT:-unknown}" --out "$OUT/wisp-$SHAPE" \
         ${SESSIONS[0]} "${also[@]}" 2>&1 | cut -c1-400
 fi
