@@ -112,6 +112,13 @@ class EngineOptions:
         dequantize every matrix every step (~40x the time of reading it dequantized)."""
         return self.dense_weights == "file" or (self.dense_weights == "auto" and device_type == "cuda")
 
+    @property
+    def verify_state_rows(self) -> int:
+        """Scratch state rows of a hybrid whose verify steps take the static-shape step (HybridCache), where the
+        engine drafts by default: one per draft of the largest static step (its rows less one sequence's first), so
+        every verify step the static sizes take has its rows."""
+        return max(self.max_num_seqs - 1, self.draft_tokens) if self.speculative != "off" else 0
+
     def plan_request(self, max_position_embeddings: int) -> PlanRequest:
         """What the memory planner is asked for a model of this context limit (the loader and the picker's
         estimate both start here, so they agree)."""

@@ -81,6 +81,13 @@ class PaddedDecodeMetadata:
     kv_index: torch.Tensor  # [B, L] flat cache slots of each sequence's context, padded (masked) to L
     lengths: torch.Tensor  # [B] context length including the new token
     state_slots: torch.Tensor | None = None  # [B] each sequence's linear-attention state row (hybrid models)
+    # A sequence's rows in a verify step step its states one after another (engine.model.state_chains): each row
+    # reads its states at state_sources [B] and writes them at state_targets [B]; chain_lengths [B] holds at a
+    # sequence's first row its number of rows, 0 at the rows after it.
+    state_sources: torch.Tensor | None = None
+    state_targets: torch.Tensor | None = None
+    chain_lengths: torch.Tensor | None = None
+    is_chained: bool = False  # host side: some sequence has more than one row in this step
 
 
 class KVCache:

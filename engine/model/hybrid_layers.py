@@ -188,6 +188,18 @@ class GatedDeltaNet(StateMixer):
         conv_out = deltanet_step_kernels.conv_step(mixed, history, self.conv1d.weight[:, 0], slots)
         return deltanet_step_kernels.delta_step(self, conv_out, a, b, state, slots)
 
+    def decode_padded(self, meta: PaddedDecodeMetadata, inputs, cache: HybridCache) -> torch.Tensor:
+        """StateMixer.decode_padded, or where deltanet_step_kernels applies its fused kernels over the chains: one
+        program per sequence steps its rows in order (a plain decode step's sequences are chains of one row), so
+        the same kernels, and a CUDA graph of them, serve decode and verify steps."""
+        if not deltanet_step_kernels.applies(inputs[0]):
+            return super().decode_padded(meta, inputs, cache)
+        mixed, a, b = inputs
+        history, state = cache.states[self.state_layer]
+        chains = (meta.state_slots, meta.state_targets, meta.chain_lengths)
+        conv_out = deltanet_step_kernels.conv_step(mixed, history, self.conv1d.weight[:, 0], *chains)
+        return deltanet_step_kernels.delta_step(self, conv_out, a, b, state, *chains)
+
 
 class GatedAttention(Attention):
     """Full attention whose q_proj also yields a per-channel output gate (sigmoid), with zero-centred per-head

@@ -30,14 +30,18 @@ class LatentKVCache(KVCache):
             self.latent[layer].index_copy_(0, slots, latent)
 
 
-def new_kv_cache(args: ModelArgs, num_slots: int, dtype, device, num_seqs: int = 1) -> KVCache:
+def new_kv_cache(args: ModelArgs, num_slots: int, dtype, device, num_seqs: int = 1,
+                 num_verify_rows: int = 0) -> KVCache:
     """The cache a model's attention reads: latent rows for MLA, per-head K and V otherwise (of the full-attention
-    layers only in a hybrid model, whose linear layers keep a state for each of num_seqs sequences; of each layer's
-    own shape in a sandwich-norm model)."""
+    layers only in a hybrid model, whose linear layers keep a state for each of num_seqs sequences and, where they
+    chain a verify step's rows, num_verify_rows scratch states; of each layer's own shape in a sandwich-norm
+    model)."""
     if args.is_hybrid:
         from engine.model.state_cache import HybridCache
+        from engine.model.state_layers import chains_verify_rows
 
-        return HybridCache(args, num_slots, num_seqs, dtype, device)
+        rows = num_verify_rows if chains_verify_rows(args.layer_types) else 0
+        return HybridCache(args, num_slots, num_seqs, dtype, device, rows)
     if args.sandwich is not None:
         from engine.model.layer_shaped_cache import LayerShapedKVCache
 

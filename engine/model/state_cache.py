@@ -8,23 +8,30 @@ import torch
 
 from engine.model.args import ModelArgs
 from engine.model.attention import KVCache
+from engine.model.state_chains import StateChains, chained
 from engine.model.state_layers import state_shapes
 from engine.model.state_store import store_rows
 
 
 class HybridCache(KVCache):
-    """KV pools indexed by attention layer; states[state layer] = one tensor [seq slot, ...] per state the layer's
-    mixer keeps (engine.model.state_layers.state_shapes), indexed by a sequence's state slot. A re-split resizes the
-    KV pools only: the states are sized by the number of sequences, which it does not change."""
+    """KV pools indexed by attention layer; states[state layer] = one tensor [state row, ...] per state the layer's
+    mixer keeps (engine.model.state_layers.state_shapes). Rows 0..num_seqs-1 are the sequences' state slots; the
+    num_verify_rows rows after them hold a static-shape verify step's states after its rows that are not a sequence's
+    last (engine.model.state_chains). A re-split resizes the KV pools only: the states are sized by the number of
+    sequences, which it does not change."""
 
-    def __init__(self, args: ModelArgs, num_slots: int, num_seqs: int, dtype, device):
+    def __init__(self, args: ModelArgs, num_slots: int, num_seqs: int, dtype, device, num_verify_rows: int = 0):
         super().__init__(args.num_kv_layers, num_slots, args.num_key_value_heads, args.head_dim, dtype, device)
+        self.num_seqs, self.num_verify_rows = num_seqs, num_verify_rows
         # A prefill that starts a sequence zeroes its rows before reading them.
-        self.states = [tuple(torch.zeros((num_seqs, *shape), dtype=torch.float32 if fp32 else dtype,
-                                         device=device) for shape, fp32 in shapes)
+        self.states = [tuple(torch.zeros((num_seqs + num_verify_rows, *shape),
+                                         dtype=torch.float32 if fp32 else dtype, device=device)
+                             for shape, fp32 in shapes)
                        for shapes in state_shapes(args)]
-        # A verify step's states after each of its positions: (state layer, state slot) -> [states].
+        # A dynamic verify step's states after each of its positions: (state layer, state slot) -> [states].
         self.verified_states: dict[tuple[int, int], list[tuple[torch.Tensor, ...]]] = {}
+        # A static verify step's state rows after each of a sequence's positions: state slot -> [rows].
+        self.verified_rows: dict[int, list[int]] = {}
 
     @property
     def state_tensors(self) -> list[torch.Tensor]:
@@ -51,6 +58,20 @@ class HybridCache(KVCache):
         kept = tuple(state[slot].clone() for state in self.states[layer])
         self.verified_states.setdefault((layer, slot), []).append(kept)
 
+    def can_chain(self, num_drafts: int) -> bool:
+        """Whether a static-shape verify step with this many drafts in all has scratch rows for its chains."""
+        return num_drafts <= self.num_verify_rows
+
+    def chain(self, sequences: list[tuple[int, int]]) -> StateChains:
+        """A static-shape verify step's chains (sequences: (state slot, number of rows) in step order); the state
+        rows after each sequence's positions are kept for roll_back."""
+        chains, kept = chained(sequences, self.num_seqs)
+        if len(chains.targets) - len(sequences) > self.num_verify_rows:
+            raise ValueError(f"a verify step of {len(chains.targets) - len(sequences)} drafts has "
+                             f"{self.num_verify_rows} scratch state rows")
+        self.verified_rows.update(kept)
+        return chains
+
     def roll_back(self, slot: int, position: int) -> None:
         """Set the slot's states of every state layer to those after the verify step's position (0: its first
         row); then forget what that step kept for the slot."""
@@ -60,6 +81,11 @@ class HybridCache(KVCache):
             for state, value in zip(self.states[layer], kept[position]):
                 state[slot].copy_(value)
             del self.verified_states[(layer, kept_slot)]
+        rows = self.verified_rows.pop(slot, None)
+        if rows is not None and rows[position] != slot:
+            for state in self.state_tensors:
+                state[slot].copy_(state[rows[position]])
 
     def forget_verified_states(self) -> None:
         self.verified_states.clear()
+        self.verified_rows.clear()

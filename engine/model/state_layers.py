@@ -14,6 +14,11 @@ FP32_BYTES = 4
 MLP_LAYERS = ("moe", "mlp")
 
 
+# state layers whose static-shape decode step steps a verify step's rows of one sequence in order
+# (engine.model.state_chains): Gated DeltaNet
+CHAINING_STATE_LAYERS = ("linear_attention",)
+
+
 def is_state_layer(kind: str) -> bool:
     return kind in STATE_LAYER_SPECS
 
@@ -25,6 +30,12 @@ def is_mlp_layer(kind: str) -> bool:
 def is_block_stack(layer_types: tuple[str, ...]) -> bool:
     """Each layer one block (a token mixer or an MLP), rather than a token mixer and an MLP."""
     return any(is_mlp_layer(kind) for kind in layer_types)
+
+
+def chains_verify_rows(layer_types: tuple[str, ...]) -> bool:
+    """Whether a hybrid's verify steps can take the static-shape step: every state layer chains its rows."""
+    kinds = [kind for kind in layer_types if is_state_layer(kind)]
+    return bool(kinds) and all(kind in CHAINING_STATE_LAYERS for kind in kinds)
 
 
 def state_spec(args, kind: str):

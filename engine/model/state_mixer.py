@@ -9,7 +9,8 @@ rows reach each sequence's state in the hybrid cache. A subclass says what its m
 - `out_tail`: the shape of one token's mixed row; `out_dtype`: its dtype where not the input's
 
 A decode step steps every row's sequence at once; a verify step (drafts) steps its rows one at a time and keeps the
-state after each for HybridCache.roll_back; every other span runs the chunked form from its sequence's state (zeros
+state after each for HybridCache.roll_back (on the dynamic path as copies, in the static-shape step in the state
+cache's scratch rows: engine.model.state_chains); every other span runs the chunked form from its sequence's state (zeros
 when the span starts the sequence)."""
 
 from __future__ import annotations
@@ -42,10 +43,25 @@ class StateMixer(nn.Module):
         return self.output(out, extra)
 
     def forward_padded(self, x: torch.Tensor, meta: PaddedDecodeMetadata, cache: HybridCache) -> torch.Tensor:
-        """One new token of each of B sequences, their state rows in meta.state_slots: no shape depends on data and
-        no host sync, so a CUDA graph may hold it."""
+        """B rows of the static-shape step, their state rows in meta (engine.model.state_chains): no shape depends
+        on data and no host sync, so a CUDA graph may hold it."""
         inputs, extra = self.mix_inputs(x)
-        return self.output(self.decode(meta.state_slots, inputs, cache), extra)
+        return self.output(self.decode_padded(meta, inputs, cache), extra)
+
+    def decode_padded(self, meta: PaddedDecodeMetadata, inputs, cache: HybridCache) -> torch.Tensor:
+        """Rows of distinct sequences step at once; a verify step's chained rows one after another, each from the
+        states its source row holds into its target row (meta.is_chained, known on the host: the static step's
+        graphs on CUDA hold the fused kernels, which read the chains on the device, GatedDeltaNet.decode_padded)."""
+        if not meta.is_chained:
+            return self.decode(meta.state_slots, inputs, cache)
+        rows = []
+        for row in range(inputs[0].shape[0]):
+            one = slice(row, row + 1)
+            out, new = self.step(tuple(t[one] for t in inputs),
+                                 cache.read_states(self.state_layer, meta.state_sources[one]))
+            cache.write_states(self.state_layer, meta.state_targets[one], new)
+            rows.append(out)
+        return torch.cat(rows)
 
     def prefill_span(self, span: SeqSpan, inputs, out: torch.Tensor, cache: HybridCache) -> None:
         """A sequence's new tokens from its stored states (zeros when they start the sequence)."""

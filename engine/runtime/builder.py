@@ -152,7 +152,8 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
             layer.self_attn.decode_kernel = attention
     experts = provider or make_provider(plan, weights.store, device, args.num_experts_per_tok, options.prefetch)
     block_manager = new_block_manager(args, plan.kv_blocks, options)
-    cache = new_kv_cache(args, plan.kv_blocks * options.block_size, weights.dtype, device, options.max_num_seqs)
+    cache = new_kv_cache(args, plan.kv_blocks * options.block_size, weights.dtype, device, options.max_num_seqs,
+                         options.verify_state_rows)
     scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len,
                           prefill_chunk=options.prefill_chunk)
     runner = ModelRunner(weights.model, experts, cache, block_manager, device,

@@ -19,9 +19,13 @@ import torch
 
 from engine.experts.provider import GraphedExperts
 from engine.model.attention import KVCache, PaddedDecodeMetadata
+from engine.model.state_chains import StateChains
 from engine.model.transformer import MoeContext, MoeTransformer
 from engine.quant.quant_modules import embedding_place
 
+# the host->device copy's per-row fields: input id, position, KV slot, context length, state slot, and where the row
+# reads, writes and chains its states (StateChains); each row's padded KV index follows them
+PER_ROW = 8
 
 
 @dataclass(frozen=True)
@@ -43,15 +47,16 @@ class PaddedDecode:
         self.whole_options = whole_options
         # Two host buffers, used in turn: a step launched before the last one's tokens are read (the engine's
         # overlapped steps) writes the other, so the copy still queued behind the GPU reads what it was given.
-        self.hosts = [torch.zeros(batch * (5 + max_len), dtype=torch.long, pin_memory=device.type == "cuda")
+        self.hosts = [torch.zeros(batch * (PER_ROW + max_len), dtype=torch.long, pin_memory=device.type == "cuda")
                       for _ in range(2)]
         self.loads = 0
         self.packed = torch.zeros_like(self.hosts[0], device=device)
-        self.input_ids, self.positions = self.packed[:batch], self.packed[batch : 2 * batch]
-        self.meta = PaddedDecodeMetadata(slot_mapping=self.packed[2 * batch : 3 * batch],
-                                         kv_index=self.packed[5 * batch :].view(batch, max_len),
-                                         lengths=self.packed[3 * batch : 4 * batch],
-                                         state_slots=self.packed[4 * batch : 5 * batch])
+        rows = self.packed[: PER_ROW * batch].view(PER_ROW, batch)
+        self.input_ids, self.positions = rows[0], rows[1]
+        kv_index = self.packed[PER_ROW * batch :].view(batch, max_len)
+        self.meta = PaddedDecodeMetadata(slot_mapping=rows[2], kv_index=kv_index, lengths=rows[3],
+                                         state_slots=rows[4], state_sources=rows[5], state_targets=rows[6],
+                                         chain_lengths=rows[7])
         self.x = [torch.zeros(batch, args.hidden_size, dtype=dtype, device=device)
                   for _ in range(args.num_hidden_layers + 1)]  # x[l]: input of layer l; x[L]: final
         # the rotary's (cos, sin) tables, as many and as wide as it gives
@@ -66,20 +71,25 @@ class PaddedDecode:
         self.context: MoeContext | None = None  # this step's experts and routing hooks (the runner's)
         self.graphed_context: MoeContext | None = None  # the same with the provider's graphed path
 
-    def load(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, state_slots: list[int],
+    def load(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, chains: StateChains,
              device_ids: torch.Tensor | None = None, position_offsets: list[int] | None = None) -> None:
-        """This step's inputs, in one host->device copy. kv_index [B, max_len], padded with slot 0; state_slots [B]
-        the sequences' linear-attention state rows (-1 where the model has none). device_ids [B]: the input tokens
-        as the last step sampled them on the device, in place of input_ids (a failed row's -1 reads token 0).
-        position_offsets [B]: each row's rotary position less its index (M-RoPE after an image; None: 0)."""
+        """This step's inputs, in one host->device copy. kv_index [B, max_len], padded with slot 0; chains: where
+        each row reads and writes its sequence's linear-attention states (its slot, -1 where the model has none; a
+        verify step's scratch rows). device_ids [B]: the input tokens as the last step sampled them on the device, in
+        place of input_ids (a failed row's -1 reads token 0). position_offsets [B]: each row's rotary position less
+        its index (M-RoPE after an image; None: 0)."""
         B = self.batch
         buffer = self.hosts[self.loads % 2]
         self.loads += 1
         host = buffer.numpy()
-        host[:B], host[B : 2 * B] = input_ids, np.asarray(lengths) - 1 + (0 if position_offsets is None
-                                                                  else np.asarray(position_offsets))
-        host[2 * B : 3 * B] = kv_index[np.arange(B), np.asarray(lengths) - 1]
-        host[3 * B : 4 * B], host[4 * B : 5 * B], host[5 * B :] = lengths, state_slots, kv_index.reshape(-1)
+        rows = host[: PER_ROW * B].reshape(PER_ROW, B)
+        rows[0], rows[1] = input_ids, np.asarray(lengths) - 1 + (0 if position_offsets is None
+                                                                 else np.asarray(position_offsets))
+        rows[2] = kv_index[np.arange(B), np.asarray(lengths) - 1]
+        rows[3], rows[4] = lengths, chains.slots
+        rows[5], rows[6], rows[7] = chains.sources, chains.targets, chains.lengths
+        host[PER_ROW * B :] = kv_index.reshape(-1)
+        self.meta.is_chained = chains.is_chained
         self.packed.copy_(buffer, non_blocking=True)
         if device_ids is not None:
             torch.clamp(device_ids, min=0, out=self.input_ids)
@@ -234,7 +244,7 @@ class DecodeGraphs:
         live = self.by_batch.values()
         return (self._dropped[0] + sum(s.captures for s in live), self._dropped[1] + sum(s.capture_s for s in live))
 
-    def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, state_slots: list[int],
+    def step(self, input_ids: list[int], lengths: list[int], kv_index: np.ndarray, chains: StateChains,
              context: MoeContext, device_ids: torch.Tensor | None = None,
              position_offsets: list[int] | None = None) -> torch.Tensor:
         batch = len(input_ids)
@@ -242,5 +252,5 @@ class DecodeGraphs:
             self.by_batch[batch] = PaddedDecode(self.model, self.cache, batch, self.max_len, self.use_graphs,
                                                 self.whole_options)
         static = self.by_batch[batch]
-        static.load(input_ids, lengths, kv_index, state_slots, device_ids, position_offsets)
+        static.load(input_ids, lengths, kv_index, chains, device_ids, position_offsets)
         return static.run(context)

@@ -8,11 +8,13 @@ import torch
 
 from engine.kv.block_manager import BlockManager
 from engine.model.attention import AttentionMetadata, KVCache, SeqSpan
+from engine.model.state_chains import StateChains, unchained
 from engine.experts.routing.dispatch import to_device
 from engine.experts.provider import ExpertProvider
 from engine.model.transformer import MoeContext, MoeTransformer, RoutingObserver, RoutingOverride
 from engine.runtime.decode_graphs import DecodeGraphs
 from engine.runtime.sequence import Sequence
+from engine.system.triton_support import fused_step
 
 
 def kv_slots(block_table: list[int], num_tokens: int, block_size: int) -> np.ndarray:
@@ -117,10 +119,11 @@ class ModelRunner:
         """Whether a step runs with static shapes (CUDA graphs on CUDA): a decode step, one row per position. A verify
         step's sequence takes one row for its last token and one per draft, each one position further into its
         context: every attention layer writes all rows' K and V before any row attends, so a draft's row sees the
-        rows before it, and each row computes what a plain decode step at its position computes.
-        Models with state layers (linear attention, Mamba, short conv: hybrids such as qwen3_next, qwen3_5_moe,
-        nemotron_h, lfm2_moe) verify on the dynamic path: a sequence's rows there step its state one after another,
-        where a padded row reads the state the step began with."""
+        rows before it, and each row computes what a plain decode step at its position computes. A Gated DeltaNet
+        layer steps a sequence's rows one after another (engine.model.state_chains), into the state cache's scratch
+        rows, so a verify step of a hybrid model with those takes the static step while its drafts fit them; other
+        state layers (short conv, Mamba: lfm2_moe, nemotron_h) verify on the dynamic path. On CUDA the graphs hold
+        the fused step kernels, which read the chains on the device; without Triton a hybrid verifies eagerly."""
         if self.padded_decode is None or is_prefill:
             return False
         num_drafts = sum(len(seq.draft_ids) for seq in seqs)
@@ -128,7 +131,11 @@ class ModelRunner:
             return True
         if self.device.type == "cuda" and not VERIFY_ON_CUDA_GRAPHS:
             return False
-        return not self.model.args.is_hybrid and len(seqs) + num_drafts <= self.padded_decode.max_rows
+        if len(seqs) + num_drafts > self.padded_decode.max_rows:
+            return False
+        if not self.model.args.is_hybrid:
+            return True
+        return self.cache.can_chain(num_drafts) and (self.device.type != "cuda" or fused_step())
 
     def decode_padded(self, seqs: list[Sequence], context: MoeContext, ahead: torch.Tensor | None = None
                       ) -> torch.Tensor:
@@ -145,6 +152,12 @@ class ModelRunner:
             input_ids = [0] * len(seqs)
         # after an image, M-RoPE's three position axes are equal at every decoded token: the rotary of one position
         offsets = [rope_delta(seq) for seq, _ in rows]
-        return self.padded_decode.step(input_ids, [length for _, length in rows], kv_index,
-                                       [seq.state_slot for seq, _ in rows], context, device_ids=ahead,
-                                       position_offsets=offsets if any(offsets) else None)
+        return self.padded_decode.step(input_ids, [length for _, length in rows], kv_index, self.state_chains(seqs),
+                                       context, device_ids=ahead, position_offsets=offsets if any(offsets) else None)
+
+    def state_chains(self, seqs: list[Sequence]) -> StateChains:
+        """Where each row reads and writes its sequence's states: a drafting sequence's rows chain through the
+        state cache's scratch rows (HybridCache.chain, which keeps them for roll_back)."""
+        if any(seq.draft_ids for seq in seqs) and self.model.args.is_hybrid:
+            return self.cache.chain([(seq.state_slot, 1 + len(seq.draft_ids)) for seq in seqs])
+        return unchained([seq.state_slot for seq in seqs])

@@ -1,12 +1,14 @@
 """Verify steps with static shapes (the path CUDA graphs capture, run eagerly on the CPU): a sequence's last token and
 its drafts are rows of the padded decode step, so with static decode on, drafting gives the token ids of
 decoding without drafts and their log-probabilities within 1e-4, alone and batched with different draft counts, in
-every expert mode; and such steps do not fall back to the dynamic path where the static one takes them. Models with
-state layers verify on the dynamic path. (On the CPU in fp32 with SDPA attention a row's last bits depend on the
+every expert mode; and such steps do not fall back to the dynamic path where the static one takes them. Hybrids
+whose state layers are Gated DeltaNet (qwen3_5_moe, qwen3_next) verify there too, a sequence's rows stepping its
+states in order; other state layers verify on the dynamic path. (On the CPU in fp32 with SDPA attention a row's last bits depend on the
 batch's size, in plain static decode too; with the Triton decode kernels, in bf16, they do not: the last test.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -14,12 +16,14 @@ import pytest
 from engine.api import Engine, EngineOptions, GenerateRequest
 from engine.generation.speculative.replay import AcceptanceReplay
 from engine.model.loader import read_args
+from engine.model.state_cache import HybridCache
 from engine.runtime.model_runner import ModelRunner
 from tests.experts.test_expert_modes import mode_options
 from tests.mtp_checkpoints import mtp_model_dir  # noqa: F401 - the fixture
 from tests.runtime.test_speculative_engine import GREEDY, PROMPTS, OracleDrafts, requests
 
 ATTENTION_ONLY = ["qwen3_moe", "deepseek_v3", "gpt_oss"]  # GQA, MLA, sinks and a sliding window
+HYBRIDS = ["qwen3_5_moe", "qwen3_next"]  # Gated DeltaNet and gated attention layers
 
 
 class StepPaths:
@@ -56,7 +60,7 @@ def run(folder, reference=None, **options):
     """The first prompt alone, then all three batched -> ([(token ids, logprobs)] in order, drafts accepted)."""
     options = {"max_num_seqs": 16, "draft_tokens": 4, **options}  # up to 15 rows a step: the static sizes
     with Engine(EngineOptions(model=str(folder), device="cpu", decode="static", **options)) as engine:
-        if isinstance(reference, OneDraft):
+        if isinstance(reference, (OneDraft, MixedDrafts)):
             engine._core.speculation.propose = reference.oracle(engine)
         elif reference is not None:
             engine._core.speculation.propose = OracleDrafts(engine, reference)
@@ -146,8 +150,85 @@ def test_mtp_drafts_verify_on_the_static_path(mtp_model_dir, model_type, monkeyp
     assert accepted > 0 and paths.padded > 0 and paths.dynamic == 0
 
 
-def test_hybrid_models_verify_on_the_dynamic_path(tiny_model_dir, monkeypatch):
+class StaticRollBacks:
+    """Counts roll-backs to the state rows a static verify step kept (HybridCache.verified_rows)."""
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        roll_back = HybridCache.roll_back
+
+        def counted(cache, slot, position):
+            self.count += slot in cache.verified_rows
+            return roll_back(cache, slot, position)
+
+        monkeypatch.setattr(HybridCache, "roll_back", counted)
+
+
+class MixedDrafts:
+    """OracleDrafts (a rejection every third call), up to 4 drafts a step for r0, 2 for r1 and none for r2: a
+    batched step's sequences have different draft counts, one none."""
+
+    LIMITS = {"r0": 4, "r1": 2, "r2": 0}
+
+    def __init__(self, reference: dict[str, list[int]]):
+        self.reference = reference
+
+    def oracle(self, engine: Engine):
+        drafts = OracleDrafts(engine, self.reference)
+        return lambda request_id, token_ids, room: drafts(request_id, token_ids, min(room, self.LIMITS[request_id]))
+
+
+@pytest.mark.parametrize("model_type", HYBRIDS)
+def test_hybrid_verify_steps_chain_their_states_on_the_static_path(tiny_model_dir, model_type, monkeypatch):
+    """Gated DeltaNet layers step a sequence's verify rows one after another inside the static step, keep the
+    states after each row in scratch rows and roll back to the last accepted one: in every expert mode, alone and
+    batched with different draft counts (one sequence with none), the ids of decoding without drafts."""
+    folder = tiny_model_dir(model_type)
+    args = read_args(folder)
+    plain, _ = run(folder)
+    paths, roll_backs = StepPaths(monkeypatch), StaticRollBacks(monkeypatch)
+    modes = {"resident": {}, **mode_options(args.num_experts_per_tok, args.num_experts)}
+    for name, options in modes.items():
+        for reference in (reference_of(plain), MixedDrafts(reference_of(plain))):
+            drafted, accepted = run(folder, reference, speculative="ngram", **options)
+            assert_same(drafted, plain)
+            assert accepted > 0, name
+    assert paths.padded > 0 and paths.dynamic == 0
+    assert roll_backs.count > 0
+
+
+@pytest.mark.parametrize("model_type", HYBRIDS)
+def test_hybrid_mtp_drafts_verify_on_the_static_path(mtp_model_dir, model_type, monkeypatch):  # noqa: F811
+    folder = mtp_model_dir(model_type, copying=True)
+    plain, _ = run(folder)
+    paths = StepPaths(monkeypatch)
+    drafted, accepted = run(folder, speculative="mtp")
+    assert_same(drafted, plain)
+    assert accepted > 0 and paths.padded > 0 and paths.dynamic == 0
+
+
+def test_hybrid_requests_that_draft_on_an_engine_started_without_drafts_verify_dynamic(tiny_model_dir,
+                                                                                         monkeypatch):
+    """An engine started with --speculative off keeps no scratch state rows; a request that asks for drafts there
+    verifies on the dynamic path (and rolls back the states it kept there), with the same ids."""
+    from engine.runtime.speculation import Speculation
+
     folder = tiny_model_dir("qwen3_5_moe")
+    plain, _ = run(folder)
+    paths = StepPaths(monkeypatch)
+    with Engine(EngineOptions(model=str(folder), device="cpu", decode="static", max_num_seqs=16)) as engine:
+        assert engine._core.runner.cache.num_verify_rows == 0
+        engine._core.speculation = Speculation(4)
+        engine._core.speculation.propose = OracleDrafts(engine, reference_of(plain))
+        drafting = [dataclasses.replace(r, speculative="ngram") for r in requests(PROMPTS, GREEDY)]
+        results = [h.result() for h in engine.submit_batch(drafting)]
+    assert_same([(list(r.token_ids), list(r.logprobs)) for r in results], plain[1:])
+    assert sum(r.stats.spec_accepted for r in results) > 0 and paths.padded == 0 and paths.dynamic > 0
+
+
+def test_hybrids_with_other_state_layers_verify_on_the_dynamic_path(tiny_model_dir, monkeypatch):
+    """lfm2_moe's short conv keeps no chains: its verify steps run dynamic."""
+    folder = tiny_model_dir("lfm2_moe")
     plain, _ = run(folder)
     paths = StepPaths(monkeypatch)
     drafted, accepted = run(folder, reference_of(plain), speculative="ngram")
