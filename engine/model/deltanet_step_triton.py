@@ -99,7 +99,8 @@ def delta_step_kernel(conv_ptr, a_ptr, b_ptr, rate_ptr, dt_bias_ptr, state_ptr, 
     slot = tl.load(slots_ptr + first).to(tl.int64)
     if CHAINED:
         num_rows = tl.load(lengths_ptr + first)
-        state = tl.load(state_ptr + slot * HEADS * DK * DV + cells, mask=cell_ok & (num_rows > 0), other=0.0)
+        live = ks < tl.where(num_rows > 0, DK, 0)  # the rows after a chain's first read no state
+        state = tl.load(state_ptr + slot * HEADS * DK * DV + cells, mask=live[:, None] & v_ok[None, :], other=0.0)
     else:
         num_rows = 1
         state = tl.load(state_ptr + slot * HEADS * DK * DV + cells, mask=cell_ok, other=0.0)

@@ -1,7 +1,8 @@
 """The fused Gated DeltaNet decode step (engine.model.deltanet_step_kernels) under the Triton interpreter on the CPU,
 against the unfused torch path: a layer's decode output and its cache rows after the step, in fp32 and bf16, for one
 sequence and for three at distinct slots; a row's bits alone equal its bits in a batch; the cache rows of the slots
-not stepped untouched; a verify step's kept states; the engine's greedy tokens; the ops of one decode step; and the
+not stepped untouched; a verify step's kept states; a static verify step's chains (a sequence's rows in order, the
+states after each in scratch rows); the engine's greedy tokens; the ops of one decode step; and the
 kernels compiled for sm_90 (what the interpreter does not run). tests/gpu/test_deltanet_step_gpu.py runs them on
 CUDA."""
 
@@ -306,19 +307,22 @@ def compile_for_sm90() -> None:
         source = ASTSource(fn=fn, signature=signature, constexprs=constexprs)
         return triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options).asm["ptx"]
 
-    conv = ({"x_ptr": "*bf16", "history_ptr": "*bf16", "weight_ptr": "*bf16", "slots_ptr": "*i64",
-             "out_ptr": "*bf16", "channels": "i32"}, {"TAPS": 4, "BLOCK": deltanet_step_kernels.CONV_BLOCK})
+    chains = {"slots_ptr": "*i64", "targets_ptr": "*i64", "lengths_ptr": "*i64"}
+    conv = ({"x_ptr": "*bf16", "history_ptr": "*bf16", "weight_ptr": "*bf16", **chains, "out_ptr": "*bf16",
+             "channels": "i32"}, {"TAPS": 4, "BLOCK": deltanet_step_kernels.CONV_BLOCK, "CHAINED": False})
     fused_taps = ptx(kernels.conv_step_kernel, *conv, num_warps=4, enable_fp_fusion=True)
     conv_ptx = ptx(kernels.conv_step_kernel, *conv, num_warps=4, **deltanet_step_kernels.NO_FUSION)
     assert conv_ptx.count("fma.") < fused_taps.count("fma."), (conv_ptx.count("fma."), fused_taps.count("fma."))
     delta = {"conv_ptr": "*bf16", "a_ptr": "*bf16", "b_ptr": "*bf16", "rate_ptr": "*fp32", "dt_bias_ptr": "*bf16",
-             "state_ptr": "*fp32", "slots_ptr": "*i64", "out_ptr": "*bf16", "channels": "i32", "key_scale": "fp32"}
+             "state_ptr": "*fp32", **chains, "out_ptr": "*bf16", "channels": "i32", "key_scale": "fp32"}
     norm = {"x_ptr": "*bf16", "gate_ptr": "*bf16", "weight_ptr": "*bf16", "out_ptr": "*bf16", "eps": "fp32"}
     compiled = [conv_ptx, ptx(kernels.gated_norm_kernel, norm, {"DV": 128, "BV": 128, "ROUND_SCALED": True},
-                              num_warps=1, **deltanet_step_kernels.NO_FUSION)]
-    for tiled in (False, True):
+                              num_warps=1, **deltanet_step_kernels.NO_FUSION),
+                ptx(kernels.conv_step_kernel, conv[0], dict(conv[1], CHAINED=True), num_warps=4,
+                    **deltanet_step_kernels.NO_FUSION)]
+    for tiled, is_chained in ((False, False), (True, False), (False, True)):
         heads = {"KEY_HEADS": 16, "HEADS": 32, "DK": 128, "DV": 128, "BK": 128,
-                 "BV": deltanet_step_kernels.VALUE_BLOCK, "TILED": tiled, "STORES_DECAY": tiled}
+                 "BV": deltanet_step_kernels.VALUE_BLOCK, "TILED": tiled, "STORES_DECAY": tiled, "CHAINED": is_chained}
         compiled.append(ptx(kernels.delta_step_kernel, delta, heads, num_warps=1, **deltanet_step_kernels.NO_FUSION))
     assert all("div.rn.f32" in code and "div.full" not in code for code in compiled)
 
@@ -331,3 +335,69 @@ def test_the_kernels_compile_for_cuda_without_fp_contraction():
     script = "from tests.model.test_deltanet_step_kernels import compile_for_sm90; compile_for_sm90()"
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def chained_decode(monkeypatch, layer, cache, x, sequences, on: bool):
+    """A static-shape verify step's rows through layer.decode_padded (sequences: (state slot, number of rows))."""
+    from engine.model.attention import PaddedDecodeMetadata
+
+    chains = cache.chain(sequences)
+    meta = PaddedDecodeMetadata(slot_mapping=torch.zeros(len(x), dtype=torch.long),
+                                kv_index=torch.zeros(len(x), 1, dtype=torch.long),
+                                lengths=torch.ones(len(x), dtype=torch.long),
+                                state_slots=torch.tensor(chains.slots), state_sources=torch.tensor(chains.sources),
+                                state_targets=torch.tensor(chains.targets), chain_lengths=torch.tensor(chains.lengths),
+                                is_chained=chains.is_chained)
+    fused(monkeypatch, on)
+    with torch.no_grad():
+        inputs, z = layer.mix_inputs(x)
+        return layer.output(layer.decode_padded(meta, inputs, cache), z)
+
+
+@pytest.mark.parametrize("dtype, tiled, stores_decay", CASES, ids=CASE_IDS)
+def test_fused_chains_match_the_torch_path(interpreted, monkeypatch, tiny_model_dir, dtype, tiled, stores_decay):
+    """A verify step's chains (a sequence of 3 rows, one of 1, one of 2) on the fused kernels and on the torch path
+    (row by row from each row's source): the outputs, the slots' states after the step, and the scratch rows' states
+    that roll_back reads, each position's."""
+    layer, cache = layer_and_cache(tiny_model_dir("qwen3_5_moe"), dtype, tiled, stores_decay)
+    cache.states = [tuple(torch.cat([s, torch.randn_like(s[:3], dtype=torch.float32).to(s.dtype)]) for s in states)
+                    for states in cache.states]  # 3 scratch rows after the NUM_SEQS slots, holding garbage
+    cache.num_verify_rows = 3
+    reference = twin(cache)
+    sequences = [(4, 3), (0, 1), (2, 2)]
+    x = torch.randn(6, layer.out_proj.out_features, generator=torch.Generator().manual_seed(5)).to(dtype)
+    ours = chained_decode(monkeypatch, layer, cache, x, sequences, on=True)
+    ref = chained_decode(monkeypatch, layer, reference, x, sequences, on=False)
+    assert_close(ours, ref)
+    assert cache.verified_rows == reference.verified_rows == {4: [NUM_SEQS, NUM_SEQS + 1, 4], 2: [NUM_SEQS + 2, 2]}
+    history, state = cache.states[layer.state_layer]
+    ref_history, ref_state = reference.states[layer.state_layer]
+    assert torch.equal(history, ref_history)
+    assert_close(state, ref_state)
+
+
+def test_fused_chains_compute_what_one_row_steps_compute(interpreted, monkeypatch, tiny_model_dir):
+    """fp32 on the fused kernels (from the projections' rows to the delta rule's output; the CPU's matmul may round a
+    row differently in another batch size): a chain of 3 rows gives the bits of 3 one-row decode steps of its
+    sequence, and the state after each row (scratch rows, then the slot) the bits those steps leave in the slot."""
+    from engine.model.attention import PaddedDecodeMetadata
+
+    layer, cache = layer_and_cache(tiny_model_dir("qwen3_5_moe"), torch.float32)
+    cache.states = [tuple(torch.cat([s, torch.zeros_like(s[:2])]) for s in states) for states in cache.states]
+    cache.num_verify_rows = 2
+    steps = twin(cache)
+    fused(monkeypatch, True)
+    x = torch.randn(3, layer.out_proj.out_features, generator=torch.Generator().manual_seed(6))
+    chains = cache.chain([(1, 3)])
+    meta = PaddedDecodeMetadata(slot_mapping=torch.zeros(3, dtype=torch.long), kv_index=torch.zeros(3, 1),
+                                lengths=torch.ones(3), state_slots=torch.tensor(chains.slots),
+                                state_sources=torch.tensor(chains.sources), state_targets=torch.tensor(chains.targets),
+                                chain_lengths=torch.tensor(chains.lengths), is_chained=True)
+    with torch.no_grad():
+        inputs, _ = layer.mix_inputs(x)
+        chained = layer.decode_padded(meta, inputs, cache)
+        for row, kept in enumerate(cache.verified_rows[1]):
+            one = layer.decode(torch.tensor([1]), tuple(t[row : row + 1] for t in inputs), steps)
+            assert torch.equal(one, chained[row : row + 1])
+            for state, stepped in zip(cache.states[layer.state_layer], steps.states[layer.state_layer]):
+                assert torch.equal(state[kept], stepped[1])
