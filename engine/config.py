@@ -125,4 +125,5 @@ class EngineOptions:
         max_model_len = self.context_length(max_position_embeddings)
         return PlanRequest(mode=self.experts, budget_bytes=self.budget_bytes, block_size=self.block_size,
                            max_model_len=max_model_len, max_num_seqs=self.max_num_seqs,
-                           max_batched_tokens=max_model_len, expert_slots=self.expert_slots, kv_blocks=self.kv_blocks)
+                           max_batched_tokens=max_model_len, expert_slots=self.expert_slots, kv_blocks=self.kv_blocks,
+                           verify_state_rows=self.verify_state_rows)

@@ -39,6 +39,8 @@ class ModelSizes:
     expanded_kv_bytes_per_token: int = 0
     # linear-attention layers (qwen3_next, qwen3_5_moe): their conv + recurrent state of one sequence, any length
     state_bytes_per_seq: int = 0
+    # the same, of a model whose verify steps chain its states through scratch rows (engine.model.state_chains), else 0
+    verify_state_bytes_per_row: int = 0
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,9 @@ class MemoryPlan:
     kv_block_bytes: int
     workspace_bytes: int
     shared_expert_bytes: int = 0  # part of dense_bytes (ModelSizes.shared_expert_bytes)
-    state_bytes: int = 0  # linear-attention state of max_num_seqs sequences, beside the KV pool (not re-split)
+    # linear-attention state of max_num_seqs sequences and a verify step's scratch rows, beside the KV pool (not
+    # re-split)
+    state_bytes: int = 0
 
     def __post_init__(self):
         object.__setattr__(self, "mode", ExpertMode(self.mode))
@@ -118,6 +122,7 @@ class PlanRequest:
     max_batched_tokens: int
     expert_slots: int | None = None
     kv_blocks: int | None = None
+    verify_state_rows: int = 0  # scratch state rows of a static verify step (EngineOptions.verify_state_rows)
 
     def __post_init__(self):
         object.__setattr__(self, "mode", ExpertMode.parse(self.mode))
@@ -133,7 +138,7 @@ def plan_memory(sizes: ModelSizes, request: PlanRequest) -> MemoryPlan:
     workspace = workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
     kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
     layer_bytes = sizes.num_experts * sizes.expert_bytes
-    state = state_bytes(sizes, request.max_num_seqs)
+    state = state_bytes(sizes, request)
     base = dict(mode=request.mode, budget_bytes=request.budget_bytes, dense_bytes=sizes.dense_bytes,
                 expert_bytes=sizes.expert_bytes, num_moe_layers=sizes.num_moe_layers, kv_block_bytes=block_bytes,
                 workspace_bytes=workspace, offloaded_layers=0, static_resident_bytes=0,
@@ -152,9 +157,11 @@ def plan_memory(sizes: ModelSizes, request: PlanRequest) -> MemoryPlan:
     return with_kv(MemoryPlan(**base, layer_slots=(slots,) * sizes.num_moe_layers, kv_blocks=kv // block_bytes), request)
 
 
-def state_bytes(sizes: ModelSizes, max_num_seqs: int) -> int:
-    """The linear-attention state of every sequence that can run at once (0 for models without such layers)."""
-    return sizes.state_bytes_per_seq * max_num_seqs
+def state_bytes(sizes: ModelSizes, request: PlanRequest) -> int:
+    """The linear-attention state of every sequence that can run at once, and the scratch states of a static verify
+    step where the model chains them (HybridCache; 0 for models without such layers)."""
+    return (sizes.state_bytes_per_seq * request.max_num_seqs
+            + sizes.verify_state_bytes_per_row * request.verify_state_rows)
 
 
 def minimum_budget(sizes: ModelSizes, request: PlanRequest) -> int:
@@ -162,7 +169,7 @@ def minimum_budget(sizes: ModelSizes, request: PlanRequest) -> int:
     slots = sizes.top_k * sizes.num_moe_layers * sizes.expert_bytes
     kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
     workspace = workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
-    return sizes.dense_bytes + slots + kv_floor + workspace + state_bytes(sizes, request.max_num_seqs)
+    return sizes.dense_bytes + slots + kv_floor + workspace + state_bytes(sizes, request)
 
 
 def paged_slots(sizes: ModelSizes, request: PlanRequest, fixed: int, kv_floor: int) -> int:

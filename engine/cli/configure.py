@@ -77,7 +77,7 @@ def configure_model(plan: LoadPlan, trace_path: Path):
     trace = load_trace(trace_path)
     check_topology(args, trace.header)
     workspace = workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
-    pool = budget - sizes.dense_bytes - workspace - state_bytes(sizes, request.max_num_seqs)
+    pool = budget - sizes.dense_bytes - workspace - state_bytes(sizes, request)
     floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
     needed = floor + args.num_moe_layers * args.num_experts_per_tok * sizes.expert_bytes
     if pool < needed:

@@ -60,7 +60,7 @@ class LoadPlan:
         """The minimum and all-resident budgets (the options' budget does not change them)."""
         sizes, request = self.sizes, self.request
         fixed = (sizes.dense_bytes + workspace_bytes(sizes, request.max_batched_tokens, request.max_num_seqs)
-                 + state_bytes(sizes, request.max_num_seqs))
+                 + state_bytes(sizes, request))
         experts = sizes.num_moe_layers * sizes.num_experts * sizes.expert_bytes
         kv_floor = kv_floor_bytes(sizes, request.max_num_seqs, request.max_model_len)
         return BudgetMarks(minimum_budget(sizes, request), fixed + experts + kv_floor)

@@ -12,9 +12,9 @@ owns one sequence's block of channels, each delta program one (sequence, value h
 reductions over Dk inside it (no atomics, no split reductions), each norm program one (token, head). So a row's bits
 do not depend on the other rows of the batch. A verify step's rows of one sequence (chains, engine.model.state_chains)
 run in order inside its first row's programs, each row computing what a one-row step from the state before it
-computes; the programs of the rows after it have nothing to do. No host sync and no shape depends on data: a CUDA graph may hold them.
-FP contraction is off (a * b + c rounds twice, as torch's separate kernels do); exp and log1p are libdevice's and
-divisions round to nearest, as torch's CUDA kernels compute them."""
+computes; the programs of the rows after it have nothing to do. No host sync and no shape depends on data: a CUDA
+graph may hold them. FP contraction is off (a * b + c rounds twice, as torch's separate kernels do); exp and log1p
+are libdevice's and divisions round to nearest, as torch's CUDA kernels compute them."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.alloc.memory_plan import ModelSizes
 from engine.model.args import ModelArgs
-from engine.model.state_layers import is_block_stack, is_state_layer, state_spec
+from engine.model.state_layers import chains_verify_rows, is_block_stack, is_state_layer, state_spec
 from engine.quant.types import quant_type, slot_bytes
 
 
@@ -162,4 +162,6 @@ def model_sizes(args: ModelArgs, dtype_bytes: int) -> ModelSizes:
         num_layers=args.num_hidden_layers,
         shared_expert_bytes=shared_expert_params(args) * dtype_bytes,
         state_bytes_per_seq=args.state_bytes_per_seq(dtype_bytes),
+        verify_state_bytes_per_row=(args.state_bytes_per_seq(dtype_bytes) if chains_verify_rows(args.layer_types)
+                                    else 0),
     )

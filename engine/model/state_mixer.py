@@ -10,8 +10,8 @@ rows reach each sequence's state in the hybrid cache. A subclass says what its m
 
 A decode step steps every row's sequence at once; a verify step (drafts) steps its rows one at a time and keeps the
 state after each for HybridCache.roll_back (on the dynamic path as copies, in the static-shape step in the state
-cache's scratch rows: engine.model.state_chains); every other span runs the chunked form from its sequence's state (zeros
-when the span starts the sequence)."""
+cache's scratch rows: engine.model.state_chains); every other span runs the chunked form from its sequence's state
+(zeros when the span starts the sequence)."""
 
 from __future__ import annotations
 

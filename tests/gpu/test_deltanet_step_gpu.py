@@ -1,7 +1,7 @@
 """The fused Gated DeltaNet decode step (engine.model.deltanet_step_kernels) on CUDA: `pytest -m gpu
 tests/gpu/test_deltanet_step_gpu.py`. Fails (not skips) without a GPU:
 a layer's fused step against the unfused one (fla's recurrent kernel) at the tiny models' and qwen3.5-35b-a3b's heads
-in bf16, a row's bits alone equal to its bits in a batch, a CUDA graph's replay equal to eager, and the engine's
+in bf16, a row's bits alone equal to its bits in a batch, a verify step's chained rows equal to one-row steps, a CUDA graph's replay equal to eager, and the engine's
 greedy tokens on a tiny qwen3_5_moe in bf16 equal to the unfused path's, batched and alone, in graphed and dynamic
 decode steps. The measurement to take with it: bench/results/2026-12-07-qwen35-h2h/PROFILE.md."""
 
@@ -14,7 +14,8 @@ import torch
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
 from engine.model import deltanet_step_kernels
-from tests.model.test_deltanet_step_kernels import fused, layer_and_cache, relative_error, twin
+from tests.model.test_deltanet_step_kernels import (assert_chain_is_one_row_steps, fused, layer_and_cache,
+                                                    relative_error, twin)
 from tests.model.test_hybrid import LONG_PROMPT
 from tests.tiny_models import write_tiny_model
 
@@ -116,3 +117,10 @@ def test_the_engines_greedy_tokens_are_the_unfused_paths(compiled, monkeypatch, 
     alone = [greedy_tokens(bf16_model, decode, [p])[0] for p in PROMPTS[:2]]
     assert batched == unfused
     assert alone == batched[:2]
+
+
+@pytest.mark.parametrize("heads", HEADS, ids=list(HEADS))
+def test_chained_rows_are_one_row_steps(compiled, monkeypatch, bf16_model, heads):
+    """A static verify step's rows of one sequence (the kernels' chains) against one-row decode steps, bitwise."""
+    layer, cache = layer_and_cache(bf16_model, torch.bfloat16, device="cuda", **HEADS[heads])
+    assert_chain_is_one_row_steps(monkeypatch, layer, cache)

@@ -1,8 +1,8 @@
 """Speculative decoding on CUDA (the lent GPU: `pytest -m gpu -p no:xdist tests/gpu/test_speculative_gpu.py`):
-decode steps on CUDA graphs, verify steps too on attention-only models (eagerly on hybrids and past the static row
-counts), and greedy token ids equal to decoding without drafts in every expert mode, logprobs within 1e-4 in fp32,
-a hybrid model's states rolled back; a verify step's rows take the decode kernel (MLA's absorbed latent decode too),
-so in bf16 as well the ids are those of one-token steps."""
+decode and verify steps on CUDA graphs (verify steps eagerly past the static row counts), greedy token ids equal to
+decoding without drafts in every expert mode, logprobs within 1e-4 in fp32, a hybrid model's states rolled back; a
+verify step's rows take the decode kernel (MLA's absorbed latent decode too, a hybrid's chained Gated DeltaNet
+kernels), so in bf16 as well the ids are those of one-token steps."""
 
 from __future__ import annotations
 
@@ -51,11 +51,13 @@ def test_drafting_is_lossless_on_cuda_in_every_expert_mode(tmp_path, name, dtype
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("name", ["qwen3_moe", "deepseek_v3"])  # GQA, MLA
+@pytest.mark.parametrize("name", ["qwen3_moe", "deepseek_v3", "qwen3_5_moe", "qwen3_next"])  # GQA, MLA, hybrids
 def test_verify_steps_replay_cuda_graphs_and_are_lossless(tmp_path, name, dtype, monkeypatch):
-    """Attention-only models verify drafts as rows of the padded decode step: every verify step takes the static
-    path, row counts other than the batch's get graphs of their own, and the ids are those of decoding without
-    drafts in every expert mode."""
+    """Verify drafts as rows of the padded decode step: every verify step takes the static path, row counts other
+    than the batch's get graphs of their own, and the ids are those of decoding without drafts in every expert mode.
+    The hybrids' Gated DeltaNet layers step a sequence's rows in order inside the graphs (the fused kernels' chains)
+    and roll back to the scratch state of the last accepted row (OracleDrafts spoils every third step's last
+    draft)."""
     from engine.runtime import model_runner
     from tests.runtime.test_static_verify import StepPaths
 

@@ -380,24 +380,33 @@ def test_fused_chains_compute_what_one_row_steps_compute(interpreted, monkeypatc
     """fp32 on the fused kernels (from the projections' rows to the delta rule's output; the CPU's matmul may round a
     row differently in another batch size): a chain of 3 rows gives the bits of 3 one-row decode steps of its
     sequence, and the state after each row (scratch rows, then the slot) the bits those steps leave in the slot."""
+    layer, cache = layer_and_cache(tiny_model_dir("qwen3_5_moe"), torch.float32)
+    assert_chain_is_one_row_steps(monkeypatch, layer, cache)
+
+
+def assert_chain_is_one_row_steps(monkeypatch, layer, cache: HybridCache) -> None:
+    """On the fused kernels, a chain of 3 rows of slot 1 (through 2 scratch rows added to the cache) against 3
+    one-row decode steps of a twin cache: the delta rule's outputs and the states after each row, bitwise."""
     from engine.model.attention import PaddedDecodeMetadata
 
-    layer, cache = layer_and_cache(tiny_model_dir("qwen3_5_moe"), torch.float32)
+    device = layer.out_proj.weight.device
     cache.states = [tuple(torch.cat([s, torch.zeros_like(s[:2])]) for s in states) for states in cache.states]
     cache.num_verify_rows = 2
     steps = twin(cache)
     fused(monkeypatch, True)
     x = torch.randn(3, layer.out_proj.out_features, generator=torch.Generator().manual_seed(6))
+    x = x.to(device=device, dtype=layer.out_proj.weight.dtype)
     chains = cache.chain([(1, 3)])
-    meta = PaddedDecodeMetadata(slot_mapping=torch.zeros(3, dtype=torch.long), kv_index=torch.zeros(3, 1),
-                                lengths=torch.ones(3), state_slots=torch.tensor(chains.slots),
-                                state_sources=torch.tensor(chains.sources), state_targets=torch.tensor(chains.targets),
-                                chain_lengths=torch.tensor(chains.lengths), is_chained=True)
+    index = lambda values: torch.tensor(values, device=device)  # noqa: E731
+    meta = PaddedDecodeMetadata(slot_mapping=index([0] * 3), kv_index=index([[0]] * 3), lengths=index([1] * 3),
+                                state_slots=index(chains.slots), state_sources=index(chains.sources),
+                                state_targets=index(chains.targets), chain_lengths=index(chains.lengths),
+                                is_chained=True)
     with torch.no_grad():
         inputs, _ = layer.mix_inputs(x)
         chained = layer.decode_padded(meta, inputs, cache)
         for row, kept in enumerate(cache.verified_rows[1]):
-            one = layer.decode(torch.tensor([1]), tuple(t[row : row + 1] for t in inputs), steps)
+            one = layer.decode(index([1]), tuple(t[row : row + 1] for t in inputs), steps)
             assert torch.equal(one, chained[row : row + 1])
             for state, stepped in zip(cache.states[layer.state_layer], steps.states[layer.state_layer]):
                 assert torch.equal(state[kept], stepped[1])

@@ -145,6 +145,18 @@ def test_the_plan_counts_the_dense_weights_and_the_state_the_engine_allocates(ti
     assert dict((s.key, s.num_bytes) for s in memory_segments(plan))["state"] == plan.state_bytes
 
 
+@pytest.mark.parametrize("model_type", HYBRID_TYPES)
+def test_the_plan_counts_the_scratch_states_of_static_verify_steps(tiny_model_dir, model_type):
+    """An engine that drafts keeps a scratch state per draft of its largest static verify step (max_num_seqs 3,
+    draft_tokens 4: 4), counted in the plan; one that does not draft keeps none."""
+    for options, rows in ((dict(speculative="ngram", draft_tokens=4), 4), (dict(), 0)):
+        with Engine(EngineOptions(model=str(tiny_model_dir(model_type)), device="cpu", max_num_seqs=3,
+                                  **options)) as engine:
+            cache, plan, args = engine._core.runner.cache, engine.plan, engine._core.runner.model.args
+            assert cache.num_verify_rows == rows
+            assert plan.state_bytes == cache.state_bytes == (3 + rows) * args.state_bytes_per_seq(4)
+
+
 def test_a_budget_change_while_requests_run_loses_no_state(tiny_model_dir):
     """The re-split waits for the drained barrier; the sequences decoding before it keep their states."""
     from engine.alloc.memory_plan import GiB, MiB

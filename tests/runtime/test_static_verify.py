@@ -3,8 +3,9 @@ its drafts are rows of the padded decode step, so with static decode on, draftin
 decoding without drafts and their log-probabilities within 1e-4, alone and batched with different draft counts, in
 every expert mode; and such steps do not fall back to the dynamic path where the static one takes them. Hybrids
 whose state layers are Gated DeltaNet (qwen3_5_moe, qwen3_next) verify there too, a sequence's rows stepping its
-states in order; other state layers verify on the dynamic path. (On the CPU in fp32 with SDPA attention a row's last bits depend on the
-batch's size, in plain static decode too; with the Triton decode kernels, in bf16, they do not: the last test.)"""
+states in order; other state layers verify on the dynamic path. (On the CPU in fp32 with SDPA attention a row's last
+bits depend on the batch's size, in plain static decode too; with the Triton decode kernels, in bf16, they do not:
+the last test.)"""
 
 from __future__ import annotations
 
