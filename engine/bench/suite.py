@@ -258,8 +258,10 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
     reset_peak(device)
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
     options = {"decode": getattr(args, "decode", "auto"), **options}  # an arm's own decode path (resident-dynamic) wins
+    # the speculative mode and draft tokens size the verify steps (static row counts, a hybrid's scratch states)
     engine_options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=args.batch,
-                                   draft_tokens=getattr(args, "draft_tokens", 8), **options)  # sizes verify steps
+                                   draft_tokens=getattr(args, "draft_tokens", 8),
+                                   speculative=getattr(args, "speculative", "off"), **options)
     prompts = prompts_of(args)
     engine = assemble_engine(weights, prompts.tokenizer, engine_options, plan, device, args.max_len, provider=provider)
     prompts.attach(engine)
