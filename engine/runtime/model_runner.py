@@ -160,4 +160,4 @@ class ModelRunner:
         state cache's scratch rows (HybridCache.chain, which keeps them for roll_back)."""
         if any(seq.draft_ids for seq in seqs) and self.model.args.is_hybrid:
             return self.cache.chain([(seq.state_slot, 1 + len(seq.draft_ids)) for seq in seqs])
-        return unchained([seq.state_slot for seq in seqs])
+        return unchained([seq.state_slot for seq in seqs for _ in range(1 + len(seq.draft_ids))])

@@ -1,9 +1,10 @@
 """The fused Gated DeltaNet decode step (engine.model.deltanet_step_kernels) on CUDA: `pytest -m gpu
 tests/gpu/test_deltanet_step_gpu.py`. Fails (not skips) without a GPU:
 a layer's fused step against the unfused one (fla's recurrent kernel) at the tiny models' and qwen3.5-35b-a3b's heads
-in bf16, a row's bits alone equal to its bits in a batch, a verify step's chained rows equal to one-row steps, a CUDA graph's replay equal to eager, and the engine's
-greedy tokens on a tiny qwen3_5_moe in bf16 equal to the unfused path's, batched and alone, in graphed and dynamic
-decode steps. The measurement to take with it: bench/results/2026-12-07-qwen35-h2h/PROFILE.md."""
+in bf16, a row's bits alone equal to its bits in a batch, a verify step's chained rows equal to one-row steps, a CUDA
+graph's replay equal to eager, and the engine's greedy tokens on a tiny qwen3_5_moe in bf16 equal to the unfused
+path's, batched and alone, in graphed and dynamic decode steps. The measurement to take with it:
+bench/results/2026-12-07-qwen35-h2h/PROFILE.md."""
 
 from __future__ import annotations
 
