@@ -1,9 +1,10 @@
 """A decode step that verifies drafts (speculative decoding, engine thread): each sequence computes its last
 token's position and its drafts' in one model step; its emitted tokens are accepted one by one as a plain decode
 step's are, and what follows the last accepted position is dropped: the KV written there is overwritten by later
-steps (attention never reads past a sequence's length) and a linear-attention state is rolled back. On models whose
-layers are all attention the step runs with static shapes (CUDA graphs), one row per position; models with state
-layers verify eagerly (ModelRunner.takes_padded)."""
+steps (attention never reads past a sequence's length) and a linear-attention state is rolled back. The step runs
+with static shapes (CUDA graphs), one row per position, on models whose layers are all attention and on the Gated
+DeltaNet hybrids (a sequence's rows chain its states: engine.model.state_chains); other state layers verify eagerly
+(ModelRunner.takes_padded)."""
 
 from __future__ import annotations
 
