@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.system.triton_support import hybrid_step_kernels
+from engine.system.triton_support import fused_step
 
 NO_FUSION = {"enable_fp_fusion": False}  # x * scale * w rounds after each product, as torch's kernels do
 _built: dict = {}
@@ -18,9 +18,9 @@ _built: dict = {}
 
 def applies(x: torch.Tensor) -> bool:
     """Whether the hybrid layers' zero-centred norms (and GatedAttention's q/k norm with RoPE) on x's device run
-    fused kernels: on CUDA where engine.system.triton_support.hybrid_step_kernels() (off until a GPU run has checked
-    them); the CPU keeps the torch ops (tests run the kernels there under Triton's interpreter)."""
-    return x.is_cuda and hybrid_step_kernels()
+    fused kernels: on CUDA where Triton is installed (engine.system.triton_support.fused_step); the CPU keeps the
+    torch ops (tests run the kernels there under Triton's interpreter)."""
+    return x.is_cuda and fused_step()
 
 
 def _kernels():

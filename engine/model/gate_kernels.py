@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.system.triton_support import hybrid_step_kernels
+from engine.system.triton_support import fused_step
 
 BLOCK = 1024
 NO_FUSION = {"enable_fp_fusion": False}
@@ -22,9 +22,9 @@ _built: dict = {}
 
 def applies(x: torch.Tensor) -> bool:
     """Whether the hybrid layers' gates on x's device run the kernels: on CUDA where
-    engine.system.triton_support.hybrid_step_kernels() (off until a GPU run has checked them); the CPU keeps the
+    engine.system.triton_support.fused_step() (where Triton is installed); the CPU keeps the
     torch ops (tests run the kernels there under Triton's interpreter)."""
-    return x.is_cuda and hybrid_step_kernels()
+    return x.is_cuda and fused_step()
 
 
 def _kernels():

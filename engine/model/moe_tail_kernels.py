@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from engine.system.triton_support import hybrid_step_kernels
+from engine.system.triton_support import fused_step
 
 BLOCK = 1024
 NO_FUSION = {"enable_fp_fusion": False}
@@ -27,9 +27,9 @@ class GatedShared(NamedTuple):
 
 def applies(x: torch.Tensor) -> bool:
     """Whether a hybrid MoE layer's decode step ends in the fused kernel on x's device: on CUDA where
-    engine.system.triton_support.hybrid_step_kernels() (off until a GPU run has checked them); the CPU keeps the
+    engine.system.triton_support.fused_step() (where Triton is installed); the CPU keeps the
     torch ops (tests run the kernel there under Triton's interpreter)."""
-    return x.is_cuda and hybrid_step_kernels()
+    return x.is_cuda and fused_step()
 
 
 def _kernels():

@@ -23,12 +23,6 @@ def kv_slots(block_table: list[int], num_tokens: int, block_size: int) -> np.nda
     return blocks.reshape(-1)[:num_tokens]
 
 
-# Verify steps through the static-shape step on CUDA (CUDA graphs per row count) are checked on the CPU only: they
-# stay on the eager path there until `pytest -m gpu tests/gpu/test_speculative_gpu.py` and the speculative bench rows
-# (docs/speculative.md) have run with this True on a GPU, graph memory per row count under the budget included.
-VERIFY_ON_CUDA_GRAPHS = False
-
-
 def rope_delta(seq: Sequence) -> int:
     """How far a position after a prompt with images is from its index (M-RoPE); 0 for text."""
     return 0 if seq.images is None else seq.images.rope_delta
@@ -129,8 +123,6 @@ class ModelRunner:
         num_drafts = sum(len(seq.draft_ids) for seq in seqs)
         if num_drafts == 0:
             return True
-        if self.device.type == "cuda" and not VERIFY_ON_CUDA_GRAPHS:
-            return False
         if len(seqs) + num_drafts > self.padded_decode.max_rows:
             return False
         if not self.model.args.is_hybrid:

@@ -58,11 +58,9 @@ def test_verify_steps_replay_cuda_graphs_and_are_lossless(tmp_path, name, dtype,
     The hybrids' Gated DeltaNet layers step a sequence's rows in order inside the graphs (the fused kernels' chains)
     and roll back to the scratch state of the last accepted row (OracleDrafts spoils every third step's last
     draft)."""
-    from engine.runtime import model_runner
     from tests.runtime.test_static_verify import StepPaths
 
     assert torch.cuda.is_available(), "GPU tests need CUDA"
-    monkeypatch.setattr(model_runner, "VERIFY_ON_CUDA_GRAPHS", True)  # the check this constant waits for
     folder = write_tiny_model(tmp_path / name, name, dtype=dtype)
     args = read_args(folder)
     sizes = dict(max_num_seqs=16, draft_tokens=4)  # 3 sequences of up to 5 rows: every verify step fits

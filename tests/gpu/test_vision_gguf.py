@@ -36,8 +36,7 @@ def vl_files(request, tmp_path_factory):
     """(the checkpoint folder, its model.gguf with mmproj-tiny.gguf beside it)."""
     assert torch.cuda.is_available(), "GPU tests need CUDA"
     folder = CHECKPOINTS[request.param](tmp_path_factory.mktemp(f"tiny_{request.param}_cuda"))
-    model = folder.parent / "gguf" / "model.gguf"
-    model.parent.mkdir()
+    model = tmp_path_factory.mktemp(f"gguf_{request.param}_cuda") / "model.gguf"
     assert main(["convert-gguf", str(folder), str(model), "--type", "f32", "--mmproj",
                  str(model.parent / "mmproj-tiny.gguf")]) == 0
     return folder, model
