@@ -6,13 +6,19 @@ llama.cpp ran:
 
 TTFT: Wisp's median time to the first token of a PROMPT-token prompt; llama.cpp's is PROMPT / its pp tok/s
 (llama-bench's prompt test, which is the prefill alone). Ratios are Wisp over llama.cpp for decode and llama.cpp
-over Wisp for TTFT (above 1: Wisp ahead)."""
+over Wisp for TTFT (above 1: Wisp ahead). A Wisp arm marked "late graph" decoded through a CUDA graph captured after
+its process's first three, which replays slower (engine.bench.graph_timing.is_late_graph): compare it with late rows."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+
+from engine.bench.graph_timing import is_late_graph
+
+LATE_NOTE = ("late graph: decoded through a CUDA graph captured after its process's first three, which replays "
+             "slower whatever the arm; compare it with other late rows")
 
 
 def wisp_rows(paths: list[Path]) -> list[dict]:
@@ -46,7 +52,8 @@ def table(rows: list[dict], llama: dict) -> str:
         budget = row["budget_gib"]
         ttft = row.get("ttft_s_median") or row["ttft_s"]
         cells = ["resident" if budget is None else f"{budget:g}", f"{row['link_gbps']:g}" if row["link_gbps"] else "native",
-                 row["arm"] + (f" p{row['prompt']}" if row["prompt"] != prompt else ""),
+                 row["arm"] + (f" p{row['prompt']}" if row["prompt"] != prompt else "")
+                 + (" (late graph)" if is_late_graph(row) else ""),
                  f"{row['decode_tok_s']:.1f}", f"{ttft:.3f}"]
         run = llama_run(llama, budget) if row["prompt"] == prompt else None
         for t in threads:
@@ -58,6 +65,8 @@ def table(rows: list[dict], llama: dict) -> str:
             cells += [f"{speed['tg_tok_s']:.1f} ({run['n_cpu_moe']})", f"{row['decode_tok_s'] / speed['tg_tok_s']:.2f}x",
                       f"{llama_ttft:.3f}", f"{llama_ttft / ttft:.2f}x"]
         lines.append("| " + " | ".join(cells) + " |")
+    if any(is_late_graph(row) for row in rows):
+        lines += ["", LATE_NOTE]
     return "\n".join(lines) + "\n"
 
 

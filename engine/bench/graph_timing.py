@@ -10,6 +10,14 @@ import warnings
 import torch
 
 REPLAYS = 100
+EARLY_GRAPHS = 3  # a process's first CUDA graphs: they replay faster than every later one (see is_late_graph)
+
+
+def is_late_graph(row: dict) -> bool:
+    """Whether a `wisp bench` row decoded through a CUDA graph captured after its process's first EARLY_GRAPHS: such
+    a step replays slower whatever the arm (bench/results/2026-11-30-graph-capture-order), so two rows compare only
+    where both are early or both late. A row without the count (recorded before it was) is not known late."""
+    return row.get("cuda_graphs_before", 0) >= EARLY_GRAPHS
 
 
 def whole_step_graphs(engine, batch: int = 1):

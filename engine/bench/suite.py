@@ -45,7 +45,7 @@ from engine.model.loader import LoadedWeights
 from engine.model.sizes import model_sizes
 from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine
-from engine.runtime.decode_graphs import WholeStepOptions
+from engine.runtime.decode_graphs import WholeStepOptions, process_graph_captures
 from engine.sampling import SamplingParams
 from engine.traces.format import load as load_trace
 from engine.traces.profile import routing_profile
@@ -264,6 +264,7 @@ def run_arm(weights, arm: str, plan: MemoryPlan, args, device, router, tokens: i
 def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs, warm_all, online, host_pager,
                 whole, options: dict):
     reset_peak(device)
+    graphs_before = process_graph_captures()  # from 3 on, this arm's decode graph replays at the later, slower rate
     provider = provider() if provider is not None else None  # built after the reset: its memory counts
     options = {"decode": getattr(args, "decode", "auto"), **options}  # an arm's own decode path (resident-dynamic) wins
     # the speculative mode and draft tokens size the verify steps (static row counts, a hybrid's scratch states)
@@ -302,7 +303,7 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
            "prompt": args.prompt, "num_tokens": tokens, "mode": plan.mode, "expert_share": expert_share(plan),
            "slots_per_layer_min": plan.min_layer_slots, "slots_total": sum(plan.layer_slots),
            "offloaded_layers": plan.offloaded_layers, "kv_gib": plan.kv_bytes / GiB, "plan_gib": plan.total_bytes / GiB,
-           "peak_gib": peak_gib(device), **spec_facts, **result}
+           "peak_gib": peak_gib(device), "cuda_graphs_before": graphs_before, **spec_facts, **result}
     engine.close()
     del engine
     print(json.dumps({k: v for k, v in row.items() if k not in ("tokens", "logprobs")}), flush=True)

@@ -27,6 +27,15 @@ from engine.quant.quant_modules import embedding_place
 # reads, writes and chains its states (StateChains); each row's padded KV index follows them
 PER_ROW = 8
 
+_captured_graphs = [0]  # CUDA graphs captured in this process, by every engine's decode steps
+
+
+def process_graph_captures() -> int:
+    """CUDA graphs this process has captured for decode steps so far (every engine, every batch size, every
+    re-capture). A graph captured after the process's first three replays slower, with any engine (the cause lies
+    below torch: bench/results/2026-11-30-graph-capture-order), so benchmarks record this count beside each row."""
+    return _captured_graphs[0]
+
 
 @dataclass(frozen=True)
 class WholeStepOptions:
@@ -144,6 +153,7 @@ class PaddedDecode:
                     with torch.cuda.graph(graph, pool=pool):
                         last = self.whole_chunk(start, end)
                     graphs.append(graph)
+                    _captured_graphs[0] += 1
                 self.whole, self.whole_out, self.whole_generation = graphs, last, path.generation
                 self.captures, self.capture_s = self.captures + 1, self.capture_s + time.perf_counter() - started
         except torch.cuda.OutOfMemoryError:
@@ -213,6 +223,7 @@ class PaddedDecode:
                 if not layer.is_moe:
                     self.x[index + 1].copy_(out)
             graphs.append(graph)
+            _captured_graphs[0] += 1
             outputs.append(out)
         self.graphs, self.outputs = graphs, outputs
 

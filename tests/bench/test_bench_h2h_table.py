@@ -30,3 +30,25 @@ def test_rows_meet_llama_cpp_at_their_budget_per_thread_count(tmp_path):
                         "| 40.0 (20) | 2.50x | 1.000 | 4.00x |")
     assert lines[3].startswith("| 12 | native | wisp p2048 | 90.0 | 0.900 | - |")  # no llama.cpp run at 2,048
     assert lines[4] == "| resident | native | resident | 220.0 | 0.050 | 200.0 (0) | 1.10x | 0.100 | 2.00x | - | - | - | - |"
+
+
+def test_a_row_decoded_through_a_late_graph_is_marked(tmp_path):
+    """A process's fourth CUDA graph and every later one replay slower: such rows say so, so a 2,048-token row of a
+    later session is not read as the cost of the longer context."""
+    rows = [{"arm": "resident", "budget_gib": None, "prompt": 512, "decode_tok_s": 177.4, "ttft_s": 0.1,
+             "cuda_graphs_before": 0},
+            {"arm": "resident", "budget_gib": None, "prompt": 2048, "decode_tok_s": 152.9, "ttft_s": 0.2,
+             "cuda_graphs_before": 7},
+            {"arm": "wisp", "budget_gib": 12.0, "prompt": 512, "decode_tok_s": 123.1, "ttft_s": 0.4}]
+    lines = h2h_table.table(h2h_table.wisp_rows([wisp_file(tmp_path, "a.json", None, rows)]), LLAMA).splitlines()
+    assert lines[2].startswith("| 12 | native | wisp | 123.1 |")  # no count recorded: not known late
+    assert lines[3].startswith("| resident | native | resident | 177.4 |")
+    assert lines[4].startswith("| resident | native | resident p2048 (late graph) | 152.9 |")
+    assert lines[-1] == h2h_table.LATE_NOTE
+
+
+def test_a_table_without_late_rows_has_no_note(tmp_path):
+    rows = [{"arm": "resident", "budget_gib": None, "prompt": 512, "decode_tok_s": 177.4, "ttft_s": 0.1,
+             "cuda_graphs_before": 2}]
+    lines = h2h_table.table(h2h_table.wisp_rows([wisp_file(tmp_path, "a.json", None, rows)]), LLAMA).splitlines()
+    assert h2h_table.LATE_NOTE not in lines and "(late graph)" not in lines[-1]

@@ -97,6 +97,7 @@ def test_bench_records_splits_and_provenance(bench_json):
     for row in rows:
         is_budgeted_paged = row["mode"] == "paged" and row["budget_gib"] is not None
         assert (row["expert_share"] is not None) == is_budgeted_paged, row["arm"]
+        assert row["cuda_graphs_before"] == 0, row["arm"]  # the CPU captures no CUDA graph
     sweep = [row for row in rows if row["arm"] == "wisp-sweep"]
     assert sweep and all(0 < row["expert_share"] <= 1 and len(row["decode_tok_s_runs"]) == 1 for row in sweep)
 

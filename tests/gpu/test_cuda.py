@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 
 import pytest
 import torch
@@ -214,6 +215,37 @@ def test_graphed_batched_decode_with_fewer_slots_than_entries(bf16_model_dir):
                 assert any(s.batch > 1 for s in graphed), "the batched decode step did not run as whole-step graphs"
                 assert all(len(s.whole) == read_args(folder).num_hidden_layers for s in graphed)
     assert seen["graphs"] == seen["static"]
+
+
+def test_the_process_counts_every_decode_graph_it_captures(bf16_model_dir):
+    """A graph captured after a process's first three replays slower, so `wisp bench` records the count beside each
+    row: every capture counts, a re-capture after invalidate() (a re-plan's path) included."""
+    from engine.runtime.decode_graphs import process_graph_captures
+
+    folder = bf16_model_dir("qwen3_moe")
+    before = process_graph_captures()
+    with Engine(EngineOptions(model=str(folder), device="cuda", experts="resident", decode="graphs")) as engine:
+        engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=GREEDY))
+        padded = engine._core.runner.padded_decode
+        captured = sum(len(s.whole or s.graphs or []) for s in padded.by_batch.values())
+        assert captured >= 1 and process_graph_captures() - before == captured
+        padded.invalidate()
+        engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=GREEDY))
+        assert process_graph_captures() - before == 2 * captured
+
+
+def test_bench_rows_record_the_graphs_their_process_captured_before(tmp_path):
+    from engine.bench.graph_timing import is_late_graph
+    from engine.cli import main
+
+    assert main(["bench", "--shape", "qwen3-topology-tiny", "--trace", "resources/traces/qwen3-twin_chat.npz",
+                 "--budgets", "0.75,1", "--prompt", "16", "--tokens", "4", "--runs", "1", "--max-len", "128",
+                 "--device", "cuda", "--arms", "resident,wisp", "--out", str(tmp_path)]) == 0
+    rows = json.loads(next(tmp_path.glob("*.json")).read_text())["rows"]
+    counts = [row["cuda_graphs_before"] for row in rows]
+    assert [row["arm"] for row in rows] == ["resident", "wisp", "wisp"]
+    assert counts == sorted(counts) and counts[0] < counts[1] < counts[2], counts  # each arm captures its own
+    assert is_late_graph(rows[2]) == (counts[2] >= 3)
 
 
 def test_expert_arms_bitwise_at_the_qwen3_shape(capsys):
