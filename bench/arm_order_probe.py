@@ -6,6 +6,9 @@ freed before the next other arm, as in the suite.
     python bench/arm_order_probe.py --trace resources/traces/qwen3-twin_code.npz \
         --sequence paged-all,rates,resident,resident-sdpa-attention,paged-all
 
+An arm may name its own prompt length, ARM@TOKENS (e.g. resident@2048; --prompt otherwise), so the same arm at two
+context lengths can be compared at the same place in the capture order (docs/bench.md, "Rows of one process").
+
 Steps: resident and its suite variants (resident-nondeterministic, resident-sdpa-attention, ...), paged-all
 (every expert in a warm slot), rates (the suite's copy-rate measurements, run_facts), graphs48/graphs8 (layers
 per decode graph from here on), toggle (torch's deterministic algorithms off, then on again, with nothing run
@@ -44,6 +47,7 @@ from engine.traces.format import load as load_trace  # noqa: E402
 
 RESIDENT_OPTIONS = {"resident": {}, **RESIDENT_VARIANTS}  # arm: its EngineOptions
 ON_RESIDENT = {*RESIDENT_OPTIONS, "recaptures", "recaptures-keep", "profile"}  # steps on the device copy
+ARMS = {*RESIDENT_OPTIONS, "paged-all"}  # the steps that measure an arm (and may name its prompt length)
 
 
 def main() -> None:
@@ -59,10 +63,10 @@ def main() -> None:
     parser.add_argument("--keep-cache", action="store_true",
                         help="never return cached device memory to the driver between arms (no empty_cache)")
     args = parser.parse_args()
-    sequence = args.sequence.split(",")
+    sequence, prompts = split_prompts(parser, args.sequence.split(","), args)  # before the weights take minutes
     known = {*ON_RESIDENT, "paged-all", "rates", "toggle"}
     unknown = [step for step in sequence if step not in known and not re.fullmatch(r"graphs[1-9][0-9]*", step)]
-    if unknown:  # before the weights take minutes to build
+    if unknown:
         parser.error(f"unknown step {', '.join(unknown)}: use {', '.join(sorted(known))} or graphsN")
     if args.device == "cpu" and {"recaptures", "recaptures-keep", "profile"} & set(sequence):
         parser.error("recaptures and profile time CUDA graphs and kernels: run them with --device cuda")
@@ -70,7 +74,7 @@ def main() -> None:
         parser.error("no CUDA GPU is visible here: run on one, or pass --device cpu (no step_gpu_ms there)")
     if args.keep_cache:
         torch.cuda.empty_cache = lambda: None
-    args.batch = 1
+    args.batch, args.link_gbps = 1, None  # what run_arm reads of the suite's options
     device = torch.device(args.device)
     host = synthetic_weights(shape_of(args), device, experts_on_host=True)
     router = TraceRouter(load_trace(args.trace), device)
@@ -98,17 +102,40 @@ def main() -> None:
             rows.append({"step": step})
         elif step in RESIDENT_OPTIONS:
             plan = plan_for(resident, "resident", None, None, 1, args.max_len)
-            rows.append(run_arm(resident, step, plan, args, device, router, args.tokens, whole=whole,
-                                **RESIDENT_OPTIONS[step]))
+            rows.append(run_arm(resident, step, plan, with_prompt(args, prompts[place]), device, router, args.tokens,
+                                whole=whole, **RESIDENT_OPTIONS[step]))
         else:  # paged-all
             plan = plan_for(host, "paged", None, host.args.num_experts, 1, args.max_len)
-            rows.append(run_arm(host, step, plan, args, device, router, args.tokens, warm_all=True, whole=whole))
+            rows.append(run_arm(host, step, plan, with_prompt(args, prompts[place]), device, router, args.tokens,
+                                warm_all=True, whole=whole))
         row = rows[-1]
-        summary = {key: row.get(key) for key in ("step", "arm", "decode_tok_s", "step_gpu_ms", "peak_gib", "error")}
+        summary = {key: row.get(key) for key in ("step", "arm", "prompt", "cuda_graphs_before", "decode_tok_s",
+                                                 "step_gpu_ms", "peak_gib", "error")}
         print("ORDER", place, json.dumps({k: v for k, v in summary.items() if v is not None}), flush=True)
     if args.out is not None:
         args.out.write_text(json.dumps([{k: v for k, v in r.items() if k not in ("tokens", "logprobs")}
                                         for r in rows]))
+
+
+def split_prompts(parser, steps: list[str], args) -> tuple[list[str], list[int]]:
+    """ARM@TOKENS steps -> (the steps' names, each one's prompt length: TOKENS, else --prompt); a length on a step
+    that is not an arm, not a positive number, or leaving no room for --tokens within --max-len is refused."""
+    names, prompts = [], []
+    for step in steps:
+        name, _, tokens = step.partition("@")
+        if tokens and name not in ARMS:
+            parser.error(f"step {step}: only an arm ({', '.join(sorted(ARMS))}) takes a prompt length")
+        prompt = int(tokens) if tokens.isdigit() else args.prompt if not tokens else -1
+        if not 0 < prompt <= args.max_len - args.tokens:
+            parser.error(f"step {step}: the prompt length after @ must be 1 to {args.max_len - args.tokens} "
+                         f"(--max-len {args.max_len} less --tokens {args.tokens})")
+        names.append(name)
+        prompts.append(prompt)
+    return names, prompts
+
+
+def with_prompt(args, prompt: int) -> argparse.Namespace:
+    return argparse.Namespace(**{**vars(args), "prompt": prompt})
 
 
 def recaptures(weights, args, device, router, times: int = 6, keep: bool = False) -> list[float]:
