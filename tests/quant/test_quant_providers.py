@@ -67,8 +67,8 @@ def test_store_refuses_mismatched_experts():
     short = ExpertTensor("blk.1.ffn_up_exps.weight", good.up.qtype, (E, I, D), good.up.raw[:, :-144])
     with pytest.raises(ModelFormatError, match="ffn_up.*bytes per expert"):
         quant_store_from_gguf({1: ExpertLayer(1, good.gate, short, good.down)}, CPU, pin=False)
-    with pytest.raises(Exception, match="Q4_0 .*not supported"):
-        QuantLayout(D, I, {1: ("Q4_0", "Q4_K", "Q4_K")})
+    with pytest.raises(Exception, match="IQ4_NL .*not supported"):
+        QuantLayout(D, I, {1: ("IQ4_NL", "Q4_K", "Q4_K")})
 
 
 def test_layout_is_per_layer():
