@@ -164,8 +164,11 @@ def layer_sources(reader, arch: str, file_type: str, layers: int, interval: int 
 
 
 def expert_rows(reader) -> tuple[int, int]:
-    """(hidden, intermediate): the row lengths (ne[0]) of the template's expert up and down matrices."""
-    rows = {t.name.split(".")[-2]: int(t.shape[0]) for t in reader.tensors if t.name.startswith("blk.0.ffn_")}
+    """(hidden, intermediate): the row lengths (ne[0]) of the template's expert up and down matrices (every MoE
+    layer's are the same)."""
+    rows = {}
+    for tensor in reader.tensors:
+        rows.setdefault(tensor.name.split(".")[-2], int(tensor.shape[0]))
     return rows["ffn_up_exps"], rows["ffn_down_exps"]
 
 
