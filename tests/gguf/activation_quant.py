@@ -1,6 +1,6 @@
-"""A test-only reference of llama.cpp's CPU arithmetic: before every matmul with a quantized weight, llama.cpp
-quantizes the activations to the weight type's `vec_dot_type` (Q8_0 blocks of 32 with an fp16 scale for Q8_0 and
-the 32-element types' weights, Q8_K blocks of 256 with an fp32 scale for k-quants; f16 for F16 weights) and multiplies the integer
+"""A test-only reference of llama.cpp's CPU arithmetic: before every matmul with a quantized weight, llama.cpp quantizes
+the activations to the weight type's `vec_dot_type` (Q8_0 blocks of 32 with an fp16 scale for Q8_0 and the 32-element
+types' weights, Q8_K blocks of 256 with an fp32 scale for k-quants; f16 for F16 weights) and multiplies the integer
 blocks. `llama_cpp_activations(model, gguf_types)` makes Wisp's model do the same rounding, so the remaining
 difference to llama.cpp's logits is only float summation order. Wisp's product path never does this."""
 

@@ -37,7 +37,8 @@ def test_blocks_quantized_by_gguf_match(qtype):
     assert np.abs(expected - weights).max() < 0.02 * 0.05  # the blocks hold the weights, not noise
 
 
-@pytest.mark.parametrize("qtype,bits", [(Q4_0, 4), (Q4_1, 4), (Q5_0, 5), (Q5_1, 5)], ids=lambda v: getattr(v, "name", ""))
+@pytest.mark.parametrize("qtype,bits", [(Q4_0, 4), (Q4_1, 4), (Q5_0, 5), (Q5_1, 5)],
+                         ids=lambda v: getattr(v, "name", ""))
 def test_blocks_quantized_by_gguf_as_32_element_types(qtype, bits):
     weights = np.random.default_rng(3).standard_normal((16, 256), dtype=np.float32) * 0.02
     raw = gguf_quants.quantize(weights, gguf_type(qtype)).view(np.uint8).reshape(16, -1)
