@@ -154,13 +154,22 @@ def layer_sources(reader, arch: str, file_type: str, layers: int, interval: int 
     kinds = ([FULL if (i + 1) % interval == 0 else LINEAR for i in range(layers)] if interval
              else layer_kinds(reader, arch, layers))
     wanted = {layer: (kinds[layer], types[2]) for layer, types in
-              expert_types(file_type, list(range(layers)), layers).items()}
+              expert_types(file_type, list(range(layers)), layers, *expert_rows(reader)).items()}
     missing = sorted(set(wanted.values()) - set(by_kind_type))
     if missing:
         have = ", ".join(f"{kind} {type_}" for kind, type_ in sorted(by_kind_type))
         raise ValueError(f"the template has no layer of {', '.join(f'{k} with ffn_down {t}' for k, t in missing)} "
                          f"(it has {have}): quantize a template made by `template`")
     return {layer: by_kind_type[key] for layer, key in wanted.items()}
+
+
+def expert_rows(reader) -> tuple[int, int]:
+    """(hidden, intermediate): the row lengths (ne[0]) of the template's expert up and down matrices (every MoE
+    layer's are the same)."""
+    rows = {}
+    for tensor in reader.tensors:
+        rows.setdefault(tensor.name.split(".")[-2], int(tensor.shape[0]))
+    return rows["ffn_up_exps"], rows["ffn_down_exps"]
 
 
 def file_type_name(reader) -> str:

@@ -96,8 +96,9 @@ def synthetic_weights(args: ModelArgs, gpu: torch.device, experts_on_host: bool,
 
         moe_layers = [i for i, is_moe in enumerate(args.moe_layers) if is_moe]
         biases = synthetic_biases(args, moe_layers, dtype, gpu) if args.experts.bias else None
-        store = synthetic_quant_experts(args, expert_types(quant, moe_layers, args.num_hidden_layers), gpu, host,
-                                        activation=expert_activation(args), biases=biases)
+        types = expert_types(quant, moe_layers, args.num_hidden_layers, args.expert_hidden_size,
+                             args.moe_intermediate_size)
+        store = synthetic_quant_experts(args, types, gpu, host, activation=expert_activation(args), biases=biases)
     return LoadedWeights(args=args, model=model, store=store, dtype=dtype, dense_bytes=held)
 
 

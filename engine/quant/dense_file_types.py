@@ -7,13 +7,14 @@ that its rows compare with llama.cpp's file of the same shape.
 - attn_output: Q5_K in 8-expert Q4_K_M models; attn_q and the rest: the base type.
 - ffn_down of dense layers and shared experts: as the routed experts' (engine.quant.file_types).
 - Not quantized: routers (ffn_gate_inp), one-row tensors (the shared-expert gate, stored 1-D), norms and biases.
-- A k-quant row that is not whole super-blocks llama.cpp moves to other types (Q5_0, Q8_0); such a tensor stays in
-  the compute dtype here, as do the dense tensors of MXFP4_MOE files."""
+- A row that is not whole blocks of its type gets llama.cpp's fallback (engine.quant.file_types.fallback_type: Q5_0,
+  Q5_1, Q8_0); one that is not even whole 32-element blocks (F16 in the file) stays in the compute dtype here, as do
+  the dense tensors of MXFP4_MOE files."""
 
 from __future__ import annotations
 
 from engine.errors import UnsupportedModelError
-from engine.quant.file_types import FILE_TYPES, use_more_bits
+from engine.quant.file_types import FILE_TYPES, fallback_type, use_more_bits
 
 NOT_QUANTIZED = ("mlp.gate.weight", "shared_expert_gate.weight", "router.proj.weight")  # routers stay float
 
@@ -49,16 +50,15 @@ def tensor_type(file_type: str, param: str, num_layers: int, num_experts: int, t
 
 def dense_types(file_type: str, model, args) -> dict[str, str]:
     """{Wisp parameter: type} of every quantizable weight (engine.quant.dense.quantizable_params) of `model` (a
-    meta tree of `args`) that a llama.cpp `file_type` file stores quantized and whose rows are whole blocks."""
+    meta tree of `args`) that a llama.cpp `file_type` file stores in blocks, after the fallback for its row length."""
     from engine.quant.dense import quantizable_params
-    from engine.quant.types import quant_type
 
     types = {}
     for param, module in quantizable_params(model).items():
         if param == "lm_head.weight" and args.tie_word_embeddings:
             continue
         kind = tensor_type(file_type, param, args.num_hidden_layers, args.num_experts, args.tie_word_embeddings)
-        columns = module.weight.shape[-1]
-        if kind is not None and columns % quant_type(kind).block_size == 0:
+        kind = kind and fallback_type(kind, module.weight.shape[-1])
+        if kind is not None and kind != "F16":
             types[param] = kind
     return types

@@ -1,11 +1,14 @@
 """The tensor types llama.cpp's quantizer gives a MoE file's routed experts, per file type (llama_model_quantize's
 rules for ffn_*_exps): gate and up of the file's base type; down of the base type, or of more bits in the layers
 use_more_bits picks for Q4_K_M and Q5_K_M (the first and last eighth of the layers and every third between);
-MXFP4_MOE makes every expert matrix MXFP4."""
+MXFP4_MOE makes every expert matrix MXFP4. A row that is not whole blocks of its type then gets the type
+tensor_type_fallback gives it (fallback_type): Gemma 4 26B-A4B's down rows of 704 and Nemotron 3 Nano's hidden size
+of 2688 hold Q5_0 and Q8_0 in Q4_K_M files."""
 
 from __future__ import annotations
 
 from engine.errors import UnsupportedModelError
+from engine.quant.types import quant_type
 
 # file type -> (gate/up type, down type, down type in the layers use_more_bits picks)
 FILE_TYPES = {
@@ -15,6 +18,9 @@ FILE_TYPES = {
     "Q8_0": ("Q8_0", "Q8_0", "Q8_0"),
     "MXFP4_MOE": ("MXFP4", "MXFP4", "MXFP4"),  # gpt-oss's experts, as published and as llama.cpp makes them
 }
+# llama.cpp's tensor_type_fallback: the 32-element type of a k-quant whose row is not whole 256-element super-blocks
+# (its Q2_K and Q3_K become Q4_0; Wisp's file types hold neither)
+FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
 
 
 def use_more_bits(layer: int, num_layers: int) -> bool:
@@ -23,9 +29,22 @@ def use_more_bits(layer: int, num_layers: int) -> bool:
     return layer < eighth or layer >= 7 * num_layers // 8 or (layer - eighth) % 3 == 2
 
 
-def expert_types(file_type: str, moe_layers: list[int], num_layers: int) -> dict[int, tuple[str, str, str]]:
-    """{MoE layer: (gate, up, down) type names} of a `file_type` file with num_layers layers."""
+def fallback_type(kind: str, row: int) -> str:
+    """The type llama.cpp's quantizer stores a tensor it chose `kind` for with rows of `row` elements in: kind where
+    the row is whole blocks of it, else kind's 32-element fallback, else (a row not whole 32-element blocks) F16."""
+    if row % quant_type(kind).block_size == 0:
+        return kind
+    kind = FALLBACK.get(kind, kind)
+    return kind if row % quant_type(kind).block_size == 0 else "F16"
+
+
+def expert_types(file_type: str, moe_layers: list[int], num_layers: int, hidden: int,
+                 intermediate: int) -> dict[int, tuple[str, str, str]]:
+    """{MoE layer: (gate, up, down) type names} of a `file_type` file with num_layers layers whose experts are
+    [intermediate, hidden] gate and up and [hidden, intermediate] down matrices."""
     if file_type not in FILE_TYPES:
         raise UnsupportedModelError(f"file type {file_type!r} is not one of {', '.join(FILE_TYPES)}")
     base, down, more = FILE_TYPES[file_type]
-    return {layer: (base, base, more if use_more_bits(layer, num_layers) else down) for layer in moe_layers}
+    gate_up = fallback_type(base, hidden)
+    return {layer: (gate_up, gate_up, fallback_type(more if use_more_bits(layer, num_layers) else down, intermediate))
+            for layer in moe_layers}

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.quant.types import BF16, F16, F32, MXFP4, Q4_K, Q5_K, Q6_K, Q8_0, QuantType, quant_type
+from engine.quant.types import (BF16, F16, F32, MXFP4, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, QuantType,
+                               quant_type)
 
 
 def dequantize_reference(raw: torch.Tensor, kind) -> torch.Tensor:
@@ -117,5 +118,38 @@ def _mxfp4(blocks: torch.Tensor) -> torch.Tensor:
     return e8m0_half(blocks[:, :1]) * values.reshape(n, 32)  # exact: a power of two times a small integer
 
 
+def _nibbles_32(qs: torch.Tensor) -> torch.Tensor:
+    """16 bytes -> [n, 32] uint8: element j < 16 is byte j's low nibble, j + 16 its high nibble."""
+    n = qs.shape[0]
+    return ((qs.reshape(n, 1, 16) >> _shifts([0, 4], qs).reshape(1, 2, 1)) & 0x0F).reshape(n, 32)
+
+
+def _fifth_bits(qh: torch.Tensor) -> torch.Tensor:
+    """4 bytes (a little-endian uint32) -> [n, 32] uint8: bit j is element j's fifth bit."""
+    n = qh.shape[0]
+    return ((qh.reshape(n, 4, 1) >> _shifts(range(8), qh).reshape(1, 1, 8)) & 0x01).reshape(n, 32)
+
+
+def _q4_0(blocks: torch.Tensor) -> torch.Tensor:
+    q = _nibbles_32(blocks[:, 2:]).to(torch.int8) - 8
+    return _f16(blocks[:, :2]) * q.float()
+
+
+def _q4_1(blocks: torch.Tensor) -> torch.Tensor:
+    q = _nibbles_32(blocks[:, 4:]).float()
+    return _f16(blocks[:, :2]) * q + _f16(blocks[:, 2:4])
+
+
+def _q5_0(blocks: torch.Tensor) -> torch.Tensor:
+    q = (_nibbles_32(blocks[:, 6:]) | (_fifth_bits(blocks[:, 2:6]) << 4)).to(torch.int8) - 16
+    return _f16(blocks[:, :2]) * q.float()
+
+
+def _q5_1(blocks: torch.Tensor) -> torch.Tensor:
+    q = (_nibbles_32(blocks[:, 8:]) | (_fifth_bits(blocks[:, 4:8]) << 4)).float()
+    return _f16(blocks[:, :2]) * q + _f16(blocks[:, 2:4])
+
+
 _DEQUANTIZE: dict[QuantType, object] = {F32: _f32, F16: _f16_values, BF16: _bf16_values, Q8_0: _q8_0,
-                                        Q4_K: _q4_k, Q5_K: _q5_k, Q6_K: _q6_k, MXFP4: _mxfp4}
+                                        Q4_K: _q4_k, Q5_K: _q5_k, Q6_K: _q6_k, MXFP4: _mxfp4, Q4_0: _q4_0,
+                                        Q4_1: _q4_1, Q5_0: _q5_0, Q5_1: _q5_1}

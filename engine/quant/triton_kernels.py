@@ -91,6 +91,26 @@ def e8m0_half(e):
 
 
 @triton.jit
+def legacy_block(bb, l, ok, block_ok, MIN: tl.constexpr, FIFTH: tl.constexpr):
+    """Q4_0 / Q4_1 (MIN) / Q5_0 (FIFTH) / Q5_1 (both): element l of the 32-element blocks at bb [.., G, 1] ->
+    float32. A block is d (f16), then m (f16) if MIN, then the fifth bits (bit l of 4 bytes) if FIFTH, then 16
+    bytes whose low nibbles are elements 0-15 and high nibbles 16-31; its values d * (q - 8 or 16), or d * q + m."""
+    HEAD: tl.constexpr = 4 if MIN else 2
+    QS: tl.constexpr = HEAD + 4 if FIFTH else HEAD
+    q = ((tl.load(bb + QS + (l % 16), mask=ok, other=0) >> ((l // 16) * 4)) & 15).to(tl.int32)
+    if FIFTH:
+        q = q | (((tl.load(bb + HEAD + l // 8, mask=ok, other=0) >> (l % 8)) & 1).to(tl.int32) << 4)
+    d = f16_at(bb, block_ok)
+    if MIN:
+        v = d * q.to(tl.float32) + f16_at(bb + 2, block_ok)
+    elif FIFTH:
+        v = d * (q - 16).to(tl.float32)
+    else:
+        v = d * (q - 8).to(tl.float32)
+    return v
+
+
+@triton.jit
 def tile(row, t, g, l, row_ok, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.constexpr):
     """Tile t of the rows (K elements each) starting at byte pointers row [BN, 1, 1] -> float32 [BN, G, L] in
     element order; rows where row_ok is false and elements past K read nothing and are 0."""
@@ -125,6 +145,9 @@ def tile(row, t, g, l, row_ok, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.co
         d = e8m0_half(tl.load(bb, mask=row_ok & ((t * G + g) * 32 < K), other=0))  # [BN, G, 1]
         q = (tl.load(bb + 1 + (l % 16), mask=ok, other=0) >> ((l // 16) * 4)) & 15
         v = d * e2m1_doubled(q)
+    elif QTYPE >= 8:  # Q4_0, Q4_1, Q5_0, Q5_1 (18, 20, 22, 24 bytes): block g of tile t holds elements 32g + l
+        bb = row + (t * G + g) * (2 * QTYPE + 2)
+        v = legacy_block(bb, l, ok, row_ok & ((t * G + g) * 32 < K), QTYPE % 2 == 1, QTYPE >= 10)
     else:  # Q6_K, G = L = 16: element e = 16 g + l is in 32-group j = e // 32: half h = j // 4, quarter s = j % 4
         bb = row + t * 210
         j = g // 2

@@ -60,8 +60,15 @@ Q6_K = QuantType("Q6_K", 14, QK_K, 210, kernel_code=6, scale_group=16, f16_scale
                  wide_gemv=True)
 # an E8M0 scale byte, 16 bytes of e2m1 nibbles (element j low, j + 16 high)
 MXFP4 = QuantType("MXFP4", 39, 32, 17, kernel_code=7)
+# The 32-element types llama.cpp's quantizer gives a row that is not whole 256-element super-blocks
+# (engine.quant.file_types.fallback_type). Element j < 16 is byte j's low nibble, j + 16 its high one.
+Q4_0 = QuantType("Q4_0", 2, 32, 18, kernel_code=8, f16_scale_offsets=(0,))  # d (f16), 16 bytes of nibbles
+Q4_1 = QuantType("Q4_1", 3, 32, 20, kernel_code=9, f16_scale_offsets=(0, 2))  # d, m (f16), 16 bytes of nibbles
+# d (f16), 4 bytes of fifth bits (bit j: element j), 16 bytes of nibbles
+Q5_0 = QuantType("Q5_0", 6, 32, 22, kernel_code=10, f16_scale_offsets=(0,))
+Q5_1 = QuantType("Q5_1", 7, 32, 24, kernel_code=11, f16_scale_offsets=(0, 2))  # d, m (f16), then as Q5_0
 
-SUPPORTED = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4)
+SUPPORTED = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1)
 BLOCK_TYPES = tuple(t for t in SUPPORTED if t.is_quantized)
 _BY_ID = {t.ggml_id: t for t in SUPPORTED}
 _BY_NAME = {t.name: t for t in SUPPORTED}

@@ -39,7 +39,7 @@ def tensors(path) -> dict:
 
 def test_assembled_layers_have_llama_cpp_types_and_permuted_experts(files):
     template, assembled = (tensors(path) for path in files)
-    wanted = expert_types("Q4_K_M", list(range(LAYERS)), LAYERS)
+    wanted = expert_types("Q4_K_M", list(range(LAYERS)), LAYERS, 256, 256)
     permuted = 0
     for layer in range(LAYERS):
         types = tuple(assembled[f"blk.{layer}.{name}.weight"].tensor_type.name for name in EXPS)

@@ -1,6 +1,6 @@
-"""A test-only reference of llama.cpp's CPU arithmetic: before every matmul with a quantized weight, llama.cpp
-quantizes the activations to the weight type's `vec_dot_type` (Q8_0 blocks of 32 with an fp16 scale for Q8_0 /
-Q4_0 weights, Q8_K blocks of 256 with an fp32 scale for k-quants; f16 for F16 weights) and multiplies the integer
+"""A test-only reference of llama.cpp's CPU arithmetic: before every matmul with a quantized weight, llama.cpp quantizes
+the activations to the weight type's `vec_dot_type` (Q8_0 blocks of 32 with an fp16 scale for Q8_0 and the 32-element
+types' weights, Q8_K blocks of 256 with an fp32 scale for k-quants; f16 for F16 weights) and multiplies the integer
 blocks. `llama_cpp_activations(model, gguf_types)` makes Wisp's model do the same rounding, so the remaining
 difference to llama.cpp's logits is only float summation order. Wisp's product path never does this."""
 
@@ -15,7 +15,10 @@ from engine.gguf.param_names import gguf_name
 from engine.quant.expert_format import QuantExpertFormat
 from engine.quant.quant_modules import QuantLinear
 
-VEC_DOT_TYPE = {"Q8_0": "Q8_0", "Q4_0": "Q8_0", "Q4_K": "Q8_K", "Q5_K": "Q8_K", "Q6_K": "Q8_K", "F16": "F16"}
+# Q4_1 and Q5_1 weights multiply Q8_1 blocks: Q8_0's values, plus each block's sum (fp16) for the weights' m term,
+# which is left out here
+VEC_DOT_TYPE = {"Q8_0": "Q8_0", "Q4_0": "Q8_0", "Q5_0": "Q8_0", "Q4_1": "Q8_0", "Q5_1": "Q8_0", "Q4_K": "Q8_K",
+                "Q5_K": "Q8_K", "Q6_K": "Q8_K", "F16": "F16"}
 
 
 def quantize_q8_0(x: torch.Tensor) -> torch.Tensor:

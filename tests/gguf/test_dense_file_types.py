@@ -44,3 +44,23 @@ def test_dense_types_at_the_qwen3_30b_topology_are_llama_cpps(tmp_path):
     types = quantized_types(path)
     assert types["layers.1.self_attn.v_proj.weight"] == "Q6_K" and types["lm_head.weight"] == "Q6_K"
     check(path, "Q4_K_M")
+
+
+@pytest.mark.parametrize("ftype", ["Q4_K_M", "Q5_K_M"])
+def test_types_of_rows_that_are_not_whole_super_blocks_are_llama_cpps(ftype, tmp_path):
+    """A hidden size of 288 and experts of 96 (9 and 3 blocks of 32): llama.cpp's quantizer falls back to Q5_0 or
+    Q5_1 (and Q8_0 for Q6_K), for the experts as for the dense tensors."""
+    pytest.importorskip("llama_cpp", reason="llama.cpp's quantizer makes the template's types")
+    from bench.synthetic_gguf import write_template
+    from engine.quant.file_types import expert_types
+
+    args = replace(shape("qwen3-30b-a3b", 2), hidden_size=288, moe_intermediate_size=96, vocab_size=512,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=64, torch_dtype="float16")
+    path = quantize(write_template(tmp_path / "t-f16.gguf", args), tmp_path / f"t-{ftype}.gguf", ftype)
+    check(path, ftype)
+    stored = GgufModel(path).tensor_types()
+    wanted = expert_types(ftype, [0, 1], 2, 288, 96)
+    for layer, types in wanted.items():
+        assert tuple(stored[f"blk.{layer}.ffn_{name}_exps.weight"] for name in ("gate", "up", "down")) == types
+    assert {types[0] for types in wanted.values()} == {"Q5_0" if ftype == "Q4_K_M" else "Q5_1"}
+    assert {types[2] for types in wanted.values()} == {"Q5_0" if ftype == "Q4_K_M" else "Q5_1", "Q8_0"}

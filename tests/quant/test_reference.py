@@ -8,7 +8,7 @@ import torch
 
 from engine.errors import UnsupportedModelError
 from engine.quant.reference import dequantize_reference
-from engine.quant.types import BF16, F16, F32, MXFP4, Q4_K, Q8_0, quant_type
+from engine.quant.types import BF16, F16, F32, MXFP4, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q8_0, quant_type
 from tests.quant.blocks import ALL_TYPES, gguf_type, random_rows
 
 gguf_quants = pytest.importorskip("gguf.quants")
@@ -35,6 +35,18 @@ def test_blocks_quantized_by_gguf_match(qtype):
     expected = gguf_quants.dequantize(raw, gguf_type(qtype))
     assert_bits_equal(dequantize_reference(torch.from_numpy(raw), qtype), expected)
     assert np.abs(expected - weights).max() < 0.02 * 0.05  # the blocks hold the weights, not noise
+
+
+@pytest.mark.parametrize("qtype,bits", [(Q4_0, 4), (Q4_1, 4), (Q5_0, 5), (Q5_1, 5)],
+                         ids=lambda v: getattr(v, "name", ""))
+def test_blocks_quantized_by_gguf_as_32_element_types(qtype, bits):
+    weights = np.random.default_rng(3).standard_normal((16, 256), dtype=np.float32) * 0.02
+    raw = gguf_quants.quantize(weights, gguf_type(qtype)).view(np.uint8).reshape(16, -1)
+    expected = gguf_quants.dequantize(raw, gguf_type(qtype))
+    assert_bits_equal(dequantize_reference(torch.from_numpy(raw), qtype), expected)
+    blocks_max = np.abs(weights).reshape(-1, 32).max(-1, keepdims=True)
+    half_step = blocks_max / 2 ** (bits - 1)  # a step is at most 2 max / (2^bits - 1); rounding moves half of one
+    assert (np.abs(expected - weights).reshape(-1, 32) <= half_step).all()
 
 
 def test_blocks_quantized_by_gguf_as_mxfp4():
@@ -64,8 +76,8 @@ def test_type_table_matches_gguf():
 
 
 def test_unsupported_types_are_named():
-    with pytest.raises(UnsupportedModelError, match="Q4_0 .*not supported"):
-        quant_type(2)
+    with pytest.raises(UnsupportedModelError, match="Q3_K .*not supported"):
+        quant_type(11)
     with pytest.raises(UnsupportedModelError, match="IQ2_XXS"):
         quant_type("IQ2_XXS")
     with pytest.raises(UnsupportedModelError, match="whole number"):

@@ -1,0 +1,24 @@
+"""The types llama.cpp's quantizer gives rows that are not whole blocks of the type it chose (tensor_type_fallback),
+at the shapes of the published MoE files that hold them. llama.cpp's own quantizer checks the same rule on a
+template: tests/gguf/test_dense_file_types.py."""
+
+import pytest
+
+from engine.errors import UnsupportedModelError
+from engine.quant.file_types import expert_types, fallback_type
+
+
+@pytest.mark.parametrize("kind,row,stored", [("Q4_K", 2048, "Q4_K"), ("Q4_K", 704, "Q5_0"), ("Q5_K", 2688, "Q5_1"),
+                                             ("Q6_K", 1856, "Q8_0"), ("Q8_0", 704, "Q8_0"), ("Q4_K", 80, "F16"),
+                                             ("Q8_0", 80, "F16"), ("MXFP4", 2880, "MXFP4")])
+def test_fallback_type_is_llama_cpps(kind, row, stored):
+    assert fallback_type(kind, row) == stored
+
+
+def test_gemma_4_and_nemotron_3_nano_q4_k_m_experts():
+    gemma = expert_types("Q4_K_M", list(range(30)), 30, 2816, 704)  # rows of 704: moe_intermediate_size
+    assert gemma[0] == ("Q4_K", "Q4_K", "Q8_0") and gemma[4] == ("Q4_K", "Q4_K", "Q5_0")
+    nemotron = expert_types("Q4_K_M", [1, 7], 52, 2688, 1856)  # hidden 2688 and 1856: neither whole super-blocks
+    assert nemotron == {1: ("Q5_0", "Q5_0", "Q8_0"), 7: ("Q5_0", "Q5_0", "Q5_0")}
+    with pytest.raises(UnsupportedModelError, match="'Q3_K_M' is not one of"):
+        expert_types("Q3_K_M", [0], 1, 256, 256)
