@@ -15,4 +15,8 @@ def add_shape_options(parser, layers: int | None = None, device: bool = True) ->
 
 
 def shape_of(args) -> ModelArgs:
-    return shape(args.shape, args.layers)
+    """The shape --shape names, cut to --layers; a cut that cannot run is one line and exit status 2."""
+    try:
+        return shape(args.shape, args.layers)
+    except ValueError as err:
+        raise SystemExit(f"wisp bench: {err}") from None

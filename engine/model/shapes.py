@@ -69,5 +69,12 @@ def shape(name: str, num_layers: int | None = None) -> ModelArgs:
     args = SHAPES[name]
     if num_layers is None or num_layers == args.num_hidden_layers:
         return args
-    return replace(args, num_hidden_layers=num_layers, moe_layers=args.moe_layers[:num_layers],
-                   layer_types=args.layer_types[:num_layers])
+    cut = replace(args, num_hidden_layers=num_layers, moe_layers=args.moe_layers[:num_layers],
+                  layer_types=args.layer_types[:num_layers])
+    if cut.num_kv_layers == 0 and args.num_kv_layers > 0:  # the KV cache and its plan need one attention layer
+        first = next(i for i in range(args.num_hidden_layers)
+                     if replace(args, num_hidden_layers=i + 1, moe_layers=args.moe_layers[:i + 1],
+                                layer_types=args.layer_types[:i + 1]).num_kv_layers)
+        raise ValueError(f"--layers {num_layers} of {name} keeps no attention layer (its first is layer {first}): "
+                         f"cut at {first + 1} or more")
+    return cut

@@ -1,10 +1,12 @@
 """`wisp bench` at the gpt-oss-20b and GLM-4.5-Air topologies on the CPU (toy width, their first 8 layers, their
 assumed-locality traces): every arm runs, pages at a budget below the experts, and gives resident's tokens."""
 
+import argparse
 import json
 
 import pytest
 
+from engine.bench.shapes import shape_of
 from engine.cli import main
 from engine.model.shapes import shape
 
@@ -47,3 +49,10 @@ def test_a_budget_too_small_for_static_offload_is_a_failed_row_not_a_failed_suit
     rows = static_rows(host, 1024, ["wisp", "static-uva", "static-copy"], args, torch.device("cpu"), router=None)
     assert [row["arm"] for row in rows] == ["static-uva", "static-copy"]
     assert all(row["error"].startswith("BudgetError: a budget of 1.0 KiB is too small for static") for row in rows)
+
+
+def test_a_cut_without_an_attention_layer_is_refused_by_name():
+    """Nemotron 3 Nano's first five layers are Mamba-2 and MoE blocks: a KV cache needs one attention layer."""
+    with pytest.raises(SystemExit, match="--layers 2 of nemotron-3-nano-30b-a3b keeps no attention layer .*layer 5"):
+        shape_of(argparse.Namespace(shape="nemotron-3-nano-30b-a3b", layers=2))
+    assert shape_of(argparse.Namespace(shape="nemotron-3-nano-30b-a3b", layers=6)).num_kv_layers == 1
