@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.quant.types import (BF16, F16, F32, MXFP4, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0, QuantType,
-                               quant_type)
+from engine.quant.types import (BF16, F16, F32, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0,
+                               QuantType, quant_type)
 
 
 def dequantize_reference(raw: torch.Tensor, kind) -> torch.Tensor:
@@ -150,6 +150,38 @@ def _q5_1(blocks: torch.Tensor) -> torch.Tensor:
     return _f16(blocks[:, :2]) * q + _f16(blocks[:, 2:4])
 
 
+def _two_bit_lows(qs: torch.Tensor) -> torch.Tensor:
+    """64 bytes -> [n, 16, 16] uint8: element e is bits 2s, 2s + 1 of byte 32 h + e % 32, h = e // 128 and
+    s = e % 128 // 32 (Q2_K's values, Q3_K's low bits)."""
+    n = qs.shape[0]
+    return ((qs.reshape(n, 2, 1, 32) >> _shifts([0, 2, 4, 6], qs).reshape(1, 1, 4, 1)) & 0x03).reshape(n, 16, 16)
+
+
+def _q2_k(blocks: torch.Tensor) -> torch.Tensor:
+    n = blocks.shape[0]
+    scales = blocks[:, :16]
+    d = (_f16(blocks[:, 80:82]) * (scales & 0x0F).float()).reshape(n, 16, 1)
+    dm = (_f16(blocks[:, 82:84]) * (scales >> 4).float()).reshape(n, 16, 1)
+    return (d * _two_bit_lows(blocks[:, 16:80]).float() - dm).reshape(-1, 256)
+
+
+def _q3_k_scales(scales: torch.Tensor) -> torch.Tensor:
+    """12 bytes -> [n, 16] float32 signed 6-bit scales: scale i's low nibble is byte i % 8's (high nibble for
+    i >= 8), its top two bits are bits 2 (i // 4), +1 of byte 8 + i % 4."""
+    n = scales.shape[0]
+    low = (scales[:, :8].reshape(n, 1, 8) >> _shifts([0, 4], scales).reshape(1, 2, 1)).reshape(n, 16) & 0x0F
+    high = (scales[:, 8:].reshape(n, 1, 4) >> _shifts([0, 2, 4, 6], scales).reshape(1, 4, 1)).reshape(n, 16) & 0x03
+    return ((low | (high << 4)).to(torch.int8) - 32).float()
+
+
+def _q3_k(blocks: torch.Tensor) -> torch.Tensor:
+    n = blocks.shape[0]
+    d = (_f16(blocks[:, 108:110]) * _q3_k_scales(blocks[:, 96:108])).reshape(n, 16, 1)
+    high = (blocks[:, :32].reshape(n, 1, 32) >> _shifts(range(8), blocks).reshape(1, 8, 1)) & 0x01  # [n, 8, 32]
+    q = _two_bit_lows(blocks[:, 32:96]).to(torch.int8) - ((high.reshape(n, 16, 16) ^ 1) << 2).to(torch.int8)
+    return (d * q.float()).reshape(-1, 256)  # a clear third bit subtracts 4
+
+
 _DEQUANTIZE: dict[QuantType, object] = {F32: _f32, F16: _f16_values, BF16: _bf16_values, Q8_0: _q8_0,
                                         Q4_K: _q4_k, Q5_K: _q5_k, Q6_K: _q6_k, MXFP4: _mxfp4, Q4_0: _q4_0,
-                                        Q4_1: _q4_1, Q5_0: _q5_0, Q5_1: _q5_1}
+                                        Q4_1: _q4_1, Q5_0: _q5_0, Q5_1: _q5_1, Q3_K: _q3_k, Q2_K: _q2_k}

@@ -111,6 +111,22 @@ def legacy_block(bb, l, ok, block_ok, MIN: tl.constexpr, FIFTH: tl.constexpr):
 
 
 @triton.jit
+def two_bit_low(bb, g, l, ok):
+    """Q2_K's values, Q3_K's low bits: element e = 16 g + l of the 64 bytes at bb, bits 2s, 2s + 1 of byte
+    32 h + e % 32 (half h = e // 128, s = e % 128 // 32) -> int32."""
+    byte = tl.load(bb + (g // 8) * 32 + (g % 2) * 16 + l, mask=ok, other=0)
+    return ((byte >> (((g % 8) // 2) * 2)) & 3).to(tl.int32)
+
+
+@triton.jit
+def q3k_scale(bb, g, ok):
+    """Q3_K: the signed 6-bit scale of group g [.., G, 1] from the 12 bytes at bb -> float32."""
+    low = (tl.load(bb + g % 8, mask=ok, other=0) >> ((g // 8) * 4)) & 15
+    high = (tl.load(bb + 8 + g % 4, mask=ok, other=0) >> ((g // 4) * 2)) & 3
+    return ((low | (high << 4)).to(tl.int32) - 32).to(tl.float32)
+
+
+@triton.jit
 def tile(row, t, g, l, row_ok, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.constexpr):
     """Tile t of the rows (K elements each) starting at byte pointers row [BN, 1, 1] -> float32 [BN, G, L] in
     element order; rows where row_ok is false and elements past K read nothing and are 0."""
@@ -145,6 +161,17 @@ def tile(row, t, g, l, row_ok, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.co
         d = e8m0_half(tl.load(bb, mask=row_ok & ((t * G + g) * 32 < K), other=0))  # [BN, G, 1]
         q = (tl.load(bb + 1 + (l % 16), mask=ok, other=0) >> ((l // 16) * 4)) & 15
         v = d * e2m1_doubled(q)
+    elif QTYPE == 12:  # Q3_K, G = L = 16: 2-bit lows, less 4 where the third bit (bit e // 32 of byte e % 32) is clear
+        bb = row + t * 110
+        high = (tl.load(bb + (g % 2) * 16 + l, mask=ok, other=0) >> (g // 2)) & 1
+        q = two_bit_low(bb + 32, g, l, ok) - ((high ^ 1).to(tl.int32) << 2)
+        v = (f16_at(bb + 108, row_ok) * q3k_scale(bb + 96, g, row_ok)) * q.to(tl.float32)
+    elif QTYPE == 13:  # Q2_K, G = L = 16: group g's scale byte holds its 4-bit scale (low) and min (high)
+        bb = row + t * 84
+        sc = tl.load(bb + g, mask=row_ok, other=0)
+        q = two_bit_low(bb + 16, g, l, ok).to(tl.float32)
+        dm = f16_at(bb + 82, row_ok) * (sc >> 4).to(tl.float32)
+        v = (f16_at(bb + 80, row_ok) * (sc & 15).to(tl.float32)) * q - dm
     elif QTYPE >= 8:  # Q4_0, Q4_1, Q5_0, Q5_1 (18, 20, 22, 24 bytes): block g of tile t holds elements 32g + l
         bb = row + (t * G + g) * (2 * QTYPE + 2)
         v = legacy_block(bb, l, ok, row_ok & ((t * G + g) * 32 < K), QTYPE % 2 == 1, QTYPE >= 10)

@@ -67,8 +67,13 @@ Q4_1 = QuantType("Q4_1", 3, 32, 20, kernel_code=9, f16_scale_offsets=(0, 2))  # 
 # d (f16), 4 bytes of fifth bits (bit j: element j), 16 bytes of nibbles
 Q5_0 = QuantType("Q5_0", 6, 32, 22, kernel_code=10, f16_scale_offsets=(0,))
 Q5_1 = QuantType("Q5_1", 7, 32, 24, kernel_code=11, f16_scale_offsets=(0, 2))  # d, m (f16), then as Q5_0
+# The low-bit k-quants of Q3_K_M / Q3_K_S / Q2_K files, 16 scales of 16 elements each.
+# 32 bytes of third bits (hmask), 64 bytes of 2-bit lows, 12 bytes of 6-bit scales, d (f16)
+Q3_K = QuantType("Q3_K", 11, QK_K, 110, kernel_code=12, scale_group=16, f16_scale_offsets=(108,))
+# 16 bytes of 4-bit scales (low nibble) and mins (high), 64 bytes of 2-bit values, d, dmin (f16)
+Q2_K = QuantType("Q2_K", 10, QK_K, 84, kernel_code=13, scale_group=16, f16_scale_offsets=(80, 82))
 
-SUPPORTED = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1)
+SUPPORTED = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q2_K)
 BLOCK_TYPES = tuple(t for t in SUPPORTED if t.is_quantized)
 _BY_ID = {t.ggml_id: t for t in SUPPORTED}
 _BY_NAME = {t.name: t for t in SUPPORTED}

@@ -68,3 +68,23 @@ def random_experts(layout, num_experts: int, seed: int = 0):
     parts = [tuple(random_matrix(spec.qtype, spec.out_features, spec.in_features, seed=seed * 1000 + 3 * e + j)
                    for j, spec in enumerate((layout.gate, layout.up, layout.down))) for e in range(num_experts)]
     return torch.stack([layout.pack(*p) for p in parts]), parts
+
+
+def ggml_quantized(qtype: QuantType, weights: np.ndarray) -> np.ndarray:
+    """uint8 [rows, row_bytes]: float32 weights [rows, cols] quantized by llama.cpp's own ggml_quantize_chunk (the
+    library llama-cpp-python ships), for the types the gguf package cannot quantize."""
+    import ctypes
+    from pathlib import Path
+
+    import llama_cpp
+
+    ggml = ctypes.CDLL(str(Path(llama_cpp.__file__).parent / "lib" / "libggml-base.so"))
+    ggml.ggml_quantize_chunk.restype = ctypes.c_size_t
+    ggml.ggml_quantize_chunk.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64,
+                                         ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]
+    weights = np.ascontiguousarray(weights, dtype=np.float32)
+    rows, cols = weights.shape
+    out = np.zeros((rows, qtype.row_bytes(cols)), dtype=np.uint8)
+    written = ggml.ggml_quantize_chunk(qtype.ggml_id, weights.ctypes.data, out.ctypes.data, 0, rows, cols, None)
+    assert written == out.nbytes, (written, out.nbytes)
+    return out

@@ -11,7 +11,7 @@ from engine.quant.types import BLOCK_TYPES, SUPPORTED, quant_type
 
 # The Triton kernels' type codes as their branches read them (triton_kernels, grouped_kernels, gemv kernels).
 KERNEL_CODES = {"F32": 0, "F16": 1, "BF16": 2, "Q8_0": 3, "Q4_K": 4, "Q5_K": 5, "Q6_K": 6, "MXFP4": 7, "Q4_0": 8,
-                "Q4_1": 9, "Q5_0": 10, "Q5_1": 11}
+                "Q4_1": 9, "Q5_0": 10, "Q5_1": 11, "Q3_K": 12, "Q2_K": 13}
 
 
 @pytest.mark.parametrize("qtype", SUPPORTED, ids=lambda t: t.name)
@@ -41,17 +41,18 @@ def test_the_kernel_tables_derive_from_the_entries():
     assert {t.name: code for t, code in TYPE_CODE.items()} == KERNEL_CODES
     assert WORD_TYPES == {"Q8_0": 3, "Q4_K": 4, "Q5_K": 5, "Q6_K": 6}
     assert WIDE_TYPES == {"Q4_K": 4, "Q5_K": 5, "Q6_K": 6}
-    assert {t.name: tile_shape(t) for t in SUPPORTED} == {t.name: (16, 16) if t.name == "Q6_K" else (8, 32)
+    assert {t.name: tile_shape(t) for t in SUPPORTED} == {t.name: (16, 16) if t.name in ("Q6_K", "Q3_K", "Q2_K")
+                                                          else (8, 32)
                                                           for t in SUPPORTED}
 
 
 def test_the_loaders_tables_derive_from_the_entries():
     assert SUPPORTED_QTYPES == ("F32", "F16", "BF16", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4", "Q4_0", "Q4_1",
-                                "Q5_0", "Q5_1")
-    assert KEPT_TYPES == ("Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4", "Q4_0", "Q4_1", "Q5_0", "Q5_1")
+                                "Q5_0", "Q5_1", "Q3_K", "Q2_K")
+    assert KEPT_TYPES == ("Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q3_K", "Q2_K")
     assert set(quant_matmul.TYPES) == set(BLOCK_TYPES) and all(t.is_quantized for t in BLOCK_TYPES)
 
 
 def test_an_unsupported_type_is_refused_by_name_with_the_supported_ones():
-    with pytest.raises(Exception, match="Q2_K .*Q4_K.*--backend llama.cpp"):
-        quant_type(10)  # ggml's Q2_K
+    with pytest.raises(Exception, match="IQ3_XXS .*Q4_K.*--backend llama.cpp"):
+        quant_type(18)  # ggml's IQ3_XXS

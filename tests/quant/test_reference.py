@@ -8,8 +8,8 @@ import torch
 
 from engine.errors import UnsupportedModelError
 from engine.quant.reference import dequantize_reference
-from engine.quant.types import BF16, F16, F32, MXFP4, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q8_0, quant_type
-from tests.quant.blocks import ALL_TYPES, gguf_type, random_rows
+from engine.quant.types import BF16, F16, F32, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q8_0, quant_type
+from tests.quant.blocks import ALL_TYPES, ggml_quantized, gguf_type, random_rows
 
 gguf_quants = pytest.importorskip("gguf.quants")
 
@@ -49,6 +49,16 @@ def test_blocks_quantized_by_gguf_as_32_element_types(qtype, bits):
     assert (np.abs(expected - weights).reshape(-1, 32) <= half_step).all()
 
 
+@pytest.mark.parametrize("qtype,bits", [(Q3_K, 3), (Q2_K, 2)], ids=lambda v: getattr(v, "name", ""))
+def test_blocks_quantized_by_llama_cpp_as_low_bit_types(qtype, bits):
+    weights = np.random.default_rng(4).standard_normal((16, 512), dtype=np.float32) * 0.02
+    raw = ggml_quantized(qtype, weights)
+    expected = gguf_quants.dequantize(raw, gguf_type(qtype))
+    assert_bits_equal(dequantize_reference(torch.from_numpy(raw), qtype), expected)
+    error = np.sqrt(np.mean((expected - weights) ** 2)) / 0.02  # relative to the weights' spread
+    assert error < 2.0 ** -(bits - 1), error  # the blocks hold the weights, not noise
+
+
 def test_blocks_quantized_by_gguf_as_mxfp4():
     weights = np.random.default_rng(2).standard_normal((16, 256), dtype=np.float32) * 0.02
     raw = gguf_quants.quantize(weights, gguf_type(MXFP4)).view(np.uint8).reshape(16, -1)
@@ -76,8 +86,8 @@ def test_type_table_matches_gguf():
 
 
 def test_unsupported_types_are_named():
-    with pytest.raises(UnsupportedModelError, match="Q3_K .*not supported"):
-        quant_type(11)
+    with pytest.raises(UnsupportedModelError, match="IQ3_XXS .*not supported"):
+        quant_type(18)
     with pytest.raises(UnsupportedModelError, match="IQ2_XXS"):
         quant_type("IQ2_XXS")
     with pytest.raises(UnsupportedModelError, match="whole number"):
