@@ -14,8 +14,10 @@ from engine.quant.dense import KEPT_TYPES
 from engine.quant.dense_file_types import dense_types
 from tests.gguf.models import quantize
 
+LOW_BIT = ("Q3_K_M", "Q3_K_S", "Q2_K")
+
 CASES = [(m, f) for m in ("qwen3_moe", "qwen2_moe", "mixtral", "glm4_moe") for f in ("Q4_K_M", "Q8_0")] + [
-    ("qwen3_moe", "Q5_K_M"), ("mixtral", "Q6_K")]
+    ("qwen3_moe", "Q5_K_M"), ("mixtral", "Q6_K")] + [(m, f) for m in ("qwen3_moe", "mixtral") for f in LOW_BIT]
 
 
 def quantized_types(path) -> dict[str, str]:
@@ -46,10 +48,13 @@ def test_dense_types_at_the_qwen3_30b_topology_are_llama_cpps(tmp_path):
     check(path, "Q4_K_M")
 
 
-@pytest.mark.parametrize("ftype", ["Q4_K_M", "Q5_K_M"])
+FALLBACK_OF = {"Q4_K_M": "Q5_0", "Q5_K_M": "Q5_1", "Q3_K_M": "Q4_0", "Q2_K": "Q4_0"}  # the gate/up fallback
+
+
+@pytest.mark.parametrize("ftype", list(FALLBACK_OF))
 def test_types_of_rows_that_are_not_whole_super_blocks_are_llama_cpps(ftype, tmp_path):
     """A hidden size of 288 and experts of 96 (9 and 3 blocks of 32): llama.cpp's quantizer falls back to Q5_0 or
-    Q5_1 (and Q8_0 for Q6_K), for the experts as for the dense tensors."""
+    Q5_1 (and Q8_0 for Q6_K; Q4_0 for Q3_K and Q2_K), for the experts as for the dense tensors."""
     pytest.importorskip("llama_cpp", reason="llama.cpp's quantizer makes the template's types")
     from bench.synthetic_gguf import write_template
     from engine.quant.file_types import expert_types
@@ -62,5 +67,5 @@ def test_types_of_rows_that_are_not_whole_super_blocks_are_llama_cpps(ftype, tmp
     wanted = expert_types(ftype, [0, 1], 2, 288, 96)
     for layer, types in wanted.items():
         assert tuple(stored[f"blk.{layer}.ffn_{name}_exps.weight"] for name in ("gate", "up", "down")) == types
-    assert {types[0] for types in wanted.values()} == {"Q5_0" if ftype == "Q4_K_M" else "Q5_1"}
-    assert {types[2] for types in wanted.values()} == {"Q5_0" if ftype == "Q4_K_M" else "Q5_1", "Q8_0"}
+    assert {types[0] for types in wanted.values()} == {FALLBACK_OF[ftype]}
+    assert {types[2] for types in wanted.values()} <= {"Q5_0", "Q5_1", "Q8_0", "Q4_0"}

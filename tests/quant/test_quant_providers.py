@@ -130,8 +130,9 @@ def test_graphed_decode_steps_give_the_same_bits(store, slots):
 LEGACY_TYPES = {0: ("Q5_0", "Q5_1", "Q4_0"), 1: ("Q4_1", "Q4_1", "Q8_0")}  # llama.cpp's 32-element fallbacks
 
 
-@pytest.mark.parametrize("types", [TYPES, expert_types("MXFP4_MOE", [0, 2], 3, D, I), LEGACY_TYPES],
-                         ids=["k-quants", "MXFP4", "32-element"])
+@pytest.mark.parametrize("types", [TYPES, expert_types("MXFP4_MOE", [0, 2], 3, D, I), LEGACY_TYPES,
+                                   expert_types("Q2_K", [0], 3, D, I) | expert_types("Q3_K_M", [1], 3, D, I)],
+                         ids=["k-quants", "MXFP4", "32-element", "low-bit"])
 def test_synthetic_experts_are_finite_and_small(types):
     args = SimpleNamespace(hidden_size=D, expert_hidden_size=D, moe_intermediate_size=I, num_experts=4)
     store = synthetic_quant_experts(args, types, CPU, host=False)
