@@ -1,0 +1,53 @@
+"""Files llama.cpp's quantizer made in the low-bit types people download to fit a 30B MoE in 8-16 GB (Q3_K_M, Q2_K,
+and IQ4_XS below): a tiny qwen3_moe (tests/gguf/conftest.py's files, rows of 256) runs on Wisp's engine, computes
+llama.cpp's logits for its weights, stays close to llama.cpp's own low-bit kernels, and gives the same bits in every
+expert mode."""
+
+import numpy as np
+import pytest
+
+from engine.gguf.model_file import GgufModel
+from tests.gguf.engine_logits import agreement, file_logits
+from tests.gguf.engine_runs import mode_options, outputs
+from tests.gguf.reference import dequantized_copy, llama_cpp_logits
+
+TOKENS = np.random.default_rng(0).integers(3, 384, 48).tolist()
+# file type -> (gate/up type, down types of its two layers), as llama.cpp's quantizer gives them
+LOW_BIT = {"Q3_K_M": ("Q3_K", {"Q4_K"}), "Q2_K": ("Q2_K", {"Q3_K"})}
+
+
+@pytest.mark.parametrize("ftype", LOW_BIT)
+def test_the_file_holds_low_bit_types_and_runs_on_wisp(gguf_files, ftype):
+    model = GgufModel(gguf_files.quantized("qwen3_moe", ftype))
+    types = model.tensor_types()
+    gate_up, downs = LOW_BIT[ftype]
+    assert types["blk.0.ffn_gate_exps.weight"] == types["blk.1.ffn_up_exps.weight"] == gate_up
+    assert {types["blk.0.ffn_down_exps.weight"], types["blk.1.ffn_down_exps.weight"]} == downs
+    assert model.support()[0]
+
+
+@pytest.mark.parametrize("ftype", LOW_BIT)
+def test_the_file_reads_as_llama_cpp_computes_its_weights(gguf_files, ftype, tmp_path):
+    path = gguf_files.quantized("qwen3_moe", ftype)
+    theirs = llama_cpp_logits(dequantized_copy(path, tmp_path / "dequantized.gguf"), TOKENS)
+    ours = file_logits(path, TOKENS)
+    assert np.abs(ours - theirs).max() < 1e-3 * np.abs(theirs).max()
+    assert (ours.argmax(-1) == theirs.argmax(-1)).all()
+
+
+@pytest.mark.parametrize("ftype", LOW_BIT)
+def test_llama_cpps_own_kernels_differ_by_its_activation_rounding(gguf_files, ftype):
+    """llama.cpp on the quantized file itself multiplies its k-quant blocks with activations rounded to 8 bits
+    (measured over 48 positions: Q3_K_M KL 0.0064, top-1 0.96; Q2_K KL 0.0061, top-1 0.92)."""
+    path = gguf_files.quantized("qwen3_moe", ftype)
+    top1, kl = agreement(file_logits(path, TOKENS), llama_cpp_logits(path, TOKENS))
+    assert kl < 0.02 and top1 > 0.85, (top1, kl)
+
+
+@pytest.mark.parametrize("ftype", LOW_BIT)
+def test_every_expert_mode_is_bitwise_resident(gguf_files, ftype):
+    path = gguf_files.quantized("qwen3_moe", ftype)
+    reference = outputs(path, experts="resident")
+    assert len({ids for ids, _ in reference}) > 1  # seeded, greedy and the prompts differ: a real comparison
+    for name, options in mode_options(path, dtype_bytes=4).items():
+        assert outputs(path, **options) == reference, name
