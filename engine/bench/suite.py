@@ -43,6 +43,7 @@ from engine.system.hardware import device_name
 from engine.model.args import ModelArgs
 from engine.model.loader import LoadedWeights
 from engine.model.sizes import model_sizes
+from engine.quant.file_types import FILE_TYPES
 from engine.requests import GenerateRequest
 from engine.runtime.builder import assemble_engine
 from engine.runtime.decode_graphs import WholeStepOptions, process_graph_captures
@@ -413,7 +414,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--also", action="append", default=[],
                         help="another session on the same built weights, e.g. --also '--batch 4 --budgets 24' "
                              "(its flags override the others; repeatable)")
-    parser.add_argument("--quant", default=None, choices=["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0", "MXFP4_MOE"],
+    parser.add_argument("--quant", default=None, choices=list(FILE_TYPES),
                         help="weights as a GGUF file of this type holds them (random valid blocks): the experts, and the "
                              "dense tensors in the types llama.cpp's quantizer gives them (--dense-weights)")
     parser.add_argument("--dense-weights", default="file", choices=["file", "dtype"],

@@ -4,10 +4,10 @@ that its rows compare with llama.cpp's file of the same shape.
 
 - token_embd: the file's base type; output (lm_head, or token_embd when tied): Q6_K, Q8_0 in a Q8_0 file.
 - attn_v: Q6_K in the layers use_more_bits picks for Q4_K_M and Q5_K_M; Q5_K in the first two layers of Q3_K_M
-  files, Q4_K after; in Q2_K files Q4_K where 4 or more query heads share a KV head (GQA), else Q3_K; Q8_0 in
-  8-expert models (attn_k too).
-- attn_output: Q5_K in 8-expert Q4_K_M, Q3_K_M, Q3_K_S and Q2_K models, else Q4_K (Q3_K_M) or Q3_K (Q2_K);
-  attn_q and the rest: the base type.
+  files, Q4_K after; where 4 or more query heads share a KV head (GQA), Q4_K in Q2_K files (else Q3_K) and Q5_K in
+  IQ4_XS and IQ4_NL ones; Q8_0 in 8-expert models (attn_k too).
+- attn_output: Q5_K in 8-expert models of the file types but Q5_K_M, Q6_K and Q8_0; in others Q4_K (Q3_K_M) or Q3_K
+  (Q2_K); attn_q and the rest: the base type.
 - ffn_down of dense layers and shared experts: as the routed experts' (engine.quant.file_types.down_type).
 - Not quantized: routers (ffn_gate_inp), one-row tensors (the shared-expert gate, stored 1-D), norms and biases.
 - A row that is not whole blocks of its type gets llama.cpp's fallback (engine.quant.file_types.fallback_type: Q5_0,
@@ -26,7 +26,8 @@ def _layer(param: str) -> int:
     return int(param.split(".")[1])
 
 
-EIGHT_EXPERT_OUTPUT = ("Q2_K", "Q3_K_S", "Q3_K_M", "Q4_K_M")  # their attn_output is Q5_K in 8-expert models
+# their attn_output is Q5_K in 8-expert models
+EIGHT_EXPERT_OUTPUT = ("Q2_K", "Q3_K_S", "Q3_K_M", "Q4_K_M", "IQ4_XS", "IQ4_NL")
 OUTPUT_TYPE = {"Q2_K": "Q3_K", "Q3_K_M": "Q4_K"}  # attn_output in other models
 
 
@@ -65,6 +66,8 @@ def _value_type(file_type: str, layer: int, num_layers: int, gqa: int) -> str:
         return "Q5_K" if layer < 2 else "Q4_K"
     if file_type == "Q2_K":
         return "Q4_K" if gqa >= 4 else "Q3_K"
+    if file_type in ("IQ4_XS", "IQ4_NL") and gqa >= 4:
+        return "Q5_K"
     return FILE_TYPES[file_type][0]
 
 

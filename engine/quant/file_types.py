@@ -1,7 +1,8 @@
 """The tensor types llama.cpp's quantizer gives a MoE file's routed experts, per file type (llama_model_quantize's
 rules for ffn_*_exps): gate and up of the file's base type; down of its own type, or of more bits in the layers
 the file type picks (DOWN_PICKS): use_more_bits for Q4_K_M and Q5_K_M (the first and last eighth of the layers and
-every third between), the first sixteenth for Q3_K_M; Q3_K_S and Q2_K downs are Q3_K in every layer; MXFP4_MOE makes
+every third between), the first sixteenth for Q3_K_M, the first eighth for IQ4_XS and IQ4_NL (made without an
+importance matrix; with one, their downs stay IQ4); Q3_K_S and Q2_K downs are Q3_K in every layer; MXFP4_MOE makes
 every expert matrix MXFP4. A row that is not whole blocks of its type then gets the type
 tensor_type_fallback gives it (fallback_type): Gemma 4 26B-A4B's down rows of 704 and Nemotron 3 Nano's hidden size
 of 2688 hold Q5_0 and Q8_0 in Q4_K_M files."""
@@ -16,6 +17,8 @@ FILE_TYPES = {
     "Q2_K": ("Q2_K", "Q3_K", "Q3_K"),
     "Q3_K_S": ("Q3_K", "Q3_K", "Q3_K"),
     "Q3_K_M": ("Q3_K", "Q4_K", "Q5_K"),
+    "IQ4_XS": ("IQ4_XS", "IQ4_XS", "Q5_K"),
+    "IQ4_NL": ("IQ4_NL", "IQ4_NL", "Q5_K"),
     "Q4_K_M": ("Q4_K", "Q4_K", "Q6_K"),
     "Q5_K_M": ("Q5_K", "Q5_K", "Q6_K"),
     "Q6_K": ("Q6_K", "Q6_K", "Q6_K"),
@@ -23,7 +26,7 @@ FILE_TYPES = {
     "MXFP4_MOE": ("MXFP4", "MXFP4", "MXFP4"),  # gpt-oss's experts, as published and as llama.cpp makes them
 }
 # llama.cpp's tensor_type_fallback: the 32-element type of a k-quant whose row is not whole 256-element super-blocks
-FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}
+FALLBACK = {"Q2_K": "Q4_0", "Q3_K": "Q4_0", "Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "IQ4_XS": "IQ4_NL"}
 
 
 def use_more_bits(layer: int, num_layers: int) -> bool:
@@ -36,7 +39,12 @@ def first_sixteenth(layer: int, num_layers: int) -> bool:
     return layer < num_layers // 16
 
 
-DOWN_PICKS = {"Q4_K_M": use_more_bits, "Q5_K_M": use_more_bits, "Q3_K_M": first_sixteenth}
+def first_eighth(layer: int, num_layers: int) -> bool:
+    return layer < num_layers // 8
+
+
+DOWN_PICKS = {"Q4_K_M": use_more_bits, "Q5_K_M": use_more_bits, "Q3_K_M": first_sixteenth, "IQ4_XS": first_eighth,
+              "IQ4_NL": first_eighth}
 
 
 def down_type(file_type: str, layer: int, num_layers: int) -> str:

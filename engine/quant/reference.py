@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from engine.quant.types import (BF16, F16, F32, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0,
-                               QuantType, quant_type)
+from engine.quant.types import (BF16, F16, F32, IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K,
+                               Q6_K, Q8_0, QuantType, quant_type)
 
 
 def dequantize_reference(raw: torch.Tensor, kind) -> torch.Tensor:
@@ -182,6 +182,35 @@ def _q3_k(blocks: torch.Tensor) -> torch.Tensor:
     return (d * q.float()).reshape(-1, 256)  # a clear third bit subtracts 4
 
 
+IQ4_VALUES = (-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113)  # ggml's kvalues_iq4nl
+
+
+def _iq4_values(nibbles: torch.Tensor) -> torch.Tensor:
+    return torch.tensor(IQ4_VALUES, dtype=torch.float32, device=nibbles.device)[nibbles.long()]
+
+
+def _iq4_nl(blocks: torch.Tensor) -> torch.Tensor:
+    return _f16(blocks[:, :2]) * _iq4_values(_nibbles_32(blocks[:, 2:]))
+
+
+def _iq4_xs_scales(blocks: torch.Tensor) -> torch.Tensor:
+    """-> [n, 8] float32 signed 6-bit scales: scale j's low nibble from byte 4 + j // 2, its top two bits are bits
+    2j, 2j + 1 of the little-endian uint16 at bytes 2-3."""
+    n = blocks.shape[0]
+    low = (blocks[:, 4:8].reshape(n, 4, 1) >> _shifts([0, 4], blocks).reshape(1, 1, 2)).reshape(n, 8) & 0x0F
+    top = blocks[:, 2:4].to(torch.int32)
+    top = (top[:, :1] | (top[:, 1:] << 8)) >> torch.arange(0, 16, 2, device=blocks.device).reshape(1, 8)
+    return ((low | ((top & 0x03).to(torch.uint8) << 4)).to(torch.int8) - 32).float()
+
+
+def _iq4_xs(blocks: torch.Tensor) -> torch.Tensor:
+    n = blocks.shape[0]
+    d = (_f16(blocks[:, :2]) * _iq4_xs_scales(blocks)).reshape(n, 8, 1)
+    q = _nibbles_32(blocks[:, 8:].reshape(n * 8, 16)).reshape(n, 8, 32)
+    return (d * _iq4_values(q)).reshape(-1, 256)
+
+
 _DEQUANTIZE: dict[QuantType, object] = {F32: _f32, F16: _f16_values, BF16: _bf16_values, Q8_0: _q8_0,
                                         Q4_K: _q4_k, Q5_K: _q5_k, Q6_K: _q6_k, MXFP4: _mxfp4, Q4_0: _q4_0,
-                                        Q4_1: _q4_1, Q5_0: _q5_0, Q5_1: _q5_1, Q3_K: _q3_k, Q2_K: _q2_k}
+                                        Q4_1: _q4_1, Q5_0: _q5_0, Q5_1: _q5_1, Q3_K: _q3_k, Q2_K: _q2_k,
+                                        IQ4_NL: _iq4_nl, IQ4_XS: _iq4_xs}

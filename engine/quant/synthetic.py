@@ -9,14 +9,14 @@ from engine.experts.formats.store import ExpertStore
 from engine.quant.layout import QuantLayout
 from engine.quant.linear import QuantLinearSpec
 from engine.experts.formats.activation import SILU_GLU
-from engine.quant.types import BF16, F16, F32, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0
+from engine.quant.types import BF16, F16, F32, IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0
 
 WEIGHT_SCALE = 0.05  # the largest |weight| a block can hold
 MXFP4_TOP_SCALE = 120  # E8M0 byte: e2m1's largest value 6 times 2^(120 - 127) is 0.047, below WEIGHT_SCALE
 # of d in a dequantized weight (Q4_1, Q5_1: d * q + m, m below the same cap: one more multiple; Q2_K: 15 * 3 of d
 # and 15 of dmin)
 LARGEST_MULTIPLE = {Q8_0: 128, Q4_K: 63 * 15, Q5_K: 63 * 31, Q6_K: 128 * 32, Q4_0: 8, Q4_1: 16, Q5_0: 16, Q5_1: 32,
-                    Q3_K: 32 * 4, Q2_K: 15 * 3 + 15}
+                    Q3_K: 32 * 4, Q2_K: 15 * 3 + 15, IQ4_NL: 127, IQ4_XS: 32 * 127}
 FLOAT_TYPES = {F32: torch.float32, F16: torch.float16, BF16: torch.bfloat16}
 
 

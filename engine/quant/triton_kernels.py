@@ -17,6 +17,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from engine.quant.reference import IQ4_VALUES
 from engine.quant.types import SUPPORTED, QuantType
 
 TILE = 256  # elements of a row dequantized per step: one k-quant super-block, 8 Q8_0 blocks
@@ -126,6 +127,21 @@ def q3k_scale(bb, g, ok):
     return ((low | (high << 4)).to(tl.int32) - 32).to(tl.float32)
 
 
+# ggml's kvalues_iq4nl as magnitudes packed a byte each into two int64 words: entries 0-7 (negative) and 8-15
+# (positive), entry 8i + j in byte j of word i
+IQ4_NEGATIVE = tl.constexpr(sum(-v << (8 * j) for j, v in enumerate(IQ4_VALUES[:8])))
+IQ4_POSITIVE = tl.constexpr(sum(v << (8 * j) for j, v in enumerate(IQ4_VALUES[8:])))
+
+
+@triton.jit
+def iq4_value(q):
+    """IQ4_NL / IQ4_XS nibbles q -> their table values, float32."""
+    is_negative = q < 8
+    packed = tl.where(is_negative, IQ4_NEGATIVE, IQ4_POSITIVE).to(tl.int64)
+    magnitude = ((packed >> ((q & 7) * 8).to(tl.int64)) & 255).to(tl.int32)
+    return tl.where(is_negative, -magnitude, magnitude).to(tl.float32)
+
+
 @triton.jit
 def tile(row, t, g, l, row_ok, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.constexpr):
     """Tile t of the rows (K elements each) starting at byte pointers row [BN, 1, 1] -> float32 [BN, G, L] in
@@ -172,6 +188,17 @@ def tile(row, t, g, l, row_ok, K, QTYPE: tl.constexpr, G: tl.constexpr, L: tl.co
         q = two_bit_low(bb + 16, g, l, ok).to(tl.float32)
         dm = f16_at(bb + 82, row_ok) * (sc >> 4).to(tl.float32)
         v = (f16_at(bb + 80, row_ok) * (sc & 15).to(tl.float32)) * q - dm
+    elif QTYPE == 14:  # IQ4_NL: Q4_0's layout, the nibbles indexing the table
+        bb = row + (t * G + g) * 18
+        q = (tl.load(bb + 2 + (l % 16), mask=ok, other=0) >> ((l // 16) * 4)) & 15
+        v = f16_at(bb, row_ok & ((t * G + g) * 32 < K)) * iq4_value(q)
+    elif QTYPE == 15:  # IQ4_XS: sub-block g's 6-bit scale, then IQ4_NL nibbles in bytes 8 + 16 g ..
+        bb = row + t * 136
+        low = (tl.load(bb + 4 + g // 2, mask=row_ok, other=0) >> ((g % 2) * 4)) & 15
+        high = (tl.load(bb + 2 + g // 4, mask=row_ok, other=0) >> ((g % 4) * 2)) & 3
+        scale = ((low | (high << 4)).to(tl.int32) - 32).to(tl.float32)
+        q = (tl.load(bb + 8 + g * 16 + (l % 16), mask=ok, other=0) >> ((l // 16) * 4)) & 15
+        v = (f16_at(bb, row_ok) * scale) * iq4_value(q)
     elif QTYPE >= 8:  # Q4_0, Q4_1, Q5_0, Q5_1 (18, 20, 22, 24 bytes): block g of tile t holds elements 32g + l
         bb = row + (t * G + g) * (2 * QTYPE + 2)
         v = legacy_block(bb, l, ok, row_ok & ((t * G + g) * 32 < K), QTYPE % 2 == 1, QTYPE >= 10)

@@ -72,8 +72,12 @@ Q5_1 = QuantType("Q5_1", 7, 32, 24, kernel_code=11, f16_scale_offsets=(0, 2))  #
 Q3_K = QuantType("Q3_K", 11, QK_K, 110, kernel_code=12, scale_group=16, f16_scale_offsets=(108,))
 # 16 bytes of 4-bit scales (low nibble) and mins (high), 64 bytes of 2-bit values, d, dmin (f16)
 Q2_K = QuantType("Q2_K", 10, QK_K, 84, kernel_code=13, scale_group=16, f16_scale_offsets=(80, 82))
+# Nibbles that index a 16-entry non-linear table (kvalues_iq4nl), laid out as Q4_0's.
+IQ4_NL = QuantType("IQ4_NL", 20, 32, 18, kernel_code=14, f16_scale_offsets=(0,))  # d (f16), 16 bytes of nibbles
+# d (f16), 2 bytes of scales' top 2 bits, 4 bytes of their low nibbles, 8 x 16 bytes of IQ4_NL nibbles
+IQ4_XS = QuantType("IQ4_XS", 23, QK_K, 136, kernel_code=15, f16_scale_offsets=(0,))
 
-SUPPORTED = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q2_K)
+SUPPORTED = (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q2_K, IQ4_NL, IQ4_XS)
 BLOCK_TYPES = tuple(t for t in SUPPORTED if t.is_quantized)
 _BY_ID = {t.ggml_id: t for t in SUPPORTED}
 _BY_NAME = {t.name: t for t in SUPPORTED}

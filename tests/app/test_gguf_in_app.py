@@ -100,15 +100,15 @@ def test_a_gguf_budget_below_its_minimum_is_refused_before_the_model_serving_is_
 
 
 def test_a_gguf_wisps_engine_cannot_run_follows_the_choice(app_gguf_files):
-    """IQ4_NL is not among Wisp's types: auto and llama.cpp hand it to llama.cpp, Wisp's engine refuses it up front."""
+    """TQ1_0 is not among Wisp's types: auto and llama.cpp hand it to llama.cpp, Wisp's engine refuses it up front."""
     from engine.api import EngineOptions, fit_summary, scan_models
 
-    path = str(app_gguf_files.quantized("qwen3_moe", "IQ4_NL"))
+    path = str(app_gguf_files.quantized("qwen3_moe", "TQ1_0"))
     entry = next(entry for entry in scan_models([path]) if entry.path == path)
     expected = fit_summary(EngineOptions(model=path, budget_bytes=GiB))
     assert fit_at_budget(entry, GiB, "cpu", "auto").text == expected == "fits (llama.cpp)"
     assert fit_at_budget(entry, GiB, "cpu", "llama.cpp").text == LLAMA_CPP_FIT
-    assert "IQ4_NL" in fit_at_budget(entry, GiB, "cpu", "wisp").text
+    assert "TQ1_0" in fit_at_budget(entry, GiB, "cpu", "wisp").text
     for choice in ("auto", "llama.cpp"):
         request = LoadRequest(path, GiB, "cpu", gguf_engine=choice)
         check_before_unload(request)  # llama.cpp places the file itself: nothing for Wisp's planner to refuse

@@ -18,7 +18,8 @@ from engine.quant.quant_modules import QuantLinear
 # Q4_1 and Q5_1 weights multiply Q8_1 blocks: Q8_0's values, plus each block's sum (fp16) for the weights' m term,
 # which is left out here
 VEC_DOT_TYPE = {"Q8_0": "Q8_0", "Q4_0": "Q8_0", "Q5_0": "Q8_0", "Q4_1": "Q8_0", "Q5_1": "Q8_0", "Q4_K": "Q8_K",
-                "Q5_K": "Q8_K", "Q6_K": "Q8_K", "F16": "F16"}
+                "Q5_K": "Q8_K", "Q6_K": "Q8_K", "Q3_K": "Q8_K", "Q2_K": "Q8_K", "IQ4_NL": "Q8_0", "IQ4_XS": "Q8_K",
+                "F16": "F16"}
 
 
 def quantize_q8_0(x: torch.Tensor) -> torch.Tensor:

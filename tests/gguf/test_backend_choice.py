@@ -16,10 +16,10 @@ def test_auto_picks_wisp_for_the_types_it_runs(ftype, gguf_files):
 
 
 def test_auto_sends_other_quant_types_to_llama_cpp_with_the_reason(gguf_files):
-    path = gguf_files.quantized("qwen2_moe", "IQ4_NL")
+    path = gguf_files.quantized("qwen2_moe", "TQ1_0")
     choice = choose_backend(path, "auto")
-    assert choice.backend == "llama.cpp" and "IQ4_NL" in choice.reason
-    with pytest.raises(UnsupportedModelError, match="IQ4_NL.*--backend llama.cpp"):
+    assert choice.backend == "llama.cpp" and "TQ1_0" in choice.reason
+    with pytest.raises(UnsupportedModelError, match="TQ1_0.*--backend llama.cpp"):
         choose_backend(path, "wisp")
     assert choose_backend(path, "llama.cpp").backend == "llama.cpp"
 

@@ -14,7 +14,7 @@ from engine.quant.dense import KEPT_TYPES
 from engine.quant.dense_file_types import dense_types
 from tests.gguf.models import quantize
 
-LOW_BIT = ("Q3_K_M", "Q3_K_S", "Q2_K")
+LOW_BIT = ("Q3_K_M", "Q3_K_S", "Q2_K", "IQ4_XS")
 
 CASES = [(m, f) for m in ("qwen3_moe", "qwen2_moe", "mixtral", "glm4_moe") for f in ("Q4_K_M", "Q8_0")] + [
     ("qwen3_moe", "Q5_K_M"), ("mixtral", "Q6_K")] + [(m, f) for m in ("qwen3_moe", "mixtral") for f in LOW_BIT]
@@ -48,13 +48,15 @@ def test_dense_types_at_the_qwen3_30b_topology_are_llama_cpps(tmp_path):
     check(path, "Q4_K_M")
 
 
-FALLBACK_OF = {"Q4_K_M": "Q5_0", "Q5_K_M": "Q5_1", "Q3_K_M": "Q4_0", "Q2_K": "Q4_0"}  # the gate/up fallback
+# the gate/up fallback
+FALLBACK_OF = {"Q4_K_M": "Q5_0", "Q5_K_M": "Q5_1", "Q3_K_M": "Q4_0", "Q2_K": "Q4_0", "IQ4_XS": "IQ4_NL"}
 
 
 @pytest.mark.parametrize("ftype", list(FALLBACK_OF))
 def test_types_of_rows_that_are_not_whole_super_blocks_are_llama_cpps(ftype, tmp_path):
     """A hidden size of 288 and experts of 96 (9 and 3 blocks of 32): llama.cpp's quantizer falls back to Q5_0 or
-    Q5_1 (and Q8_0 for Q6_K; Q4_0 for Q3_K and Q2_K), for the experts as for the dense tensors."""
+    Q5_1 (and Q8_0 for Q6_K; Q4_0 for Q3_K and Q2_K; IQ4_NL for IQ4_XS), for the experts as for the dense
+    tensors."""
     pytest.importorskip("llama_cpp", reason="llama.cpp's quantizer makes the template's types")
     from bench.synthetic_gguf import write_template
     from engine.quant.file_types import expert_types
@@ -68,4 +70,17 @@ def test_types_of_rows_that_are_not_whole_super_blocks_are_llama_cpps(ftype, tmp
     for layer, types in wanted.items():
         assert tuple(stored[f"blk.{layer}.ffn_{name}_exps.weight"] for name in ("gate", "up", "down")) == types
     assert {types[0] for types in wanted.values()} == {FALLBACK_OF[ftype]}
-    assert {types[2] for types in wanted.values()} <= {"Q5_0", "Q5_1", "Q8_0", "Q4_0"}
+    assert {types[2] for types in wanted.values()} <= {"Q5_0", "Q5_1", "Q8_0", "Q4_0", "IQ4_NL"}
+
+
+@pytest.mark.parametrize("ftype", ["Q2_K", "IQ4_XS"])
+def test_value_types_where_four_query_heads_share_a_kv_head_are_llama_cpps(ftype, tmp_path):
+    """attn_v gets more bits at a GQA of 4 or more: Q4_K in Q2_K files (Q3_K below), Q5_K in IQ4_XS ones."""
+    pytest.importorskip("llama_cpp", reason="llama.cpp's quantizer makes the template's types")
+    from bench.synthetic_gguf import write_template
+
+    args = replace(shape("qwen3-30b-a3b", 2), hidden_size=256, moe_intermediate_size=256, vocab_size=512,
+                   num_attention_heads=4, num_key_value_heads=1, head_dim=64, torch_dtype="float16")
+    path = quantize(write_template(tmp_path / "t-f16.gguf", args), tmp_path / f"t-{ftype}.gguf", ftype)
+    assert quantized_types(path)["layers.1.self_attn.v_proj.weight"] == {"Q2_K": "Q4_K", "IQ4_XS": "Q5_K"}[ftype]
+    check(path, ftype)

@@ -27,9 +27,9 @@ def test_facts_of_a_q4_k_m_file(gguf_files):
 
 
 def test_facts_of_a_file_wisp_does_not_run(gguf_files):
-    facts = gguf_facts(gguf_files.quantized("qwen3_moe", "IQ4_NL"))
-    assert not facts.supported and facts.backend == "llama.cpp" and "IQ4_NL" in facts.reason
-    assert facts.max_bytes_per_expert == 3 * 256 * 256 // 32 * 18  # IQ4_NL: 18 bytes per 32 weights
+    facts = gguf_facts(gguf_files.quantized("qwen3_moe", "TQ1_0"))
+    assert not facts.supported and facts.backend == "llama.cpp" and "TQ1_0" in facts.reason
+    assert facts.max_bytes_per_expert == 3 * 256 * 256 // 256 * 54  # TQ1_0: 54 bytes per 256 weights
 
 
 def test_planner_sizes_count_experts_at_their_stored_bytes(gguf_files):

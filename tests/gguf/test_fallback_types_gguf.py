@@ -1,6 +1,7 @@
 """Files whose rows are not whole 256-element super-blocks (tests/gguf/fallback_files.py: a tiny qwen3_moe with a
 hidden size of 288 and experts of 96), quantized by llama.cpp into its 32-element fallback types: Wisp's engine runs
-them, computes llama.cpp's logits for their weights, and gives the same bits in every expert mode."""
+them, computes llama.cpp's logits for their weights, and gives the same bits in every expert mode (IQ4_XS files: their
+IQ4_NL fallback)."""
 
 import numpy as np
 import pytest
@@ -45,8 +46,9 @@ def test_llama_cpps_own_kernels_differ_by_its_activation_rounding(fallback_files
     assert rounded_kl < 0.01 and rounded_kl < kl / 3, (kl, rounded_kl)
 
 
-def test_every_expert_mode_is_bitwise_resident(fallback_files):
-    path = fallback_files.quantized("qwen3_moe", "Q4_K_M")
+@pytest.mark.parametrize("ftype", ["Q4_K_M", "IQ4_XS"])
+def test_every_expert_mode_is_bitwise_resident(fallback_files, ftype):
+    path = fallback_files.quantized("qwen3_moe", ftype)
     reference = outputs(path, experts="resident")
     assert len({ids for ids, _ in reference}) > 1  # seeded, greedy and the prompts differ: a real comparison
     for name, options in mode_options(path, dtype_bytes=4).items():

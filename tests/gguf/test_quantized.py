@@ -59,7 +59,7 @@ def test_expert_rows_dequantize_bit_exact_with_gguf(ftype, gguf_files):
 
 
 def test_a_file_with_types_wisp_does_not_run_is_sent_elsewhere_with_the_reason(gguf_files):
-    path = gguf_files.quantized("qwen3_moe", "IQ4_NL")
+    path = gguf_files.quantized("qwen3_moe", "TQ1_0")
     supported, reason = check_supported(path)
-    assert not supported and "IQ4_NL" in reason and "Q4_K" in reason
-    assert GgufModel(path).tensor_types()["blk.0.ffn_gate_exps.weight"] == "IQ4_NL"
+    assert not supported and "TQ1_0" in reason and "Q4_K" in reason
+    assert GgufModel(path).tensor_types()["blk.0.ffn_gate_exps.weight"] == "TQ1_0"

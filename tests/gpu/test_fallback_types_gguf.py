@@ -2,7 +2,7 @@
 (`pytest -m gpu tests/gpu/test_fallback_types_gguf.py`): token ids and logprobs are bitwise identical resident,
 static, paged at top_k / top_k + 1 / all slots and under a budget, and the budget run's peak device memory stays
 within the budget. Files made beforehand where the GPU machine has no llama.cpp: WISP_GGUF_DIR/fallback/
-qwen3_moe-{Q4_K_M,Q5_K_M}.gguf."""
+qwen3_moe-{Q4_K_M,Q5_K_M,IQ4_XS}.gguf."""
 
 import pytest
 

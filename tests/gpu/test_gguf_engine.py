@@ -13,8 +13,8 @@ from tests.gguf.engine_runs import mode_options, outputs
 from tests.gguf.peaked import greedy_files  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.gpu
-CASES = [("qwen3_moe", ftype) for ftype in ("Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "Q2_K")] + [
-    ("glm4_moe", "Q4_K_M")]
+FILE_TYPES = ("Q8_0", "Q4_K_M", "Q5_K_M", "Q6_K", "Q3_K_M", "Q2_K", "IQ4_XS")
+CASES = [("qwen3_moe", ftype) for ftype in FILE_TYPES] + [("glm4_moe", "Q4_K_M")]
 FIRST_TOKENS = 4
 
 

@@ -14,12 +14,12 @@ from engine.quant import quant_matmul as qm
 from engine.quant.linear import QuantLinearSpec, dequantize
 from engine.quant.quant_modules import QuantLinear, dequantized_linear
 from engine.quant.synthetic import random_blocks
-from engine.quant.types import Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0
+from engine.quant.types import IQ4_NL, IQ4_XS, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0
 
 pytestmark = pytest.mark.gpu
 SHAPES = [(Q4_K, 4096, 2048), (Q4_K, 2048, 4096), (Q6_K, 512, 2048), (Q4_K, 512, 2048), (Q8_0, 1024, 2048),
           (Q5_K, 768, 2048), (Q5_0, 1856, 2688), (Q5_1, 2816, 704), (Q4_0, 512, 2048), (Q4_1, 512, 2048),
-          (Q3_K, 768, 2048), (Q2_K, 2048, 768)]
+          (Q3_K, 768, 2048), (Q2_K, 2048, 768), (IQ4_XS, 768, 2048), (IQ4_NL, 2816, 704)]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from engine.quant.reference import dequantize_reference
 
 FORMATS = {"Q4_K_M": ("Q4_K", "Q4_K", "Q6_K"), "Q8_0": ("Q8_0",) * 3, "mixed": ("Q5_K", "Q8_0", "BF16"),
            "MXFP4": ("MXFP4",) * 3, "32-element": ("Q5_1", "Q4_1", "Q5_0"),
-           "low-bit": ("Q3_K", "Q2_K", "Q3_K")}
+           "low-bit": ("Q3_K", "Q2_K", "Q3_K"), "IQ4": ("IQ4_XS", "IQ4_NL", "IQ4_XS")}
 
 
 def dense_experts(layout, parts) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:

@@ -10,6 +10,7 @@ from engine.quant.file_types import expert_types, fallback_type
 
 @pytest.mark.parametrize("kind,row,stored", [("Q4_K", 2048, "Q4_K"), ("Q4_K", 704, "Q5_0"), ("Q5_K", 2688, "Q5_1"),
                                              ("Q3_K", 2688, "Q4_0"), ("Q2_K", 704, "Q4_0"),
+                                             ("IQ4_XS", 704, "IQ4_NL"),
                                              ("Q6_K", 1856, "Q8_0"), ("Q8_0", 704, "Q8_0"), ("Q4_K", 80, "F16"),
                                              ("Q8_0", 80, "F16"), ("MXFP4", 2880, "MXFP4")])
 def test_fallback_type_is_llama_cpps(kind, row, stored):
@@ -36,3 +37,6 @@ def test_low_bit_file_types_at_qwen3_30b_a3b():
     assert set(expert_types("Q3_K_S", layers, 48, 2048, 768).values()) == {("Q3_K",) * 3}
     assert set(expert_types("Q2_K", layers, 48, 2048, 768).values()) == {("Q2_K", "Q2_K", "Q3_K")}
     assert expert_types("Q2_K", [0], 48, 2816, 704)[0] == ("Q2_K", "Q2_K", "Q4_0")  # rows of 704: Q4_0
+    iq4 = expert_types("IQ4_XS", layers, 48, 2048, 768)  # down Q5_K in the first eighth
+    assert iq4[5] == ("IQ4_XS", "IQ4_XS", "Q5_K") and iq4[6] == ("IQ4_XS",) * 3
+    assert expert_types("IQ4_XS", [9], 48, 2688, 1856)[9] == ("IQ4_NL",) * 3  # Nemotron 3 Nano's rows

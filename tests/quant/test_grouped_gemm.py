@@ -100,6 +100,7 @@ CASES = {  # name: a layer builder
     "Q8_0-partial-tiles": lambda: quant_layer(("Q8_0",) * 3, hidden=288, intermediate=96),
     # llama.cpp's fallbacks for rows that are not whole super-blocks (a 288 hidden size, 96 intermediate)
     "Q5_0-fallback": lambda: quant_layer(("Q5_0", "Q4_0", "Q5_1"), hidden=288, intermediate=96),
+    "IQ4_NL-fallback": lambda: quant_layer(("IQ4_NL", "IQ4_NL", "Q5_1"), hidden=288, intermediate=96),
     "MXFP4-gpt-oss": lambda: quant_layer(("MXFP4",) * 3, hidden=288, intermediate=160, activation=GPT_OSS,
                                          with_bias=True),
     "BF16": lambda: dense_layer(torch.bfloat16),

@@ -12,7 +12,7 @@ import pytest
 
 from engine.system.triton_support import HAS_TRITON
 
-TYPES = ("Q3_K", "Q2_K")
+TYPES = ("Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS")
 
 
 def compile_for_sm90(names=TYPES) -> None:

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from engine.quant.linear import QuantLinearSpec, dequantize
 from engine.quant import quant_matmul as qm
 from engine.quant.quant_matmul import quant_matmul
-from engine.quant.types import MXFP4, Q2_K, Q3_K, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0
+from engine.quant.types import IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0
 from engine.system.triton_support import HAS_TRITON
 from tests.quant.blocks import random_matrix
 
@@ -44,7 +44,8 @@ def inputs(rows, in_features, dtype, seed=0):
                                                                  (Q8_0, 80, 512, 33), (Q5_K, 64, 256, 20),
                                                                  (MXFP4, 64, 256, 18), (Q8_0, 48, 352, 17),
                                                                  (Q5_0, 48, 352, 17), (Q5_1, 32, 96, 9),
-                                                                 (Q3_K, 48, 512, 9), (Q2_K, 32, 256, 17)],
+                                                                 (Q3_K, 48, 512, 9), (Q2_K, 32, 256, 17),
+                                                                 (IQ4_XS, 32, 512, 9), (IQ4_NL, 48, 352, 17)],
                          ids=lambda v: getattr(v, "name", str(v)))
 def test_fp32_is_dequantize_then_matmul(qtype, out_features, in_features, rows):
     blocks, spec, weight = matrix(qtype, out_features, in_features)

@@ -67,8 +67,8 @@ def test_store_refuses_mismatched_experts():
     short = ExpertTensor("blk.1.ffn_up_exps.weight", good.up.qtype, (E, I, D), good.up.raw[:, :-144])
     with pytest.raises(ModelFormatError, match="ffn_up.*bytes per expert"):
         quant_store_from_gguf({1: ExpertLayer(1, good.gate, short, good.down)}, CPU, pin=False)
-    with pytest.raises(Exception, match="IQ4_NL .*not supported"):
-        QuantLayout(D, I, {1: ("IQ4_NL", "Q4_K", "Q4_K")})
+    with pytest.raises(Exception, match="TQ1_0 .*not supported"):
+        QuantLayout(D, I, {1: ("TQ1_0", "Q4_K", "Q4_K")})
 
 
 def test_layout_is_per_layer():
@@ -131,7 +131,8 @@ LEGACY_TYPES = {0: ("Q5_0", "Q5_1", "Q4_0"), 1: ("Q4_1", "Q4_1", "Q8_0")}  # lla
 
 
 @pytest.mark.parametrize("types", [TYPES, expert_types("MXFP4_MOE", [0, 2], 3, D, I), LEGACY_TYPES,
-                                   expert_types("Q2_K", [0], 3, D, I) | expert_types("Q3_K_M", [1], 3, D, I)],
+                                   expert_types("Q2_K", [0], 3, D, I) | expert_types("Q3_K_M", [1], 3, D, I)
+                                   | expert_types("IQ4_XS", [2], 3, D, I)],
                          ids=["k-quants", "MXFP4", "32-element", "low-bit"])
 def test_synthetic_experts_are_finite_and_small(types):
     args = SimpleNamespace(hidden_size=D, expert_hidden_size=D, moe_intermediate_size=I, num_experts=4)

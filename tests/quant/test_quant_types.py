@@ -11,7 +11,8 @@ from engine.quant.types import BLOCK_TYPES, SUPPORTED, quant_type
 
 # The Triton kernels' type codes as their branches read them (triton_kernels, grouped_kernels, gemv kernels).
 KERNEL_CODES = {"F32": 0, "F16": 1, "BF16": 2, "Q8_0": 3, "Q4_K": 4, "Q5_K": 5, "Q6_K": 6, "MXFP4": 7, "Q4_0": 8,
-                "Q4_1": 9, "Q5_0": 10, "Q5_1": 11, "Q3_K": 12, "Q2_K": 13}
+                "Q4_1": 9, "Q5_0": 10, "Q5_1": 11, "Q3_K": 12, "Q2_K": 13, "IQ4_NL": 14,
+                "IQ4_XS": 15}
 
 
 @pytest.mark.parametrize("qtype", SUPPORTED, ids=lambda t: t.name)
@@ -48,8 +49,9 @@ def test_the_kernel_tables_derive_from_the_entries():
 
 def test_the_loaders_tables_derive_from_the_entries():
     assert SUPPORTED_QTYPES == ("F32", "F16", "BF16", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4", "Q4_0", "Q4_1",
-                                "Q5_0", "Q5_1", "Q3_K", "Q2_K")
-    assert KEPT_TYPES == ("Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q3_K", "Q2_K")
+                                "Q5_0", "Q5_1", "Q3_K", "Q2_K", "IQ4_NL", "IQ4_XS")
+    assert KEPT_TYPES == ("Q8_0", "Q4_K", "Q5_K", "Q6_K", "MXFP4", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q3_K", "Q2_K",
+                          "IQ4_NL", "IQ4_XS")
     assert set(quant_matmul.TYPES) == set(BLOCK_TYPES) and all(t.is_quantized for t in BLOCK_TYPES)
 
 

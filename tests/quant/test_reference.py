@@ -8,7 +8,7 @@ import torch
 
 from engine.errors import UnsupportedModelError
 from engine.quant.reference import dequantize_reference
-from engine.quant.types import BF16, F16, F32, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q8_0, quant_type
+from engine.quant.types import BF16, F16, F32, IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q8_0, quant_type
 from tests.quant.blocks import ALL_TYPES, ggml_quantized, gguf_type, random_rows
 
 gguf_quants = pytest.importorskip("gguf.quants")
@@ -49,7 +49,8 @@ def test_blocks_quantized_by_gguf_as_32_element_types(qtype, bits):
     assert (np.abs(expected - weights).reshape(-1, 32) <= half_step).all()
 
 
-@pytest.mark.parametrize("qtype,bits", [(Q3_K, 3), (Q2_K, 2)], ids=lambda v: getattr(v, "name", ""))
+@pytest.mark.parametrize("qtype,bits", [(Q3_K, 3), (Q2_K, 2), (IQ4_NL, 4), (IQ4_XS, 4)],
+                         ids=lambda v: getattr(v, "name", ""))
 def test_blocks_quantized_by_llama_cpp_as_low_bit_types(qtype, bits):
     weights = np.random.default_rng(4).standard_normal((16, 512), dtype=np.float32) * 0.02
     raw = ggml_quantized(qtype, weights)

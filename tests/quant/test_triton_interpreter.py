@@ -12,7 +12,7 @@ import torch
 from engine.quant.linear import (QuantLinearSpec, dequantize_rows, dequantize_triton, gathered_gemv_reference,
                                  gathered_gemv_triton)
 from engine.quant.reference import dequantize_reference
-from engine.quant.types import MXFP4, Q4_1, Q5_0, Q8_0
+from engine.quant.types import IQ4_NL, MXFP4, Q4_1, Q5_0, Q8_0
 from engine.system.triton_support import HAS_TRITON
 from tests.quant.blocks import ALL_TYPES, random_matrix, random_rows
 
@@ -32,7 +32,7 @@ def test_dequantize_kernel_is_bit_exact(qtype):
     assert torch.equal(dequantize_triton(buffer, spec, torch.bfloat16), expected.to(torch.bfloat16))
 
 
-@pytest.mark.parametrize("qtype", [Q8_0, MXFP4, Q4_1, Q5_0], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", [Q8_0, MXFP4, Q4_1, Q5_0, IQ4_NL], ids=lambda t: t.name)
 def test_dequantize_kernel_masks_a_partial_tile(qtype):  # 96 columns: three of a tile's eight blocks
     raw = torch.from_numpy(random_rows(qtype, 5, 96, seed=3))
     got = dequantize_triton(raw.reshape(-1), QuantLinearSpec(qtype, 5, 96), torch.float32)
