@@ -9,7 +9,8 @@ from engine.experts.formats.store import ExpertStore
 from engine.quant.layout import QuantLayout
 from engine.quant.linear import QuantLinearSpec
 from engine.experts.formats.activation import SILU_GLU
-from engine.quant.types import BF16, F16, F32, IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K, Q6_K, Q8_0
+from engine.quant.types import (BF16, F16, F32, IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q5_K,
+                               Q6_K, Q8_0)
 
 WEIGHT_SCALE = 0.05  # the largest |weight| a block can hold
 MXFP4_TOP_SCALE = 120  # E8M0 byte: e2m1's largest value 6 times 2^(120 - 127) is 0.047, below WEIGHT_SCALE

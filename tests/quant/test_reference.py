@@ -8,7 +8,8 @@ import torch
 
 from engine.errors import UnsupportedModelError
 from engine.quant.reference import dequantize_reference
-from engine.quant.types import BF16, F16, F32, IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q8_0, quant_type
+from engine.quant.types import (BF16, F16, F32, IQ4_NL, IQ4_XS, MXFP4, Q2_K, Q3_K, Q4_0, Q4_1, Q4_K, Q5_0, Q5_1, Q8_0,
+                               quant_type)
 from tests.quant.blocks import ALL_TYPES, ggml_quantized, gguf_type, random_rows
 
 gguf_quants = pytest.importorskip("gguf.quants")
