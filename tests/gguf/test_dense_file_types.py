@@ -17,7 +17,8 @@ from tests.gguf.models import quantize
 LOW_BIT = ("Q3_K_M", "Q3_K_S", "Q2_K", "IQ4_XS")
 
 CASES = [(m, f) for m in ("qwen3_moe", "qwen2_moe", "mixtral", "glm4_moe") for f in ("Q4_K_M", "Q8_0")] + [
-    ("qwen3_moe", "Q5_K_M"), ("mixtral", "Q6_K")] + [(m, f) for m in ("qwen3_moe", "mixtral") for f in LOW_BIT]
+    ("qwen3_moe", "Q5_K_M"), ("mixtral", "Q6_K"), ("qwen3_moe", "IQ4_NL")] + [
+    (m, f) for m in ("qwen3_moe", "mixtral") for f in LOW_BIT]
 
 
 def quantized_types(path) -> dict[str, str]:
@@ -27,8 +28,17 @@ def quantized_types(path) -> dict[str, str]:
 
 
 def check(path, ftype: str) -> None:
-    args = GgufModel(path).args
+    """The dense types, and the routed experts' (engine.quant.file_types.expert_types), are the file's."""
+    from engine.quant.file_types import expert_types
+
+    model = GgufModel(path)
+    args = model.args
     assert dense_types(ftype, meta_model(args), args) == quantized_types(path)
+    moe_layers = [layer for layer, is_moe in enumerate(args.moe_layers) if is_moe]
+    stored = model.tensor_types()
+    assert {layer: tuple(stored[f"blk.{layer}.ffn_{name}_exps.weight"] for name in ("gate", "up", "down"))
+            for layer in moe_layers} == expert_types(ftype, moe_layers, args.num_hidden_layers,
+                                                    args.expert_hidden_size, args.moe_intermediate_size)
 
 
 @pytest.mark.parametrize("model_type,ftype", CASES)
