@@ -48,3 +48,14 @@ def file_logits(path, token_ids: list[int], rounded: bool = False) -> np.ndarray
             return prefill_logits(engine, token_ids)
         with llama_cpp_activations(engine._core.runner.model, GgufModel(path).tensor_types()):
             return prefill_logits(engine, token_ids)
+
+
+def assert_reads_as_llama_cpp_computes_its_weights(path, token_ids: list[int], scratch) -> None:
+    """Wisp's logits of the file at path against llama.cpp's on a dequantized copy of it (written under scratch): the
+    weights read alike, so the logits agree within 1e-3 of their range and pick the same tokens."""
+    from tests.gguf.reference import dequantized_copy, llama_cpp_logits
+
+    theirs = llama_cpp_logits(dequantized_copy(path, scratch / "dequantized.gguf"), token_ids)
+    ours = file_logits(path, token_ids)
+    assert np.abs(ours - theirs).max() < 1e-3 * np.abs(theirs).max()
+    assert (ours.argmax(-1) == theirs.argmax(-1)).all()

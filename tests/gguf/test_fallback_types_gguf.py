@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from engine.gguf.model_file import GgufModel
-from tests.gguf.engine_logits import agreement, file_logits
-from tests.gguf.engine_runs import mode_options, outputs
+from tests.gguf.engine_logits import agreement, assert_reads_as_llama_cpp_computes_its_weights, file_logits
+from tests.gguf.engine_runs import assert_every_mode_is_bitwise_resident
 from tests.gguf.fallback_files import FALLBACK, fallback_files  # noqa: F401 (the fixture)
-from tests.gguf.reference import dequantized_copy, llama_cpp_logits
+from tests.gguf.reference import llama_cpp_logits
 
 TOKENS = np.random.default_rng(0).integers(3, 384, 64).tolist()
 
@@ -27,11 +27,7 @@ def test_the_file_holds_fallback_types_and_runs_on_wisp(fallback_files, ftype):
 
 @pytest.mark.parametrize("ftype", FALLBACK)
 def test_the_file_reads_as_llama_cpp_computes_its_weights(fallback_files, ftype, tmp_path):
-    path = fallback_files.quantized("qwen3_moe", ftype)
-    theirs = llama_cpp_logits(dequantized_copy(path, tmp_path / "dequantized.gguf"), TOKENS)
-    ours = file_logits(path, TOKENS)
-    assert np.abs(ours - theirs).max() < 1e-3 * np.abs(theirs).max()
-    assert (ours.argmax(-1) == theirs.argmax(-1)).all()
+    assert_reads_as_llama_cpp_computes_its_weights(fallback_files.quantized("qwen3_moe", ftype), TOKENS, tmp_path)
 
 
 @pytest.mark.parametrize("ftype", FALLBACK)
@@ -48,8 +44,4 @@ def test_llama_cpps_own_kernels_differ_by_its_activation_rounding(fallback_files
 
 @pytest.mark.parametrize("ftype", ["Q4_K_M", "IQ4_XS"])
 def test_every_expert_mode_is_bitwise_resident(fallback_files, ftype):
-    path = fallback_files.quantized("qwen3_moe", ftype)
-    reference = outputs(path, experts="resident")
-    assert len({ids for ids, _ in reference}) > 1  # seeded, greedy and the prompts differ: a real comparison
-    for name, options in mode_options(path, dtype_bytes=4).items():
-        assert outputs(path, **options) == reference, name
+    assert_every_mode_is_bitwise_resident(fallback_files.quantized("qwen3_moe", ftype))

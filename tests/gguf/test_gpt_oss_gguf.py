@@ -19,7 +19,7 @@ from engine.gguf.convert import convert
 from engine.gguf.model_file import GgufModel
 from engine.model.config_file import read_args
 from tests.gguf.engine_logits import agreement, prefill_logits
-from tests.gguf.engine_runs import mode_options, outputs
+from tests.gguf.engine_runs import assert_every_mode_is_bitwise_resident, outputs
 from tests.gguf.gpt_oss_files import gpt_oss_files, gpt_oss_greedy_files  # noqa: F401 (the fixtures)
 from tests.gguf.reference import llama_cpp_logits
 from tests.tiny_models import write_tiny_model
@@ -90,11 +90,7 @@ def test_greedy_tokens_equal_llama_cpps(gpt_oss_greedy_files):
 
 
 def test_every_expert_mode_is_bitwise_resident(gpt_oss_files):
-    path = gpt_oss_files.quantized()
-    reference = outputs(path, experts="resident")
-    assert len({ids for ids, _ in reference}) > 1
-    for name, options in mode_options(path, dtype_bytes=4).items():
-        assert outputs(path, **options) == reference, name
+    assert_every_mode_is_bitwise_resident(gpt_oss_files.quantized())
 
 
 def test_repacked_file_computes_what_the_mxfp4_checkpoint_does(gpt_oss_files):

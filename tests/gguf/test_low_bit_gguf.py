@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from engine.gguf.model_file import GgufModel
-from tests.gguf.engine_logits import agreement, file_logits
-from tests.gguf.engine_runs import mode_options, outputs
-from tests.gguf.reference import dequantized_copy, llama_cpp_logits
+from tests.gguf.engine_logits import agreement, assert_reads_as_llama_cpp_computes_its_weights, file_logits
+from tests.gguf.engine_runs import assert_every_mode_is_bitwise_resident
+from tests.gguf.reference import llama_cpp_logits
 
 TOKENS = np.random.default_rng(0).integers(3, 384, 48).tolist()
 # file type -> (gate/up type, down types of its two layers), as llama.cpp's quantizer gives them
@@ -28,11 +28,7 @@ def test_the_file_holds_low_bit_types_and_runs_on_wisp(gguf_files, ftype):
 
 @pytest.mark.parametrize("ftype", LOW_BIT)
 def test_the_file_reads_as_llama_cpp_computes_its_weights(gguf_files, ftype, tmp_path):
-    path = gguf_files.quantized("qwen3_moe", ftype)
-    theirs = llama_cpp_logits(dequantized_copy(path, tmp_path / "dequantized.gguf"), TOKENS)
-    ours = file_logits(path, TOKENS)
-    assert np.abs(ours - theirs).max() < 1e-3 * np.abs(theirs).max()
-    assert (ours.argmax(-1) == theirs.argmax(-1)).all()
+    assert_reads_as_llama_cpp_computes_its_weights(gguf_files.quantized("qwen3_moe", ftype), TOKENS, tmp_path)
 
 
 @pytest.mark.parametrize("ftype", LOW_BIT)
@@ -51,8 +47,4 @@ def test_llama_cpps_own_kernels_differ_by_its_activation_rounding(gguf_files, ft
 
 @pytest.mark.parametrize("ftype", LOW_BIT)
 def test_every_expert_mode_is_bitwise_resident(gguf_files, ftype):
-    path = gguf_files.quantized("qwen3_moe", ftype)
-    reference = outputs(path, experts="resident")
-    assert len({ids for ids, _ in reference}) > 1  # seeded, greedy and the prompts differ: a real comparison
-    for name, options in mode_options(path, dtype_bytes=4).items():
-        assert outputs(path, **options) == reference, name
+    assert_every_mode_is_bitwise_resident(gguf_files.quantized("qwen3_moe", ftype))

@@ -83,6 +83,7 @@ def test_wide_split_serves_q4_k_and_q6_k_at_aligned_offsets(monkeypatch):
     assert wide_split(QuantLinearSpec(Q4_K, 1536, 2048, 0)) is None
 
 
+@pytest.mark.slow  # ~80 s (interpreted Triton kernels): the README command's budget
 def test_expert_format_small_step_through_the_wide_kernel(monkeypatch):
     import engine.quant.linear as linear
     from engine.quant.expert_format import QuantExpertFormat

@@ -70,6 +70,7 @@ def test_word_gemv_swiglu_and_scale_epilogues(qtype):
     assert torch.equal(scaled, (gate_up * w[:, None]).to(torch.bfloat16))
 
 
+@pytest.mark.slow  # ~80 s (interpreted Triton kernels): the README command's budget
 def test_expert_format_small_step_through_the_word_kernels(monkeypatch):
     import engine.quant.linear as linear
     from engine.quant.expert_format import QuantExpertFormat

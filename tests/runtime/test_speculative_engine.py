@@ -103,6 +103,7 @@ def test_seeded_sampling_is_repeatable(tiny_model_dir):
     assert proposed > 0 and first == again
 
 
+@pytest.mark.slow  # ~30 s each (bf16 engines through interpreted Triton kernels): the README command's budget
 @pytest.mark.parametrize("model_type", ["deepseek_v3", "qwen3_moe"])
 def test_verify_rows_have_the_decode_steps_bits_in_bf16(tiny_model_dir, model_type):
     """With the Triton decode kernels (here under Triton's interpreter) a verify step's rows take the decode kernel,
