@@ -191,6 +191,7 @@ class LLMEngine:
         """Run one step and return its events. With overlap, a decode step whose sequences all go on is followed
         at once by the next, launched on its tokens while they are still on the device; this step's tokens are
         read and handled while the GPU computes that one, which the next call accepts."""
+        started = time.perf_counter()
         launched, self.inflight = self.inflight, None
         if launched is not None and not self._live(launched):
             launched = None  # every sequence it ran ended (a stop, a cancel) before its tokens were read
@@ -199,13 +200,16 @@ class LLMEngine:
             if not seqs:
                 return []
             if not is_prefill and self.speculation is not None and propose_drafts(self, seqs):
-                return run_verify_step(self, seqs)
+                return run_verify_step(self, seqs, started)
             launched = self._launch(seqs, is_prefill)
             if launched is None:
                 return []
         if self.overlap and self._can_go_ahead(launched):
             self.inflight = self._launch_ahead(launched)
+        drafting = self.speculation is not None and not launched.is_prefill and self._any_drafts(launched.seqs)
         events = self._accept_step(launched)
+        if drafting:  # what a verify step must beat: this plain step, as it ran (launched ahead or not)
+            self.speculation.draft_length.observe_plain(time.perf_counter() - started)
         if self.inflight is not None:
             live = self._live(self.inflight)
             for seq in live:  # the token the step in flight reads is in token_ids now: its block joins the cache
@@ -238,8 +242,8 @@ class LLMEngine:
         """Can the next decode step of exactly these sequences be launched before this one's tokens are read?
         Not when the scheduler would do something else next (a request waits, a prompt is in chunks, a budget
         waits for a barrier), when a row needs its new token on the host to choose the next (penalties, bias, a
-        grammar), when a row ends by length with this token, or when its next KV block is not free without
-        preempting. A row that stops with this token (a
+        grammar), when a row ends by length with this token, when its next KV block is not free without
+        preempting, or when a row drafts and the draft-length rule chooses drafts for the next step. A row that stops with this token (a
         stop string, EOS, a cancel) has its row of the next step dropped: its KV write lands in a block it frees,
         and its linear-attention state row (hybrid models) is zeroed by the prefill of the next sequence that
         takes it, queued after this step."""
@@ -256,13 +260,17 @@ class LLMEngine:
             active = self.active.get(seq.request_id)
             if active is None or active.grammar is not None or seq.sampling.changes_logits:
                 return False
-            if active.drafts:  # drafts are proposed from its tokens on the host
-                return False
             if (seq.num_output_tokens + 1 >= seq.sampling.max_tokens
                     or len(seq.token_ids) + 1 >= min(self.max_model_len, runner.padded_decode.max_len)):
                 return False
             new_blocks += len(seq.block_table) < blocks.blocks_needed(len(seq.token_ids) + 1)
-        return new_blocks <= blocks.num_free_blocks
+        if new_blocks > blocks.num_free_blocks:
+            return False
+        # drafts are proposed from a row's tokens on the host: only a step the rule gives none goes ahead
+        return not self._any_drafts(seqs) or self.speculation.declines_next()
+
+    def _any_drafts(self, seqs: list[Sequence]) -> bool:
+        return any((active := self.active.get(seq.request_id)) is not None and active.drafts for seq in seqs)
 
     def _launch_ahead(self, launched: LaunchedStep) -> LaunchedStep:
         """The decode step after `launched`, reading its sampled tokens on the device."""

@@ -34,18 +34,30 @@ class Speculation:
         self.indexes: dict[str, NgramIndex] = {}  # by request id
         self.cache = NgramCache()  # finished requests' n-grams, for prompt lookup; empty on every load
         self.counters = SpecCounters()
+        self.next_length: int | None = None  # the rule's choice for the next step, made early (declines_next)
+        self.step_drafting_s = 0.0  # the drafter's seconds in this step (the rule counts them per draft apart)
 
     def propose(self, request_id: str, token_ids: list[int], max_tokens: int) -> list[int]:
         """Drafts of at most min(max_tokens, the rule's length) tokens after token_ids."""
-        num_drafts = min(max_tokens, self.draft_length.choose())
+        length, self.next_length = self.next_length, None
+        num_drafts = min(max_tokens, self.draft_length.choose() if length is None else length)
         if self.replay is not None:
             return self.replay.drafts(self.vocab_size, num_drafts)
         if self.drafter is not None:
             started = time.perf_counter()
             drafts = self.drafter.propose(request_id, token_ids, num_drafts)
-            self.draft_length.observe_drafting(len(drafts), time.perf_counter() - started)
+            seconds = time.perf_counter() - started
+            self.draft_length.observe_drafting(len(drafts), seconds)
+            self.step_drafting_s += seconds
             return drafts
         return self.indexes.setdefault(request_id, NgramIndex()).propose(token_ids, num_drafts, self.cache)
+
+    def declines_next(self) -> bool:
+        """The rule's choice for the next decode step, made now: True if it drafts nothing (that step may then be
+        launched ahead of this one's tokens, as a plain decode step is); otherwise the next propose takes it."""
+        length = self.draft_length.choose()
+        self.next_length = None if length == 0 else length
+        return length == 0
 
     def observe(self, num_proposed: int, num_accepted: int) -> None:
         self.counters.num_proposed += num_proposed

@@ -29,6 +29,7 @@ def can_draft(engine, seq: Sequence) -> bool:
 def propose_drafts(engine, seqs: list[Sequence]) -> bool:
     """Give the scheduled decode step's sequences their drafts, with KV blocks for their positions -> any?"""
     blocks = engine.scheduler.block_manager
+    engine.speculation.step_drafting_s = 0.0
     for seq in seqs:
         if not can_draft(engine, seq):
             continue
@@ -42,11 +43,12 @@ def propose_drafts(engine, seqs: list[Sequence]) -> bool:
     return any(seq.draft_ids for seq in seqs)
 
 
-def run_verify_step(engine, seqs: list[Sequence]) -> list[Event]:
-    """The step's time, to the draft length rule, ends once its tokens are read back to the host (choose_tokens),
-    so a graph replay is timed to the GPU's end. A step that captured graphs (a row count's first static step) is
-    not timed: its capture is not what later steps of that length cost."""
-    started = time.perf_counter()
+def run_verify_step(engine, seqs: list[Sequence], started: float) -> list[Event]:
+    """The step's time, to the draft length rule, runs from started (the engine step's start: scheduling and prompt
+    lookup included, as a plain step's time includes its host work; a drafter's seconds are counted apart) until
+    its tokens are read back to the host (choose_tokens), so a graph replay is timed to the GPU's end. A step that
+    captured graphs (a row count's first static step) is not timed: its capture is not what later steps of that
+    length cost."""
     misses_before = engine.runner.experts.counters.misses
     captures_before = num_captures(engine)
     logits = engine.runner.run(seqs, False)  # [sum of 1 + drafts, V]
@@ -60,7 +62,8 @@ def run_verify_step(engine, seqs: list[Sequence]) -> list[Event]:
     counters.num_verify_steps += 1
     counters.verify_misses += engine.runner.experts.counters.misses - misses_before
     if num_captures(engine) == captures_before:
-        engine.speculation.draft_length.observe_step(row / len(seqs), now - started)
+        seconds = now - started - engine.speculation.step_drafting_s  # drafting is counted per draft apart
+        engine.speculation.draft_length.observe_step(row / len(seqs), seconds)
     events: list[Event] = []
     for seq, (tokens, logprobs) in zip(seqs, results):
         events.extend(accept_verified(engine, engine.active[seq.request_id], tokens, logprobs, now))

@@ -111,3 +111,15 @@ def test_drafting_time_counts_in_each_drafts_cost():
         costly.observe_drafting(1, 0.9)
     assert free.choose() >= 1
     assert costly.choose() == 0
+
+
+def test_plain_steps_as_the_engine_runs_them_are_the_bar():
+    """Verify steps of t(q) = 1 + 0.2 (q - 1) at a = 1/2 beat t(1) = 1 (k = 2: 1.75 tokens in 1.4), not plain steps
+    of 0.7 that run ahead of the step before them (1.43 tokens per unit against 1.25)."""
+    rule = DraftLength(8)
+    timed(rule, base=1.0, per_position=0.2)
+    assert rule.acceptance == 0.5
+    assert rule.choose() > 0
+    for _ in range(20):
+        rule.observe_plain(0.7)
+    assert rule.choose() == 0

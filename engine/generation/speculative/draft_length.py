@@ -18,7 +18,10 @@ before the next, up to MAX_REMEASURE_AFTER, so where drafts do not pay the re-me
 each verify step are counted too (SpecCounters) so that the cost can be read beside the acceptance.
 Drafting itself costs time where a model computes the drafts (the MTP layer, one position at a time, and its
 catch-up over the accepted positions): the seconds per draft, decayed as the rest, add to each draft's cost beside
-d (prompt lookup's drafts cost next to nothing)."""
+d (prompt lookup's drafts cost next to nothing).
+What drafting must beat is a plain decode step as the engine runs it: on CUDA a step the rule declines is launched
+ahead of the one before it (its host work overlaps the GPU's), so it is faster than t(1) of a verify step, which
+waits for its tokens. Those steps' own times (observe_plain) are the bar where measured; t(1) otherwise."""
 
 from __future__ import annotations
 
@@ -72,6 +75,7 @@ class DraftLength:
         self.remeasure_after = REMEASURE_AFTER
         self.num_unmeasured = 0  # choices made before the step times spread
         self.drafting_seconds, self.num_drafted = 0.0, 0.0  # decayed: the time drafting took, the drafts it made
+        self.plain_seconds, self.num_plain = 0.0, 0.0  # decayed: plain decode steps' time, their count
 
     @property
     def acceptance(self) -> float:
@@ -90,6 +94,11 @@ class DraftLength:
         self.drafting_seconds = DECAY * self.drafting_seconds + seconds
         self.num_drafted = DECAY * self.num_drafted + num_drafts
 
+    def observe_plain(self, seconds: float) -> None:
+        """A decode step that verified no drafts took seconds (wall time, as the engine ran it)."""
+        self.plain_seconds = DECAY * self.plain_seconds + seconds
+        self.num_plain = DECAY * self.num_plain + 1
+
     @property
     def seconds_per_draft(self) -> float:
         return self.drafting_seconds / self.num_drafted if self.num_drafted > 0 else 0.0
@@ -107,7 +116,8 @@ class DraftLength:
         rates = {k: expected_tokens(self.acceptance, k) / (base + k * per_draft)
                  for k in range(1, self.max_tokens + 1)}
         best = max(rates, key=rates.get)
-        if rates[best] > 1.0 / base:
+        plain = self.plain_seconds / self.num_plain if self.num_plain > 0 else base
+        if rates[best] > 1.0 / plain:
             self.num_declined_in_row, self.remeasure_after = 0, REMEASURE_AFTER
             return best
         return self.decline()
