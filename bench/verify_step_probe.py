@@ -72,7 +72,8 @@ def main() -> None:
     attach_speculation(engine, args, weights.args.vocab_size)
     speculation = engine.speculation
     decode_once(engine, args.prompt, 4, 1, seed=1000)
-    warm_verify_rows(engine, lambda tokens: decode_once(engine, args.prompt, tokens, 1, seed=1001), args.draft_tokens)
+    warm_verify_rows(engine, lambda tokens: decode_once(engine, args.prompt, tokens, 1, seed=1001),
+                     engine.max_draft_tokens)
 
     steps = record_steps(engine)
     settings = [("off", None, True), ("off-serial", None, False)]
@@ -82,7 +83,7 @@ def main() -> None:
     for name, drafts, overlap in settings:
         engine.drafts_by_default = drafts is not None
         engine.overlap = overlap
-        speculation.draft_length = DraftLength(args.draft_tokens)
+        speculation.draft_length = DraftLength(engine.max_draft_tokens)
         if isinstance(drafts, int):
             speculation.draft_length.choose = lambda k=drafts: k
         runs, by_rows = [], defaultdict(list)

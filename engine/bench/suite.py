@@ -200,7 +200,7 @@ def measure(engine, provider, args, tokens: int) -> dict:
     prompts = prompts_of(args)
     decode_once(engine, args.prompt, 4, args.batch, seed=1000, prompts=prompts)  # warm-up
     warm_verify_rows(engine, lambda tokens: decode_once(engine, args.prompt, tokens, args.batch, seed=1001,
-                                                         prompts=prompts), getattr(args, "draft_tokens", 8))
+                                                         prompts=prompts), engine.max_draft_tokens)
     prompts.take()
     runs = []
     for run in range(args.runs):
@@ -320,9 +320,9 @@ def attach_speculation(engine, args, vocab_size: int) -> dict:
     from engine.generation.speculative.replay import AcceptanceReplay
     from engine.runtime.speculation import Speculation
 
-    engine.speculation = Speculation(args.draft_tokens, AcceptanceReplay(args.accept_rate), vocab_size)
+    engine.speculation = Speculation(engine.max_draft_tokens, AcceptanceReplay(args.accept_rate), vocab_size)
     engine.drafts_by_default = True
-    return {"speculative": mode, "assumed_accept_rate": args.accept_rate, "draft_tokens_max": args.draft_tokens}
+    return {"speculative": mode, "assumed_accept_rate": args.accept_rate, "draft_tokens_max": engine.max_draft_tokens}
 
 
 def attach_online(engine, weights, args, device) -> None:

@@ -31,7 +31,7 @@ from engine.runtime.decode_graphs import DecodeGraphs
 from engine.runtime.host_tier_rule import host_tier_planner
 from engine.loading.draft_source import draft_tensors, find_draft_layer
 from engine.runtime.draft_layers import drafting_kind
-from engine.runtime.speculation import Speculation
+from engine.runtime.speculation import Speculation, small_step_drafts
 from engine.runtime.verify_step import can_draft
 from engine.generation.speculative.mtp import MtpDrafter
 from engine.runtime.determinism import use_deterministic_kernels
@@ -77,7 +77,7 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
                                                   tokenizer.token_to_id, plan.device, weights.dtype)
     if drafting is not None:
         drafter = attach_drafter(engine, weights, plan, draft_layer) if drafting == "mtp" else None
-        engine.speculation = Speculation(options.draft_tokens, drafter=drafter)
+        engine.speculation = Speculation(engine.max_draft_tokens, drafter=drafter)
         engine.drafts_by_default = True
     return engine, replace(info, has_draft_layers=draft_layer is not None)
 
@@ -159,6 +159,8 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     runner = ModelRunner(weights.model, experts, cache, block_manager, device,
                          decode_path(options, weights.model, cache, device, max_model_len))
     engine = LLMEngine(runner, scheduler, tokenizer, max_model_len, plan, replanner)
+    engine.max_draft_tokens = small_step_drafts(options.draft_tokens, args.num_experts_per_tok,
+                                                weights.store.expert_bytes)
     if is_on_host(weights.store):
         engine.host_tier = weights.store.tier
     return engine

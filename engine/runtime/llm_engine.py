@@ -56,6 +56,7 @@ class LLMEngine:
         self.steps_ahead = 0  # decode steps launched ahead so far
         self.speculation: Speculation | None = None  # drafts verified by decode steps (--speculative)
         self.drafts_by_default = False  # --speculative: requests that do not say draft
+        self.max_draft_tokens = DEFAULT_DRAFT_TOKENS  # --draft-tokens within a small verify step (small_step_drafts)
 
     @property
     def memory(self) -> "LLMEngine":
@@ -154,7 +155,7 @@ class LLMEngine:
         """Does the request draft? Prompt lookup needs nothing loaded, so a request may ask for it on any engine."""
         drafts = self.drafts_by_default if request.speculative is None else request.speculative != "off"
         if drafts and self.speculation is None:
-            self.speculation = Speculation(DEFAULT_DRAFT_TOKENS)
+            self.speculation = Speculation(self.max_draft_tokens)
         return drafts
 
     def cancel(self, request_id: str) -> list[Event]:

@@ -123,3 +123,15 @@ def test_plain_steps_as_the_engine_runs_them_are_the_bar():
     for _ in range(20):
         rule.observe_plain(0.7)
     assert rule.choose() == 0
+
+
+def test_drafts_stop_where_a_verify_step_would_leave_a_small_step():
+    from engine.alloc.memory_plan import GATHER_LIMIT_BYTES
+    from engine.runtime.speculation import small_step_drafts
+
+    q4 = 3 * 2048 * 768 * 144 // 256  # a Qwen3-30B-A3B expert in Q4_K: 64 entries of a small step are 8 rows of 8
+    assert small_step_drafts(8, 8, q4) == 7
+    assert small_step_drafts(5, 8, q4) == 5
+    assert small_step_drafts(8, 4, q4) == 8  # 9 rows of 4: 36 entries
+    assert small_step_drafts(8, 8, 3 * 2048 * 768 * 2) == 3  # bf16: 320 MiB of gathered experts hold 34 entries
+    assert small_step_drafts(8, 8, GATHER_LIMIT_BYTES) == 1  # never none
