@@ -244,10 +244,10 @@ class LLMEngine:
         Not when the scheduler would do something else next (a request waits, a prompt is in chunks, a budget
         waits for a barrier), when a row needs its new token on the host to choose the next (penalties, bias, a
         grammar), when a row ends by length with this token, when its next KV block is not free without
-        preempting, or when a row drafts and the draft-length rule chooses drafts for the next step. A row that stops with this token (a
-        stop string, EOS, a cancel) has its row of the next step dropped: its KV write lands in a block it frees,
-        and its linear-attention state row (hybrid models) is zeroed by the prefill of the next sequence that
-        takes it, queued after this step."""
+        preempting, or when a row drafts and the draft-length rule gives the next step drafts. A row that stops
+        with this token (a stop string, EOS, a cancel) has its row of the next step dropped: its KV write lands in
+        a block it frees, and its linear-attention state row (hybrid models) is zeroed by the prefill of the next
+        sequence that takes it, queued after this step."""
         runner, scheduler, seqs = self.runner, self.scheduler, launched.seqs
         if launched.is_prefill or runner.padded_decode is None or runner.routing_observer is not None:
             return False

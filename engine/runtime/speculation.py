@@ -29,7 +29,6 @@ def small_step_drafts(draft_tokens: int, top_k: int, expert_bytes: int) -> int:
     return rows - 1
 
 
-
 @dataclass
 class SpecCounters:
     num_proposed: int = 0  # drafts verified
