@@ -5,6 +5,7 @@ the same bits whichever group an expert runs in and whichever slot row holds it 
 from __future__ import annotations
 
 import os
+from functools import cache
 
 import numpy as np
 import pytest
@@ -94,6 +95,16 @@ def inputs(hidden, dtype, seed=0, tokens=TOKENS):
     return x.to(dtype), ids, weights.to(dtype)
 
 
+@cache
+def whole_step(case: str, seed: int) -> torch.Tensor:
+    """grouped() over TOKENS tokens of CASES[case] in bfloat16 at the fixture's tiles, all in one group: the output the
+    tests of bits compare against, computed once per process."""
+    layout, table = CASES[case]()
+    cast_bias(layout, torch.bfloat16)
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=seed)
+    return grouped(layout, table, x, ids, weights)
+
+
 CASES = {  # name: a layer builder
     **{name: (lambda types=types: quant_layer(types)) for name, types in FORMATS.items()},
     "Q6_K": lambda: quant_layer(("Q6_K",) * 3, hidden=512),  # 210-byte blocks: every other one off a word
@@ -139,7 +150,7 @@ def test_grouped_bits_do_not_depend_on_groups_or_slots(case):
     dtype = torch.bfloat16
     cast_bias(layout, dtype)
     x, ids, weights = inputs(layout.hidden, dtype, seed=1)
-    whole = grouped(layout, table, x, ids, weights)
+    whole = whole_step(case, seed=1)
     assert torch.equal(grouped(layout, table, x, ids, weights, groups=2, moved=True), whole)
     assert torch.equal(grouped(layout, table, x, ids, weights, groups=3), whole)
 
@@ -166,8 +177,8 @@ def test_word_tiles_need_word_aligned_rows():
 
 def test_a_tokens_bits_do_not_depend_on_the_other_tokens():
     layout, table = CASES["Q4_K_M"]()
-    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=2)
-    whole = grouped(layout, table, x, ids, weights)
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=1)
+    whole = whole_step("Q4_K_M", seed=1)
     for t in (0, 57):
         alone = grouped(layout, table, x[t : t + 1], ids[t : t + 1], weights[t : t + 1])
         assert torch.equal(alone, whole[t : t + 1])
@@ -183,9 +194,9 @@ def test_row_tiles_cover_each_experts_span_once():
 
 def test_layouts_take_the_grouped_path_where_it_runs(monkeypatch):
     layout, table = CASES["Q4_K_M"]()
-    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=3)
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=1)
     monkeypatch.setattr(expert_format, "runs_grouped", lambda *args: True)
-    assert torch.equal(layout.run_blocks(x, ids, weights, table), grouped(layout, table, x, ids, weights))
+    assert torch.equal(layout.run_blocks(x, ids, weights, table), whole_step("Q4_K_M", seed=1))
 
 
 def test_long_prompts_run_expert_by_expert():
