@@ -3,6 +3,8 @@ or paged through any number of slots, with or without prefetch, greedy or seeded
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from engine.api import Engine, EngineOptions, GenerateRequest, SamplingParams
@@ -14,11 +16,12 @@ GREEDY = SamplingParams(max_tokens=20, ignore_eos=True)
 SEEDED = SamplingParams(max_tokens=20, temperature=0.9, top_p=0.9, seed=11, ignore_eos=True)
 
 
-def outputs(folder, **options) -> list[tuple]:
-    """Greedy alone, seeded alone, then four prompts batched (greedy and seeded mixed)."""
+def outputs(folder, max_tokens: int = GREEDY.max_tokens, **options) -> list[tuple]:
+    """Greedy alone, seeded alone, then four prompts batched (greedy and seeded mixed), each max_tokens long."""
+    greedy, seeded = (replace(s, max_tokens=max_tokens) for s in (GREEDY, SEEDED))
     with Engine(EngineOptions(model=str(folder), device="cpu", **options)) as engine:
-        results = [engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=s)) for s in (GREEDY, SEEDED)]
-        handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=(GREEDY, SEEDED)[i % 2])
+        results = [engine.generate(GenerateRequest(prompt=PROMPTS[0], sampling=s)) for s in (greedy, seeded)]
+        handles = engine.submit_batch([GenerateRequest(prompt=p, sampling=(greedy, seeded)[i % 2])
                                        for i, p in enumerate(PROMPTS)])
         results += [h.result() for h in handles]
     assert all(r.error is None for r in results), [r.error for r in results]
@@ -36,16 +39,6 @@ def mode_options(top_k: int, num_experts: int) -> dict[str, dict]:
     }
 
 
-@pytest.fixture(params=["default", "per-expert-prefill"])
-def gather_limit(request, monkeypatch, tiny_model_dir):
-    """Default: every step of the tiny models gathers. Small limit: prefill and batches take the per-expert path."""
-    if request.param != "default":
-        from engine.experts.routing import dispatch
-
-        monkeypatch.setattr(dispatch, "GATHER_LIMIT_BYTES", 3 * read_args(tiny_model_dir("olmoe")).expert_numel * 4)
-    return request.param
-
-
 def expert_path(args) -> tuple:
     """What the code of a step's experts depends on besides the routed ids and weights, which the router computes
     before any expert provider runs: what an expert computes (ModelArgs.experts: activation, biases, block type,
@@ -59,17 +52,42 @@ def expert_path(args) -> tuple:
             args.sandwich is not None)
 
 
-def first_with_the_same_expert_path(tiny_model_dir, model_type: str) -> str:
-    path = expert_path(read_args(tiny_model_dir(model_type)))
-    return next(other for other in MODEL_TYPES if expert_path(read_args(tiny_model_dir(other))) == path)
+# model_type -> the first of MODEL_TYPES with its expert_path, for the others (test_the_expert_path_twins_are_the_models
+# checks it). A twin's steps run its first's code: its gathered steps run in the slow step, its per-expert ones not
+# at all.
+EXPERT_PATH_TWIN_OF = {"olmoe": "qwen3_moe", "minimax_m2": "qwen3_moe", "qwen3_vl_moe": "qwen3_moe",
+                       "deepseek_v2": "glm4_moe", "deepseek_v3": "glm4_moe", "ernie4_5_moe": "glm4_moe",
+                       "glm4_moe_lite": "glm4_moe", "qwen3_5_moe": "qwen3_next", "qwen3_5_moe_text": "qwen3_next",
+                       "gemma4_text": "gemma4"}
 
 
-def test_every_expert_mode_is_bitwise_resident(tiny_model_dir, model_type, gather_limit):
-    """Every architecture with every step gathered; the per-expert path once per distinct expert_path (its code
-    does not depend on the attention or the router)."""
-    same = first_with_the_same_expert_path(tiny_model_dir, model_type)
-    if gather_limit != "default" and same != model_type:
-        pytest.skip(f"its per-expert steps run the code {same}'s run (the same expert_path)")
+def mode_cases() -> list:
+    """(model_type, gather limit): every architecture with every step gathered (a twin's in the slow step), and the
+    per-expert path (a small limit: prefill and batches take it) once per distinct expert_path."""
+    cases = []
+    for model_type in MODEL_TYPES:
+        twin = model_type in EXPERT_PATH_TWIN_OF
+        cases.append(pytest.param(model_type, "default", marks=[pytest.mark.slow] if twin else []))
+        if not twin:
+            cases.append(pytest.param(model_type, "per-expert-prefill"))
+    return cases
+
+
+def test_the_expert_path_twins_are_the_models(tiny_model_dir):
+    paths = {model_type: expert_path(read_args(tiny_model_dir(model_type))) for model_type in MODEL_TYPES}
+    first = {model_type: next(other for other in MODEL_TYPES if paths[other] == path)
+             for model_type, path in paths.items()}
+    assert {model_type: other for model_type, other in first.items() if other != model_type} == EXPERT_PATH_TWIN_OF
+
+
+@pytest.mark.parametrize("model_type,gather_limit", mode_cases())
+def test_every_expert_mode_is_bitwise_resident(tiny_model_dir, monkeypatch, model_type, gather_limit):
+    """Every expert mode gives resident's tokens and logprobs bit for bit; the per-expert path forced by a gather
+    limit of three olmoe experts (its code does not depend on the attention or the router)."""
+    if gather_limit != "default":
+        from engine.experts.routing import dispatch
+
+        monkeypatch.setattr(dispatch, "GATHER_LIMIT_BYTES", 3 * read_args(tiny_model_dir("olmoe")).expert_numel * 4)
     folder = tiny_model_dir(model_type)
     args = read_args(folder)
     reference = outputs(folder, experts="resident")
@@ -109,7 +127,8 @@ def test_cli_json_reports_expert_counters(tiny_model_dir, capsys):
 def test_grouped_prefill_is_bitwise_across_modes(tiny_model_dir, monkeypatch):
     """Where the grouped kernels run (forced here: Triton's interpreter on the CPU), resident and static layers plan
     their large steps on the device (engine.experts.routing.dispatch.plan_on_device) and the pager on the host from
-    the ids it reads back: the same tiles, so the same bits."""
+    the ids it reads back: the same tiles, so the same bits. Four tokens: the prefills and the batch's decode steps
+    (four rows, past the gather limit) run grouped, and a tile's bits would show in the first token's logprobs."""
     from engine.experts.routing import dispatch
     from engine.quant import expert_format, grouped_gemm
 
@@ -118,10 +137,10 @@ def test_grouped_prefill_is_bitwise_across_modes(tiny_model_dir, monkeypatch):
     monkeypatch.setattr(dispatch, "GATHER_LIMIT_BYTES", 3 * read_args(tiny_model_dir("olmoe")).expert_numel * 4)
     monkeypatch.setattr(grouped_gemm, "runs_grouped", lambda *_: True)
     monkeypatch.setattr(expert_format, "runs_grouped", lambda *_: True)
-    reference = outputs(folder, experts="resident")
+    reference = outputs(folder, max_tokens=4, experts="resident")
     modes = mode_options(args.num_experts_per_tok, args.num_experts)
     for name in ("static", "paged-top_k", "paged-all"):
-        assert outputs(folder, **modes[name]) == reference, name
+        assert outputs(folder, max_tokens=4, **modes[name]) == reference, name
 
 
 @pytest.mark.parametrize("rows", [2, 64])

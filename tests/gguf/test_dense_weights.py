@@ -80,7 +80,9 @@ def test_the_plan_counts_the_bytes_the_model_holds(model_type, ftype, gguf_files
     assert engine_plan(options) == info.plan == plan.memory
 
 
-@pytest.mark.parametrize("model_type,ftype", [("qwen2_moe", "Q4_K_M"), ("glm4_moe", "Q4_K_M")])
+# glm4_moe in the slow step: qwen2_moe's shared expert and attention hold quantized dense weights too
+@pytest.mark.parametrize("model_type,ftype", [("qwen2_moe", "Q4_K_M"),
+                                              pytest.param("glm4_moe", "Q4_K_M", marks=pytest.mark.slow)])
 def test_every_expert_mode_is_bitwise_resident_with_quantized_dense_weights(model_type, ftype, gguf_files):
     path = gguf_files.quantized(model_type, ftype)
     reference = outputs(path, experts="resident", dense_weights="file")

@@ -42,6 +42,7 @@ def test_llama_cpps_own_kernels_differ_by_its_activation_rounding(fallback_files
     assert rounded_kl < 0.01 and rounded_kl < kl / 3, (kl, rounded_kl)
 
 
-@pytest.mark.parametrize("ftype", ["Q4_K_M", "IQ4_XS"])
+# IQ4_XS (IQ4_NL rows) in the slow step: the default run holds the IQ4 blocks through test_low_bit_gguf.py's IQ4_XS
+@pytest.mark.parametrize("ftype", ["Q4_K_M", pytest.param("IQ4_XS", marks=pytest.mark.slow)])
 def test_every_expert_mode_is_bitwise_resident(fallback_files, ftype):
     assert_every_mode_is_bitwise_resident(fallback_files.quantized("qwen3_moe", ftype))

@@ -45,6 +45,9 @@ def test_llama_cpps_own_kernels_differ_by_its_activation_rounding(gguf_files, ft
     assert rounded_kl < 0.002 and rounded_kl < kl / 10, (kl, rounded_kl)
 
 
-@pytest.mark.parametrize("ftype", LOW_BIT)
+# Q3_K_M and Q2_K in the slow step: the modes run every k-quant's expert kernel the same way, and the default run
+# holds Q4_K_M, Q5_K_M and Q6_K files (test_wisp_engine_modes.py) and IQ4_XS here
+@pytest.mark.parametrize("ftype", [ftype if ftype == "IQ4_XS" else pytest.param(ftype, marks=pytest.mark.slow)
+                                   for ftype in LOW_BIT])
 def test_every_expert_mode_is_bitwise_resident(gguf_files, ftype):
     assert_every_mode_is_bitwise_resident(gguf_files.quantized("qwen3_moe", ftype))

@@ -12,9 +12,15 @@ CASES += [("qwen3_next", "Q4_K_M"), ("qwen3_5_moe", "Q8_0")]  # the hybrids: the
 # MLA with its kv_b_proj joined back, short-conv states, Gemma 4's fused gate/up experts, Mamba-2 states and ungated
 # latent experts
 CASES += [(model_type, "Q4_K_M") for model_type in ("glm4_moe_lite", "lfm2_moe", "gemma4_text", "nemotron_h")]
+# In the slow step: olmoe's experts run qwen3_moe's code, qwen3_5_moe's qwen3_next's and glm4_moe_lite's glm4_moe's
+# (EXPERT_PATH_TWIN_OF in tests/experts/test_expert_modes.py; the lite's MLA file: test_glm4_moe_lite_gguf.py),
+# and a second block type of an architecture whose first runs here (each block type stays through another one).
+SLOW = {("olmoe", "Q4_K_M"), ("olmoe", "Q8_0"), ("qwen3_5_moe", "Q8_0"), ("glm4_moe_lite", "Q4_K_M"),
+        ("qwen2_moe", "Q4_K_M"), ("mixtral", "Q8_0"), ("glm4_moe", "Q8_0")}
 
 
-@pytest.mark.parametrize("model_type,ftype", CASES)
+@pytest.mark.parametrize("model_type,ftype", [pytest.param(*case, marks=[pytest.mark.slow] if case in SLOW else [])
+                                              for case in CASES])
 def test_every_expert_mode_is_bitwise_resident(model_type, ftype, gguf_files):
     path = gguf_files.quantized(model_type, ftype)
     assert_every_mode_is_bitwise_resident(path)

@@ -284,12 +284,12 @@ def test_the_engines_greedy_tokens_are_the_unfused_paths(interpreted, monkeypatc
     for on in (False, True):
         fused(monkeypatch, on)
         with Engine(EngineOptions(model=str(tiny_model_dir(model_type)), device="cpu", decode=decode)) as engine:
-            handles = [engine.submit(GenerateRequest(prompt=p, sampling=SamplingParams(max_tokens=12,
+            handles = [engine.submit(GenerateRequest(prompt=p, sampling=SamplingParams(max_tokens=6,
                                                                                        ignore_eos=True)))
                        for p in prompts]
             tokens.append([h.result().token_ids for h in handles])
     assert tokens[1] == tokens[0]
-    assert steps.count(2) >= 3 * 10  # three Gated DeltaNet layers, both sequences in each decode step
+    assert steps.count(2) >= 3 * 4  # three Gated DeltaNet layers, both sequences in each decode step
 
 
 def compile_for_sm90() -> None:

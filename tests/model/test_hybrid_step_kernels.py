@@ -271,11 +271,11 @@ def test_the_engines_greedy_tokens_are_the_torch_paths(interpreted, monkeypatch,
     for on in (False, True):
         fused(monkeypatch, on)
         with Engine(EngineOptions(model=str(tiny_model_dir(model_type)), device="cpu", decode=decode)) as engine:
-            sampling = SamplingParams(max_tokens=12, ignore_eos=True)
+            sampling = SamplingParams(max_tokens=6, ignore_eos=True)
             handles = [engine.submit(GenerateRequest(prompt=p, sampling=sampling)) for p in prompts]
             tokens.append([h.result().token_ids for h in handles])
     assert tokens[1] == tokens[0]
-    assert launches.count(2) >= 4 * 10  # four layers, both sequences in each decode step
+    assert launches.count(2) >= 4 * 4  # four layers, both sequences in each decode step
 
 
 def compile_for_sm90() -> None:

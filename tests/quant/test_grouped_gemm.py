@@ -5,6 +5,7 @@ the same bits whichever group an expert runs in and whichever slot row holds it 
 from __future__ import annotations
 
 import os
+from functools import cache
 
 import numpy as np
 import pytest
@@ -94,6 +95,16 @@ def inputs(hidden, dtype, seed=0, tokens=TOKENS):
     return x.to(dtype), ids, weights.to(dtype)
 
 
+@cache
+def whole_step(case: str, seed: int) -> torch.Tensor:
+    """grouped() over TOKENS tokens of CASES[case] in bfloat16 at the fixture's tiles, all in one group: the output the
+    tests of bits compare against, computed once per process."""
+    layout, table = CASES[case]()
+    cast_bias(layout, torch.bfloat16)
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=seed)
+    return grouped(layout, table, x, ids, weights)
+
+
 CASES = {  # name: a layer builder
     **{name: (lambda types=types: quant_layer(types)) for name, types in FORMATS.items()},
     "Q6_K": lambda: quant_layer(("Q6_K",) * 3, hidden=512),  # 210-byte blocks: every other one off a word
@@ -112,9 +123,14 @@ CASES = {  # name: a layer builder
 VALUE_CASES = [(case, torch.bfloat16) for case in CASES if not case.startswith("F")]
 VALUE_CASES += [("Q4_K_M", torch.float32), ("MXFP4-gpt-oss", torch.float32), ("F16", torch.float16),
                 ("F32-gpt-oss", torch.float32)]
+# In the slow step: MXFP4-gpt-oss in float32, whose blocks the bfloat16 case reads and whose epilogue F32-gpt-oss
+# runs in float32
+SLOW_VALUE_CASES = {("MXFP4-gpt-oss", torch.float32)}
 
 
-@pytest.mark.parametrize("case,dtype", VALUE_CASES, ids=[f"{c}-{str(d)[6:]}" for c, d in VALUE_CASES])
+@pytest.mark.parametrize("case,dtype", [pytest.param(*case, marks=[pytest.mark.slow] if case in SLOW_VALUE_CASES
+                                                     else []) for case in VALUE_CASES],
+                         ids=[f"{c}-{str(d)[6:]}" for c, d in VALUE_CASES])
 def test_grouped_matches_the_per_expert_path(case, dtype):
     layout, table = CASES[case]()
     cast_bias(layout, dtype)
@@ -126,19 +142,22 @@ def test_grouped_matches_the_per_expert_path(case, dtype):
     torch.testing.assert_close(got.float(), expected, rtol=tolerance, atol=tolerance * expected.abs().max().item())
 
 
-@pytest.mark.parametrize("case", ["Q4_K_M", "MXFP4-gpt-oss", "BF16"])
+# MXFP4 in the slow step: which group or slot row an expert runs in is the same tiling code for every format, run
+# here for a quantized and a dense one (its values: test_grouped_matches_the_per_expert_path)
+@pytest.mark.parametrize("case", ["Q4_K_M", pytest.param("MXFP4-gpt-oss", marks=pytest.mark.slow), "BF16"])
 def test_grouped_bits_do_not_depend_on_groups_or_slots(case):
     layout, table = CASES[case]()
     dtype = torch.bfloat16
     cast_bias(layout, dtype)
     x, ids, weights = inputs(layout.hidden, dtype, seed=1)
-    whole = grouped(layout, table, x, ids, weights)
+    whole = whole_step(case, seed=1)
     assert torch.equal(grouped(layout, table, x, ids, weights, groups=2, moved=True), whole)
     assert torch.equal(grouped(layout, table, x, ids, weights, groups=3), whole)
 
 
 @pytest.mark.parametrize("case,dtype", [("Q4_K_M", torch.bfloat16), ("Q6_K", torch.bfloat16),
-                                        ("Q4_K_M", torch.float32)], ids=["Q4_K_M-bf16", "Q6_K-bf16", "Q4_K_M-f32"])
+                                        pytest.param("Q4_K_M", torch.float32, marks=pytest.mark.slow)],
+                         ids=["Q4_K_M-bf16", "Q6_K-bf16", "Q4_K_M-f32"])  # f32: the same tiles, other activations
 def test_word_tiles_give_the_byte_tiles_bits(case, dtype, monkeypatch):
     """Q4_K and Q6_K tiles from 32-bit loads (grouped_tiles) dequantize to the same values as one byte an element."""
     layout, table = CASES[case]()
@@ -158,8 +177,8 @@ def test_word_tiles_need_word_aligned_rows():
 
 def test_a_tokens_bits_do_not_depend_on_the_other_tokens():
     layout, table = CASES["Q4_K_M"]()
-    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=2)
-    whole = grouped(layout, table, x, ids, weights)
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=1)
+    whole = whole_step("Q4_K_M", seed=1)
     for t in (0, 57):
         alone = grouped(layout, table, x[t : t + 1], ids[t : t + 1], weights[t : t + 1])
         assert torch.equal(alone, whole[t : t + 1])
@@ -175,9 +194,9 @@ def test_row_tiles_cover_each_experts_span_once():
 
 def test_layouts_take_the_grouped_path_where_it_runs(monkeypatch):
     layout, table = CASES["Q4_K_M"]()
-    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=3)
+    x, ids, weights = inputs(layout.hidden, torch.bfloat16, seed=1)
     monkeypatch.setattr(expert_format, "runs_grouped", lambda *args: True)
-    assert torch.equal(layout.run_blocks(x, ids, weights, table), grouped(layout, table, x, ids, weights))
+    assert torch.equal(layout.run_blocks(x, ids, weights, table), whole_step("Q4_K_M", seed=1))
 
 
 def test_long_prompts_run_expert_by_expert():
@@ -238,7 +257,9 @@ def test_swapped_tiles_match_the_per_expert_path(case, dtype, monkeypatch):
     torch.testing.assert_close(got.float(), expected, rtol=tolerance, atol=tolerance * expected.abs().max().item())
 
 
-@pytest.mark.parametrize("case", ["Q4_K_M", "BF16"])
+# BF16 in the slow step: its swapped tiles' values are test_swapped_tiles_match_the_per_expert_path's, and the
+# tiling and the device plan are Q4_K_M's code
+@pytest.mark.parametrize("case", ["Q4_K_M", pytest.param("BF16", marks=pytest.mark.slow)])
 def test_swapped_tiles_bits_do_not_depend_on_groups_slots_or_the_plan(case, monkeypatch):
     monkeypatch.setattr(grouped_gemm, "TILES", SWAPPED)
     layout, table = CASES[case]()
@@ -287,6 +308,7 @@ def test_device_row_tiles_list_the_host_tiles_then_empty_ones():
         assert all(entry == [0, 0, 0, 0] for entry in tiles[len(expected) :])
 
 
+@pytest.mark.slow  # the default run plans on the device in the swapped tiles' test and checks the tile table alone
 @pytest.mark.parametrize("case", ["Q4_K_M", "BF16"])
 def test_a_device_planned_step_gives_the_host_planned_bits(case):
     """Every expert from its row of the table, planned on the device (no host sync), as the pager's host plan."""

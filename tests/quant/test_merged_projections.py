@@ -93,7 +93,9 @@ def test_a_merged_model_holds_and_plans_the_same_bytes_and_projects_the_same():
                 assert torch.equal(got, expected)
 
 
-@pytest.mark.parametrize("types", MIXES[:3], ids=lambda types: "-".join(t.name for t in types))
+# Q4_K alone in the slow step: the Q4_K-Q4_K-Q6_K mix reads merged Q4_K rows (q and k) through the same wide GEMV
+@pytest.mark.parametrize("types", [pytest.param(MIXES[0], marks=pytest.mark.slow), *MIXES[1:3]],
+                         ids=lambda types: "-".join(t.name for t in types))
 def test_the_decode_kernels_read_a_merged_matrix_as_its_parts(types):
     """The wide (Q4_K, Q6_K) and word (Q8_0) GEMVs in Triton's interpreter: a merged layer's rows come out as the
     separate layers' (each row alone, the split fixed by the type and in_features)."""
