@@ -131,7 +131,7 @@ def add_engine_options(parser: argparse.ArgumentParser) -> None:
                              "model's own draft layers; auto picks (default: off)")
     parser.add_argument("--draft-tokens", type=whole(1, MAX_DRAFT_TOKENS), default=8, metavar="K",
                         help="with --speculative: most drafts a step verifies (the engine picks fewer when they do "
-                             "not pay)")
+                             "not pay, and no more than keep a verify step small: docs/speculative.md)")
     parser.add_argument("--n-gpu-layers", type=whole(0, INT32_MAX), default=None,
                         help=".gguf on llama.cpp: layers offloaded to the GPU (default: all)")
     parser.add_argument("--n-cpu-moe", type=whole(0, INT32_MAX), default=0,
