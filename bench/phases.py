@@ -29,7 +29,7 @@ import torch
 
 from bench.compile_log import TritonCompiles
 from bench.phases_summary import summary, verdict
-from engine.alloc.cost_model import LinkCost
+from engine.alloc.cost_model import LinkCost, link_at
 from engine.alloc.memory_plan import GiB, MemoryPlan, kv_floor_bytes
 from engine.bench.copy_rates import copy_loop_rate
 from engine.bench.shapes import add_shape_options, shape_of
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
     model_args = shape_of(args)
     weights = synthetic_weights(model_args, device, experts_on_host=True)
     trace = load_trace(args.trace)
-    link = LinkCost(copy_loop_rate(weights.store, device) * 1e9, 20e-6, 0.012, 0.0004)
+    link = link_at(copy_loop_rate(weights.store, device))
     router = TraceRouter(trace, device)
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"phases-{args.shape}-{args.budget:g}GiB.json"

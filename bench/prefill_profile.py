@@ -362,12 +362,12 @@ def largest_blocks(report: Report, steps: PromptSteps, device, prompt: int) -> N
 
 def wisp_engine(args, host, device):
     """An engine on the WiSP arm's split at --paged-budget GiB (the suite's MV-WSA plan), routed by the trace."""
-    from engine.alloc.cost_model import LinkCost
+    from engine.alloc.cost_model import link_at
     from engine.alloc.memory_plan import GiB
     from engine.bench.copy_rates import copy_loop_rate
 
     trace = load_trace(args.trace)
-    link = LinkCost(copy_loop_rate(host.store, device) * 1e9, 20e-6, 0.012, 0.0004)
+    link = link_at(copy_loop_rate(host.store, device))
     plan = suite.mvwsa_plan(host, int(args.paged_budget * GiB), trace, link, 1, args.max_len)
     engine = assemble_engine(host, IdOnlyTokenizer(), EngineOptions(device=device.type, experts=plan.mode), plan,
                              device, args.max_len)

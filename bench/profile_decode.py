@@ -41,7 +41,7 @@ import torch
 
 from bench.phases import parse_list
 from engine.system import triton_support
-from engine.alloc.cost_model import LinkCost
+from engine.alloc.cost_model import link_at
 from engine.alloc.memory_plan import GiB
 from engine.bench.copy_rates import copy_loop_rate
 from engine.bench.graph_timing import replay_ms, replay_whole, timed_launches, whole_step_graphs
@@ -146,7 +146,7 @@ class Arms:
             return what(arm, resident, plan_for(resident, "resident", None, None, 1, args.max_len), warm_all=False)
         if arm == "paged-all":
             return what(arm, host, plan_for(host, "paged", None, host.args.num_experts, 1, args.max_len), warm_all=True)
-        link = LinkCost(copy_loop_rate(host.store, device) * 1e9, 20e-6, 0.012, 0.0004)
+        link = link_at(copy_loop_rate(host.store, device))
         return what(arm, host, mvwsa_plan(host, int(args.budget * GiB), self.trace, link, 1, args.max_len),
                     warm_all=False)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from engine.alloc.cost_model import LinkCost  # noqa: E402
+from engine.alloc.cost_model import link_at  # noqa: E402
 from engine.bench.copy_rates import copy_loop_rate  # noqa: E402
 from engine.bench.graph_timing import replay_ms  # noqa: E402
 from engine.bench.suite import (GiB, attach_speculation, bench_weights, decode_once, mvwsa_plan,  # noqa: E402
@@ -45,7 +45,9 @@ from engine.traces.format import load as load_trace  # noqa: E402
 def main() -> None:
     probe = argparse.ArgumentParser(add_help=False)
     probe.add_argument("--budget", type=float, default=None, help="GiB: the wisp plan; none: resident")
-    probe.add_argument("--fixed", default="1,2,3,4,6,8", help="draft counts to run with the rule bypassed")
+    probe.add_argument("--fixed", default="1,2,3,4,6",
+                       help="draft counts to run with the rule bypassed (within small_step_drafts' cap: 7 for 8 "
+                            "experts a token in Q4_K)")
     own, rest = probe.parse_known_args()
     args = suite.parse_args(rest)
     if args.speculative == "off":
@@ -59,7 +61,7 @@ def main() -> None:
     else:
         weights = host
         rate = min(copy_loop_rate(host.store, device), args.link_gbps or float("inf"))
-        link = LinkCost(rate * 1e9, 20e-6, 0.012, 0.0004)
+        link = link_at(rate)
         plan = mvwsa_plan(host, int(own.budget * GiB), load_trace(args.trace), link, 1, args.max_len,
                           verify_rows(args))
     options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=1, draft_tokens=args.draft_tokens,

@@ -27,6 +27,11 @@ class LinkCost:
 DEFAULT_LINK = LinkCost(h2d_bytes_per_s=47e9, per_miss_s=20e-6, dense_step_s=0.012, prefill_token_s=0.0004)
 
 
+def link_at(gb_per_s: float) -> LinkCost:
+    """DEFAULT_LINK at a measured (or paced) copy rate in GB/s: what the benchmarks plan with."""
+    return replace(DEFAULT_LINK, h2d_bytes_per_s=gb_per_s * 1e9)
+
+
 @dataclass(frozen=True)
 class RoutingProfile:
     """What a trace says about the expert side: per-layer hit rate vs slots and accesses per step."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from engine.alloc.cost_model import LinkCost
+from engine.alloc.cost_model import LinkCost, link_at
 from engine.alloc.memory_plan import GiB, MemoryPlan, ModelSizes, PlanRequest, kv_floor_bytes, plan_memory
 from engine.alloc.mvwsa import PoolSpec, configure
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate
@@ -642,7 +642,7 @@ def image_routing(router: TraceRouter) -> str:
 def run_session(args, host, device, facts: dict) -> None:
     arms = args.arms.split(",")
     trace = load_trace(args.trace)
-    link = LinkCost(facts["copy_loop_gb_s"] * 1e9, 20e-6, 0.012, 0.0004)
+    link = link_at(facts["copy_loop_gb_s"])
     router = TraceRouter(trace, device)
     if isinstance(prompts_of(args), ImagePrompts):
         facts = {**facts, "image_routing": image_routing(router)}
