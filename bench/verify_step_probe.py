@@ -31,7 +31,7 @@ from engine.alloc.cost_model import link_at  # noqa: E402
 from engine.bench.copy_rates import copy_loop_rate  # noqa: E402
 from engine.bench.graph_timing import replay_ms  # noqa: E402
 from engine.bench.suite import (GiB, attach_speculation, bench_weights, decode_once, mvwsa_plan,  # noqa: E402
-                                plan_for, resident_weights, verify_rows)
+                                plan_for, resident_weights, planned_drafts)
 from engine.bench.synthetic import IdOnlyTokenizer  # noqa: E402
 from engine.bench.trace_router import TraceRouter  # noqa: E402
 from engine.bench.verify_warm_up import warm_verify_rows  # noqa: E402
@@ -57,13 +57,13 @@ def main() -> None:
     router = TraceRouter(load_trace(args.trace), device)
     if own.budget is None:
         weights = resident_weights(host, device)
-        plan = plan_for(weights, "resident", None, None, 1, args.max_len, verify_rows(args))
+        plan = plan_for(weights, "resident", None, None, 1, args.max_len, planned_drafts(args))
     else:
         weights = host
         rate = min(copy_loop_rate(host.store, device), args.link_gbps or float("inf"))
         link = link_at(rate)
         plan = mvwsa_plan(host, int(own.budget * GiB), load_trace(args.trace), link, 1, args.max_len,
-                          verify_rows(args))
+                          planned_drafts(args))
     options = EngineOptions(device=device.type, experts=plan.mode, max_num_seqs=1, draft_tokens=args.draft_tokens,
                             speculative=args.speculative)
     engine = assemble_engine(weights, IdOnlyTokenizer(), options, plan, device, args.max_len)

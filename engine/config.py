@@ -113,11 +113,10 @@ class EngineOptions:
         return self.dense_weights == "file" or (self.dense_weights == "auto" and device_type == "cuda")
 
     @property
-    def verify_state_rows(self) -> int:
-        """Scratch state rows of a hybrid whose verify steps take the static-shape step (HybridCache), where the
-        engine drafts by default: one per draft of the largest static step (its rows less one sequence's first), so
-        every verify step the static sizes take has its rows."""
-        return max(self.max_num_seqs - 1, self.draft_tokens) if self.speculative != "off" else 0
+    def planned_draft_tokens(self) -> int:
+        """--draft-tokens where the engine drafts (the plan holds a hybrid's verify steps' scratch state rows for
+        them: engine.alloc.memory_plan.verify_state_rows), else 0."""
+        return self.draft_tokens if self.speculative != "off" else 0
 
     def plan_request(self, max_position_embeddings: int) -> PlanRequest:
         """What the memory planner is asked for a model of this context limit (the loader and the picker's
@@ -126,4 +125,4 @@ class EngineOptions:
         return PlanRequest(mode=self.experts, budget_bytes=self.budget_bytes, block_size=self.block_size,
                            max_model_len=max_model_len, max_num_seqs=self.max_num_seqs,
                            max_batched_tokens=max_model_len, expert_slots=self.expert_slots, kv_blocks=self.kv_blocks,
-                           verify_state_rows=self.verify_state_rows)
+                           draft_tokens=self.planned_draft_tokens)

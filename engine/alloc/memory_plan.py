@@ -60,6 +60,7 @@ class MemoryPlan:
     # linear-attention state of max_num_seqs sequences and a verify step's scratch rows, beside the KV pool (not
     # re-split)
     state_bytes: int = 0
+    verify_state_rows: int = 0  # of those, the verify steps' scratch rows (verify_state_rows)
 
     def __post_init__(self):
         object.__setattr__(self, "mode", ExpertMode(self.mode))
@@ -94,6 +95,25 @@ def gathered_rows(expert_bytes: int) -> int:
     return min(GATHER_MAX_ENTRIES, GATHER_LIMIT_BYTES // expert_bytes)
 
 
+def small_step_drafts(draft_tokens: int, top_k: int, expert_bytes: int) -> int:
+    """The most drafts (up to draft_tokens, at least 1) whose verify step of one sequence is still a small step: its
+    (token, expert) entries within the gathered rows a small step holds (what
+    engine.experts.routing.dispatch.is_small_step checks). One more row runs the experts the large step's way
+    between the dense parts' graphs, a layer at a time: several small steps' time, where the draft-length rule's fit
+    of step time against rows is linear (8 experts a token in Q4_K: 64 entries are 8 rows, 7 drafts)."""
+    small_rows = gathered_rows(expert_bytes) // top_k
+    return max(1, min(draft_tokens, small_rows - 1))
+
+
+def verify_state_rows(sizes: ModelSizes, request: PlanRequest) -> int:
+    """Scratch state rows of a model whose verify steps chain its linear-attention states (HybridCache), where the
+    engine drafts (request.draft_tokens > 0): one per draft of the largest static step (its rows less one
+    sequence's first), the drafts capped at a small step's."""
+    if not request.draft_tokens or not sizes.verify_state_bytes_per_row:
+        return 0
+    return max(request.max_num_seqs - 1, small_step_drafts(request.draft_tokens, sizes.top_k, sizes.expert_bytes))
+
+
 def workspace_bytes(sizes: ModelSizes, max_batched_tokens: int, max_num_seqs: int) -> int:
     """Activations of the largest step: hidden states, attention/MLP temporaries, the [T, K, D] expert buffer,
     the gathered experts of a small step (or a large step's lookahead ring, at most as many bytes: gathered_rows),
@@ -122,7 +142,7 @@ class PlanRequest:
     max_batched_tokens: int
     expert_slots: int | None = None
     kv_blocks: int | None = None
-    verify_state_rows: int = 0  # scratch state rows of a static verify step (EngineOptions.verify_state_rows)
+    draft_tokens: int = 0  # --draft-tokens where the engine drafts, else 0 (the verify steps' scratch state rows)
 
     def __post_init__(self):
         object.__setattr__(self, "mode", ExpertMode.parse(self.mode))
@@ -142,7 +162,8 @@ def plan_memory(sizes: ModelSizes, request: PlanRequest) -> MemoryPlan:
     base = dict(mode=request.mode, budget_bytes=request.budget_bytes, dense_bytes=sizes.dense_bytes,
                 expert_bytes=sizes.expert_bytes, num_moe_layers=sizes.num_moe_layers, kv_block_bytes=block_bytes,
                 workspace_bytes=workspace, offloaded_layers=0, static_resident_bytes=0,
-                shared_expert_bytes=sizes.shared_expert_bytes, state_bytes=state)
+                shared_expert_bytes=sizes.shared_expert_bytes, state_bytes=state,
+                verify_state_rows=verify_state_rows(sizes, request))
     fixed = sizes.dense_bytes + workspace + state
     if request.mode is ExpertMode.RESIDENT:
         experts = sizes.num_moe_layers * layer_bytes
@@ -161,7 +182,7 @@ def state_bytes(sizes: ModelSizes, request: PlanRequest) -> int:
     """The linear-attention state of every sequence that can run at once, and the scratch states of a static verify
     step where the model chains them (HybridCache; 0 for models without such layers)."""
     return (sizes.state_bytes_per_seq * request.max_num_seqs
-            + sizes.verify_state_bytes_per_row * request.verify_state_rows)
+            + sizes.verify_state_bytes_per_row * verify_state_rows(sizes, request))
 
 
 def minimum_budget(sizes: ModelSizes, request: PlanRequest) -> int:

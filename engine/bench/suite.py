@@ -72,16 +72,16 @@ SWEEP_SHARES = (0.3, 0.5, 0.7, 0.85, 1.0)  # of the pool to expert slots; 1.0 = 
 
 
 def plan_for(weights: LoadedWeights, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int,
-             verify_rows: int = 0):
+             draft_tokens: int = 0):
     return shape_plan(weights.args, mode, budget, slots, batch, max_len, weights.store.expert_bytes,
-                      weights.dense_bytes, verify_rows)
+                      weights.dense_bytes, draft_tokens)
 
 
-def verify_rows(args) -> int:
-    """The scratch state rows the arms' engines hold for static verify steps (EngineOptions.verify_state_rows, from
-    --batch, --speculative and --draft-tokens): planned as the engine's own plan counts them."""
+def planned_drafts(args) -> int:
+    """--draft-tokens where the arms draft (--speculative), else 0: the plans hold a hybrid's verify steps' scratch
+    state rows for them as the engine's own plan does (EngineOptions.planned_draft_tokens)."""
     return EngineOptions(max_num_seqs=args.batch, draft_tokens=getattr(args, "draft_tokens", 8),
-                         speculative=getattr(args, "speculative", "off")).verify_state_rows
+                         speculative=getattr(args, "speculative", "off")).planned_draft_tokens
 
 
 def bench_sizes(model_args: ModelArgs, expert_bytes: int | None = None, dense_bytes: int | None = None) -> ModelSizes:
@@ -97,11 +97,11 @@ def bench_sizes(model_args: ModelArgs, expert_bytes: int | None = None, dense_by
 
 
 def shape_plan(model_args: ModelArgs, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int,
-               expert_bytes: int | None = None, dense_bytes: int | None = None, verify_rows: int = 0):
+               expert_bytes: int | None = None, dense_bytes: int | None = None, draft_tokens: int = 0):
     """The workspace is planned for max_len tokens per step, the scheduler's limit (engine.runtime.builder), as the
     engine's own builder plans it; max_len x batch reserved a workspace no step used (~7 GiB of 24 for 8 x 8192)."""
     request = PlanRequest(mode=mode, budget_bytes=budget, block_size=16, max_model_len=max_len, max_num_seqs=batch,
-                          max_batched_tokens=max_len, expert_slots=slots, verify_state_rows=verify_rows)
+                          max_batched_tokens=max_len, expert_slots=slots, draft_tokens=draft_tokens)
     return plan_memory(bench_sizes(model_args, expert_bytes, dense_bytes), request)
 
 
@@ -118,9 +118,9 @@ def expert_share(plan: MemoryPlan) -> float | None:
     return plan.expert_device_bytes / pool_bytes(plan)
 
 
-def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len, verify_rows: int = 0) -> MemoryPlan:
+def mvwsa_plan(weights, budget, trace, link: LinkCost, batch, max_len, draft_tokens: int = 0) -> MemoryPlan:
     """The offline configurator's split for this budget and trace (per-layer slots, KV at its floor)."""
-    base = plan_for(weights, "paged", budget, None, batch, max_len, verify_rows)
+    base = plan_for(weights, "paged", budget, None, batch, max_len, draft_tokens)
     sizes = bench_sizes(weights.args, weights.store.expert_bytes, weights.dense_bytes)
     pool = pool_bytes(base)
     spec = PoolSpec(pool, sizes.expert_bytes, kv_floor_bytes(sizes, batch, max_len))
@@ -481,7 +481,7 @@ def unbudgeted_rows(host, arms, args, device, router) -> list[dict]:
     if "resident" in arms:
         rows += resident_rows(host, ["resident"], args, device, router)
     if "paged-all" in arms:
-        plan = plan_for(host, "paged", None, host.args.num_experts, args.batch, args.max_len, verify_rows(args))
+        plan = plan_for(host, "paged", None, host.args.num_experts, args.batch, args.max_len, planned_drafts(args))
         rows.append(run_arm(host, "paged-all-resident", plan, args, device, router, args.tokens, warm_all=True))
     if "resident" in arms:
         rows += resident_rows(host, [arm for arm in RESIDENT_VARIANTS if arm in arms], args, device, router)
@@ -501,7 +501,7 @@ def resident_rows(host, arms: list[str], args, device, router) -> list[dict]:
     if not arms:
         return []
     resident = resident_weights(host, device)
-    plan = plan_for(resident, "resident", None, None, args.batch, args.max_len, verify_rows(args))
+    plan = plan_for(resident, "resident", None, None, args.batch, args.max_len, planned_drafts(args))
     return [run_arm(resident, arm, plan, args, device, router, args.tokens, **RESIDENT_VARIANTS.get(arm, {}))
             for arm in arms]
 
@@ -510,25 +510,25 @@ def budget_rows(host, budget: int, arms, args, device, router, trace, link) -> l
     rows = []
     tokens = args.tokens
     if "wisp" in arms:
-        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len, verify_rows(args))
+        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len, planned_drafts(args))
         rows.append(run_arm(host, "wisp", plan, args, device, router, tokens))
     if "wisp-sdpa-attention" in arms:
-        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len, verify_rows(args))
+        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len, planned_drafts(args))
         rows.append(run_arm(host, "wisp-sdpa-attention", plan, args, device, router, tokens, attention="sdpa"))
     if "wisp-host" in arms:
-        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len, verify_rows(args))
+        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len, planned_drafts(args))
         rows.append(run_arm(host, "wisp-host", plan, args, device, router, tokens, host_pager=True))
     if "wisp-prefetch" in arms:
-        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len, verify_rows(args))
+        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len, planned_drafts(args))
         rows.append(run_arm(host, "wisp+prefetch", plan, args, device, router, tokens, prefetch=True))
     if "wisp-online" in arms:
-        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len, verify_rows(args))
+        plan = mvwsa_plan(host, budget, trace, link, args.batch, args.max_len, planned_drafts(args))
         rows.append(run_arm(host, "wisp-online", plan, args, device, router, tokens, online=True))
     if "wisp-50-50" in arms:
         plan = fifty_fifty_plan(host, budget, args.batch, args.max_len)
         rows.append(run_arm(host, "wisp-50-50", plan, args, device, router, tokens))
     if "wisp-uniform" in arms:
-        plan = plan_for(host, "paged", budget, None, args.batch, args.max_len, verify_rows(args))
+        plan = plan_for(host, "paged", budget, None, args.batch, args.max_len, planned_drafts(args))
         rows.append(run_arm(host, "wisp-uniform", plan, args, device, router, tokens))
     if "wisp-sweep" in arms:
         for plan in sweep_plans(host.args, budget, args.batch, args.max_len, host.store.expert_bytes,
@@ -541,7 +541,7 @@ def static_rows(host, budget: int, arms, args, device, router) -> list[dict]:
     """vLLM --cpu-offload-gb semantics: UVA reads of the touched experts, and whole-layer copies (fewer tokens)."""
     wanted = [arm for arm in ("static-uva", "static-copy") if arm in arms]
     try:
-        static = plan_for(host, "static", budget, None, args.batch, args.max_len, verify_rows(args))
+        static = plan_for(host, "static", budget, None, args.batch, args.max_len, planned_drafts(args))
     except BudgetError as err:  # static needs a whole streamed layer: more than paging's minimum
         return [failed_row(arm, budget, err) for arm in wanted]
     rows = []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from engine.alloc.memory_plan import MemoryPlan, PlanRequest
+from engine.alloc.memory_plan import MemoryPlan, PlanRequest, small_step_drafts
 from engine.config import EngineOptions
 from engine.config import Progress
 from engine.errors import RequestError, UnsupportedModelError
@@ -31,7 +31,7 @@ from engine.runtime.decode_graphs import DecodeGraphs
 from engine.runtime.host_tier_rule import host_tier_planner
 from engine.loading.draft_source import draft_tensors, find_draft_layer
 from engine.runtime.draft_layers import drafting_kind
-from engine.runtime.speculation import Speculation, small_step_drafts
+from engine.runtime.speculation import Speculation
 from engine.runtime.verify_step import can_draft
 from engine.generation.speculative.mtp import MtpDrafter
 from engine.runtime.determinism import use_deterministic_kernels
@@ -153,7 +153,7 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     experts = provider or make_provider(plan, weights.store, device, args.num_experts_per_tok, options.prefetch)
     block_manager = new_block_manager(args, plan.kv_blocks, options)
     cache = new_kv_cache(args, plan.kv_blocks * options.block_size, weights.dtype, device, options.max_num_seqs,
-                         options.verify_state_rows)
+                         plan.verify_state_rows)
     scheduler = Scheduler(block_manager, options.max_num_seqs, max_num_batched_tokens=max_model_len,
                           prefill_chunk=options.prefill_chunk)
     runner = ModelRunner(weights.model, experts, cache, block_manager, device,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from engine.alloc.memory_plan import gathered_rows
 from engine.generation.speculative.draft_length import DraftLength
 from engine.generation.speculative.mtp import MtpDrafter
 from engine.generation.speculative.ngram import NgramIndex
@@ -15,16 +14,6 @@ from engine.generation.speculative.ngram_cache import NgramCache
 from engine.generation.speculative.replay import AcceptanceReplay
 
 DEFAULT_DRAFT_TOKENS = 8  # --draft-tokens' default: most drafts a step verifies
-
-
-def small_step_drafts(draft_tokens: int, top_k: int, expert_bytes: int) -> int:
-    """The most drafts (up to draft_tokens, at least 1) whose verify step of one sequence is still a small step: its
-    (token, expert) entries within the gathered rows a small step holds (engine.alloc.memory_plan.gathered_rows,
-    what engine.experts.routing.dispatch.is_small_step checks). One more row runs the experts the large step's way
-    between the dense parts' graphs, a layer at a time: several small steps' time, where the rule's fit of step time
-    against rows is linear (8 experts a token in Q4_K: 64 entries are 8 rows, 7 drafts)."""
-    small_rows = gathered_rows(expert_bytes) // top_k
-    return max(1, min(draft_tokens, small_rows - 1))
 
 
 @dataclass

@@ -127,7 +127,7 @@ def test_plain_steps_as_the_engine_runs_them_are_the_bar():
 
 def test_drafts_stop_where_a_verify_step_would_leave_a_small_step():
     from engine.alloc.memory_plan import GATHER_LIMIT_BYTES
-    from engine.runtime.speculation import small_step_drafts
+    from engine.alloc.memory_plan import small_step_drafts
 
     q4 = 3 * 2048 * 768 * 144 // 256  # a Qwen3-30B-A3B expert in Q4_K: 64 entries of a small step are 8 rows of 8
     assert small_step_drafts(8, 8, q4) == 7
