@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from bench.synthetic_gguf import FULL, LINEAR, assemble, layer_sources, template_args, write_template
+from bench.synthetic_gguf_sizes import sizes_of
 from engine.cli import main
 from engine.gguf.tensor_map import gguf_architecture
+from engine.model.args import ModelArgs
 from engine.model.shared_expert_args import SharedExpertArgs
 from engine.quant.file_types import use_more_bits
 from tests.gguf.models import quantize
@@ -29,7 +31,7 @@ QWEN35 = ["qwen3.5-35b-a3b"]
 
 @dataclass(frozen=True)
 class Files:
-    arch: str
+    args: ModelArgs  # the template's
     f16: Path  # the 4-layer template
     template: Path  # the template quantized by llama.cpp
     assembled: Path  # LAYERS layers
@@ -52,7 +54,11 @@ def files(request, tmp_path_factory) -> Files:
     f16 = write_template(folder / "t-f16.gguf", args)
     template = quantize(f16, folder / "t-Q4_K_M.gguf", "Q4_K_M")
     assemble(template, folder / "Q4_K_M.gguf", LAYERS, seed=3)
-    return Files(gguf_architecture(args), f16, template, folder / "Q4_K_M.gguf")
+    return Files(args, f16, template, folder / "Q4_K_M.gguf")
+
+
+def arch(files: Files) -> str:
+    return gguf_architecture(files.args)
 
 
 def read(path):
@@ -125,8 +131,8 @@ def test_the_qwen3next_template_holds_what_llama_cpp_s_converter_writes(files):
 def test_assembled_layers_have_the_kind_and_types_of_a_whole_file(files):
     template, assembled = read(files.template)[1], read(files.assembled)
     reader, tensors = assembled
-    assert int(reader.fields[f"{files.arch}.block_count"].contents()) == LAYERS
-    assert int(reader.fields[f"{files.arch}.full_attention_interval"].contents()) == 4
+    assert int(reader.fields[f"{arch(files)}.block_count"].contents()) == LAYERS
+    assert int(reader.fields[f"{arch(files)}.full_attention_interval"].contents()) == 4
     for layer in range(LAYERS):
         full = (layer + 1) % 4 == 0
         assert (f"blk.{layer}.attn_v.weight" in tensors) == full
@@ -142,12 +148,25 @@ def test_assembled_layers_have_the_kind_and_types_of_a_whole_file(files):
     assert np.array_equal(tensors["blk.6.ffn_up_exps.weight"].data, template["blk.2.ffn_up_exps.weight"].data[perm])
 
 
+@pytest.mark.parametrize("files", SHAPES, indirect=True)
+def test_the_sizes_before_writing_are_the_files_bytes(files):
+    kinds = tuple(FULL if (i + 1) % 4 == 0 else LINEAR for i in range(LAYERS))
+    whole = replace(files.args, num_hidden_layers=LAYERS, layer_types=kinds, moe_layers=(True,) * LAYERS)
+    sizes = sizes_of(files.args, whole, "Q4_K_M")
+
+    def tensor_bytes(path):
+        return sum(int(t.n_bytes) for t in read(path)[0].tensors)
+
+    assert (sizes.template_f16, sizes.template_quantized, sizes.assembled) == (
+        tensor_bytes(files.f16), tensor_bytes(files.template), tensor_bytes(files.assembled))
+
+
 @pytest.mark.parametrize("files", QWEN35, indirect=True)
 def test_a_template_without_a_kind_type_pair_is_refused(files):
     reader = read(files.template)[0]
-    assert layer_sources(reader, files.arch, "Q4_K_M", 4, interval=2) == {0: 0, 1: 1, 2: 2, 3: 3}
+    assert layer_sources(reader, arch(files), "Q4_K_M", 4, interval=2) == {0: 0, 1: 1, 2: 2, 3: 3}
     with pytest.raises(ValueError, match="full_attention with ffn_down Q8_0"):
-        layer_sources(reader, files.arch, "Q8_0", 4, interval=4)
+        layer_sources(reader, arch(files), "Q8_0", 4, interval=4)
 
 
 @pytest.mark.parametrize("files", SHAPES, indirect=True)
