@@ -208,3 +208,22 @@ def test_wisp_bench_sees_an_image_on_the_file(files, tmp_path):
     assert set(rows) == {"resident", "wisp"} and not [r for r in rows.values() if "error" in r]
     assert rows["wisp"]["misses"] > 0 and rows["wisp"]["tokens"] == rows["resident"]["tokens"]
     assert all(0 < row["tower_share"] < 1 and row["image_tokens"] == 70 for row in rows.values())
+
+
+@pytest.mark.parametrize("files", ["qwen3-next-80b-a3b"], indirect=True)
+def test_wisp_bench_pages_the_qwen3next_file_with_the_resident_tokens(files, tmp_path):
+    """The device call's `wisp bench --gguf` on a qwen3next file: 0.5875 GiB (601.6 MiB) is just above the plan's
+    minimum at max-len 256 (601.3 MiB, with 10 expert slots a layer), so 10 of the 16 experts have a slot."""
+    from engine.traces.format import save
+    from engine.traces.synth import spec_for_shape, synthesize
+
+    spec = spec_for_shape("qwen3-next-80b-a3b", carry_over=0.8, skew=0.2, requests=2, prompt=64, tokens=24)
+    save(synthesize(replace(spec, num_layers=LAYERS, num_experts=EXPERTS)), tmp_path / "routing.npz")
+    assert main(["bench", "--gguf", str(files.assembled), "--trace", str(tmp_path / "routing.npz"), "--budgets",
+                 "0.5875", "--prompt", "8", "--tokens", "3", "--runs", "1", "--max-len", "256", "--device", "cpu",
+                 "--arms", "resident,wisp", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "Q4_K_M-Q4_K_M-b1-p8-routing.json").read_text())
+    rows = {row["arm"]: row for row in result["rows"]}
+    assert set(rows) == {"resident", "wisp"} and not [r for r in rows.values() if "error" in r]
+    assert rows["wisp"]["slots_per_layer_min"] < EXPERTS and rows["wisp"]["misses"] > 0
+    assert rows["wisp"]["tokens"] == rows["resident"]["tokens"]
