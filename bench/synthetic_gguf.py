@@ -10,8 +10,8 @@ layers is quantized and the file assembled from it:
 
 llama.cpp's use_more_bits rule gives some layers richer types (attn_v or the DeltaNet's attn_qkv, and ffn_down:
 Q6_K at Q4_K_M). A plain template has two layers: layer 0 gets the plain types, layer 1 the richer ones. A hybrid
-template (Gated DeltaNet + full attention: qwen35moe, qwen3next) has four, alternating linear and full attention (full_attention_interval
-2), so each (layer kind, plain or richer) pair is one template layer. Each assembled layer copies the template
+template (Gated DeltaNet + full attention: qwen35moe, qwen3next) has four, alternating linear and full attention
+(full_attention_interval 2), so each (layer kind, plain or richer) pair is one template layer. Each assembled layer copies the template
 layer of its kind whose ffn_down type that rule gives it at the assembled layer count (engine.quant.file_types),
 so the file's type mix is that of a whole Q4_K_M file. Each layer's experts, and the router rows that select them,
 are permuted by that layer's own random permutation, so no two layers hold the same bytes in the same order.
@@ -226,7 +226,8 @@ def check_room(out: Path, needed: int) -> None:
     """An OSError before writing `needed` bytes to out's disk if it has less free (a 45 GiB file stops no later)."""
     free = shutil.disk_usage(out.resolve().parent).free
     if free < needed:
-        raise OSError(errno.ENOSPC, f"{out} needs {needed / 2**30:.1f} GiB and its disk has {free / 2**30:.1f} GiB free")
+        raise OSError(errno.ENOSPC,
+                      f"{out} needs {needed / 2**30:.1f} GiB and its disk has {free / 2**30:.1f} GiB free")
 
 
 def print_sizes(name: str, file_type: str) -> None:
