@@ -4,6 +4,9 @@ in host RAM (`--n-cpu-moe N`, computed there by the CPU), everything else on the
     python bench/llama_cpp_bench.py --bench build/bin/llama-bench --model Q4_K_M.gguf --budgets 8,12,16,24 --out DIR
     ... --threads 16,8   # each N measured with 16 and with 8 CPU threads (a desktop's), one llama-bench call
 
+The results are written after every llama-bench run, and a later call with the same file and settings keeps the
+rows already in DIR: a device call that ends mid-way loses only the run it was in, and the next goes on from there.
+
 One run with every layer's experts on the host (N = all layers) measures what llama.cpp allocates on the device
 besides the experts (its model, KV and compute buffers, as its verbose log prints them); each budget then gets the
 smallest N whose buffers, that base plus the expert bytes of layers N.. (read from the file), fit the budget, and
@@ -134,26 +137,54 @@ def speeds_by_threads(tests: list[dict]) -> dict[str, dict]:
 
 
 def measure(args) -> dict:
+    """The base run, then each budget's; llama_cpp.json and .md in args.out are rewritten after every run, and rows
+    an earlier call left there with the same model and settings are kept, not run again."""
     layer_bytes = expert_bytes_by_layer(args.model)
     layers = len(layer_bytes)
-    rows = [run_bench(args, layers, args.out)]  # every layer's experts on the host: the base
-    base = int(rows[0]["device_alloc_gib"] * GiB)
-    budgets = []
+    result = {"model": args.model.name, "layers": layers, "expert_bytes_by_layer": layer_bytes,
+              "base_alloc_gib": None, "threads": args.threads, "prompt": args.prompt, "tokens": args.tokens,
+              "reps": args.reps, "flash_attn": args.flash_attn, "budgets": [], "rows": []}
+    earlier = earlier_rows(args.out / "llama_cpp.json", result)
+
+    def row_at(n: int) -> dict:
+        row = next((r for r in result["rows"] if r["n_cpu_moe"] == n), None)
+        if row is None:
+            row = earlier.get(n) or run_bench(args, n, args.out)
+            if n in earlier:
+                print(f"kept from an earlier call: --n-cpu-moe {n}", flush=True)
+            result["rows"].append(row)
+            write(args.out, result)
+        return row
+
+    base = int(row_at(layers)["device_alloc_gib"] * GiB)  # every layer's experts on the host: the base
+    result["base_alloc_gib"] = base / GiB
     for budget_gib in (float(b) for b in args.budgets.split(",")):
         budget = int(budget_gib * GiB)
         n = smallest_n(base, layer_bytes, budget)
-        row = next((r for r in rows if r["n_cpu_moe"] == n), None)
-        if row is None:
-            row = run_bench(args, n, args.out)
-            rows.append(row)
-        if row["device_alloc_gib"] * GiB > budget and n < layers:  # the estimate missed: one more layer on the host
+        if row_at(n)["device_alloc_gib"] * GiB > budget and n < layers:  # the estimate missed: one more on the host
             n += 1
-            row = run_bench(args, n, args.out)
-            rows.append(row)
-        budgets.append({"budget_gib": budget_gib, "n_cpu_moe": n, "predicted_gib": (base + sum(layer_bytes[n:])) / GiB})
-    return {"model": args.model.name, "layers": layers, "expert_bytes_by_layer": layer_bytes, "base_alloc_gib": base / GiB,
-            "threads": args.threads, "prompt": args.prompt, "tokens": args.tokens, "reps": args.reps,
-            "budgets": budgets, "rows": rows}
+            row_at(n)
+        result["budgets"].append({"budget_gib": budget_gib, "n_cpu_moe": n,
+                                  "predicted_gib": (base + sum(layer_bytes[n:])) / GiB})
+        write(args.out, result)
+    return result
+
+
+def earlier_rows(path: Path, result: dict) -> dict[int, dict]:
+    """{n_cpu_moe: row} of the runs without error in an earlier llama_cpp.json of the same file and settings."""
+    if not path.exists():
+        return {}
+    earlier = json.loads(path.read_text())
+    same = ("model", "expert_bytes_by_layer", "threads", "prompt", "tokens", "reps", "flash_attn")
+    if any(earlier.get(key) != result[key] for key in same):
+        return {}
+    return {row["n_cpu_moe"]: row for row in earlier["rows"] if "error" not in row and row.get("returncode") == 0}
+
+
+def write(out: Path, result: dict) -> None:
+    (out / "llama_cpp.json").write_text(json.dumps(result, indent=1))
+    if result["base_alloc_gib"] is not None:
+        (out / "llama_cpp.md").write_text(table(result))
 
 
 def table(result: dict) -> str:
@@ -195,10 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    result = measure(args)
-    (args.out / "llama_cpp.json").write_text(json.dumps(result, indent=1))
-    (args.out / "llama_cpp.md").write_text(table(result))
-    print(table(result))
+    print(table(measure(args)))
 
 
 if __name__ == "__main__":

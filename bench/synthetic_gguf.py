@@ -6,11 +6,12 @@ layers is quantized and the file assembled from it:
     python bench/synthetic_gguf.py template T-f16.gguf [--shape qwen3.5-35b-a3b]  # f16, every tensor at full size
     llama-quantize T-f16.gguf T-Q4_K_M.gguf Q4_K_M 16                            # llama.cpp picks and makes every type
     python bench/synthetic_gguf.py assemble T-Q4_K_M.gguf Q4_K_M.gguf --layers 48  # (40 for qwen3.5-35b-a3b)
+    python bench/synthetic_gguf.py sizes --shape qwen3-next-80b-a3b  # the files' bytes, before any is written
 
 llama.cpp's use_more_bits rule gives some layers richer types (attn_v or the DeltaNet's attn_qkv, and ffn_down:
 Q6_K at Q4_K_M). A plain template has two layers: layer 0 gets the plain types, layer 1 the richer ones. A hybrid
-template (Gated DeltaNet + full attention) has four, alternating linear and full attention (full_attention_interval
-2), so each (layer kind, plain or richer) pair is one template layer. Each assembled layer copies the template
+template (Gated DeltaNet + full attention: qwen35moe, qwen3next) has four, alternating linear and full attention
+(full_attention_interval 2), so each (layer kind, plain or richer) pair is one template layer. Each assembled layer copies the template
 layer of its kind whose ffn_down type that rule gives it at the assembled layer count (engine.quant.file_types),
 so the file's type mix is that of a whole Q4_K_M file. Each layer's experts, and the router rows that select them,
 are permuted by that layer's own random permutation, so no two layers hold the same bytes in the same order.
@@ -19,6 +20,8 @@ are permuted by that layer's own random permutation, so no two layers hold the s
 from __future__ import annotations
 
 import argparse
+import errno
+import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -35,9 +38,10 @@ from engine.model.families.tensor_spec import EXPERTS  # noqa: E402
 from engine.model.args import ModelArgs  # noqa: E402
 from engine.model.families import family  # noqa: E402
 from engine.model.families.hybrid_gguf import DEFAULT_INTERVAL  # noqa: E402
-from engine.model.shapes import shape  # noqa: E402
+from engine.model.shapes import SHAPES, shape  # noqa: E402
 from engine.model.model_tree import meta_model  # noqa: E402
 from engine.quant.file_types import expert_types  # noqa: E402
+from bench.synthetic_gguf_sizes import synthetic_sizes  # noqa: E402
 
 WEIGHT_STD = 0.02  # as engine.bench.synthetic: activations stay finite through 48 random layers
 PERMUTED = {f"{name}.weight" for name in EXPERTS.values()} | {"ffn_gate_inp.weight"}  # [E, ...] tensors
@@ -189,6 +193,11 @@ def assemble(template: Path, out: Path, layers: int, seed: int = 0, interval: in
     hybrid = f"{arch}.full_attention_interval" in reader.fields
     interval = (interval or DEFAULT_INTERVAL) if hybrid else None
     sources = layer_sources(reader, arch, file_type_name(reader), layers, interval)
+    plan = [(t.name, t) for t in reader.tensors if not t.name.startswith("blk.")]
+    for layer, source in sources.items():
+        prefix = f"blk.{source}."
+        plan += [(f"blk.{layer}.{t.name[len(prefix):]}", t) for t in reader.tensors if t.name.startswith(prefix)]
+    check_room(out, sum(int(tensor.n_bytes) for _, tensor in plan))
     new_values = {f"{arch}.block_count": layers, f"{arch}.full_attention_interval": interval}
     writer = gguf.GGUFWriter(out, arch)
     for name, field in reader.fields.items():
@@ -197,10 +206,6 @@ def assemble(template: Path, out: Path, layers: int, seed: int = 0, interval: in
         value = new_values[name] if name in new_values else field.contents()
         sub_type = field.types[1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(name, value, field.types[0], sub_type)
-    plan = [(t.name, t) for t in reader.tensors if not t.name.startswith("blk.")]
-    for layer, source in sources.items():
-        prefix = f"blk.{source}."
-        plan += [(f"blk.{layer}.{t.name[len(prefix):]}", t) for t in reader.tensors if t.name.startswith(prefix)]
     for name, tensor in plan:
         writer.add_tensor_info(name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes,
                                raw_dtype=gguf.GGMLQuantizationType(tensor.tensor_type))
@@ -217,12 +222,27 @@ def assemble(template: Path, out: Path, layers: int, seed: int = 0, interval: in
     return sources
 
 
+def check_room(out: Path, needed: int) -> None:
+    """An OSError before writing `needed` bytes to out's disk if it has less free (a 45 GiB file stops no later)."""
+    free = shutil.disk_usage(out.resolve().parent).free
+    if free < needed:
+        raise OSError(errno.ENOSPC,
+                      f"{out} needs {needed / 2**30:.1f} GiB and its disk has {free / 2**30:.1f} GiB free")
+
+
+def print_sizes(name: str, file_type: str) -> None:
+    sizes = synthetic_sizes(name, file_type)
+    print(f"{name} {file_type}: f16 template {sizes.template_f16 / 2**30:.2f} GiB, quantized template "
+          f"{sizes.template_quantized / 2**30:.2f} GiB, assembled file {sizes.assembled / 2**30:.2f} GiB, "
+          f"peak disk {sizes.peak_disk / 2**30:.2f} GiB (estimates by llama.cpp's type rules, but the f16 template)")
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     template = commands.add_parser("template", help="an f16 template of the shape at full width")
     template.add_argument("out", type=Path)
-    template.add_argument("--shape", default="qwen3-30b-a3b")
+    template.add_argument("--shape", default="qwen3-30b-a3b", choices=sorted(SHAPES))
     template.add_argument("--layers", type=int, help="2, or 4 for a hybrid shape")
     template.add_argument("--seed", type=int, default=0)
     template.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -232,10 +252,24 @@ def main(argv: list[str] | None = None) -> None:
     build.add_argument("--layers", type=int, default=48)
     build.add_argument("--seed", type=int, default=0)
     build.add_argument("--interval", type=int, help=f"a hybrid's full_attention_interval (default {DEFAULT_INTERVAL})")
+    sizes = commands.add_parser("sizes", help="the bytes of the shape's template and assembled file")
+    sizes.add_argument("--shape", default="qwen3-30b-a3b", choices=sorted(SHAPES))
+    sizes.add_argument("--type", default="Q4_K_M", help="a k-quant file type")
     args = parser.parse_args(argv)
+    try:
+        run(args)
+    except (ValueError, OSError) as error:
+        print(f"synthetic_gguf: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def run(args) -> None:
     if args.command == "template":
         model_args = template_args(args.shape, args.layers)
+        check_room(args.out, synthetic_sizes(args.shape).template_f16)
         print(f"wrote {write_template(args.out, model_args, args.seed, args.device)}")
+    elif args.command == "sizes":
+        print_sizes(args.shape, args.type)
     else:
         sources = assemble(args.template, args.out, args.layers, args.seed, args.interval)
         print(f"wrote {args.out}: {args.out.stat().st_size / 2**30:.2f} GiB, layer <- template layer {sources}")

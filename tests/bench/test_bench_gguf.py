@@ -71,6 +71,19 @@ def test_a_template_without_the_richer_layer_is_refused(files, tmp_path):
         layer_sources(reader, "qwen3moe", "Q8_0", 4)
 
 
+def test_a_disk_without_room_for_the_file_is_one_line_before_writing(files, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    from bench import synthetic_gguf
+
+    monkeypatch.setattr(synthetic_gguf.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(1, 1, 2**20))
+    with pytest.raises(SystemExit) as exit_:
+        synthetic_gguf.main(["assemble", str(files[0]), str(tmp_path / "x.gguf"), "--layers", str(LAYERS)])
+    error = capsys.readouterr().err
+    assert exit_.value.code == 2 and "GiB and its disk has 0.0 GiB free" in error and error.count("\n") == 1
+    assert not (tmp_path / "x.gguf").exists()
+
+
 def test_llama_cpp_runs_the_assembled_file(files):
     from llama_cpp import Llama
 

@@ -88,3 +88,20 @@ def test_several_thread_counts_are_one_call_and_one_column_pair_each(fake_bench,
     table = (out / "llama_cpp.md").read_text()
     assert "tg64 tok/s -t 16 | pp512 tok/s -t 8 | tg64 tok/s -t 8 |" in table
     assert "| 900.0 +- 9.0 | 100.00 +- 1.00 | 900.0 +- 9.0 | 50.00 +- 1.00 |" in table
+
+
+def test_a_later_call_keeps_the_rows_an_earlier_one_measured(fake_bench, tmp_path):
+    out, fits_all, fits_two = tmp_path / "out", (BASE_MIB + 2000) / 1024, (BASE_MIB + 650) / 1024
+    lcb.main(["--bench", str(fake_bench), "--model", "x.gguf", "--out", str(out), "--budgets", str(fits_all)])
+    first = json.loads((out / "llama_cpp.json").read_text())
+    fake_bench.write_text(f"#!{sys.executable}\nraise SystemExit(3)\n")  # from now on every run fails
+    lcb.main(["--bench", str(fake_bench), "--model", "x.gguf", "--out", str(out),
+              "--budgets", f"{fits_all},{fits_two}"])
+    result = json.loads((out / "llama_cpp.json").read_text())
+    by_n = {row["n_cpu_moe"]: row for row in result["rows"]}
+    assert by_n[4] == first["rows"][0] and by_n[0] == first["rows"][1]  # the base and the first budget's, kept
+    assert by_n[2]["returncode"] == 3 and "error" in by_n[2]  # only the new budget's run ran
+    assert [b["n_cpu_moe"] for b in result["budgets"]] == [0, 2]
+    lcb.main(["--bench", str(fake_bench), "--model", "x.gguf", "--out", str(out), "--threads", "8",
+              "--budgets", str(fits_all)])  # other settings: nothing kept
+    assert all(row["returncode"] == 3 for row in json.loads((out / "llama_cpp.json").read_text())["rows"])
