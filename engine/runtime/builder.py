@@ -84,15 +84,22 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
 
 def attach_drafter(engine: LLMEngine, weights: LoadedWeights, plan: LoadPlan, draft_layer) -> MtpDrafter:
     """The checkpoint's draft layer on the device, its KV pool beside the model's, fed the runner's hidden states."""
+    tensors = draft_tensors(plan.source, plan.gguf, weights.args, draft_layer)
+    return attach_draft_tensors(engine, weights, tensors, draft_layer, plan.device)
+
+
+def attach_draft_tensors(engine: LLMEngine, weights: LoadedWeights, tensors, draft_layer,
+                         device: torch.device) -> MtpDrafter:
+    """A draft layer read from tensors (engine.model.mtp_loader.DraftTensors: a checkpoint's, or a benchmark's
+    random ones) on the device, its KV pool beside the model's, fed the runner's hidden states."""
     from engine.model.loader import expert_activation
     from engine.model.mtp_loader import load_draft_model
 
     runner, args = engine.runner, weights.args
     kernel = next((layer.self_attn.decode_kernel for layer in weights.model.layers if hasattr(layer, "self_attn")),
                   "sdpa")  # the model's attention decode kernel (assemble_engine's choice)
-    tensors = draft_tensors(plan.source, plan.gguf, args, draft_layer)
     draft = load_draft_model(tensors, args, draft_layer, weights.model, runner.cache, expert_activation(args),
-                             weights.dtype, plan.device, kernel)
+                             weights.dtype, device, kernel)
     drafter = MtpDrafter(draft, engine.scheduler.block_manager, lambda seq: can_draft(engine, seq))
     runner.hidden_observer = drafter.observe
     return drafter
