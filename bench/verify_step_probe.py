@@ -10,7 +10,8 @@ counts captured first, then
 Drafts are random ids accepted at --accept-rate (AcceptanceReplay), as `wisp bench --speculative` rows assume. With
 --speculative mtp on a shape whose family has a draft layer, that layer (random weights, counted in the plan) runs at
 every proposal as `wisp bench` runs it (engine.bench.draft_layer), so the steps' wall time holds the drafter's; each
-setting reports its drafts run and their ms (--draft-layer skip: the replay alone, as before).
+setting reports its drafts run and their ms (--draft-layer graphs: the drafts after a proposal's first as CUDA graph
+replays; --draft-layer skip: the replay alone, as before).
 
     python bench/verify_step_probe.py --shape qwen3-30b-a3b --trace resources/traces/qwen3-published_chat-carry44.npz \
         --quant Q4_K_M --speculative ngram --accept-rate 0.6 --fixed 1,2,3,4,6 --out /tmp/probe

@@ -74,10 +74,11 @@ class RandomDraftTensors:
                         for shape in ((I, D), (I, D), (D, I)))
 
 
-def attach_random_drafter(engine, weights: LoadedWeights, device: torch.device):
+def attach_random_drafter(engine, weights: LoadedWeights, device: torch.device, draft_graphs: bool = False):
     """The shape's draft layer with random weights attached to engine as the builder attaches a checkpoint's ->
-    its engine.generation.speculative.mtp.MtpDrafter."""
+    its engine.generation.speculative.mtp.MtpDrafter (draft_graphs: builder.attach_draft_tensors')."""
     from engine.runtime.builder import attach_draft_tensors
 
     names = draft_layout(weights.args)
-    return attach_draft_tensors(engine, weights, RandomDraftTensors(weights.args, device), names, device)
+    return attach_draft_tensors(engine, weights, RandomDraftTensors(weights.args, device), names, device,
+                                draft_graphs)

@@ -327,9 +327,11 @@ def attach_speculation(engine, args, weights: LoadedWeights, device: torch.devic
 
     replay, vocab_size, drafter, facts = AcceptanceReplay(args.accept_rate), weights.args.vocab_size, None, {}
     if mode == "mtp":
-        drafter = ReplayedDrafter(attach_random_drafter(engine, weights, device), replay, vocab_size) \
+        graphs = getattr(args, "draft_layer", "run") == "graphs"
+        drafter = ReplayedDrafter(attach_random_drafter(engine, weights, device, graphs), replay, vocab_size) \
             if is_planned(weights.args) else None
-        facts["drafter"] = (f"mtp layer run (random {str(weights.dtype).replace('torch.', '')} weights, acceptance "
+        run = "mtp layer run, later drafts graphed" if graphs else "mtp layer run"
+        facts["drafter"] = (f"{run} (random {str(weights.dtype).replace('torch.', '')} weights, acceptance "
                             "replayed)" if drafter is not None else "none: the draft layer's cost is left out")
     engine.speculation = Speculation(engine.max_draft_tokens, replay, vocab_size, drafter=drafter)
     engine.drafts_by_default = True
@@ -348,7 +350,7 @@ def drafting_facts(drafter) -> dict:
 def session_weights(host: LoadedWeights, args) -> LoadedWeights:
     """host as a session's arms plan it: with the shape's draft layer counted for --speculative mtp (unless
     --draft-layer skip), as the engine's builder counts a checkpoint's."""
-    if getattr(args, "speculative", "off") != "mtp" or getattr(args, "draft_layer", "run") != "run":
+    if getattr(args, "speculative", "off") != "mtp" or getattr(args, "draft_layer", "run") == "skip":
         return host
     return with_planned_draft_layer(host)
 
@@ -462,9 +464,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--accept-rate", type=rate, default=0.6,
                         help="with --speculative: the acceptance each draft is given (0..1)")
     parser.add_argument("--draft-tokens", type=int, default=8, help="with --speculative: most drafts a step")
-    parser.add_argument("--draft-layer", default="run", choices=("run", "skip"),
+    parser.add_argument("--draft-layer", default="run", choices=("run", "graphs", "skip"),
                         help="with --speculative mtp on a shape whose family has a draft layer: run it (random "
-                             "weights, planned as a checkpoint's) at every proposal for its cost, or skip it (rows "
+                             "weights, planned as a checkpoint's) at every proposal for its cost, eagerly as the "
+                             "engine does (run) or its drafts after the first as CUDA graph replays (graphs: "
+                             "engine.generation.speculative.draft_graphs, not yet the engine's path), or skip it (rows "
                              "without the drafter's cost)")
     parser.add_argument("--image", type=image_size, default=None, metavar="WxH",
                         help="each request: one random-pixel PNG of this size (decoded and preprocessed as a user's "

@@ -33,6 +33,7 @@ from engine.loading.draft_source import draft_tensors, find_draft_layer
 from engine.runtime.draft_layers import drafting_kind
 from engine.runtime.speculation import Speculation, small_step_drafts
 from engine.runtime.verify_step import can_draft
+from engine.generation.speculative.draft_graphs import DraftSteps
 from engine.generation.speculative.mtp import MtpDrafter
 from engine.runtime.determinism import use_deterministic_kernels
 from engine.runtime.model_runner import ModelRunner
@@ -82,16 +83,19 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
     return engine, replace(info, has_draft_layers=draft_layer is not None)
 
 
-def attach_drafter(engine: LLMEngine, weights: LoadedWeights, plan: LoadPlan, draft_layer) -> MtpDrafter:
+def attach_drafter(engine: LLMEngine, weights: LoadedWeights, plan: LoadPlan, draft_layer,
+                   draft_graphs: bool = False) -> MtpDrafter:
     """The checkpoint's draft layer on the device, its KV pool beside the model's, fed the runner's hidden states."""
     tensors = draft_tensors(plan.source, plan.gguf, weights.args, draft_layer)
-    return attach_draft_tensors(engine, weights, tensors, draft_layer, plan.device)
+    return attach_draft_tensors(engine, weights, tensors, draft_layer, plan.device, draft_graphs)
 
 
-def attach_draft_tensors(engine: LLMEngine, weights: LoadedWeights, tensors, draft_layer,
-                         device: torch.device) -> MtpDrafter:
+def attach_draft_tensors(engine: LLMEngine, weights: LoadedWeights, tensors, draft_layer, device: torch.device,
+                         draft_graphs: bool = False) -> MtpDrafter:
     """A draft layer read from tensors (engine.model.mtp_loader.DraftTensors: a checkpoint's, or a benchmark's
-    random ones) on the device, its KV pool beside the model's, fed the runner's hidden states."""
+    random ones) on the device, its KV pool beside the model's, fed the runner's hidden states. draft_graphs: the
+    drafts after a proposal's first run as static-shape steps (engine.generation.speculative.draft_graphs), CUDA
+    graphs on CUDA, eagerly elsewhere; off until the GPU tests (tests/gpu/test_mtp_draft_graphs_gpu.py) have run."""
     from engine.model.loader import expert_activation
     from engine.model.mtp_loader import load_draft_model
 
@@ -100,7 +104,9 @@ def attach_draft_tensors(engine: LLMEngine, weights: LoadedWeights, tensors, dra
                   "sdpa")  # the model's attention decode kernel (assemble_engine's choice)
     draft = load_draft_model(tensors, args, draft_layer, weights.model, runner.cache, expert_activation(args),
                              weights.dtype, device, kernel)
-    drafter = MtpDrafter(draft, engine.scheduler.block_manager, lambda seq: can_draft(engine, seq))
+    steps = DraftSteps(draft, engine.max_model_len, device, weights.dtype, use_graphs=device.type == "cuda") \
+        if draft_graphs else None
+    drafter = MtpDrafter(draft, engine.scheduler.block_manager, lambda seq: can_draft(engine, seq), steps)
     runner.hidden_observer = drafter.observe
     return drafter
 
