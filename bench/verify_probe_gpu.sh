@@ -30,6 +30,6 @@ timeout 170 python3 -m pytest -m gpu -p no:xdist -q tests/gpu/test_speculative_g
 echo "== pytest: exit $? after $((SECONDS - start)) s"; tail -4 "$OUT/pytest-spec.txt"
 wait
 probe vp-q35-res $(( $(left) < 150 ? $(left) : 150 )) --shape qwen3.5-35b-a3b --trace /tmp/q35.npz --quant Q4_K_M \
-    --speculative mtp --accept-rate 0.8
+    --speculative mtp --accept-rate 0.8 --draft-layer run
 [ "$(left)" -gt 60 ] && probe vp-q30-12 "$(left)" --shape qwen3-30b-a3b --trace $T --quant Q4_K_M --budget 12 \
     --speculative ngram --accept-rate 0.6
