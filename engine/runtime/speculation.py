@@ -37,9 +37,9 @@ class SpecCounters:
 
 class Speculation:
     def __init__(self, max_draft_tokens: int, replay: AcceptanceReplay | None = None, vocab_size: int = 0,
-                 drafter: "MtpDrafter | ReplayedDrafter | None" = None):
+                 drafter: MtpDrafter | ReplayedDrafter | None = None):
         self.draft_length = DraftLength(max_draft_tokens)
-        self.drafter = drafter  # the model's own draft layer; None: prompt lookup
+        self.drafter = drafter  # the model's own draft layer (benchmarks: a ReplayedDrafter); None: prompt lookup
         self.replay, self.vocab_size = replay, vocab_size  # benchmarks: a stated acceptance on random weights
         self.indexes: dict[str, NgramIndex] = {}  # by request id
         self.cache = NgramCache()  # finished requests' n-grams, for prompt lookup; empty on every load
@@ -51,7 +51,7 @@ class Speculation:
         """Drafts of at most min(max_tokens, the rule's length) tokens after token_ids."""
         length, self.next_length = self.next_length, None
         num_drafts = min(max_tokens, self.draft_length.choose() if length is None else length)
-        if self.drafter is not None:  # on random weights, one that runs the draft layer for its cost, then replays
+        if self.drafter is not None:
             started = time.perf_counter()
             drafts = self.drafter.propose(request_id, token_ids, num_drafts)
             seconds = time.perf_counter() - started
