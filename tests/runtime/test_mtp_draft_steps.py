@@ -78,3 +78,29 @@ def test_draft_positions_past_the_context_are_refused(mtp_model_dir):  # noqa: F
         with pytest.raises(ValueError, match="do not fit a context of 8"):
             steps.drafts(torch.arange(16).numpy(), torch.zeros(1, dtype=torch.long),
                          torch.zeros(1, drafter.draft.model.args.hidden_size), range(6, 10))
+
+
+class RecordedGraph:
+    def __init__(self):
+        self.replays = 0
+
+    def replay(self):
+        self.replays += 1
+
+
+def test_a_reallocated_kv_pool_drops_the_graph(mtp_model_dir):  # noqa: F811
+    """A re-split reallocates the KV pools: the graph read the old ones, so the next drafts run (and capture) anew."""
+    with Engine(EngineOptions(model=str(mtp_model_dir("glm4_moe")), device="cpu", speculative="mtp")) as engine:
+        drafter = engine._core.speculation.drafter
+        steps = DraftSteps(drafter.draft, 64, torch.device("cpu"), torch.float32, use_graphs=False)
+        D = drafter.draft.model.args.hidden_size
+        inputs = (torch.arange(64).numpy(), torch.zeros(1, dtype=torch.long), torch.zeros(1, D), range(3, 5))
+        steps.graph = graph = RecordedGraph()
+        steps.meta.kv_index.fill_(63)
+        steps.drafts(*inputs)
+        assert graph.replays == 2  # the same pools: replayed per draft
+        for pool in drafter.draft.cache.pools():
+            pool[-1] = pool[-1].clone()
+        steps.drafts(*inputs)
+        assert graph.replays == 2 and steps.graph is None
+        assert steps.meta.kv_index[0, 5:].eq(0).all()  # past the context: slot 0, within any pool

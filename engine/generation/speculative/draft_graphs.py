@@ -32,6 +32,7 @@ class DraftSteps:
         self.out_hidden = torch.zeros_like(self.hidden)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.captures = 0
+        self.pools = self.pool_addresses()  # the KV tensors the graph reads: a re-split reallocates them
 
     def drafts(self, slots: np.ndarray, token: torch.Tensor, hidden: torch.Tensor,
                positions: range) -> list[torch.Tensor]:
@@ -40,9 +41,9 @@ class DraftSteps:
         per position, on the device."""
         if positions.stop > self.max_len:
             raise ValueError(f"draft positions up to {positions.stop} do not fit a context of {self.max_len}")
-        index = torch.zeros(self.max_len, dtype=torch.long)
-        index[: positions.stop] = torch.from_numpy(slots[: positions.stop])
-        self.meta.kv_index[0].copy_(index)  # padded with slot 0: masked by the length
+        self.follow_pools()
+        # only the context's slots: what lies past them (slot 0, or an earlier sequence's slots) is masked by the length
+        self.meta.kv_index[0, : positions.stop].copy_(torch.from_numpy(slots[: positions.stop]))
         self.token.copy_(token)
         self.hidden.copy_(hidden)
         drafts = []
@@ -55,6 +56,17 @@ class DraftSteps:
             self.token.copy_(self.out_token)
             self.hidden.copy_(self.out_hidden)
         return drafts
+
+    def pool_addresses(self) -> tuple[int, ...]:
+        return tuple(pool[-1].data_ptr() for pool in self.draft.cache.pools())  # the draft layer's, appended last
+
+    def follow_pools(self) -> None:
+        """After the KV cache was reallocated (a re-split): the graph read the old tensors and kv_index may hold
+        slots past the new pool's end, so the graph is captured again and the index starts from slot 0."""
+        pools = self.pool_addresses()
+        if pools != self.pools:
+            self.graph, self.pools = None, pools
+            self.meta.kv_index.zero_()
 
     def step(self) -> None:
         if self.graph is not None:
