@@ -77,3 +77,25 @@ def test_a_bench_row_of_mtp_runs_the_draft_layer(tmp_path):
         assert row["plan_gib"] <= (row["budget_gib"] or float("inf"))
     ngram = json.loads((tmp_path / "ngram" / "qwen3-topology-tiny-b1-p16-qwen3-twin_chat.json").read_text())["rows"]
     assert all("drafter" not in row and "drafts_run" not in row for row in ngram)
+
+
+def test_the_attached_draft_layer_holds_the_bytes_its_plan_counts():
+    from engine.bench.draft_layer import attach_random_drafter
+    from engine.bench.suite import plan_for
+    from engine.bench.synthetic import IdOnlyTokenizer, synthetic_weights
+    from engine.config import EngineOptions
+    from engine.runtime.builder import assemble_engine
+
+    cpu = torch.device("cpu")
+    weights = synthetic_weights(shape("glm-4.5-air-topology-tiny", 3), cpu, experts_on_host=False,
+                                dtype=torch.bfloat16)  # the plans count bf16
+    marked = with_planned_draft_layer(weights)
+    off, plan = (plan_for(w, "resident", None, None, 1, 128) for w in (weights, marked))
+    options = EngineOptions(device="cpu", experts="resident", max_num_seqs=1, speculative="mtp")
+    engine = assemble_engine(marked, IdOnlyTokenizer(), options, plan, cpu, 128)
+    draft = attach_random_drafter(engine, marked, cpu).draft
+    loaded = sum(p.numel() * p.element_size() for p in draft.layer.parameters())
+    loaded += draft.experts.blocks.numel() * draft.experts.blocks.element_size()
+    assert loaded == plan.dense_bytes - off.dense_bytes
+    pools = [t for pool in engine.runner.cache.pools() for t in pool]
+    assert sum(t.numel() * t.element_size() for t in pools) == plan.kv_bytes
