@@ -4,7 +4,7 @@
 #   bash bench/verify_probe_gpu.sh OUT_DIR        (wheels the device lacks: carry .whl/, see docs/bench.md)
 # 1. Qwen3-30B-A3B shape, Q4_K_M, resident, prompt-lookup drafts accepted at 0.6 (bench/verify_step_probe.py);
 # 2. tests/gpu of speculation, overlapped steps and the hybrids' chained verify rows;
-# 3. Qwen3.5-35B-A3B shape, resident, MTP-style drafts at 0.8 (the draft layer's own cost is not in these rows);
+# 3. Qwen3.5-35B-A3B shape, resident, MTP drafts at 0.8, its draft layer (random weights) run at every proposal;
 # 4. Qwen3-30B-A3B at 12 GiB (the wisp plan), drafts at 0.6, while time is left.
 set -u
 OUT=${1:?OUT_DIR}
@@ -30,6 +30,6 @@ timeout 170 python3 -m pytest -m gpu -p no:xdist -q tests/gpu/test_speculative_g
 echo "== pytest: exit $? after $((SECONDS - start)) s"; tail -4 "$OUT/pytest-spec.txt"
 wait
 probe vp-q35-res $(( $(left) < 150 ? $(left) : 150 )) --shape qwen3.5-35b-a3b --trace /tmp/q35.npz --quant Q4_K_M \
-    --speculative mtp --accept-rate 0.8
+    --speculative mtp --accept-rate 0.8 --draft-layer run
 [ "$(left)" -gt 60 ] && probe vp-q30-12 "$(left)" --shape qwen3-30b-a3b --trace $T --quant Q4_K_M --budget 12 \
     --speculative ngram --accept-rate 0.6

@@ -7,7 +7,11 @@ counts captured first, then
   of --fixed (the draft-length rule bypassed), and the rule itself;
 - for each setting: the wall ms of its steps by row count, and that less t_gpu(q): the host's share of a step.
 
-Drafts are random ids accepted at --accept-rate (AcceptanceReplay), as `wisp bench --speculative` rows assume.
+Drafts are random ids accepted at --accept-rate (AcceptanceReplay), as `wisp bench --speculative` rows assume. With
+--speculative mtp on a shape whose family has a draft layer, that layer (random weights, counted in the plan) runs at
+every proposal as `wisp bench` runs it (engine.bench.draft_layer), so the steps' wall time holds the drafter's; each
+setting reports its drafts run and their ms (--draft-layer graphs: the drafts after a proposal's first as CUDA graph
+replays; --draft-layer skip: the replay alone, as before).
 
     python bench/verify_step_probe.py --shape qwen3-30b-a3b --trace resources/traces/qwen3-published_chat-carry44.npz \
         --quant Q4_K_M --speculative ngram --accept-rate 0.6 --fixed 1,2,3,4,6 --out /tmp/probe
@@ -31,7 +35,7 @@ from engine.alloc.cost_model import link_at  # noqa: E402
 from engine.bench.copy_rates import copy_loop_rate  # noqa: E402
 from engine.bench.graph_timing import replay_ms  # noqa: E402
 from engine.bench.suite import (GiB, attach_speculation, bench_weights, decode_once, mvwsa_plan,  # noqa: E402
-                                plan_for, resident_weights, planned_drafts)
+                                plan_for, resident_weights, session_weights, planned_drafts)
 from engine.bench.synthetic import IdOnlyTokenizer  # noqa: E402
 from engine.bench.trace_router import TraceRouter  # noqa: E402
 from engine.bench.verify_warm_up import warm_verify_rows  # noqa: E402
@@ -53,7 +57,7 @@ def main() -> None:
     if args.speculative == "off":
         args.speculative = "ngram"
     device = torch.device(args.device)
-    host = bench_weights(args, device)
+    host = session_weights(bench_weights(args, device), args)  # the draft layer counted for --speculative mtp
     router = TraceRouter(load_trace(args.trace), device)
     if own.budget is None:
         weights = resident_weights(host, device)
@@ -71,7 +75,7 @@ def main() -> None:
         from engine.experts.pager.link_pace import LinkPace
         engine.runner.experts.pace_link(LinkPace(args.link_gbps, device))
     router.drive(engine)
-    attach_speculation(engine, args, weights.args.vocab_size)
+    facts = attach_speculation(engine, args, weights, device)
     speculation = engine.speculation
     decode_once(engine, args.prompt, 4, 1, seed=1000)
     warm_verify_rows(engine, lambda tokens: decode_once(engine, args.prompt, tokens, 1, seed=1001),
@@ -90,7 +94,7 @@ def main() -> None:
             speculation.draft_length.choose = lambda k=drafts: k
         runs, by_rows = [], defaultdict(list)
         before = (speculation.counters.num_proposed, speculation.counters.num_accepted,
-                  speculation.counters.num_verify_steps, speculation.counters.verify_misses)
+                  speculation.counters.num_verify_steps, speculation.counters.verify_misses, *drafted(speculation))
         for run in range(args.runs):
             engine.scheduler.block_manager.hash_to_block.clear()
             steps.clear()
@@ -100,11 +104,12 @@ def main() -> None:
             for rows, seconds in steps:
                 by_rows[rows].append(seconds * 1e3)
         after = (speculation.counters.num_proposed, speculation.counters.num_accepted,
-                 speculation.counters.num_verify_steps, speculation.counters.verify_misses)
-        proposed, accepted, verify_steps, misses = (a - b for a, b in zip(after, before))
+                 speculation.counters.num_verify_steps, speculation.counters.verify_misses, *drafted(speculation))
+        proposed, accepted, verify_steps, misses, drafts_run, drafting_s = (a - b for a, b in zip(after, before))
         results.append({"setting": name, "decode_tok_s": statistics.median(runs), "runs": runs,
                         "proposed": proposed, "accepted": accepted, "verify_steps": verify_steps,
-                        "verify_misses": misses,
+                        "verify_misses": misses, "drafts_run": drafts_run,
+                        "drafting_ms_per_draft": 1e3 * drafting_s / drafts_run if drafts_run else None,
                         "step_wall_ms": {rows: statistics.median(ms) for rows, ms in sorted(by_rows.items())},
                         "steps": {rows: len(ms) for rows, ms in sorted(by_rows.items())}})
         print("SETTING", json.dumps(results[-1]), flush=True)
@@ -120,11 +125,25 @@ def main() -> None:
                              if rows in gpu_ms}
         print(f"{result['setting']:>10} {result['decode_tok_s']:7.1f} tok/s  drafts {result['accepted']}/"
               f"{result['proposed']} in {result['verify_steps']} verify steps, misses {result['verify_misses']}; "
+              f"{drafting(result)}"
               f"wall ms by rows {fmt(result['step_wall_ms'])}; host ms {fmt(result['host_ms'])}", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "verify_step_probe.json").write_text(json.dumps(
         {"shape": args.shape, "quant": args.quant, "budget_gib": own.budget, "link_gbps": args.link_gbps,
-         "accept_rate": args.accept_rate, "gpu_ms_by_rows": gpu_ms, "settings": results}))
+         "accept_rate": args.accept_rate, "drafter": facts.get("drafter"), "gpu_ms_by_rows": gpu_ms,
+         "settings": results}))
+
+
+def drafted(speculation) -> tuple[int, float]:
+    """(drafts the draft layer has run, their seconds) so far; (0, 0.0) where no draft layer runs."""
+    drafter = speculation.drafter
+    return (drafter.num_drafted, drafter.drafting_s) if drafter is not None else (0, 0.0)
+
+
+def drafting(result: dict) -> str:
+    if not result["drafts_run"]:
+        return ""
+    return f"draft layer {result['drafts_run']} drafts at {result['drafting_ms_per_draft']:.2f} ms; "
 
 
 def record_steps(engine) -> list:

@@ -27,6 +27,7 @@ from engine.alloc.cost_model import LinkCost, link_at
 from engine.alloc.memory_plan import GiB, MemoryPlan, ModelSizes, PlanRequest, kv_floor_bytes, plan_memory
 from engine.alloc.mvwsa import PoolSpec, configure
 from engine.bench.copy_rates import copy_kernel_rates, copy_loop_rate
+from engine.bench.draft_layer import attach_random_drafter, is_planned, planned_sizes, with_planned_draft_layer
 from engine.bench.graph_timing import step_gpu_ms
 from engine.bench.image_prompts import (TOWERS, BenchImageError, ImagePrompts, image_prompts, image_speed, parse_size,
                                         tower_facts, tower_plan_bytes)
@@ -87,13 +88,14 @@ def planned_drafts(args) -> int:
 def bench_sizes(model_args: ModelArgs, expert_bytes: int | None = None, dense_bytes: int | None = None) -> ModelSizes:
     """The shape's sizes with bf16 dense weights and KV; experts at expert_bytes (a quantized store's slot row), the
     dense weights at dense_bytes where given (quantized ones: LoadedWeights.dense_bytes); a vision tower in
-    model_args.extra (--image) counts in the dense bytes either way."""
+    model_args.extra (--image) counts in the dense bytes either way, and so does a draft layer there
+    (--speculative mtp: engine.bench.draft_layer), with its KV layer."""
     sizes = model_sizes(model_args, 2)
     if expert_bytes is not None:
         sizes = replace(sizes, expert_bytes=expert_bytes)
-    if dense_bytes is None:
-        return sizes
-    return replace(sizes, dense_bytes=dense_bytes + tower_plan_bytes(model_args))  # --image's tower (or nothing)
+    if dense_bytes is not None:
+        sizes = replace(sizes, dense_bytes=dense_bytes + tower_plan_bytes(model_args))  # --image's tower (or nothing)
+    return planned_sizes(sizes, model_args)
 
 
 def shape_plan(model_args: ModelArgs, mode: str, budget: int | None, slots: int | None, batch: int, max_len: int,
@@ -287,7 +289,7 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
     if online:  # the online MV-WSA controller re-splits at the drained barrier after every request
         attach_online(engine, weights, args, device)
     router.drive(engine)
-    spec_facts = attach_speculation(engine, args, weights.args.vocab_size)
+    spec_facts = attach_speculation(engine, args, weights, device)
     result = measure(engine, provider, argparse.Namespace(**{**vars(args), "runs": runs or args.runs}), tokens)
     result["plan_changes"] = engine.plan_changes if online else 0
     if isinstance(prompts, ImagePrompts):  # a prompt with images decodes with M-RoPE offsets
@@ -297,6 +299,7 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
         counters = engine.speculation.counters
         result.update(spec_proposed=counters.num_proposed, spec_accepted=counters.num_accepted,
                       verify_steps=counters.num_verify_steps, verify_misses=counters.verify_misses)
+        result.update(drafting_facts(engine.speculation.drafter))
     if device.type == "cuda":  # last: it replays the step (see step_gpu_ms)
         result["step_gpu_ms"] = step_gpu_ms(engine, args.batch)
     # expert_share is that of the plan the arm starts with (wisp-online may re-split it: plan_changes).
@@ -311,18 +314,45 @@ def measure_arm(weights, arm, plan, args, device, router, tokens, provider, runs
     return row
 
 
-def attach_speculation(engine, args, vocab_size: int) -> dict:
+def attach_speculation(engine, args, weights: LoadedWeights, device: torch.device) -> dict:
     """--speculative: drafts verified k+1 positions a step, accepted at the stated rate (random weights accept
-    nothing of their own) -> the row's fields that say what it assumes."""
+    nothing of their own) -> the row's fields that say what it assumes. mtp on weights whose plan counts a draft
+    layer (run_session: with_planned_draft_layer): that layer, with random weights, runs at every proposal, so its
+    time is in the steps and in the draft-length rule's drafting cost; the drafts verified are still the replay's."""
     mode = getattr(args, "speculative", "off")
     if mode == "off":
         return {}
-    from engine.generation.speculative.replay import AcceptanceReplay
+    from engine.generation.speculative.replay import AcceptanceReplay, ReplayedDrafter
     from engine.runtime.speculation import Speculation
 
-    engine.speculation = Speculation(engine.max_draft_tokens, AcceptanceReplay(args.accept_rate), vocab_size)
+    replay, vocab_size, drafter, facts = AcceptanceReplay(args.accept_rate), weights.args.vocab_size, None, {}
+    if mode == "mtp":
+        graphs = getattr(args, "draft_layer", "run") == "graphs"
+        drafter = ReplayedDrafter(attach_random_drafter(engine, weights, device, graphs), replay, vocab_size) \
+            if is_planned(weights.args) else None
+        run = "mtp layer run, later drafts graphed" if graphs else "mtp layer run"
+        facts["drafter"] = (f"{run} (random {str(weights.dtype).replace('torch.', '')} weights, acceptance "
+                            "replayed)" if drafter is not None else "none: the draft layer's cost is left out")
+    engine.speculation = Speculation(engine.max_draft_tokens, replay, vocab_size, drafter=drafter)
     engine.drafts_by_default = True
-    return {"speculative": mode, "assumed_accept_rate": args.accept_rate, "draft_tokens_max": engine.max_draft_tokens}
+    return {"speculative": mode, "assumed_accept_rate": args.accept_rate, "draft_tokens_max": engine.max_draft_tokens,
+            **facts}
+
+
+def drafting_facts(drafter) -> dict:
+    """A row's drafting cost where the draft layer ran: its drafts and their seconds over every run, warm-up too."""
+    if drafter is None:
+        return {}
+    return {"drafts_run": drafter.num_drafted, "drafting_s": drafter.drafting_s,
+            "drafting_ms_per_draft": 1e3 * drafter.drafting_s / max(1, drafter.num_drafted)}
+
+
+def session_weights(host: LoadedWeights, args) -> LoadedWeights:
+    """host as a session's arms plan it: with the shape's draft layer counted for --speculative mtp (unless
+    --draft-layer skip), as the engine's builder counts a checkpoint's."""
+    if getattr(args, "speculative", "off") != "mtp" or getattr(args, "draft_layer", "run") == "skip":
+        return host
+    return with_planned_draft_layer(host)
 
 
 def attach_online(engine, weights, args, device) -> None:
@@ -434,6 +464,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--accept-rate", type=rate, default=0.6,
                         help="with --speculative: the acceptance each draft is given (0..1)")
     parser.add_argument("--draft-tokens", type=int, default=8, help="with --speculative: most drafts a step")
+    parser.add_argument("--draft-layer", default="run", choices=("run", "graphs", "skip"),
+                        help="with --speculative mtp on a shape whose family has a draft layer: run it (random "
+                             "weights, planned as a checkpoint's) at every proposal for its cost, eagerly as the "
+                             "engine does (run) or its drafts after the first as CUDA graph replays (graphs: "
+                             "engine.generation.speculative.draft_graphs, not yet the engine's path), or skip it (rows "
+                             "without the drafter's cost)")
     parser.add_argument("--image", type=image_size, default=None, metavar="WxH",
                         help="each request: one random-pixel PNG of this size (decoded and preprocessed as a user's "
                              "image), then --prompt text tokens, seen by a random-weight --tower that the plans count; "
@@ -641,6 +677,7 @@ def image_routing(router: TraceRouter) -> str:
 
 def run_session(args, host, device, facts: dict) -> None:
     arms = args.arms.split(",")
+    host = session_weights(host, args)
     trace = load_trace(args.trace)
     link = link_at(facts["copy_loop_gb_s"])
     router = TraceRouter(trace, device)

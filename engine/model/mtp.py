@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from engine.model.args import ModelArgs
-from engine.model.attention import AttentionMetadata, KVCache
+from engine.model.attention import AttentionMetadata, KVCache, PaddedDecodeMetadata
 from engine.model.hybrid import HybridDecoderLayer
 from engine.model.hybrid_layers import centred_norm
 from engine.model.layers import RMSNorm
@@ -47,10 +47,23 @@ class DraftLayer(nn.Module):
                 meta: AttentionMetadata, cache: KVCache, context: MoeContext) -> tuple[torch.Tensor, torch.Tensor]:
         """embeds [T, D] of the tokens at q+1, hidden [T, D] at q, positions [T] (q) -> (what the next draft step
         reads as its hidden [T, D], what the head reads [T, D])."""
+        x = self.layer(self.project(embeds, hidden, positions), rope, meta, cache, context)
+        return self.outputs(x)
+
+    def forward_padded(self, embeds: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor, rope,
+                       meta: PaddedDecodeMetadata, cache: KVCache,
+                       context: MoeContext) -> tuple[torch.Tensor, torch.Tensor]:
+        """One new position per row with static shapes (a CUDA graph: engine.generation.speculative.draft_graphs):
+        the decoder layer's padded decode step, its dense part then its experts; the same math as forward."""
+        parts = self.layer.dense_part(self.project(embeds, hidden, positions), rope, meta, cache, context)
+        return self.outputs(self.layer.finish(parts, context))
+
+    def project(self, embeds: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         if self.style == "nextn":
             embeds = embeds.masked_fill((positions == 0)[:, None], 0.0)
-        x = self.proj(torch.cat([self.embed_norm(embeds), self.hidden_norm(hidden)], dim=-1))  # [T, D]
-        x = self.layer(x, rope, meta, cache, context)
+        return self.proj(torch.cat([self.embed_norm(embeds), self.hidden_norm(hidden)], dim=-1))  # [T, D]
+
+    def outputs(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         normed = self.norm(x)
         return (normed if self.style == "mtp" else x), normed
 
@@ -79,6 +92,13 @@ class DraftModel:
         embeds = self.model.embed_tokens(token_ids)  # [T, D]
         rope = self.model.rotary(positions, embeds.dtype)
         return self.layer(embeds, hidden, positions, rope, meta, self.cache, self.context)
+
+    def forward_padded(self, token_ids: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor,
+                       meta: PaddedDecodeMetadata) -> tuple[torch.Tensor, torch.Tensor]:
+        """forward with static shapes: one new position per row, its context read through meta.kv_index."""
+        embeds = self.model.embed_tokens(token_ids)  # [B, D]
+        rope = self.model.rotary(positions, embeds.dtype)
+        return self.layer.forward_padded(embeds, hidden, positions, rope, meta, self.cache, self.context)
 
     def logits(self, head_input: torch.Tensor) -> torch.Tensor:
         """[R, D] -> fp32 logits [R, V]."""

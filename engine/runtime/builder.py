@@ -33,6 +33,7 @@ from engine.loading.draft_source import draft_tensors, find_draft_layer
 from engine.runtime.draft_layers import drafting_kind
 from engine.runtime.speculation import Speculation
 from engine.runtime.verify_step import can_draft
+from engine.generation.speculative.draft_graphs import DraftSteps
 from engine.generation.speculative.mtp import MtpDrafter
 from engine.runtime.determinism import use_deterministic_kernels
 from engine.runtime.model_runner import ModelRunner
@@ -82,18 +83,30 @@ def build(source: ModelSource, options: EngineOptions, progress: Progress | None
     return engine, replace(info, has_draft_layers=draft_layer is not None)
 
 
-def attach_drafter(engine: LLMEngine, weights: LoadedWeights, plan: LoadPlan, draft_layer) -> MtpDrafter:
+def attach_drafter(engine: LLMEngine, weights: LoadedWeights, plan: LoadPlan, draft_layer,
+                   draft_graphs: bool = False) -> MtpDrafter:
     """The checkpoint's draft layer on the device, its KV pool beside the model's, fed the runner's hidden states."""
+    tensors = draft_tensors(plan.source, plan.gguf, weights.args, draft_layer)
+    return attach_draft_tensors(engine, weights, tensors, draft_layer, plan.device, draft_graphs)
+
+
+def attach_draft_tensors(engine: LLMEngine, weights: LoadedWeights, tensors, draft_layer, device: torch.device,
+                         draft_graphs: bool = False) -> MtpDrafter:
+    """A draft layer read from tensors (engine.model.mtp_loader.DraftTensors: a checkpoint's, or a benchmark's
+    random ones) on the device, its KV pool beside the model's, fed the runner's hidden states. draft_graphs: the
+    drafts after a proposal's first run as static-shape steps (engine.generation.speculative.draft_graphs), CUDA
+    graphs on CUDA, eagerly elsewhere; off until the GPU tests (tests/gpu/test_mtp_draft_graphs_gpu.py) have run."""
     from engine.model.loader import expert_activation
     from engine.model.mtp_loader import load_draft_model
 
     runner, args = engine.runner, weights.args
     kernel = next((layer.self_attn.decode_kernel for layer in weights.model.layers if hasattr(layer, "self_attn")),
                   "sdpa")  # the model's attention decode kernel (assemble_engine's choice)
-    tensors = draft_tensors(plan.source, plan.gguf, args, draft_layer)
     draft = load_draft_model(tensors, args, draft_layer, weights.model, runner.cache, expert_activation(args),
-                             weights.dtype, plan.device, kernel)
-    drafter = MtpDrafter(draft, engine.scheduler.block_manager, lambda seq: can_draft(engine, seq))
+                             weights.dtype, device, kernel)
+    steps = DraftSteps(draft, engine.max_model_len, device, weights.dtype, use_graphs=device.type == "cuda") \
+        if draft_graphs else None
+    drafter = MtpDrafter(draft, engine.scheduler.block_manager, lambda seq: can_draft(engine, seq), steps)
     runner.hidden_observer = drafter.observe
     return drafter
 

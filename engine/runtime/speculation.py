@@ -11,7 +11,7 @@ from engine.generation.speculative.draft_length import DraftLength
 from engine.generation.speculative.mtp import MtpDrafter
 from engine.generation.speculative.ngram import NgramIndex
 from engine.generation.speculative.ngram_cache import NgramCache
-from engine.generation.speculative.replay import AcceptanceReplay
+from engine.generation.speculative.replay import AcceptanceReplay, ReplayedDrafter
 
 DEFAULT_DRAFT_TOKENS = 8  # --draft-tokens' default: most drafts a step verifies
 
@@ -26,9 +26,9 @@ class SpecCounters:
 
 class Speculation:
     def __init__(self, max_draft_tokens: int, replay: AcceptanceReplay | None = None, vocab_size: int = 0,
-                 drafter: MtpDrafter | None = None):
+                 drafter: MtpDrafter | ReplayedDrafter | None = None):
         self.draft_length = DraftLength(max_draft_tokens)
-        self.drafter = drafter  # the model's own draft layer; None: prompt lookup
+        self.drafter = drafter  # the model's own draft layer (benchmarks: a ReplayedDrafter); None: prompt lookup
         self.replay, self.vocab_size = replay, vocab_size  # benchmarks: a stated acceptance on random weights
         self.indexes: dict[str, NgramIndex] = {}  # by request id
         self.cache = NgramCache()  # finished requests' n-grams, for prompt lookup; empty on every load
@@ -40,8 +40,6 @@ class Speculation:
         """Drafts of at most min(max_tokens, the rule's length) tokens after token_ids."""
         length, self.next_length = self.next_length, None
         num_drafts = min(max_tokens, self.draft_length.choose() if length is None else length)
-        if self.replay is not None:
-            return self.replay.drafts(self.vocab_size, num_drafts)
         if self.drafter is not None:
             started = time.perf_counter()
             drafts = self.drafter.propose(request_id, token_ids, num_drafts)
@@ -49,6 +47,8 @@ class Speculation:
             self.draft_length.observe_drafting(len(drafts), seconds)
             self.step_drafting_s += seconds
             return drafts
+        if self.replay is not None:
+            return self.replay.drafts(self.vocab_size, num_drafts)
         return self.indexes.setdefault(request_id, NgramIndex()).propose(token_ids, num_drafts, self.cache)
 
     def declines_next(self) -> bool:

@@ -7,7 +7,9 @@ to L-2 for a sequence of L tokens, writing their KV; its last row predicts the t
 the model's own next token at L-1). Each further draft runs the layer at the next position on the draft before it,
 its own output standing in for the model's hidden state. Rejected positions leave entries that the next round
 overwrites with the model's hidden states. Drafts are the draft logits' argmax: verification (greedy or rejection
-sampling with a deterministic draft) keeps the output the model's whatever they are."""
+sampling with a deterministic draft) keeps the output the model's whatever they are. The catch-up runs eagerly (its
+length varies); the drafts after the first run one position each, eagerly or, given DraftSteps, through static
+buffers (a CUDA graph on CUDA: engine.generation.speculative.draft_graphs)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from engine.generation.speculative.draft_graphs import DraftSteps
 from engine.model.attention import AttentionMetadata, SeqSpan
 from engine.model.mtp import DraftModel
 
@@ -31,9 +34,11 @@ class Waiting:
 
 
 class MtpDrafter:
-    def __init__(self, draft: DraftModel, blocks, wants: Callable[[object], bool] = lambda seq: True):
+    def __init__(self, draft: DraftModel, blocks, wants: Callable[[object], bool] = lambda seq: True,
+                 steps: DraftSteps | None = None):
         self.draft, self.blocks = draft, blocks  # blocks: the engine's BlockManager (its block size, reserve)
         self.wants = wants  # does this sequence draft? (the others' hidden states are not kept)
+        self.steps = steps  # the drafts after the first with static shapes (a CUDA graph); None: eager, by run
         self.waiting: dict[str, Waiting] = {}
         self.num_failures = 0  # proposals the draft layer failed (the steps went on without drafts)
 
@@ -82,7 +87,11 @@ class MtpDrafter:
         hidden, head_input = self.run(seq, ids, ready, start)
         drafts = [torch.argmax(self.draft.logits(head_input[-1:]), dim=-1)]  # [1]
         hidden = hidden[-1:]
-        for position in range(start + len(next_tokens), start + len(next_tokens) - 1 + num_drafts):
+        positions = range(start + len(next_tokens), start + len(next_tokens) - 1 + num_drafts)
+        if self.steps is not None and len(positions):
+            drafts += self.steps.drafts(self.slots(seq, positions.stop), drafts[-1], hidden, positions)
+            return torch.cat(drafts).tolist()
+        for position in positions:
             hidden, head_input = self.run(seq, drafts[-1], hidden, position)
             drafts.append(torch.argmax(self.draft.logits(head_input), dim=-1))
         return torch.cat(drafts).tolist()
@@ -99,9 +108,12 @@ class MtpDrafter:
         """The draft layer at positions start.. of seq (next_tokens [n]: the token after each) -> its outputs."""
         device, count = hidden.device, next_tokens.shape[0]
         end = start + count
-        size = self.blocks.block_size
-        slots = (np.asarray(seq.block_table, dtype=np.int64)[:, None] * size + np.arange(size)).reshape(-1)[:end]
-        slots = torch.from_numpy(slots).to(device)
+        slots = torch.from_numpy(self.slots(seq, end)).to(device)
         meta = AttentionMetadata(slot_mapping=slots[start:], spans=[SeqSpan(0, count, slots)])
         positions = torch.arange(start, end, device=device)
         return self.draft.forward(next_tokens, hidden, positions, meta)
+
+    def slots(self, seq, end: int) -> np.ndarray:
+        """The KV slots [end] of seq's positions 0..end-1."""
+        size = self.blocks.block_size
+        return (np.asarray(seq.block_table, dtype=np.int64)[:, None] * size + np.arange(size)).reshape(-1)[:end]

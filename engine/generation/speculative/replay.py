@@ -5,6 +5,7 @@ step still computing every drafted position. Rows measured this way assume the a
 from __future__ import annotations
 
 import random
+import time
 
 import torch
 
@@ -29,3 +30,22 @@ class AcceptanceReplay:
         rows = torch.arange(len(tokens), device=logits.device)
         chosen = torch.tensor(tokens, device=logits.device)
         return tokens, torch.log_softmax(logits[: len(tokens)], dim=-1)[rows, chosen].tolist()
+
+
+class ReplayedDrafter:
+    """A draft layer with random weights (benchmarks) run at every proposal for its cost, whose drafts are then
+    replaced by the replay's, as many as it drew: the step pays the drafter's time while the acceptance stays the
+    stated one. drafter: an engine.generation.speculative.mtp.MtpDrafter (observe, propose, forget)."""
+
+    def __init__(self, drafter, replay: AcceptanceReplay, vocab_size: int):
+        self.drafter, self.replay, self.vocab_size = drafter, replay, vocab_size
+        self.num_drafted, self.drafting_s = 0, 0.0  # drafts the draft layer drew and its seconds, over every run
+
+    def propose(self, request_id: str, token_ids: list[int], num_drafts: int) -> list[int]:
+        started = time.perf_counter()
+        count = len(self.drafter.propose(request_id, token_ids, num_drafts))  # read back: its time is all in
+        self.num_drafted, self.drafting_s = self.num_drafted + count, self.drafting_s + time.perf_counter() - started
+        return self.replay.drafts(self.vocab_size, count)
+
+    def forget(self, request_id: str) -> None:
+        self.drafter.forget(request_id)
