@@ -19,9 +19,12 @@ PROMPTS = ["def add(a, b):\n    return a + b\n", "one two three one two", "héll
 GREEDY = SamplingParams(max_tokens=32, ignore_eos=True)
 
 
-def run(folder, **options):
+def run(folder, num_drafts: int | None = None, **options):
+    """num_drafts: every step drafts this many (the draft-length rule bypassed), so acceptance measures the layer."""
     model = None if folder is None else str(folder)  # None: the bundled demo
     with Engine(EngineOptions(model=model, device="cuda", decode="graphs", **options)) as engine:
+        if num_drafts is not None:
+            engine._core.speculation.draft_length.choose = lambda: num_drafts
         results = [h.result() for h in engine.submit_batch([GenerateRequest(prompt=p, sampling=GREEDY)
                                                             for p in PROMPTS])]
     assert all(r.error is None for r in results), [r.error for r in results]
@@ -56,6 +59,6 @@ def test_the_demos_draft_layer_is_lossless_on_cuda():
     """The bundled demo's trained draft layer (bf16, resources/demo_model/mtp.safetensors) on CUDA graphs."""
     assert torch.cuda.is_available(), "GPU tests need CUDA"
     plain, _, _ = run(None)
-    drafted, proposed, accepted = run(None, speculative="mtp")
+    drafted, proposed, accepted = run(None, 2, speculative="mtp")
     assert [ids for ids, _ in drafted] == [ids for ids, _ in plain]
-    assert proposed > 0 and accepted >= 0.2 * proposed
+    assert proposed > 0 and accepted >= 0.2 * proposed  # 57 of 116 on the CPU
