@@ -81,7 +81,7 @@ def plan_for(weights: LoadedWeights, mode: str, budget: int | None, slots: int |
 def planned_drafts(args) -> int:
     """--draft-tokens where the arms draft (--speculative), else 0: the plans hold a hybrid's verify steps' scratch
     state rows for them as the engine's own plan does (EngineOptions.planned_draft_tokens)."""
-    return EngineOptions(max_num_seqs=args.batch, draft_tokens=getattr(args, "draft_tokens", 8),
+    return EngineOptions(draft_tokens=getattr(args, "draft_tokens", 8),
                          speculative=getattr(args, "speculative", "off")).planned_draft_tokens
 
 

@@ -172,8 +172,7 @@ def assemble_engine(weights: LoadedWeights, tokenizer: Tokenizer, options: Engin
     runner = ModelRunner(weights.model, experts, cache, block_manager, device,
                          decode_path(options, weights.model, cache, device, max_model_len))
     engine = LLMEngine(runner, scheduler, tokenizer, max_model_len, plan, replanner)
-    engine.max_draft_tokens = small_step_drafts(options.draft_tokens, args.num_experts_per_tok,
-                                                weights.store.expert_bytes)
+    engine.max_draft_tokens = small_step_drafts(options.draft_tokens, args.num_experts_per_tok, plan.expert_bytes)
     if is_on_host(weights.store):
         engine.host_tier = weights.store.tier
     return engine
